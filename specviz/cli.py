@@ -1,0 +1,154 @@
+"""Command line: `python -m specviz generate|prepare|bench`. Bad input: `error: ...` and exit 2."""
+
+import argparse
+import json
+import sys
+
+from .errors import SpecvizError
+from .settings import MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage dump
+        raise SystemExit(_fail(message))
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="bf16 is ~2x faster on CPU; exact checks use float32")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+
+def add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
+    p.add_argument("--gamma", type=int, default=4, help=f"draft tokens per step, 1..{MAX_GAMMA}")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0 disables")
+    p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def settings_from(args) -> Settings:
+    return Settings(max_new_tokens=args.max_new_tokens, gamma=args.gamma, temperature=args.temperature,
+                    top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m specviz", description="Speculative decoding you can see.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    gen = sub.add_parser("generate", help="generate with plain or speculative decoding")
+    gen.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    gen.add_argument("--drafter", choices=["none", "draft"], help="none = plain decoding (default unless --draft is given)")
+    gen.add_argument("--draft", help="draft model (same vocabulary as the target)")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    add_sampling_options(gen)
+    add_model_options(gen)
+    gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
+
+    prep = sub.add_parser("prepare", help="convert offline model packages into the cache once")
+    prep.add_argument("presets", nargs="*", help="default: every preset whose packages are installed")
+
+    bench = sub.add_parser("bench", help="benchmark plain vs speculative vs transformers' assisted generation")
+    from .bench import add_bench_options
+
+    add_bench_options(bench)
+    return parser
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "generate":
+            return cmd_generate(args)
+        if args.command == "prepare":
+            return cmd_prepare(args)
+        from .bench import cmd_bench
+
+        return cmd_bench(args)
+    except SpecvizError as exc:
+        return _fail(str(exc))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else _fail(str(exc.code))
+    except KeyboardInterrupt:
+        return 130
+
+
+def quiet_transformers() -> None:
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+def cmd_generate(args) -> int:
+    settings = settings_from(args)  # validate everything cheap before loading any model
+    check_prompt(args.prompt)
+    drafter_kind = args.drafter or ("draft" if args.draft else "none")
+    if drafter_kind == "draft" and not args.draft:
+        return _fail("--drafter draft needs --draft MODEL")
+    quiet_transformers()
+    from .drafters import build_drafter
+    from .engine import generate, new_generator
+    from .events import summarize
+    from .models import check_same_vocabulary, encode_prompt, load_model
+
+    target = load_model(args.target, args.dtype, args.device)
+    draft = None
+    if drafter_kind == "draft":
+        draft = load_model(args.draft, args.dtype, args.device)
+        check_same_vocabulary(target, draft)
+    prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
+    generator = new_generator(target.device, settings.seed)
+    drafter = build_drafter(drafter_kind, settings, generator, target, draft)
+
+    events, ids, shown = [], [], ""
+    for event in generate(target, prompt_ids, settings, drafter, generator):
+        events.append(event)
+        ids.extend(event.tokens)
+        if not args.json:  # stream the text; hold back a split multi-byte character
+            text = target.tokenizer.decode(ids, skip_special_tokens=True)
+            if not text.endswith("\ufffd"):
+                sys.stdout.write(text[len(shown):])
+                sys.stdout.flush()
+                shown = text
+    text = target.tokenizer.decode(ids, skip_special_tokens=True)
+    metrics = summarize(events)
+    finish = events[-1].finish if events else None
+    if args.json:
+        print(json.dumps({
+            "text": text, "token_ids": ids, "prompt_tokens": len(prompt_ids), "finish": finish,
+            "drafter": drafter_kind, "steps": [e.to_json() for e in events], "metrics": metrics.to_json(),
+        }))
+    else:
+        sys.stdout.write(text[len(shown):] + "\n")
+        alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
+        print(f"[{drafter_kind}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
+              f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}", file=sys.stderr)
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    from .errors import OfflinePackageError
+    from .offline import PRESETS, ensure_converted, locate_parts
+
+    unknown = [n for n in args.presets if n not in PRESETS]
+    if unknown:
+        return _fail(f"unknown preset {unknown[0]!r}; presets: {', '.join(PRESETS)}")
+    names = args.presets or list(PRESETS)
+    quiet_transformers()
+    for name in names:
+        try:
+            locate_parts(PRESETS[name])
+        except OfflinePackageError as exc:
+            if args.presets:
+                raise
+            print(f"skipped: {exc}", file=sys.stderr)
+            continue
+        print(f"{name}: {ensure_converted(PRESETS[name])}")
+    return 0

@@ -1,0 +1,113 @@
+"""The decode loop: plain decoding and speculative decoding are the same generator of StepEvents.
+
+Plain decoding is the case with no drafter: every step proposes nothing and the target adds one
+token. With a drafter, every step is: draft, verify in one target forward, roll back, emit.
+"""
+
+import time
+from dataclasses import replace
+from typing import Iterator, Optional, Protocol
+
+import torch
+
+from .cached_lm import CachedLM
+from .drafters import Drafter
+from .events import StepEvent
+from .models import LoadedModel
+from .sampling import choose, probabilities
+from .settings import Settings
+from .verify import Verdict, verify_greedy, verify_sampled
+
+
+class StopFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def make_clock(device: torch.device):
+    """perf_counter that first waits for queued GPU work, so a phase's time is really its own."""
+    if device.type == "cuda":
+        def clock() -> float:
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return clock
+    return time.perf_counter
+
+
+def new_generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def generate(
+    target: LoadedModel,
+    prompt_ids: list[int],
+    settings: Settings,
+    drafter: Optional[Drafter] = None,
+    generator: Optional[torch.Generator] = None,
+    stop: Optional[StopFlag] = None,
+) -> Iterator[StepEvent]:
+    """Yield one StepEvent per target forward until EOS, the token budget, or a stop request."""
+    clock = make_clock(target.device)
+    generator = generator or new_generator(target.device, settings.seed)
+    lm = CachedLM(target.model)
+    eos = target.eos_ids
+    budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
+
+    began = clock()
+    if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds
+        lm.extend(torch.tensor(prompt_ids[:-1]), logits=False)
+    if drafter is not None:
+        drafter.start(prompt_ids)
+    prefill_s = clock() - began
+
+    tokens, produced, index = list(prompt_ids), 0, 0
+    while produced < budget and not (stop is not None and stop.is_set()):
+        t0 = clock()
+        # 1. Draft: x_1..x_g ~ q (g shrinks near the budget so a step never overshoots it).
+        gamma = min(settings.gamma, budget - produced - 1) if drafter is not None else 0
+        proposal = drafter.propose(tokens, gamma) if gamma > 0 else None
+        draft = proposal.tokens if proposal else torch.empty(0, dtype=torch.long, device=target.device)
+        t1 = clock()
+        # 2. Verify: one target forward over [last token, x_1..x_g] gives p_1..p_{g+1}.
+        feed = torch.cat([torch.tensor(tokens[-1:], device=target.device), draft])
+        p = probabilities(lm.extend(feed), settings)
+        if proposal is None:
+            verdict = Verdict(0, int(choose(p, settings, generator)[0]), [], None)
+        elif settings.greedy:
+            verdict = verify_greedy(p, draft, proposal.q)
+        else:
+            verdict = verify_sampled(p, proposal.q, draft, generator)
+        # 3. Roll back: keep the cache of the last token and the accepted drafts; the drafter too.
+        lm.truncate(len(tokens) + verdict.accepted)
+        if proposal is not None:
+            drafter.observe(verdict.accepted)
+        t2 = clock()
+        # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
+        event = _event(index, draft.tolist(), verdict, eos, produced, budget, proposal)
+        tokens.extend(event.tokens)
+        produced += len(event.tokens)
+        yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0,
+                      prefill_s=prefill_s if index == 0 else 0.0)
+        if event.finish:
+            return
+        index += 1
+
+
+def _event(index, proposed, verdict, eos, produced, budget, proposal) -> StepEvent:
+    accepted, next_token, p, q = verdict.accepted, verdict.next_token, verdict.p, verdict.q
+    kind = "plain" if not proposed else "bonus" if accepted == len(proposed) else "correction"
+    finish = None
+    hit = next((i for i, t in enumerate(proposed[:accepted]) if t in eos), None)
+    if hit is not None:  # an accepted draft token was EOS: the run ends there, nothing follows it
+        proposed, accepted, next_token, finish = proposed[: hit + 1], hit + 1, None, "eos"
+        p, q = p[: hit + 1], None if q is None else q[: hit + 1]
+    elif next_token in eos:
+        finish = "eos"
+    added = accepted + (next_token is not None)
+    if finish is None and produced + added >= budget:
+        finish = "length"
+    return StepEvent(
+        index=index, proposed=tuple(proposed), accepted=accepted, next_token=next_token, next_kind=kind,
+        p=tuple(p), q=None if q is None else tuple(q), draft_s=0.0, verify_s=0.0, step_s=0.0,
+        draft_forwards=proposal.forwards if proposal else 0, finish=finish,
+    )
+

@@ -1,0 +1,25 @@
+"""Typed errors: everything a user can get wrong raises a SpecvizError with a one-line message."""
+
+
+class SpecvizError(Exception):
+    """Base class: the message is one line a user can act on."""
+
+
+class InvalidRequest(SpecvizError, ValueError):
+    """A generation setting or prompt is out of range."""
+
+
+class ModelNotFound(SpecvizError):
+    """The model name is not a preset, not a model folder, and cannot come from the Hub."""
+
+
+class ModelLoadError(SpecvizError):
+    """The model exists but could not be loaded (broken folder, Hub unreachable, ...)."""
+
+
+class OfflinePackageError(SpecvizError):
+    """An offline model package is missing or its data fails the checksum."""
+
+
+class VocabularyMismatch(SpecvizError):
+    """Target and draft do not share one vocabulary, so draft tokens mean nothing to the target."""

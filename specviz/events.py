@@ -1,0 +1,88 @@
+"""The one event type: engine, CLI, UI and tests all speak StepEvent. Pure Python, no torch.
+
+A step is one target forward. Plain decoding is a step that proposes nothing, so a consumer
+cannot tell plain from speculative except by what the events contain.
+"""
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Optional
+
+NEXT_KINDS = ("correction", "bonus", "plain")
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    index: int
+    proposed: tuple[int, ...]  # draft tokens shown to the target
+    accepted: int  # length of the accepted prefix of `proposed`
+    next_token: Optional[int]  # token the target added; None when an accepted draft token ended the run
+    next_kind: str  # correction (resampled after a rejection) | bonus (all accepted) | plain (nothing proposed)
+    p: tuple[float, ...]  # target probability of each proposed token
+    q: Optional[tuple[float, ...]]  # drafter probability of each proposed token; None for deterministic drafters
+    draft_s: float
+    verify_s: float
+    step_s: float  # wall time of the whole step: draft + verify + bookkeeping
+    draft_forwards: int = 0
+    prefill_s: float = 0.0  # set on the first event: prompt processing before it
+    finish: Optional[str] = None  # set on the last event: "eos" or "length"
+
+    def __post_init__(self):
+        assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"
+        assert self.next_kind in NEXT_KINDS, self.next_kind
+        assert len(self.p) == len(self.proposed)
+        assert self.q is None or len(self.q) == len(self.proposed)
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """Tokens this step appended to the output, in order."""
+        extra = () if self.next_token is None else (self.next_token,)
+        return self.proposed[: self.accepted] + extra
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["next"] = out.pop("next_token")
+        return out
+
+
+@dataclass(frozen=True)
+class Metrics:
+    new_tokens: int
+    tokens_per_s: float  # decode speed: new tokens / decode seconds (prefill excluded)
+    acceptance_rate: Optional[float]  # alpha = accepted / drafted; None when nothing was drafted
+    mean_tokens_per_step: float  # tau = new tokens / target forwards
+    target_forwards: int  # decode forwards (the prefill forward is counted in prefill_s)
+    draft_forwards: int
+    draft_s: float
+    verify_s: float
+    prefill_s: float
+    decode_s: float
+    total_s: float  # prefill + decode
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def summarize(events: Iterable[StepEvent]) -> Metrics:
+    events = list(events)
+    new = sum(len(e.tokens) for e in events)
+    drafted = sum(len(e.proposed) for e in events)
+    accepted = sum(e.accepted for e in events)
+    decode_s = sum(e.step_s for e in events)
+    prefill_s = sum(e.prefill_s for e in events)
+    return Metrics(
+        new_tokens=new,
+        tokens_per_s=new / decode_s if decode_s > 0 else 0.0,
+        acceptance_rate=accepted / drafted if drafted else None,
+        mean_tokens_per_step=new / len(events) if events else 0.0,
+        target_forwards=len(events),
+        draft_forwards=sum(e.draft_forwards for e in events),
+        draft_s=sum(e.draft_s for e in events),
+        verify_s=sum(e.verify_s for e in events),
+        prefill_s=prefill_s,
+        decode_s=decode_s,
+        total_s=prefill_s + decode_s,
+    )
+
+
+def generated_ids(events: Iterable[StepEvent]) -> list[int]:
+    return [t for e in events for t in e.tokens]

@@ -1,0 +1,109 @@
+"""Load a model by preset, local folder or Hub id through one path, and encode prompts for it."""
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .errors import InvalidRequest, ModelLoadError, ModelNotFound, VocabularyMismatch
+from .offline import PRESETS, ensure_converted
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", None) or 2048)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = set(ids if isinstance(ids, (list, tuple)) else [] if ids is None else [ids])
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_output_embeddings().weight.shape[0]
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InvalidRequest("device 'cuda' was requested but no CUDA GPU is available")
+    if device not in ("cpu", "cuda"):
+        raise InvalidRequest(f"device must be auto, cpu or cuda, got {device!r}")
+    return torch.device(device)
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def locate(name: str) -> str:
+    """Turn a model name into something from_pretrained can open, or raise a clear error."""
+    if name in PRESETS:
+        return str(ensure_converted(PRESETS[name]))
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelNotFound(f"'{name}' is a folder but not a model (no config.json in it)")
+        return str(path)
+    if _HUB_ID.match(name):
+        if _hub_offline():
+            raise ModelNotFound(f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder")
+        return name
+    raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")
+
+
+def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in DTYPES:
+        raise InvalidRequest(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    where = resolve_device(device)
+    source = locate(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+    except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load '{name}': {reason[:300]}") from exc
+    model.to(where).eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
+
+
+def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """A draft token id must mean the same string to both models."""
+    if target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
+        raise VocabularyMismatch(
+            f"draft '{draft.name}' does not share the vocabulary of target '{target.name}' "
+            f"({len(draft.tokenizer)} vs {len(target.tokenizer)} tokens); pick a draft from the same model family"
+        )
+
+
+def encode_prompt(loaded: LoadedModel, text: str, chat: bool = True) -> list[int]:
+    """Token ids for a user prompt: the chat template when the tokenizer has one, unless chat=False."""
+    tok = loaded.tokenizer
+    if chat and getattr(tok, "chat_template", None):
+        rendered = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+        ids = tok.encode(rendered, add_special_tokens=False)
+    else:
+        ids = tok.encode(text)
+    if len(ids) >= loaded.context_length:
+        raise InvalidRequest(f"the prompt is {len(ids)} tokens; the model's context holds {loaded.context_length}")
+    if not ids:
+        raise InvalidRequest("the prompt encodes to no tokens")
+    return ids

@@ -1,0 +1,43 @@
+"""Generation settings, validated once: the engine, CLI and UI all share these limits."""
+
+import math
+from dataclasses import dataclass
+
+from .errors import InvalidRequest
+
+MAX_NEW_TOKENS = 4096  # documented cap; also bounded by the model's context
+MAX_GAMMA = 32
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_new_tokens: int = 128
+    gamma: int = 4  # draft length: tokens proposed per verification step
+    temperature: float = 0.0  # 0 means greedy
+    top_k: int = 0  # 0 disables top-k
+    top_p: float = 1.0  # 1 disables top-p
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise InvalidRequest(f"max new tokens must be an integer in 1..{MAX_NEW_TOKENS}, got {self.max_new_tokens!r}")
+        if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
+            raise InvalidRequest(f"gamma (draft length) must be an integer in 1..{MAX_GAMMA}, got {self.gamma!r}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise InvalidRequest(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise InvalidRequest(f"top-k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
+        if not (0 < self.top_p <= 1):  # also rejects NaN
+            raise InvalidRequest(f"top-p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.seed, int):
+            raise InvalidRequest(f"seed must be an integer, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def check_prompt(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest("the prompt is empty")
+    return text

@@ -1,0 +1,46 @@
+"""Tiny real transformers models with random (seeded) weights, and a word-level tokenizer for them."""
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz.models import LoadedModel
+
+EOS = "<eos>"
+
+
+def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
+    vocab = {w: i for i, w in enumerate([EOS, "<unk>", *words])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, unk_token="<unk>")
+
+
+def tiny_llama(vocab_size: int, seed: int, layers: int = 2, sharpness: float = 4.0, context: int = 512) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
+        eos_token_id=0, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).float().eval()
+    with torch.no_grad():  # random init gives near-uniform outputs; scale the head so choices are clear
+        model.lm_head.weight.mul_(sharpness / model.lm_head.weight.std())
+        model.lm_head.weight[0] = 0  # EOS logit 0: rarely chosen, so runs are long; tests pick EOS explicitly
+    return model
+
+
+def loaded(model, tokenizer, name="tiny") -> LoadedModel:
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=torch.device("cpu"))
+
+
+def perturbed(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaForCausalLM:
+    """A copy of `model` with noise on every weight: a draft that agrees with it only partly."""
+    copy = tiny_llama(model.config.vocab_size, seed=seed, layers=model.config.num_hidden_layers)
+    copy.load_state_dict(model.state_dict())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for w in copy.parameters():
+            w.add_(torch.randn(w.shape, generator=gen) * scale * w.std().clamp_min(1e-3))
+    return copy
