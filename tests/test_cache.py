@@ -1,0 +1,32 @@
+"""After a rollback the cache must behave exactly like a fresh prefill of the kept tokens."""
+
+import torch
+
+from specviz.cached_lm import CachedLM
+
+
+def test_rollback_then_extend_matches_fresh_prefill(target):
+    seq = torch.tensor([5, 9, 13, 2, 40, 41, 7, 7, 30, 22, 11])
+    lm = CachedLM(target.model)
+    lm.extend(seq[:6], logits=False)
+    lm.extend(torch.tensor([50, 51, 52, 53]))  # a rejected draft
+    lm.truncate(6)
+    assert lm.length == 6 and lm.cache.get_seq_length() == 6
+    after_rollback = lm.extend(seq[6:])
+
+    fresh = CachedLM(target.model)
+    expected = fresh.extend(seq)[6:]
+    assert torch.allclose(after_rollback, expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(after_rollback.argmax(-1), expected.argmax(-1))
+
+
+def test_repeated_partial_rollbacks(target):
+    seq = torch.arange(2, 32)
+    lm = CachedLM(target.model)
+    lm.extend(seq[:10], logits=False)
+    for keep in (12, 13, 17, 21):  # accept 2, 1, 4, 4 of each 4-token proposal
+        lm.extend(seq[lm.length : lm.length + 4])
+        lm.truncate(keep)
+    out = lm.extend(seq[21:24])
+    expected = CachedLM(target.model).extend(seq[:24])[21:]
+    assert torch.allclose(out, expected, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,86 @@
+"""Speculative sampling through the whole engine: the output distribution is the target's own."""
+
+import itertools
+from collections import Counter
+
+import pytest
+import torch
+
+import specviz.verify as verify
+from specviz.drafters import build_drafter
+from specviz.engine import generate, new_generator
+from specviz.events import generated_ids
+from specviz.sampling import probabilities
+from specviz.settings import Settings
+from stats import chi_square_p
+from tiny import loaded, perturbed, tiny_llama, word_tokenizer
+
+RUNS = 3000
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Vocabulary of 8 so the joint law of two tokens has few enough cells to test."""
+    tok = word_tokenizer(["a", "b", "c", "d", "e", "f"])
+    target_model = tiny_llama(len(tok), seed=11, sharpness=0.1)  # spread-out p: max about 0.3
+    with torch.no_grad():
+        target_model.lm_head.weight[0] = target_model.lm_head.weight[2] * 0.5  # make EOS a real outcome
+    draft_model = perturbed(target_model, seed=12, scale=0.5)  # alpha about 0.85: accepts and rejects both common
+    return loaded(target_model, tok), loaded(draft_model, tok), tok.encode("a b c")
+
+
+def exact_two_token_law(target, prompt, settings):
+    """P(t1, t2) of the target alone: p(t1) p(t2 | t1); a first EOS ends the run."""
+    def dist(ids):
+        with torch.no_grad():
+            logits = target.model(torch.tensor([ids])).logits[0, -1:]
+        return probabilities(logits, settings)[0].tolist()
+
+    law, first = {}, dist(prompt)
+    for t1, p1 in enumerate(first):
+        if t1 in target.eos_ids:
+            law[(t1,)] = p1
+            continue
+        for t2, p2 in enumerate(dist(prompt + [t1])):
+            law[(t1, t2)] = p1 * p2
+    return law
+
+
+def sampled_law(target, draft, prompt, settings):
+    counts = Counter()
+    for seed in range(RUNS):
+        s = Settings(**{**settings.__dict__, "seed": seed})
+        generator = new_generator(target.device, seed)
+        drafter = build_drafter("draft", s, generator, target, draft)
+        counts[tuple(generated_ids(generate(target, prompt, s, drafter, generator))[:2])] += 1
+    return counts
+
+
+SETTINGS = [Settings(max_new_tokens=3, gamma=2, temperature=1.0),
+            Settings(max_new_tokens=3, gamma=2, temperature=0.8, top_k=5, top_p=0.9)]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["t1", "t0.8-k5-p0.9"])
+def test_speculative_sampling_is_lossless(small, settings):
+    target, draft, prompt = small
+    law = exact_two_token_law(target, prompt, settings)
+    assert chi_square_p(sampled_law(target, draft, prompt, settings), law, RUNS) > 1e-3
+
+
+def test_engine_test_catches_a_wrong_residual(small, monkeypatch):
+    target, draft, prompt = small
+    monkeypatch.setattr(verify, "residual", lambda p, q: p)
+    law = exact_two_token_law(target, prompt, SETTINGS[0])
+    assert chi_square_p(sampled_law(target, draft, prompt, SETTINGS[0]), law, RUNS) < 1e-6
+
+
+def test_same_seed_same_output_other_seed_other_output(target, drafts, tokenizer):
+    prompt = tokenizer.encode("w1 w2 w3")
+
+    def once(seed):
+        s = Settings(max_new_tokens=30, gamma=3, temperature=1.0, seed=seed)
+        gen = new_generator(target.device, seed)
+        return generated_ids(generate(target, prompt, s, build_drafter("draft", s, gen, target, drafts["partial"]), gen))
+
+    assert once(4) == once(4)
+    assert len({tuple(once(seed)) for seed in range(5)}) > 1
