@@ -2,6 +2,8 @@
 
 import os
 import re
+import socket
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,19 +54,29 @@ def _hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def locate(name: str) -> str:
-    """Turn a model name into something from_pretrained can open, or raise a clear error."""
+def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
+    """None if the Hub endpoint accepts a connection, else why not (checked in seconds, not retried)."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return None
+    except OSError as exc:
+        return f"{url.hostname}: {exc.strerror or exc}"
+
+
+def locate(name: str) -> tuple[str, bool]:
+    """(what from_pretrained opens, whether it comes from the Hub), or a clear error."""
     if name in PRESETS:
-        return str(ensure_converted(PRESETS[name]))
+        return str(ensure_converted(PRESETS[name])), False
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelNotFound(f"'{name}' is a folder but not a model (no config.json in it)")
-        return str(path)
+        return str(path), False
     if _HUB_ID.match(name):
         if _hub_offline():
             raise ModelNotFound(f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder")
-        return name
+        return name, True
     raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")
 
 
@@ -74,11 +86,16 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> Load
     if dtype not in DTYPES:
         raise InvalidRequest(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     where = resolve_device(device)
-    source = locate(name)
+    source, from_hub = locate(name)
+    offline_reason = hub_unreachable_reason() if from_hub else None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+        # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], local_files_only=bool(offline_reason))
     except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
+        if offline_reason:
+            raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
+                                 f"and the model is not in the local cache; use an offline preset or a local folder") from exc
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load '{name}': {reason[:300]}") from exc
     model.to(where).eval()

@@ -1,0 +1,125 @@
+"""The CLI contract: JSON output, and one `error: ...` line with exit 2 for every bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.cli import main
+from tiny import tiny_llama, word_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def other_vocab_folder(tmp_path_factory):
+    tok = word_tokenizer([f"x{i}" for i in range(40)])
+    folder = tmp_path_factory.mktemp("other-vocab")
+    tiny_llama(len(tok), seed=5).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def gen(folder, *extra):
+    return ["generate", "--target", str(folder), "--dtype", "float32", "--device", "cpu", *extra]
+
+
+def test_json_output(capsys, model_folder):
+    code, out, err = run_cli(capsys, *gen(model_folder, "--draft", str(model_folder), "--prompt", "w1 w2 w3",
+                                          "--max-new-tokens", "12", "--gamma", "3", "--json"))
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data) >= {"text", "token_ids", "steps", "metrics"}
+    assert len(data["token_ids"]) == 12 and data["metrics"]["new_tokens"] == 12
+    assert data["metrics"]["acceptance_rate"] == 1.0  # drafting for itself
+    assert [t for s in data["steps"] for t in s["proposed"][: s["accepted"]] + [s["next"]]] == data["token_ids"]
+    assert {s["next_kind"] for s in data["steps"]} <= {"bonus", "plain"}
+    for key in ("tokens_per_s", "mean_tokens_per_step", "target_forwards", "draft_forwards", "draft_s", "verify_s", "total_s"):
+        assert key in data["metrics"]
+
+
+def test_plain_and_speculative_agree_through_the_cli(capsys, model_folder):
+    outputs = []
+    for extra in ([], ["--drafter", "draft", "--draft", str(model_folder), "--gamma", "5"]):
+        code, out, _ = run_cli(capsys, *gen(model_folder, "--prompt", "w7 w8", "--max-new-tokens", "20", "--json", *extra))
+        outputs.append(json.loads(out))
+    assert outputs[0]["token_ids"] == outputs[1]["token_ids"] and outputs[0]["text"] == outputs[1]["text"]
+    assert all(s["next_kind"] == "plain" and s["proposed"] == [] for s in outputs[0]["steps"])
+
+
+BAD_SETTINGS = [
+    (["--prompt", ""], "prompt is empty"),
+    (["--prompt", "   \n\t"], "prompt is empty"),
+    (["--prompt", "w1", "--max-new-tokens", "0"], "max new tokens"),
+    (["--prompt", "w1", "--max-new-tokens", "-3"], "max new tokens"),
+    (["--prompt", "w1", "--max-new-tokens", "5000"], "4096"),
+    (["--prompt", "w1", "--gamma", "0"], "gamma"),
+    (["--prompt", "w1", "--gamma", "33"], "1..32"),
+    (["--prompt", "w1", "--temperature", "-0.5"], "temperature"),
+    (["--prompt", "w1", "--temperature", "nan"], "temperature"),
+    (["--prompt", "w1", "--temperature", "inf"], "temperature"),
+    (["--prompt", "w1", "--top-p", "0"], "top-p"),
+    (["--prompt", "w1", "--top-p", "1.5"], "top-p"),
+    (["--prompt", "w1", "--top-k", "-1"], "top-k"),
+    (["--prompt", "w1", "--gamma", "four"], "gamma"),
+    (["--prompt", "w1", "--drafter", "draft"], "--draft"),
+    (["--prompt", "w1", "--dtype", "float8"], "dtype"),
+]
+
+
+@pytest.mark.parametrize("extra,needle", BAD_SETTINGS, ids=[" ".join(a) for a, _ in BAD_SETTINGS])
+def test_bad_settings(capsys, model_folder, extra, needle):
+    assert_one_line_error(*run_cli(capsys, *gen(model_folder, *extra))[::2], needle)
+
+
+def test_prompt_longer_than_the_context(capsys, model_folder):
+    code, _, err = run_cli(capsys, *gen(model_folder, "--no-chat", "--prompt", " ".join(["w1"] * 600)))
+    assert_one_line_error(code, err, "600 tokens", "512")
+
+
+def test_unknown_model_names(capsys, tmp_path):
+    assert_one_line_error(*run_cli(capsys, *gen("no-such-model", "--prompt", "hi"))[::2], "unknown model", "smollm2-135m-instruct")
+    assert_one_line_error(*run_cli(capsys, *gen(tmp_path, "--prompt", "hi"))[::2], "not a model")
+
+
+def test_draft_with_another_vocabulary(capsys, model_folder, other_vocab_folder):
+    code, _, err = run_cli(capsys, *gen(model_folder, "--draft", str(other_vocab_folder), "--prompt", "w1"))
+    assert_one_line_error(code, err, "vocabulary")
+
+
+def test_hub_id_when_offline(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert_one_line_error(*run_cli(capsys, *gen("Qwen/Qwen2.5-1.5B-Instruct", "--prompt", "hi"))[::2], "HF_HUB_OFFLINE")
+
+
+def test_hub_id_without_a_reachable_hub_fails_fast(capsys, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("HF_HOME", "/nonexistent-specviz-hf-home")
+    assert_one_line_error(*run_cli(capsys, *gen("someone/some-model", "--prompt", "hi"))[::2], "not reachable")
+
+
+def test_subprocess_exit_code_and_single_line():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "specviz", "generate", "--target", "nope", "--prompt", "hi", "--gamma", "40"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == ["error: gamma (draft length) must be an integer in 1..32, got 40"]
