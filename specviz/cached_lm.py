@@ -14,8 +14,8 @@ class CachedLM:
         self.length = 0
 
     @torch.inference_mode()
-    def extend(self, ids: torch.Tensor, logits: bool = True) -> torch.Tensor | None:
-        """Append [n] token ids at positions length..length+n-1; return their [n, V] logits."""
+    def extend(self, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """Append [n] token ids at positions length..length+n-1; return their [n, V] logits ([1, V] if last_only)."""
         n = ids.shape[-1]
         positions = torch.arange(self.length, self.length + n, device=self.device).unsqueeze(0)
         mask = torch.ones(1, self.length + n, dtype=torch.long, device=self.device)
@@ -25,10 +25,10 @@ class CachedLM:
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
-            logits_to_keep=0 if logits else 1,
+            logits_to_keep=1 if last_only else 0,  # 0 keeps all
         )
         self.length += n
-        return out.logits[0] if logits else None
+        return out.logits[0]
 
     def truncate(self, length: int) -> None:
         """Forget every cached token from `length` on (rollback after a rejection)."""

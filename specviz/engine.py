@@ -54,7 +54,7 @@ def generate(
 
     began = clock()
     if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds
-        lm.extend(torch.tensor(prompt_ids[:-1]), logits=False)
+        lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
     if drafter is not None:
         drafter.start(prompt_ids)
     prefill_s = clock() - began

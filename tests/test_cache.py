@@ -8,7 +8,7 @@ from specviz.cached_lm import CachedLM
 def test_rollback_then_extend_matches_fresh_prefill(target):
     seq = torch.tensor([5, 9, 13, 2, 40, 41, 7, 7, 30, 22, 11])
     lm = CachedLM(target.model)
-    lm.extend(seq[:6], logits=False)
+    lm.extend(seq[:6], last_only=True)
     lm.extend(torch.tensor([50, 51, 52, 53]))  # a rejected draft
     lm.truncate(6)
     assert lm.length == 6 and lm.cache.get_seq_length() == 6
@@ -23,7 +23,7 @@ def test_rollback_then_extend_matches_fresh_prefill(target):
 def test_repeated_partial_rollbacks(target):
     seq = torch.arange(2, 32)
     lm = CachedLM(target.model)
-    lm.extend(seq[:10], logits=False)
+    lm.extend(seq[:10], last_only=True)
     for keep in (12, 13, 17, 21):  # accept 2, 1, 4, 4 of each 4-token proposal
         lm.extend(seq[lm.length : lm.length + 4])
         lm.truncate(keep)

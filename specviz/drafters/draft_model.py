@@ -25,7 +25,7 @@ class DraftModelDrafter:
     def start(self, prompt_ids: list[int]) -> None:
         self.lm = CachedLM(self.model)
         if len(prompt_ids) > 1:
-            self.lm.extend(torch.tensor(prompt_ids[:-1]), logits=False)
+            self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal:
         # The cache may lag behind `tokens` (tokens accepted last step, the target's own token):
@@ -34,7 +34,7 @@ class DraftModelDrafter:
         feed = torch.tensor(tokens[self.lm.length :])
         drafted, dists = [], []
         for i in range(gamma):
-            probs = probabilities(fit_vocab(self.lm.extend(feed)[-1:], self.vocab_size), self.settings)
+            probs = probabilities(fit_vocab(self.lm.extend(feed, last_only=True), self.vocab_size), self.settings)
             feed = choose(probs, self.settings, self.generator)
             drafted.append(feed)
             dists.append(probs)
