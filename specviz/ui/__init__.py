@@ -1,0 +1,1 @@
+"""The UI side: turns StepEvents into what people see. Nothing here imports torch."""
