@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from .errors import InvalidRequest
 from .settings import Settings
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -32,8 +33,6 @@ def add_bench_options(p) -> None:
 
 
 def parse_gammas(text: str) -> list[int]:
-    from .errors import InvalidRequest
-
     try:
         if "-" in text:
             lo, hi = (int(x) for x in text.split("-"))
@@ -50,8 +49,6 @@ def parse_gammas(text: str) -> list[int]:
 
 
 def load_prompts(kinds: list[str], per_kind: int) -> list[tuple[str, str]]:
-    from .errors import InvalidRequest
-
     table = json.loads((ASSETS / "prompts.json").read_text())
     unknown = [k for k in kinds if k not in table]
     if unknown:
@@ -91,8 +88,6 @@ def cmd_bench(args) -> int:
     from .cli import quiet_transformers
     from .engine import make_clock
     from .models import check_same_vocabulary, encode_prompt, load_model
-
-    from .errors import InvalidRequest
 
     gammas = parse_gammas(args.gammas)
     if args.repeats < 1:
