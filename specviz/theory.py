@@ -1,0 +1,49 @@
+"""What the math predicts (Leviathan et al., section 3), and the α and c it needs, read off measured events.
+
+Pure Python: the UI draws these curves without importing torch.
+"""
+
+from typing import Iterable, Optional, Sequence
+
+from .events import StepEvent
+
+
+def expected_tokens_per_step(alpha: float, gamma: int) -> float:
+    """E[tokens per target forward] when each draft is accepted independently with probability α."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: int, c: float) -> float:
+    """(1 − α^(γ+1)) / ((1 − α)(γc + 1)): tokens per step over the step's cost in target forwards."""
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
+
+
+def per_token_alpha(events: Iterable[StepEvent]) -> Optional[float]:
+    """α as the paper defines it: accepted / tested drafts. A draft after the first rejection is never tested,
+    so this is accepted / (accepted + rejections), not accepted / proposed."""
+    accepted = rejections = 0
+    for e in events:
+        accepted += e.accepted
+        rejections += e.next_kind == "correction"
+    tested = accepted + rejections
+    return accepted / tested if tested else None
+
+
+def target_forward_s(plain: Sequence[StepEvent]) -> Optional[float]:
+    """Mean time of one plain decoding step: one target forward for one token."""
+    return sum(e.step_s for e in plain) / len(plain) if plain else None
+
+
+def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> Optional[float]:
+    """c: drafting time per proposed token over one target forward (0 for a free lookup drafter)."""
+    per_target = target_forward_s(plain)
+    proposed = sum(len(e.proposed) for e in spec)
+    if not per_target or not proposed:
+        return None
+    return sum(e.draft_s for e in spec) / proposed / per_target
+
+
+def best_gamma(alpha: float, c: float, gammas: Iterable[int]) -> int:
+    return max(gammas, key=lambda g: expected_speedup(alpha, g, c))
