@@ -39,3 +39,48 @@ def model_folder(tmp_path_factory, target, tokenizer):
     target.model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def pair_folders(tmp_path_factory, tokenizer):
+    """A tiny target (context 4096, room for long runs to stop) and a partly agreeing draft, as folders."""
+    root = tmp_path_factory.mktemp("tiny-pair")
+    big = tiny_llama(len(tokenizer), seed=1, context=4096)
+    for name, model in (("target", big), ("draft", perturbed(big, seed=3, scale=0.3))):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root / "target", root / "draft"
+
+
+@pytest.fixture(scope="session")
+def app_server(pair_folders):
+    """`python app.py` serving the tiny pair on a free port: (url, the pair's menu label)."""
+    import socket
+    import subprocess
+    import time
+
+    from gradio_client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target, draft = pair_folders
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft)],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"app.py exited: {proc.stderr.read()[-2000:]}")
+        try:
+            Client(url, verbose=False)
+            break
+        except Exception:
+            if time.time() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.5)
+    yield url, f"{target} ← {draft}"
+    proc.terminate()
+    proc.wait(timeout=30)

@@ -1,0 +1,99 @@
+"""The app's device side with tiny real models: the race, the identity check, stop, the sweep, loading once."""
+
+import pytest
+
+from specviz.backend import Backend, TokenTexts, divergence
+from specviz.engine import generate
+from specviz.errors import InvalidRequest
+from specviz.events import generated_ids
+from specviz.race import RaceRequest
+from specviz.settings import Settings
+from specviz.shelf import ModelShelf, PairPreset
+
+
+@pytest.fixture(scope="module")
+def backend(pair_folders):
+    target, draft = pair_folders
+    return Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+
+
+def request(**over):
+    return RaceRequest(**({"pair": "tiny", "drafter": "draft", "dtype": "float32", "prompt": "w1 w2 w3",
+                           "gamma": 3, "max_new_tokens": 40} | over))
+
+
+def test_a_greedy_race_is_identical_and_the_last_view_says_so(backend):
+    views = list(backend.race(request()))
+    final = views[-1]
+    assert final.finished and not final.stopped and final.divergence is None
+    assert final.plain.tokens == final.spec.tokens and len(final.plain.tokens) == 40
+    assert all(e.next_kind == "plain" for e in final.plain.events)
+    assert any(e.proposed for e in final.spec.events)
+    steps = len(final.plain.events) + len(final.spec.events)
+    assert sum(v is final for v in views) == steps + 1  # one view per step of either side, then the final one
+    # the same as running the engine alone
+    pair = backend.shelf.current()
+    ids = pair.target.tokenizer.encode("w1 w2 w3")
+    alone = generated_ids(generate(pair.target, ids, Settings(max_new_tokens=40)))
+    assert final.plain.tokens == alone
+
+
+def test_the_pair_loads_once_and_stays(backend):
+    list(backend.race(request(max_new_tokens=2)))
+    held = backend.shelf.current()
+    assert list(backend.shelf.load("tiny", "float32")) == []  # nothing to do
+    assert backend.shelf.current() is held
+
+
+def test_a_bad_request_fails_before_anything_loads(pair_folders):
+    target, draft = pair_folders
+    fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    for bad in (dict(gamma=0), dict(prompt=""), dict(drafter="none"), dict(temperature=-1)):
+        with pytest.raises(InvalidRequest):
+            next(fresh.race(request(**bad)))
+    assert fresh.shelf.current() is None
+    with pytest.raises(InvalidRequest, match="unknown model pair"):
+        next(fresh.race(request(pair="nope")))
+
+
+def test_stop_ends_the_race_within_a_step(backend):
+    seen = []
+
+    def stopped():
+        return len(seen) >= 5
+
+    for view in backend.race(request(max_new_tokens=2000), stopped):
+        seen.append(view)
+    final = seen[-1]
+    assert final.finished and final.stopped
+    assert len(final.plain.events) + len(final.spec.events) == 5  # the step under way finished, no more
+    assert final.divergence is None  # compared over what both produced
+
+
+def test_divergence_names_the_position_and_the_targets_top_two(backend):
+    pair = backend.shelf.current()
+    ids = pair.target.tokenizer.encode("w1 w2 w3")
+    plain = generated_ids(generate(pair.target, ids, Settings(max_new_tokens=6)))
+    other = plain[:3] + [(plain[3] + 1) % 50 + 2] + plain[4:]
+    d = divergence(pair.target, ids, plain, other, TokenTexts(pair.target.tokenizer))
+    assert d.position == 3
+    (top1, p1), (_, p2) = d.top
+    assert top1 == d.plain_token and 1 >= p1 >= p2 > 0  # greedy plain picked the target's argmax
+    assert divergence(pair.target, ids, plain, plain, str) is None
+
+
+def test_sampled_races_are_not_compared_token_by_token(backend):
+    final = list(backend.race(request(temperature=1.0, seed=5, max_new_tokens=12)))[-1]
+    assert final.finished and not final.greedy and final.divergence is None
+
+
+def test_the_sweep_measures_every_gamma_and_fits_the_theory(backend):
+    views = list(backend.sweep(request(max_new_tokens=24), gammas=(1, 2, 3)))
+    final = views[-1]
+    assert final.finished and sorted(final.runs) == [1, 2, 3]
+    points = final.points()
+    assert [p.gamma for p in points] == [1, 2, 3] and all(p.tokens_per_s > 0 for p in points)
+    theory = final.theory()
+    assert 0 <= theory.alpha <= 1 and theory.c > 0 and theory.best_gamma in (1, 2, 3)
+    for gamma, events in final.runs.items():  # greedy: every γ writes the plain text
+        assert generated_ids(events) == generated_ids(final.plain)
