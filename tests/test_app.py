@@ -1,0 +1,96 @@
+"""The app through gradio_client against `python app.py` serving a tiny pair: streams, finishes, stops, refuses."""
+
+import time
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
+
+
+def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32"):
+    return client.submit(pair, "draft", dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, api_name="/run")
+
+
+@pytest.fixture()
+def client(app_server):
+    return Client(app_server[0], verbose=False)
+
+
+@pytest.fixture()
+def pair(app_server):
+    return app_server[1]
+
+
+def test_a_run_streams_finishes_and_reports_metrics(client, pair):
+    job = run(client, pair, max_new=600)
+    final = job.result(timeout=300)
+    updates = job.outputs()
+    assert len(updates) >= 3 and not updates[0][SUMMARY]["finished"]  # it streamed before it finished
+    summary = final[SUMMARY]
+    assert summary["finished"] and not summary["stopped"] and summary["identical"] is True
+    assert len(summary["plain_tokens"]) == 600 and summary["plain_tokens"] == summary["speculative_tokens"]
+    assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"] == 600
+    assert summary["plain"]["tokens_per_s"] > 0 and summary["speculative"]["acceptance_rate"] is not None
+    assert "sv-status-done" in final[STATUS] and "identical to plain decoding" in final[BADGE]
+    assert "speedup" in final[METRICS] and final[ROWS].count('class="sv-row"') == min(300, summary["speculative"]["target_forwards"])
+    assert final[CHART]["type"] == "plotly"
+
+
+def test_stop_halts_the_run_and_another_starts_at_once(client, pair):
+    job = run(client, pair, max_new=4000)
+    deadline = time.time() + 120
+    while len(job.outputs()) < 2 and not job.done():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    asked = time.time()
+    client.predict(api_name="/stop")
+    summary = job.result(timeout=60)[SUMMARY]
+    assert time.time() - asked < 10
+    assert summary["stopped"] and summary["finished"] and len(summary["plain_tokens"]) < 4000
+    again = run(client, pair, max_new=8).result(timeout=60)[SUMMARY]
+    assert again["finished"] and not again["stopped"] and len(again["plain_tokens"]) == 8
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(prompt="   "), "error: the prompt is empty"), (dict(top_k=-1), "error: top-k"),
+    (dict(prompt="w1 " * 5000), "error: the prompt is 5000 tokens"),
+])
+def test_bad_input_gives_one_message_and_the_app_keeps_serving(client, pair, change, words):
+    final = run(client, pair, **change).result(timeout=60)
+    assert words in final[STATUS] and "sv-status-error" in final[STATUS] and "Traceback" not in final[STATUS]
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+@pytest.mark.parametrize("change", [dict(gamma=0), dict(max_new=99999), dict(top_p=0), dict(temperature=-1)])
+def test_values_no_slider_can_make_are_refused_in_one_line(client, pair, change):
+    """Through the API a slider can be sent anything; Gradio checks its range before specviz sees it."""
+    with pytest.raises(AppError) as refused:
+        run(client, pair, **change).result(timeout=60)
+    assert "value" in str(refused.value).lower() and "\n" not in str(refused.value).strip()
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+def test_an_unknown_pair_is_refused_and_the_app_keeps_serving(client, pair):
+    with pytest.raises(AppError, match="no such pair"):
+        run(client, "no such pair").result(timeout=60)
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+def test_markup_in_the_prompt_is_shown_as_text_everywhere(client, pair):
+    evil = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+    final = run(client, pair, prompt=evil, max_new=6).result(timeout=60)
+    for html in final[:CHART]:
+        assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in final[ECHO]
+    refused = run(client, pair, prompt=evil, top_k=-2).result(timeout=60)
+    assert "<script" not in refused[ECHO] and "<script" not in refused[STATUS] and "error: top-k" in refused[STATUS]
+
+
+def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
+    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, api_name="/sweep")
+    status, chart = job.result(timeout=300)
+    assert "γ sweep: done" in status and chart["type"] == "plotly"
+    assert "theory: α=" in chart["plot"] and "best measured γ" in chart["plot"]
+    assert len(job.outputs()) >= 9  # loading/baseline, then one update per γ
