@@ -1,6 +1,6 @@
 """specviz app: `python app.py` here, and what a Hugging Face Space runs.
 
-Flags (or environment): --host/SPECVIZ_HOST, --port/SPECVIZ_PORT (else GRADIO_SERVER_PORT, else 7860),
+Flags (or environment): --host/SPECVIZ_HOST, --port/SPECVIZ_PORT (else GRADIO_SERVER_PORT, else PORT, else 7860),
 --share, --target/--draft for a pair of your own (offline preset, folder or Hub id), --device, --no-preload.
 """
 
@@ -19,7 +19,7 @@ def parse_args(argv=None):
     env = os.environ.get
     p = argparse.ArgumentParser(description="specviz: speculative decoding you can see")
     p.add_argument("--host", default=env("SPECVIZ_HOST", env("GRADIO_SERVER_NAME", "127.0.0.1")))
-    p.add_argument("--port", type=int, default=int(env("SPECVIZ_PORT", env("GRADIO_SERVER_PORT", "7860"))))
+    p.add_argument("--port", type=int, default=int(env("SPECVIZ_PORT", env("GRADIO_SERVER_PORT", env("PORT", "7860")))))
     p.add_argument("--share", action="store_true", default=env("SPECVIZ_SHARE", "") == "1")
     p.add_argument("--target", default=env("SPECVIZ_TARGET"), help="a pair of your own: target model")
     p.add_argument("--draft", default=env("SPECVIZ_DRAFT"), help="a pair of your own: draft model")

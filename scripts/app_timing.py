@@ -44,9 +44,10 @@ def cli_decode_s(prompt, target, draft, args) -> dict:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=7870)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--skip-cli", action="store_true")
+    p.add_argument("--repeats", type=int, default=1, help="further app runs, each followed by the CLI pair; medians")
     args = p.parse_args()
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())["code"][0]
 
@@ -60,16 +61,27 @@ def main():
         *_, summary = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
                                      api_name="/run")
         first = time.time() - began
+        print(f"server answering after {up:.1f} s; first finished side-by-side run after {first:.1f} s", flush=True)
+        ratios = {"plain": [], "speculative": []}
+        for _ in range(args.repeats):  # app run, then the same two runs through the CLI, alternating
+            *_, again = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
+                                       api_name="/run")
+            cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
+            for side in ratios:
+                ratios[side].append(again[side]["decode_s"] / cli[side]["decode_s"])
+                print(f"repeat {side:12s} app {again[side]['decode_s']:.2f} s cli {cli[side]['decode_s']:.2f} s", flush=True)
+        for side, values in ratios.items():
+            if values:
+                print(f"median app/cli decode time {side}: {sorted(values)[len(values) // 2]:.3f} over {len(values)}")
     finally:
         proc.terminate()
         proc.wait()
-    print(f"server answering after {up:.1f} s; first finished side-by-side run after {first:.1f} s")
     app = {side: summary[side] for side in ("plain", "speculative")}
     for side, m in app.items():
         print(f"app  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  prefill {m['prefill_s']:.2f} s")
     print(f"app wall time of the run {summary['wall_s']:.2f} s vs sum of own clocks "
           f"{sum(m['decode_s'] + m['prefill_s'] for m in app.values()):.2f} s; identical: {summary['identical']}")
-    if args.skip_cli:
+    if args.skip_cli or args.repeats:
         return
     cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
     for side, m in cli.items():
