@@ -3,6 +3,9 @@
 import torch
 from transformers import DynamicCache
 
+from .errors import TreeAttentionUnsupported
+from .tree import TokenTree, tree_mask, tree_positions
+
 
 class CachedLM:
     """Keeps `length` tokens in a DynamicCache for one sequence (batch 1)."""
@@ -37,3 +40,33 @@ class CachedLM:
             # transformers 5.x: crop(-k) removes the last k tokens (older versions took the new length).
             self.cache.crop(length - self.length)
             self.length = length
+
+    @torch.inference_mode()
+    def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
+        """Append the root token and every tree node in one forward; return [1 + n, V] logits (row 0 = root).
+        Each node sees the cache, the root and its own ancestors, at position length + depth."""
+        mask = tree_mask(tree, self.length, self.model.dtype, self.device)
+        try:
+            out = self.model(
+                input_ids=torch.tensor([[root, *tree.tokens]], device=self.device),
+                attention_mask=mask,
+                position_ids=tree_positions(tree, self.length, self.device),
+                past_key_values=self.cache,
+                use_cache=True,
+            )
+        except Exception as exc:  # a model that refuses a custom 4D mask must not give silently wrong logits
+            raise TreeAttentionUnsupported(
+                f"{type(self.model).__name__} does not accept a custom 4D attention mask ({exc}); "
+                "use a single-candidate drafter with this model") from exc
+        self.length += 1 + len(tree.tokens)
+        return out.logits[0]
+
+    def keep(self, start: int, offsets: list[int]) -> None:
+        """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction)."""
+        if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
+            return self.truncate(start + len(offsets))
+        index = torch.cat([torch.arange(start), start + torch.tensor(offsets, dtype=torch.long)]).to(self.device)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(-2, index)
+            layer.values = layer.values.index_select(-2, index)
+        self.length = start + len(offsets)

@@ -23,3 +23,7 @@ class OfflinePackageError(SpecvizError):
 
 class VocabularyMismatch(SpecvizError):
     """Target and draft do not share one vocabulary, so draft tokens mean nothing to the target."""
+
+
+class TreeAttentionUnsupported(SpecvizError):
+    """The target model refuses a custom 4D attention mask, so it cannot verify a token tree."""

@@ -1,0 +1,73 @@
+"""The verdict on a token tree from a deterministic drafter (lookup, Medusa): greedy, and lossless sampling.
+
+Row 0 of `p` is the target's distribution after the root (the last committed token); row 1 + i is its
+distribution after node i. A chain of drafts is the tree with one child per node.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from .tree import ROOT, TokenTree
+
+
+@dataclass(frozen=True)
+class TreeVerdict:
+    path: list[int]  # accepted node indices, root downwards
+    next_token: int  # the target's own token after the accepted path
+    winner: int  # index of the candidate the accepted path belongs to (longest verified prefix)
+
+
+def _row(node: int) -> int:
+    return 0 if node == ROOT else 1 + node
+
+
+def _winner(tree: TokenTree, path: list[int]) -> int:
+    return next(i for i, cand in enumerate(tree.paths) if list(cand[: len(path)]) == path)
+
+
+def verify_tree_greedy(p: torch.Tensor, tree: TokenTree) -> TreeVerdict:
+    """Walk down while some child equals the target's argmax at its parent; the argmax where it stops follows."""
+    best = p.argmax(dim=-1).tolist()
+    node, path = ROOT, []
+    while True:
+        child = next((c for c in tree.children(node) if tree.tokens[c] == best[_row(node)]), None)
+        if child is None:
+            return TreeVerdict(path, best[_row(node)], _winner(tree, path))
+        path.append(child)
+        node = child
+
+
+def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Generator) -> TreeVerdict:
+    """Recursive rejection sampling over siblings, with q a point mass on each proposed token:
+    1. at a node, try its children in turn: accept child x with probability p'(x) (= min(1, p'(x) / q(x)), q(x) = 1)
+    2. on rejection remove x: p' <- norm(max(0, p' - δx)), i.e. zero x and renormalise; try the next child
+    3. when every child is rejected, the next token ~ p' (what is left); an accepted child becomes the node
+    Every emitted token is then distributed exactly as the target's own sample at that position.
+    """
+    node, path = ROOT, []
+    while True:
+        dist = p[_row(node)]
+        for child in tree.children(node):
+            x = tree.tokens[child]
+            if float(torch.rand((), generator=generator, device=dist.device)) < float(dist[x]):
+                path.append(child)
+                node = child
+                break
+            dist = remove(dist, x)
+        else:
+            next_token = int(torch.multinomial(dist, 1, generator=generator))
+            return TreeVerdict(path, next_token, _winner(tree, path))
+
+
+def remove(dist: torch.Tensor, x: int) -> torch.Tensor:
+    """norm(max(0, p' - δx)): the rejected token can no longer be drawn; the rest keeps its proportions."""
+    out = dist.clone()
+    out[x] = 0.0
+    total = out.sum()
+    return out / total if total > 0 else dist  # total 0 only by round-off (x had all the mass yet was rejected)
+
+
+def token_probs(p: torch.Tensor, tree: TokenTree, nodes: list[int] | tuple[int, ...]) -> list[float]:
+    """The target's probability of each node's token given its ancestors."""
+    return [float(p[_row(tree.parents[n]), tree.tokens[n]]) for n in nodes]

@@ -1,0 +1,137 @@
+"""Token trees: the trie and its mask, tree attention on a real model, cache compaction, tree verdicts."""
+
+from collections import Counter
+
+import pytest
+import torch
+
+import specviz.tree_verify as tree_verify
+from specviz.cached_lm import CachedLM
+from specviz.tree import ROOT, build_tree, tree_mask, tree_positions
+from specviz.tree_verify import verify_tree_greedy, verify_tree_sampled
+from stats import chi_square_p
+
+
+def test_the_trie_shares_prefixes():
+    tree = build_tree([[5, 6, 7], [5, 8], [9], [5, 6]])
+    assert tree.tokens == (5, 6, 7, 8, 9)
+    assert tree.parents == (ROOT, 0, 1, 0, ROOT)
+    assert tree.paths == ((0, 1, 2), (0, 3), (4,), (0, 1))
+    assert tree.depths == (1, 2, 3, 2, 1)
+    assert tree.children(ROOT) == [0, 4] and tree.children(0) == [1, 3] and tree.path_to(2) == [0, 1, 2]
+
+
+def test_mask_and_positions_match_a_hand_written_tree():
+    tree = build_tree([[5, 6, 7], [5, 8], [9]])
+    visible = (tree_mask(tree, 2, torch.float32) == 0).int()[0, 0].tolist()
+    assert visible == [
+        # prefix  root  5  6  7  8  9
+        [1, 1,    1,    0, 0, 0, 0, 0],  # root
+        [1, 1,    1,    1, 0, 0, 0, 0],  # 5
+        [1, 1,    1,    1, 1, 0, 0, 0],  # 5 6
+        [1, 1,    1,    1, 1, 1, 0, 0],  # 5 6 7
+        [1, 1,    1,    1, 0, 0, 1, 0],  # 5 8
+        [1, 1,    1,    0, 0, 0, 0, 1],  # 9
+    ]
+    assert tree_positions(tree, 2).tolist() == [[2, 3, 4, 5, 4, 3]]
+    blocked = tree_mask(tree, 0, torch.bfloat16)
+    assert blocked.dtype == torch.bfloat16 and blocked.min() == torch.finfo(torch.bfloat16).min
+
+
+def test_a_chain_mask_is_the_causal_mask():
+    chain = build_tree([[4, 5, 6]])
+    visible = (tree_mask(chain, 3, torch.float32) == 0)[0, 0]
+    assert torch.equal(visible, torch.ones(4, 7, dtype=torch.bool).tril(3))
+
+
+CANDIDATES = [[7, 8, 9, 10], [7, 8, 11], [7, 12], [13, 14, 15], [16]]
+
+
+def test_every_node_gets_the_logits_of_its_path_run_alone(target):
+    prompt = [3, 4, 5, 6, 20, 21]
+    tree = build_tree(CANDIDATES)
+    lm = CachedLM(target.model)
+    lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+    logits = lm.extend_tree(prompt[-1], tree)
+    assert lm.length == len(prompt) + len(tree.tokens)
+    alone = target.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    assert torch.allclose(logits[0], alone, atol=1e-4)
+    for node in range(len(tree.tokens)):
+        path = [tree.tokens[i] for i in tree.path_to(node)]
+        alone = target.model(input_ids=torch.tensor([prompt + path])).logits[0, -1]
+        assert torch.allclose(logits[1 + node], alone, atol=1e-4), f"node {node} path {path}"
+
+
+@pytest.mark.parametrize("keep_path", [[0, 1, 2, 3], [0, 1, 4], [0, 5], [6, 7], [6, 7, 8], [], [9]])
+def test_compaction_leaves_what_a_fresh_prefill_of_the_accepted_text_would(target, keep_path):
+    prompt = [3, 4, 5, 6, 20, 21]
+    tree = build_tree(CANDIDATES)
+    lm = CachedLM(target.model)
+    lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+    lm.extend_tree(prompt[-1], tree)
+    lm.keep(len(prompt), keep_path)
+    kept = prompt + [tree.tokens[n] for n in keep_path]
+    assert lm.length == len(kept) and lm.cache.get_seq_length() == len(kept)
+    after = lm.extend(torch.tensor([30, 31]))
+    fresh = CachedLM(target.model).extend(torch.tensor(kept + [30, 31]))[-2:]
+    assert torch.allclose(after, fresh, atol=1e-4)
+
+
+def _rows(tree, table):
+    """p rows for a tree whose target distribution depends only on the node's own token (row 0: the root)."""
+    return torch.stack([table["root"], *[table.get(t, table["other"]) for t in tree.tokens]])
+
+
+def test_greedy_walks_the_argmax_and_picks_the_longest_verified_candidate():
+    tree = build_tree([[1, 2, 3], [1, 4], [5]])
+    eye = torch.eye(6)
+    p = _rows(tree, {"root": eye[1], 1: eye[4], 4: eye[0], "other": eye[2]})
+    verdict = verify_tree_greedy(p, tree)
+    assert verdict.path == [0, 3] and verdict.next_token == 0 and verdict.winner == 1
+    p = _rows(tree, {"root": eye[3], "other": eye[2]})
+    assert verify_tree_greedy(p, tree).path == [] and verify_tree_greedy(p, tree).next_token == 3
+
+
+# Siblings 0, 1, 2 at the root; under 0, siblings 3 and 4. Target: first token ~ P1, then ~ P2[first].
+V = 6
+P1 = torch.tensor([0.30, 0.25, 0.05, 0.20, 0.15, 0.05])
+P2 = {0: torch.tensor([0.05, 0.05, 0.10, 0.40, 0.10, 0.30]), "other": torch.tensor([1 / 6] * 6)}
+SIBLINGS = build_tree([[0, 3], [0, 4], [1], [2]])
+DRAWS = 12_000
+
+
+def emitted_pairs(draws=DRAWS, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    p = _rows(SIBLINGS, {"root": P1, 0: P2[0], "other": P2["other"]})
+    firsts, seconds = Counter(), Counter()
+    for _ in range(draws):
+        v = verify_tree_sampled(p, SIBLINGS, gen)
+        out = [SIBLINGS.tokens[n] for n in v.path] + [v.next_token]
+        firsts[out[0]] += 1
+        if out[0] == 0 and len(out) > 1:
+            seconds[out[1]] += 1
+    return firsts, seconds
+
+
+def fit(firsts, seconds):
+    return (chi_square_p(firsts, dict(enumerate(P1.tolist())), sum(firsts.values())),
+            chi_square_p(seconds, dict(enumerate(P2[0].tolist())), sum(seconds.values())))
+
+
+def test_tree_sampling_reproduces_the_target_distribution():
+    firsts, seconds = emitted_pairs()
+    assert sum(seconds.values()) > 3000
+    assert min(fit(firsts, seconds)) > 1e-3
+
+
+WRONG_REMOVALS = {
+    "keep the rejected token": lambda dist, x: dist,
+    "zero it without renormalising": lambda dist, x: dist.index_fill(0, torch.tensor([x]), 0.0),
+    "fall back to uniform": lambda dist, x: torch.full_like(dist, 1 / dist.numel()),
+}
+
+
+@pytest.mark.parametrize("name", WRONG_REMOVALS)
+def test_a_wrong_residual_is_caught(monkeypatch, name):
+    monkeypatch.setattr(tree_verify, "remove", WRONG_REMOVALS[name])
+    assert min(fit(*emitted_pairs())) < 1e-6
