@@ -5,7 +5,7 @@ import json
 import sys
 
 from .errors import SpecvizError
-from .settings import MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt
+from .settings import MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt, lookup_options
 
 
 class Parser(argparse.ArgumentParser):
@@ -43,7 +43,13 @@ def build_parser() -> Parser:
 
     gen = sub.add_parser("generate", help="generate with plain or speculative decoding")
     gen.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
-    gen.add_argument("--drafter", choices=["none", "draft"], help="none = plain decoding (default unless --draft is given)")
+    gen.add_argument("--drafter", choices=["none", "draft", "ngram", "history"],
+                     help="none = plain decoding (default unless --draft is given); ngram = prompt lookup; "
+                          "history = lookup in the output so far, several candidates verified as a tree")
+    gen.add_argument("--ngram-max", type=int, default=3, help="ngram: longest suffix to match (1..8)")
+    gen.add_argument("--candidates", type=int, default=4, help="history: candidates per step, m (1..16)")
+    gen.add_argument("--history-choice", default="recent", choices=["recent", "random"],
+                     help="history: the most recent occurrences, or a seeded random choice")
     gen.add_argument("--draft", help="draft model (same vocabulary as the target)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
@@ -92,6 +98,9 @@ def cmd_generate(args) -> int:
     drafter_kind = args.drafter or ("draft" if args.draft else "none")
     if drafter_kind == "draft" and not args.draft:
         return _fail("--drafter draft needs --draft MODEL")
+    if args.draft and drafter_kind != "draft":
+        return _fail(f"--draft is only used by --drafter draft, not {drafter_kind}")
+    options = lookup_options(args.ngram_max, args.candidates, args.history_choice)
     quiet_transformers()
     from .drafters import build_drafter
     from .engine import generate, new_generator
@@ -105,7 +114,7 @@ def cmd_generate(args) -> int:
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     generator = new_generator(target.device, settings.seed)
-    drafter = build_drafter(drafter_kind, settings, generator, target, draft)
+    drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
 
     events, ids, shown = [], [], ""
     for event in generate(target, prompt_ids, settings, drafter, generator):

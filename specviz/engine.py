@@ -16,6 +16,8 @@ from .events import StepEvent
 from .models import LoadedModel
 from .sampling import choose, probabilities
 from .settings import Settings
+from .tree import build_tree
+from .tree_verify import token_probs, verify_tree_greedy, verify_tree_sampled
 from .verify import Verdict, verify_greedy, verify_sampled
 
 
@@ -64,25 +66,33 @@ def generate(
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (g shrinks near the budget so a step never overshoots it).
         gamma = min(settings.gamma, budget - produced - 1) if drafter is not None else 0
-        proposal = drafter.propose(tokens, gamma) if gamma > 0 else None
+        proposal = drafter.propose(tokens, gamma) if gamma > 0 else None  # None: nothing to propose, a plain step
         draft = proposal.tokens if proposal else torch.empty(0, dtype=torch.long, device=target.device)
         t1 = clock()
-        # 2. Verify: one target forward over [last token, x_1..x_g] gives p_1..p_{g+1}.
-        feed = torch.cat([torch.tensor(tokens[-1:], device=target.device), draft])
-        p = probabilities(lm.extend(feed), settings)
-        if proposal is None:
-            verdict = Verdict(0, int(choose(p, settings, generator)[0]), [], None)
-        elif settings.greedy:
-            verdict = verify_greedy(p, draft, proposal.q)
+        tree_step = None
+        if proposal is not None and proposal.q is None:
+            # 2-3 for a deterministic drafter: verify its candidates as a token tree, compact the cache.
+            draft, verdict, tree_step = verify_as_tree(lm, tokens, proposal, settings, generator)
         else:
-            verdict = verify_sampled(p, proposal.q, draft, generator)
-        # 3. Roll back: keep the cache of the last token and the accepted drafts; the drafter too.
-        lm.truncate(len(tokens) + verdict.accepted)
+            # 2. Verify: one target forward over [last token, x_1..x_g] gives p_1..p_{g+1}.
+            feed = torch.cat([torch.tensor(tokens[-1:], device=target.device), draft])
+            p = probabilities(lm.extend(feed), settings)
+            if proposal is None:
+                verdict = Verdict(0, int(choose(p, settings, generator)[0]), [], None)
+            elif settings.greedy:
+                verdict = verify_greedy(p, draft, proposal.q)
+            else:
+                verdict = verify_sampled(p, proposal.q, draft, generator)
+            # 3. Roll back: keep the cache of the last token and the accepted drafts.
+            lm.truncate(len(tokens) + verdict.accepted)
+            draft = draft.tolist()
         if proposal is not None:
             drafter.observe(verdict.accepted)
         t2 = clock()
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
-        event = _event(index, draft.tolist(), verdict, eos, produced, budget, proposal)
+        event = _event(index, draft, verdict, eos, produced, budget, proposal)
+        if tree_step is not None:
+            event = replace(event, candidates=tree_step[0], winner=tree_step[1])
         tokens.extend(event.tokens)
         produced += len(event.tokens)
         yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0,
@@ -90,6 +100,19 @@ def generate(
         if event.finish:
             return
         index += 1
+
+
+def verify_as_tree(lm: CachedLM, tokens: list[int], proposal, settings: Settings, generator):
+    """One forward over the candidates' trie; keep only the accepted path in the cache.
+    Returns (the winning candidate's tokens, its Verdict, (all candidates, winner) or None for a single chain)."""
+    tree = build_tree(proposal.candidates or [proposal.tokens.tolist()])
+    p = probabilities(lm.extend_tree(tokens[-1], tree), settings)
+    tv = verify_tree_greedy(p, tree) if settings.greedy else verify_tree_sampled(p, tree, generator)
+    lm.keep(len(tokens), tv.path)  # entries [0, len(tokens)) end with the root; then the accepted nodes
+    won = tree.paths[tv.winner]
+    verdict = Verdict(len(tv.path), tv.next_token, token_probs(p, tree, won), None)
+    candidates = tuple(tuple(tree.tokens[n] for n in path) for path in tree.paths)
+    return [tree.tokens[n] for n in won], verdict, (candidates, tv.winner) if len(candidates) > 1 else None
 
 
 def _event(index, proposed, verdict, eos, produced, budget, proposal) -> StepEvent:

@@ -25,6 +25,8 @@ class StepEvent:
     draft_forwards: int = 0
     prefill_s: float = 0.0  # set on the first event: prompt processing before it
     finish: Optional[str] = None  # set on the last event: "eos" or "length"
+    candidates: Optional[tuple[tuple[int, ...], ...]] = None  # a tree step: every candidate; `proposed` is the winner's
+    winner: Optional[int] = None  # index into `candidates` of the path the target accepted
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"

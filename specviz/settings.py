@@ -41,3 +41,17 @@ def check_prompt(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("the prompt is empty")
     return text
+
+
+MAX_NGRAM, MAX_CANDIDATES = 8, 16
+
+
+def lookup_options(ngram_max, candidates, choice) -> dict:
+    """Validated options of the lookup drafters (ignored by the others)."""
+    if not isinstance(ngram_max, int) or not 1 <= ngram_max <= MAX_NGRAM:
+        raise InvalidRequest(f"n-gram size must be an integer in 1..{MAX_NGRAM}, got {ngram_max!r}")
+    if not isinstance(candidates, int) or not 1 <= candidates <= MAX_CANDIDATES:
+        raise InvalidRequest(f"history candidates (m) must be an integer in 1..{MAX_CANDIDATES}, got {candidates!r}")
+    if choice not in ("recent", "random"):
+        raise InvalidRequest(f"history choice must be recent or random, got {choice!r}")
+    return {"ngram_max": ngram_max, "candidates": candidates, "choice": choice}

@@ -84,3 +84,53 @@ def test_same_seed_same_output_other_seed_other_output(target, drafts, tokenizer
 
     assert once(4) == once(4)
     assert len({tuple(once(seed)) for seed in range(5)}) > 1
+
+
+class SiblingsDrafter:
+    """Always proposes the same three alternatives (a deterministic tree with siblings at two levels)."""
+
+    def __init__(self, tok):
+        a, b, c = tok.convert_tokens_to_ids(["a", "b", "c"])
+        self.candidates = [[a, b], [a, c], [b], [c, a]]
+
+    def start(self, prompt_ids):
+        pass
+
+    def propose(self, tokens, gamma):
+        from specviz.drafters import Proposal
+
+        cands = [c[:gamma] for c in self.candidates]
+        return Proposal(torch.tensor(cands[0]), None, 0, candidates=cands)
+
+    def observe(self, accepted):
+        pass
+
+
+def lookup_law(target, prompt, settings, make_drafter):
+    counts = Counter()
+    for seed in range(RUNS):
+        s = Settings(**{**settings.__dict__, "seed": seed})
+        counts[tuple(generated_ids(generate(target, prompt, s, make_drafter(s), new_generator(target.device, seed)))[:2])] += 1
+    return counts
+
+
+@pytest.mark.parametrize("which", ["ngram chain", "tree with siblings"])
+def test_tree_verification_is_lossless_through_the_engine(small, which):
+    target, _, _ = small
+    tok = target.tokenizer
+    prompt = tok.encode("a b a b a")  # n-gram lookup matches at once
+    settings = SETTINGS[0]
+    make = (lambda s: build_drafter("ngram", s, None, target)) if which == "ngram chain" else (lambda s: SiblingsDrafter(tok))
+    law = exact_two_token_law(target, prompt, settings)
+    assert chi_square_p(lookup_law(target, prompt, settings, make), law, RUNS) > 1e-3
+
+
+def test_engine_tree_test_catches_a_wrong_residual(small, monkeypatch):
+    import specviz.tree_verify as tree_verify
+
+    target, _, _ = small
+    monkeypatch.setattr(tree_verify, "remove", lambda dist, x: dist)
+    prompt = target.tokenizer.encode("a b a b a")
+    law = exact_two_token_law(target, prompt, SETTINGS[0])
+    counts = lookup_law(target, prompt, SETTINGS[0], lambda s: SiblingsDrafter(target.tokenizer))
+    assert chi_square_p(counts, law, RUNS) < 1e-6

@@ -27,3 +27,17 @@ def test_self_drafting_is_identical_and_fully_accepted(smollm):
         assert m.acceptance_rate == 1.0 and m.new_tokens == len(generated_ids(plain))
     text = smollm.tokenizer.decode(generated_ids(plain), skip_special_tokens=True)
     assert "def " in text  # a real model writes real code
+
+
+PASSAGE = ("Read the passage and list each person with their role.\n\nPassage: The bridge opened in 1932. Its chief "
+           "engineer, Maria Lind, designed it with her deputy Tomas Berg, while the mayor, Ana Ruiz, cut the ribbon.")
+
+
+@pytest.mark.parametrize("kind, options", [("ngram", {"ngram_max": 3}), ("history", {"candidates": 4})])
+def test_lookup_drafters_are_identical_on_an_input_grounded_prompt(smollm, kind, options):
+    prompt = encode_prompt(smollm, PASSAGE)
+    plain = generated_ids(generate(smollm, prompt, Settings(max_new_tokens=48)))
+    s = Settings(max_new_tokens=48, gamma=4)
+    events = list(generate(smollm, prompt, s, build_drafter(kind, s, None, smollm, None, options)))
+    assert generated_ids(events) == plain
+    assert summarize(events).target_forwards < len(plain)  # the lookups paid off at least once

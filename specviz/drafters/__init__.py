@@ -2,17 +2,24 @@
 
 from .base import Drafter, Proposal
 from .draft_model import DraftModelDrafter
+from .lookup import HistoryDrafter, NgramDrafter
 
-DRAFTER_KINDS = ("none", "draft")
+DRAFTER_KINDS = ("none", "draft", "ngram", "history")
 
 
-def build_drafter(kind, settings, generator, target, draft=None) -> Drafter | None:
-    """The drafter named `kind` for `target` (LoadedModel); None means plain decoding."""
+def build_drafter(kind, settings, generator, target, draft=None, options=None) -> Drafter | None:
+    """The drafter named `kind` for `target` (LoadedModel); None means plain decoding.
+    options: ngram_max (ngram), candidates and choice (history)."""
+    options = options or {}
     if kind == "none":
         return None
     if kind == "draft":
         return DraftModelDrafter(draft.model, settings, generator, target.vocab_size)
+    if kind == "ngram":
+        return NgramDrafter(options.get("ngram_max", 3), target.device)
+    if kind == "history":
+        return HistoryDrafter(options.get("candidates", 4), options.get("choice", "recent"), settings.seed, target.device)
     raise ValueError(f"unknown drafter {kind!r}")
 
 
-__all__ = ["DRAFTER_KINDS", "Drafter", "Proposal", "DraftModelDrafter", "build_drafter"]
+__all__ = ["DRAFTER_KINDS", "Drafter", "Proposal", "DraftModelDrafter", "NgramDrafter", "HistoryDrafter", "build_drafter"]

@@ -11,6 +11,7 @@ class Proposal:
     tokens: torch.Tensor  # [g] proposed token ids, on the target's device
     q: torch.Tensor | None  # [g, V] drafter probabilities; None for a deterministic (lookup) drafter
     forwards: int  # drafter model forwards spent on this proposal
+    candidates: list[list[int]] | None = None  # several alternative continuations (q must be None): a tree step
 
 
 class Drafter(Protocol):

@@ -1,0 +1,67 @@
+"""Lookup drafters (n-gram prompt lookup, history lookup): what they propose, and that the target's
+greedy output comes out unchanged through tree verification."""
+
+import pytest
+
+from specviz.drafters import HistoryDrafter, NgramDrafter, build_drafter
+from specviz.engine import generate
+from specviz.events import generated_ids
+from specviz.settings import Settings
+
+# heavy repetition, a repeated phrase, no repetition at all, a single token
+PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]
+
+
+def test_ngram_proposes_what_followed_the_most_recent_longest_match():
+    d = NgramDrafter(max_n=3)
+    seq = [1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3]
+    assert d.propose(seq, 2).tokens.tolist() == [8, 5]  # "1 2 3" last seen before 8 5
+    assert d.propose([1, 2, 3, 7, 2, 3], 3).tokens.tolist() == [7, 2, 3]  # falls back to n = 2
+    assert d.propose([4, 5, 6], 3) is None  # nothing matched: a plain step
+    assert d.propose([4, 9, 9], 5).tokens.tolist() == [9]  # n = 1; only what exists is proposed
+
+
+def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_the_output():
+    d = HistoryDrafter(m=3)
+    d.start([7, 7, 7])  # prompt: never searched
+    out = [4, 1, 5, 4, 2, 6, 4, 1, 5, 9, 4]
+    proposal = d.propose([7, 7, 7] + out, 3)
+    assert proposal.q is None and proposal.candidates == [[1, 5, 9], [2, 6, 4], [1, 5, 4]]  # most recent first
+    assert HistoryDrafter(m=1).propose(out, 2).candidates == [[1, 5]]
+    d.start([])
+    assert d.propose([3, 4], 3) is None  # the last token never occurred before
+
+
+def test_history_random_choice_is_seeded():
+    out = [1, 2, 1, 3, 1, 4, 1, 5, 1, 6, 1]
+    a = HistoryDrafter(m=2, choice="random", seed=1).propose(out, 1).candidates
+    b = HistoryDrafter(m=2, choice="random", seed=1).propose(out, 1).candidates
+    assert a == b and len(a) == 2 and all(c[0] in (2, 3, 4, 5, 6) for c in a)
+
+
+OPTIONS = [("ngram", {"ngram_max": n}) for n in (1, 2, 3)] + [
+    ("history", {"candidates": m, "choice": choice}) for m in (1, 2, 3, 4) for choice in ("recent", "random")]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("kind, options", OPTIONS, ids=[f"{k}-{'-'.join(map(str, o.values()))}" for k, o in OPTIONS])
+def test_lookup_greedy_equals_plain(target, tokenizer, prompt, kind, options):
+    ids = tokenizer.encode(prompt)
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    for gamma in range(1, 9):
+        settings = Settings(max_new_tokens=40, gamma=gamma)
+        events = list(generate(target, ids, settings, build_drafter(kind, settings, None, target, None, options)))
+        assert generated_ids(events) == plain, f"gamma={gamma}"
+
+
+def test_history_steps_carry_their_candidates_and_the_winner(target, tokenizer):
+    settings = Settings(max_new_tokens=60, gamma=4)
+    ids = tokenizer.encode(PROMPTS[0])
+    events = list(generate(target, ids, settings, build_drafter("history", settings, None, target, None, {"candidates": 4})))
+    trees = [e for e in events if e.candidates]
+    assert trees, "the tiny target repeats itself, so history lookup must find several candidates"
+    for e in trees:
+        assert len(e.candidates) > 1 and e.proposed == e.candidates[e.winner]
+        assert e.accepted <= len(e.proposed) and e.q is None and len(e.p) == len(e.proposed)
+        assert "candidates" in e.to_json() and e.to_json()["winner"] == e.winner
+    assert sum(e.accepted for e in events) > 0
