@@ -58,7 +58,8 @@ def main(argv=None):
         threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     max_new = 256 if torch.cuda.is_available() else 64
-    demo = build_app(backend, [p.label for p in pairs], [("draft model", "draft")], dtypes, max_new)
+    demo = build_app(backend, [p.label for p in pairs], [("draft model", "draft"), ("n-gram prompt lookup", "ngram"),
+                                                        ("history lookup (tree)", "history")], dtypes, max_new)
     demo.queue(max_size=args.queue_size)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, ssr_mode=False, **launch_options())
 

@@ -41,6 +41,7 @@ class Backend:
 
     def _check(self, request: RaceRequest) -> Settings:
         settings = request.settings()  # cheap checks first: nothing loads for a bad request
+        request.options()
         if request.drafter == "none":
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
         return settings
@@ -60,7 +61,7 @@ class Backend:
         sides = {
             PLAIN: generate(target, prompt_ids, settings, None, new_generator(target.device, settings.seed), stop),
             SPEC: generate(target, prompt_ids, settings,
-                           build_drafter(request.drafter, settings, spec_gen, target, pair.draft), spec_gen, stop),
+                           build_drafter(request.drafter, settings, spec_gen, target, pair.draft, request.options()), spec_gen, stop),
         }
         with torch.inference_mode():
             for _ in interleave(sides, {PLAIN: view.plain, SPEC: view.spec}, stopped):
@@ -93,7 +94,7 @@ class Backend:
                 yield view
                 at = Settings(**{**settings.__dict__, "gamma": gamma})
                 gen = new_generator(target.device, settings.seed)
-                drafter = build_drafter(request.drafter, at, gen, target, pair.draft)
+                drafter = build_drafter(request.drafter, at, gen, target, pair.draft, request.options())
                 view.runs[gamma] = list(generate(target, prompt_ids, at, drafter, gen, stop))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"

@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Optional
 
 from .errors import InvalidRequest
 from .events import StepEvent
-from .settings import Settings, check_prompt
+from .settings import Settings, check_prompt, lookup_options
 
 PLAIN, SPEC = "plain", "speculative"
 
@@ -28,6 +28,13 @@ class RaceRequest:
     top_k: object = 0
     top_p: object = 1.0
     seed: object = 0
+    ngram_max: object = 3  # lookup drafters' options (others ignore them)
+    candidates: object = 4
+    choice: str = "recent"
+
+    def options(self) -> dict:
+        return lookup_options(_integer(self.ngram_max, "n-gram size"), _integer(self.candidates, "candidates"),
+                              self.choice)
 
     def settings(self) -> Settings:
         check_prompt(self.prompt)

@@ -9,8 +9,10 @@ from gradio_client.exceptions import AppError
 STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
 
 
-def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32"):
-    return client.submit(pair, "draft", dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, api_name="/run")
+def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32",
+        drafter="draft", ngram_max=3, candidates=4, choice="recent"):
+    return client.submit(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
+                         candidates, choice, api_name="/run")
 
 
 @pytest.fixture()
@@ -89,8 +91,24 @@ def test_markup_in_the_prompt_is_shown_as_text_everywhere(client, pair):
 
 
 def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
-    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, api_name="/sweep")
+    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, 3, 4, "recent", api_name="/sweep")
     status, chart = job.result(timeout=300)
     assert "γ sweep: done" in status and chart["type"] == "plotly"
     assert "theory: α=" in chart["plot"] and "best measured γ" in chart["plot"]
     assert len(job.outputs()) >= 9  # loading/baseline, then one update per γ
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "history"])
+def test_lookup_drafters_race_and_show_their_trees(client, pair, drafter):
+    final = run(client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter=drafter, max_new=120, gamma=4,
+                candidates=3).result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True
+    assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"]
+    if drafter == "history":
+        assert "other candidate" in final[ROWS] and "sv-cand" in final[ROWS]
+
+
+def test_lookup_options_are_checked(client, pair):
+    with pytest.raises(AppError):
+        run(client, pair, drafter="history", candidates=0).result(timeout=60)  # below the slider's range

@@ -98,3 +98,16 @@ def test_rendering_real_engine_events(target, drafts, tokenizer):
     assert chips.count("sv-acc") == sum(e.accepted for e in events)
     assert chips.count("sv-rej") == sum(len(e.proposed) - e.accepted for e in events)
     assert len(chips) == sum(len(e.proposed) + 1 for e in events)
+
+
+def test_a_tree_step_shows_the_losing_candidates_collapsed_and_escaped():
+    e = StepEvent(index=0, proposed=(1, 2), accepted=1, next_token=3, next_kind="correction", p=(0.9, 0.1), q=None,
+                  draft_s=0.0, verify_s=0.01, step_s=0.01, candidates=((5, 6), (1, 2), (4,)), winner=1)
+    html = step_row(e, TEXT.get)
+    parsed = Tags(html)
+    assert ("details", "sv-alts") in parsed.tags and "+2 other candidates" in parsed.text
+    cands = [c for t, c in parsed.tags if "sv-cand" in c]
+    assert len(cands) == 3  # 5 6 and 4; the winner is the row itself
+    assert "<script>" not in html and "<img" not in html
+    chips = [(t, c.split()[-1]) for t, c in parsed.tags if "sv-tok" in c and "sv-cand" not in c]
+    assert chips == [("span", "sv-acc"), ("del", "sv-rej"), ("span", "sv-cor")]

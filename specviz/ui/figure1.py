@@ -13,9 +13,11 @@ from ..events import StepEvent
 TokenText = Callable[[int], str]  # token id -> the text it stands for
 
 _VISIBLE = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"}
-ORIGIN_CLASS = {"accepted": "sv-acc", "rejected": "sv-rej", "correction": "sv-cor", "bonus": "sv-bonus", "plain": "sv-plain"}
+ORIGIN_CLASS = {"accepted": "sv-acc", "rejected": "sv-rej", "correction": "sv-cor", "bonus": "sv-bonus", "plain": "sv-plain",
+                "candidate": "sv-cand"}
 LEGEND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft", "correction": "target's correction",
-                 "bonus": "bonus token (all accepted)", "plain": "plain decoding step"}
+                 "bonus": "bonus token (all accepted)", "plain": "plain decoding step",
+                 "candidate": "losing candidate (tree step)"}
 
 
 def visible(text: str) -> str:
@@ -47,7 +49,19 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
         cells.append(_token(text_of(event.next_token), event.next_kind))
     drafted = f"{event.accepted}/{len(event.proposed)} accepted" if event.proposed else "plain step"
     return (f'<div class="sv-row"><span class="sv-step">{event.index + 1}</span>'
-            f'<span class="sv-cells">{"".join(cells)}</span><span class="sv-note">{drafted}</span></div>')
+            f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}</span>'
+            f'<span class="sv-note">{drafted}</span></div>')
+
+
+def _losers(event: StepEvent, text_of: TokenText) -> str:
+    """A tree step: the candidates that lost, collapsed beside the winning path."""
+    if not event.candidates:
+        return ""
+    lost = [c for i, c in enumerate(event.candidates) if i != event.winner]
+    rows = "".join('<div class="sv-alt-row">' + "".join(_token(text_of(t), "candidate") for t in c) + "</div>"
+                   for c in lost)
+    return (f'<details class="sv-alts"><summary>+{len(lost)} other candidate{"s" * (len(lost) != 1)}</summary>'
+            f'{rows}</details>')
 
 
 def step_rows(events: Iterable[StepEvent], text_of: TokenText) -> str:

@@ -14,7 +14,7 @@ import gradio as gr
 from ..errors import SpecvizError
 from ..events import summarize
 from ..race import RaceRequest, RaceView
-from ..settings import MAX_GAMMA, MAX_NEW_TOKENS
+from ..settings import MAX_CANDIDATES, MAX_GAMMA, MAX_NEW_TOKENS, MAX_NGRAM
 from . import charts, panels
 from .figure1 import legend, step_rows
 
@@ -96,7 +96,14 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
                 dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
                                  info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact.")
                 gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
-                                  info="Tokens proposed per verification step.")
+                                  info="Tokens proposed per verification step (history lookup: n − 1, each candidate's length).")
+                with gr.Accordion("Lookup drafter options", open=False):
+                    ngram_max = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="n-gram size (n-gram lookup)",
+                                          info="Longest suffix matched against earlier text; falls back to shorter ones.")
+                    candidates = gr.Slider(1, MAX_CANDIDATES, value=4, step=1, label="candidates m (history lookup)",
+                                           info="Earlier occurrences of the last token, verified together as a tree.")
+                    choice = gr.Radio(["recent", "random"], value="recent", label="which occurrences (history lookup)",
+                                      info="The most recent ones, or a seeded random choice.")
                 max_new = gr.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens",
                                     info="Each side stops here or at end of sequence.")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
@@ -135,13 +142,14 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
         with gr.Accordion("The run in numbers (JSON)", open=False):
             summary = gr.JSON(elem_id="sv-summary")
 
-        controls = [pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed]
+        controls = [pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max, candidates, choice]
         race_outputs = [status, echo, plain_text, spec_text, rows, metrics, badge, race_plot, summary]
 
-        def do_race(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed,
-                    request: gr.Request):
+        def do_race(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
+                    candidates, choice, request: gr.Request):
             flag = board.fresh(request.session_hash)
-            req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed)
+            req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
+                              candidates, choice)
             try:
                 shown = charted = 0.0
                 for view in backend.race(req, flag.is_set):
@@ -153,10 +161,11 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
             except Exception as exc:  # one message on screen; the server keeps serving
                 yield (_failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (len(race_outputs) - 2))
 
-        def do_sweep(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed,
-                     request: gr.Request, progress=gr.Progress()):
+        def do_sweep(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
+                     candidates, choice, request: gr.Request, progress=gr.Progress()):
             flag = board.fresh(request.session_hash)
-            req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed)
+            req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
+                              candidates, choice)
             try:
                 for view in backend.sweep(req, stopped=flag.is_set):
                     progress(view.progress(), desc=view.message)
