@@ -45,6 +45,10 @@ class CachedLM:
     def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
         """Append the root token and every tree node in one forward; return [1 + n, V] logits (row 0 = root).
         Each node sees the cache, the root and its own ancestors, at position length + depth."""
+        attention = getattr(self.model.config, "_attn_implementation", None) or ""
+        if attention.startswith("flash"):  # flash kernels take no arbitrary mask and would ignore the tree
+            raise TreeAttentionUnsupported(f"attention implementation {attention!r} cannot take a tree mask; "
+                                           "load the model with sdpa or eager attention")
         mask = tree_mask(tree, self.length, self.model.dtype, self.device)
         try:
             out = self.model(

@@ -64,6 +64,10 @@ def build_parser() -> Parser:
     from .bench import add_bench_options
 
     add_bench_options(bench)
+    lookup = sub.add_parser("bench-lookup", help="benchmark n-gram and history lookup vs transformers' prompt lookup")
+    from .bench_lookup import add_bench_lookup_options
+
+    add_bench_lookup_options(lookup)
     return parser
 
 
@@ -74,6 +78,10 @@ def main(argv=None) -> int:
             return cmd_generate(args)
         if args.command == "prepare":
             return cmd_prepare(args)
+        if args.command == "bench-lookup":
+            from .bench_lookup import cmd_bench_lookup
+
+            return cmd_bench_lookup(args)
         from .bench import cmd_bench
 
         return cmd_bench(args)

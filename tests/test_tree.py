@@ -135,3 +135,19 @@ WRONG_REMOVALS = {
 def test_a_wrong_residual_is_caught(monkeypatch, name):
     monkeypatch.setattr(tree_verify, "remove", WRONG_REMOVALS[name])
     assert min(fit(*emitted_pairs())) < 1e-6
+
+
+def test_a_model_that_cannot_take_a_tree_mask_gets_a_clear_error_not_wrong_logits(tokenizer):
+    from specviz.errors import TreeAttentionUnsupported
+    from tiny import tiny_llama
+
+    from types import SimpleNamespace
+
+    model = tiny_llama(len(tokenizer), seed=5)
+    lm = CachedLM(model)
+    lm.extend(torch.tensor([3, 4]), last_only=True)
+    # what a model loaded with attn_implementation="flash_attention_2" reports (that kernel takes no custom mask)
+    lm.model = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"), dtype=model.dtype)
+    with pytest.raises(TreeAttentionUnsupported, match="tree mask"):
+        lm.extend_tree(5, build_tree([[6, 7], [8]]))
+    assert lm.length == 2  # nothing appended
