@@ -1,0 +1,113 @@
+"""Medusa-1 heads and their checkpoints (official layout and a compact one).
+
+A head is ResBlock x L (x + SiLU(Wx + b)) then a linear map to the vocabulary; head k, applied to the hidden
+state at position t, guesses the token at t + 2 + k (the target's own LM head gives t + 1). The compact layout
+stores only the ResBlocks and reuses the base model's LM head, so heads for a small model are a few MB.
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import SpecvizError
+
+
+class MedusaCheckpointError(SpecvizError):
+    """A Medusa checkpoint is missing, malformed, or does not fit the base model."""
+
+
+class ResBlock(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.linear = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + nn.functional.silu(self.linear(x))
+
+
+class MedusaHeads(nn.Module):
+    """K heads. `lm_head` given: compact (heads end in the shared LM head); else each head owns its linear map."""
+
+    def __init__(self, hidden: int, vocab: int, num_heads: int, num_layers: int, lm_head: nn.Module | None = None):
+        super().__init__()
+        self.compact = lm_head is not None
+        self.heads = nn.ModuleList(
+            nn.Sequential(*[ResBlock(hidden) for _ in range(num_layers)],
+                          *([] if self.compact else [nn.Linear(hidden, vocab, bias=False)]))
+            for _ in range(num_heads))
+        self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
+        self.num_layers = num_layers
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] hidden states -> [K, ..., V] logits, head k guessing k + 2 places ahead."""
+        outs = [head(hidden) for head in self.heads]
+        if self.compact:
+            outs = [self._lm_head[0](o) for o in outs]
+        return torch.stack(outs)
+
+
+WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
+
+
+def read_state(folder: Path) -> dict[str, torch.Tensor]:
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                return load_file(str(path))
+            return torch.load(path, map_location="cpu", weights_only=True)
+    raise MedusaCheckpointError(f"no Medusa weights in {folder}: expected one of {', '.join(WEIGHT_FILES)}")
+
+
+def _shape_of(state: dict) -> tuple[int, int, bool]:
+    """(heads, layers, compact) counted from the keys; the published configs understate the head count."""
+    try:
+        heads = 1 + max(int(k.split(".")[0]) for k in state)
+        layers = 1 + max(int(k.split(".")[1]) for k in state if k.split(".")[2:3] == ["linear"])
+    except (ValueError, IndexError):
+        raise MedusaCheckpointError("Medusa weights have unexpected key names (expected '<head>.<layer>.linear.weight')") from None
+    compact = not any(k == f"0.{layers}.weight" for k in state)
+    return heads, layers, compact
+
+
+def load_medusa(folder: str | Path, base) -> MedusaHeads:
+    """Heads from a checkpoint folder (config.json + weights), strictly checked against `base` (a LoadedModel)."""
+    folder = Path(folder).expanduser()
+    if not (folder / "config.json").is_file():
+        raise MedusaCheckpointError(f"'{folder}' is not a Medusa checkpoint (no config.json)")
+    config = json.loads((folder / "config.json").read_text())
+    named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
+    if named and named != str(base.name).rstrip("/").split("/")[-1].lower():
+        raise MedusaCheckpointError(f"these heads were trained for '{config['base_model_name_or_path']}', not '{base.name}'")
+    state = read_state(folder)
+    heads, layers, compact = _shape_of(state)
+    hidden, vocab = base.model.config.hidden_size, base.vocab_size
+    module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None)
+    expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise MedusaCheckpointError(f"Medusa weights do not match {heads} heads x {layers} layers: "
+                                    f"missing {missing[:3]}, unexpected {extra[:3]}")
+    for key, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            raise MedusaCheckpointError(f"Medusa weight {key} has shape {tuple(tensor.shape)}; base '{base.name}' "
+                                        f"needs {tuple(expected[key].shape)} (hidden {hidden}, vocabulary {vocab})")
+    module.heads.load_state_dict(state, strict=True)
+    return module.to(device=base.device, dtype=base.model.dtype).eval()
+
+
+def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str) -> Path:
+    """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"base_model_name_or_path": base_name, "medusa_num_heads": len(heads.heads),
+              "medusa_num_layers": heads.num_layers, "specviz_compact": heads.compact}
+    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    save_file({k: v.detach().contiguous().cpu() for k, v in heads.heads.state_dict().items()}, str(folder / WEIGHT_FILES[0]))
+    return folder
