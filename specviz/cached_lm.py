@@ -8,13 +8,31 @@ from .tree import TokenTree, tree_mask, tree_positions
 
 
 class CachedLM:
-    """Keeps `length` tokens in a DynamicCache for one sequence (batch 1)."""
+    """Keeps `length` tokens in a DynamicCache for one sequence (batch 1).
 
-    def __init__(self, model: torch.nn.Module):
+    With keep_hidden, `last_hidden` is the final hidden state at the last cached position (what Medusa heads
+    read): each forward's hidden rows are kept until the next one, and rollback picks the right row.
+    """
+
+    def __init__(self, model: torch.nn.Module, keep_hidden: bool = False):
         self.model = model
         self.device = model.device
         self.cache = DynamicCache(config=model.config)
         self.length = 0
+        self.keep_hidden = keep_hidden
+        self.last_hidden: torch.Tensor | None = None
+        self._rows: torch.Tensor | None = None  # hidden states of the last forward, one row per cache entry it added
+        self._rows_start = 0
+
+    def _remember(self, out, start: int) -> None:
+        if self.keep_hidden:
+            self._rows, self._rows_start = out.hidden_states[-1][0], start
+            self.last_hidden = self._rows[-1]
+
+    def _last_entry_is(self, entry: int) -> None:
+        if self._rows is not None:
+            row = entry - self._rows_start
+            self.last_hidden = self._rows[row] if 0 <= row < len(self._rows) else None
 
     @torch.inference_mode()
     def extend(self, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
@@ -29,7 +47,9 @@ class CachedLM:
             past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=1 if last_only else 0,  # 0 keeps all
+            output_hidden_states=self.keep_hidden,
         )
+        self._remember(out, self.length)
         self.length += n
         return out.logits[0]
 
@@ -40,6 +60,7 @@ class CachedLM:
             # transformers 5.x: crop(-k) removes the last k tokens (older versions took the new length).
             self.cache.crop(length - self.length)
             self.length = length
+            self._last_entry_is(length - 1)
 
     @torch.inference_mode()
     def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
@@ -57,11 +78,13 @@ class CachedLM:
                 position_ids=tree_positions(tree, self.length, self.device),
                 past_key_values=self.cache,
                 use_cache=True,
+                output_hidden_states=self.keep_hidden,
             )
         except Exception as exc:  # a model that refuses a custom 4D mask must not give silently wrong logits
             raise TreeAttentionUnsupported(
                 f"{type(self.model).__name__} does not accept a custom 4D attention mask ({exc}); "
                 "use a single-candidate drafter with this model") from exc
+        self._remember(out, self.length)
         self.length += 1 + len(tree.tokens)
         return out.logits[0]
 
@@ -69,6 +92,7 @@ class CachedLM:
         """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction)."""
         if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
             return self.truncate(start + len(offsets))
+        self._last_entry_is(start + offsets[-1] if offsets else start - 1)
         index = torch.cat([torch.arange(start), start + torch.tensor(offsets, dtype=torch.long)]).to(self.device)
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(-2, index)

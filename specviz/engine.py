@@ -50,7 +50,10 @@ def generate(
     """Yield one StepEvent per target forward until EOS, the token budget, or a stop request."""
     clock = make_clock(target.device)
     generator = generator or new_generator(target.device, settings.seed)
-    lm = CachedLM(target.model)
+    attach = getattr(drafter, "attach", None)  # drafters that read the target's hidden state (Medusa)
+    lm = CachedLM(target.model, keep_hidden=attach is not None)
+    if attach is not None:
+        attach(lm)
     eos = target.eos_ids
     budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
 

@@ -30,3 +30,26 @@ def test_repeated_partial_rollbacks(target):
     out = lm.extend(seq[21:24])
     expected = CachedLM(target.model).extend(seq[:24])[21:]
     assert torch.allclose(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_last_hidden_state_follows_rollback_and_compaction(target):
+    from specviz.tree import build_tree
+
+    def hidden_of(ids):  # final hidden state at the last position, computed from scratch
+        out = target.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        return out.hidden_states[-1][0, -1]
+
+    seq = [5, 9, 13, 2, 40, 41, 7]
+    lm = CachedLM(target.model, keep_hidden=True)
+    lm.extend(torch.tensor(seq[:4]), last_only=True)
+    assert torch.allclose(lm.last_hidden, hidden_of(seq[:4]), atol=1e-4)
+    lm.extend(torch.tensor(seq[4:]))
+    lm.truncate(5)  # keep 5 tokens: the hidden state of the 5th
+    assert torch.allclose(lm.last_hidden, hidden_of(seq[:5]), atol=1e-4)
+    tree = build_tree([[20, 21], [22, 23, 24]])
+    lm.extend_tree(seq[5], tree)  # root = seq[5] at entry 5, nodes after it
+    lm.keep(6, [2, 3])  # the path 22 23
+    assert torch.allclose(lm.last_hidden, hidden_of(seq[:6] + [22, 23]), atol=1e-4)
+    lm.extend_tree(9, build_tree([[30]]))
+    lm.keep(lm.length - 1, [])  # nothing accepted: the root is the last entry
+    assert torch.allclose(lm.last_hidden, hidden_of(seq[:6] + [22, 23, 9]), atol=1e-4)
