@@ -17,7 +17,7 @@ from .models import LoadedModel
 from .sampling import choose, probabilities
 from .settings import Settings
 from .tree import build_tree
-from .tree_verify import token_probs, verify_tree_greedy, verify_tree_sampled
+from .tree_verify import token_probs, verify_tree_greedy, verify_tree_sampled, verify_tree_typical
 from .verify import Verdict, verify_greedy, verify_sampled
 
 
@@ -110,7 +110,12 @@ def verify_as_tree(lm: CachedLM, tokens: list[int], proposal, settings: Settings
     Returns (the winning candidate's tokens, its Verdict, (all candidates, winner) or None for a single chain)."""
     tree = build_tree(proposal.candidates or [proposal.tokens.tolist()])
     p = probabilities(lm.extend_tree(tokens[-1], tree), settings)
-    tv = verify_tree_greedy(p, tree) if settings.greedy else verify_tree_sampled(p, tree, generator)
+    if settings.greedy:
+        tv = verify_tree_greedy(p, tree)
+    elif proposal.typical is not None:  # lossy by design; the drafter asked for it
+        tv = verify_tree_typical(p, tree, *proposal.typical)
+    else:
+        tv = verify_tree_sampled(p, tree, generator)
     lm.keep(len(tokens), tv.path)  # entries [0, len(tokens)) end with the root; then the accepted nodes
     won = tree.paths[tv.winner]
     verdict = Verdict(len(tv.path), tv.next_token, token_probs(p, tree, won), None)

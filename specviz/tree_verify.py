@@ -71,3 +71,23 @@ def remove(dist: torch.Tensor, x: int) -> torch.Tensor:
 def token_probs(p: torch.Tensor, tree: TokenTree, nodes: list[int] | tuple[int, ...]) -> list[float]:
     """The target's probability of each node's token given its ancestors."""
     return [float(p[_row(tree.parents[n]), tree.tokens[n]]) for n in nodes]
+
+
+def typical_threshold(probs: torch.Tensor, epsilon: float, delta: float) -> float:
+    """Medusa's typical acceptance bar: min(ε, δ·exp(−H(p))). A confident p (low entropy) sets a high bar."""
+    entropy = -(probs * probs.clamp_min(1e-30).log()).sum()
+    return float(torch.clamp(delta * torch.exp(-entropy), max=epsilon))
+
+
+def verify_tree_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delta: float = 0.3) -> TreeVerdict:
+    """Lossy by design (Medusa's typical acceptance): walk down, taking the most likely child whose p(x) clears
+    min(ε, δ·exp(−H)) at its parent; the token after the accepted path is the target's argmax there."""
+    node, path = ROOT, []
+    while True:
+        row = p[_row(node)]
+        bar = typical_threshold(row, epsilon, delta)
+        passing = [c for c in tree.children(node) if float(row[tree.tokens[c]]) > bar]
+        if not passing:
+            return TreeVerdict(path, int(row.argmax()), _winner(tree, path))
+        node = max(passing, key=lambda c: float(row[tree.tokens[c]]))
+        path.append(node)

@@ -134,3 +134,16 @@ def test_engine_tree_test_catches_a_wrong_residual(small, monkeypatch):
     law = exact_two_token_law(target, prompt, SETTINGS[0])
     counts = lookup_law(target, prompt, SETTINGS[0], lambda s: SiblingsDrafter(target.tokenizer))
     assert chi_square_p(counts, law, RUNS) < 1e-6
+
+
+def test_medusa_lossless_mode_keeps_the_target_distribution(small):
+    from specviz.medusa.drafter import MedusaDrafter
+    from specviz.medusa.heads import MedusaHeads
+
+    target, _, _ = small
+    prompt = target.tokenizer.encode("a b c")
+    torch.manual_seed(3)
+    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1)
+    law = exact_two_token_law(target, prompt, SETTINGS[0])
+    counts = lookup_law(target, prompt, SETTINGS[0], lambda s: MedusaDrafter(heads, acceptance="lossless"))
+    assert chi_square_p(counts, law, RUNS) > 1e-3

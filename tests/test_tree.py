@@ -151,3 +151,22 @@ def test_a_model_that_cannot_take_a_tree_mask_gets_a_clear_error_not_wrong_logit
     with pytest.raises(TreeAttentionUnsupported, match="tree mask"):
         lm.extend_tree(5, build_tree([[6, 7], [8]]))
     assert lm.length == 2  # nothing appended
+
+
+def test_typical_acceptance_follows_its_definition():
+    from specviz.tree_verify import typical_threshold, verify_tree_typical
+
+    flat = torch.full((6,), 1 / 6)  # H = ln 6: bar = min(0.09, 0.3 / 6) = 0.05
+    assert typical_threshold(flat, 0.09, 0.3) == pytest.approx(0.05)
+    sharp = torch.tensor([0.97, 0.01, 0.01, 0.005, 0.003, 0.002])  # low entropy: the bar is ε
+    assert typical_threshold(sharp, 0.09, 0.3) == pytest.approx(0.09)
+    tree = build_tree([[1, 2], [3], [4, 5]])
+    # root row: token 1 at 0.30, 3 at 0.40, 4 at 0.02 -> 1 and 3 pass; the likelier (3) is taken
+    root = torch.tensor([0.10, 0.30, 0.08, 0.40, 0.02, 0.10])
+    p = torch.stack([root, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
+    v = verify_tree_typical(p, tree)
+    assert [tree.tokens[n] for n in v.path] == [3] and v.next_token == 0  # argmax of a flat row: the first
+    below = torch.tensor([0.90, 0.04, 0.02, 0.02, 0.01, 0.01])  # no candidate clears 0.09
+    p = torch.stack([below, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
+    v = verify_tree_typical(p, tree)
+    assert v.path == [] and v.next_token == 0

@@ -12,6 +12,7 @@ class Proposal:
     q: torch.Tensor | None  # [g, V] drafter probabilities; None for a deterministic (lookup) drafter
     forwards: int  # drafter model forwards spent on this proposal
     candidates: list[list[int]] | None = None  # several alternative continuations (q must be None): a tree step
+    typical: tuple[float, float] | None = None  # (ε, δ): sampled runs use Medusa's lossy typical acceptance
 
 
 class Drafter(Protocol):

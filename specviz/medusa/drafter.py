@@ -14,7 +14,13 @@ DEFAULT_CHOICES = ((0,), (0, 0), (1,), (0, 1), (0, 0, 0), (1, 0), (2,), (0, 0, 0
 
 
 class MedusaDrafter:
-    def __init__(self, heads: MedusaHeads, choices=DEFAULT_CHOICES):
+    def __init__(self, heads: MedusaHeads, choices=DEFAULT_CHOICES, acceptance: str = "lossless",
+                 epsilon: float = 0.09, delta: float = 0.3):
+        """acceptance (for sampled runs; greedy runs are always exact): lossless = tree rejection sampling,
+        typical = Medusa's typical acceptance with (ε, δ), faster and lossy by design."""
+        if acceptance not in ("lossless", "typical"):
+            raise ValueError(f"acceptance must be lossless or typical, got {acceptance!r}")
+        self.typical = (epsilon, delta) if acceptance == "typical" else None
         self.heads, self.choices = heads, [tuple(c) for c in choices]
         depth = max(len(c) for c in self.choices)
         if depth > len(heads.heads):
@@ -42,7 +48,7 @@ class MedusaDrafter:
             if path not in seen:
                 seen.add(path)
                 candidates.append(list(path))
-        return Proposal(torch.tensor(candidates[0]), None, forwards=1, candidates=candidates)
+        return Proposal(torch.tensor(candidates[0]), None, forwards=1, candidates=candidates, typical=self.typical)
 
     def observe(self, accepted: int) -> None:
         pass
