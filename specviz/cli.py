@@ -43,13 +43,16 @@ def build_parser() -> Parser:
 
     gen = sub.add_parser("generate", help="generate with plain or speculative decoding")
     gen.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
-    gen.add_argument("--drafter", choices=["none", "draft", "ngram", "history"],
+    gen.add_argument("--drafter", choices=["none", "draft", "ngram", "history", "medusa"],
                      help="none = plain decoding (default unless --draft is given); ngram = prompt lookup; "
                           "history = lookup in the output so far, several candidates verified as a tree")
     gen.add_argument("--ngram-max", type=int, default=3, help="ngram: longest suffix to match (1..8)")
     gen.add_argument("--candidates", type=int, default=4, help="history: candidates per step, m (1..16)")
     gen.add_argument("--history-choice", default="recent", choices=["recent", "random"],
                      help="history: the most recent occurrences, or a seeded random choice")
+    gen.add_argument("--medusa", help="medusa: a heads folder (official Medusa-1 layout or specviz's compact one)")
+    gen.add_argument("--acceptance", default="lossless", choices=["lossless", "typical"],
+                     help="medusa, sampled runs: lossless tree rejection sampling, or typical acceptance (lossy)")
     gen.add_argument("--draft", help="draft model (same vocabulary as the target)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
@@ -68,6 +71,16 @@ def build_parser() -> Parser:
     from .bench_lookup import add_bench_lookup_options
 
     add_bench_lookup_options(lookup)
+
+    train = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
+    train.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
+    train.add_argument("--out", required=True, help="folder for config.json + medusa_lm_head.safetensors")
+    train.add_argument("--heads", type=int, default=4)
+    train.add_argument("--layers", type=int, default=1)
+    train.add_argument("--steps", type=int, default=300)
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--tokens-per-prompt", type=int, default=96, help="length of each self-written text")
+    add_model_options(train)
     return parser
 
 
@@ -78,6 +91,8 @@ def main(argv=None) -> int:
             return cmd_generate(args)
         if args.command == "prepare":
             return cmd_prepare(args)
+        if args.command == "train-medusa":
+            return cmd_train_medusa(args)
         if args.command == "bench-lookup":
             from .bench_lookup import cmd_bench_lookup
 
@@ -109,6 +124,8 @@ def cmd_generate(args) -> int:
     if args.draft and drafter_kind != "draft":
         return _fail(f"--draft is only used by --drafter draft, not {drafter_kind}")
     options = lookup_options(args.ngram_max, args.candidates, args.history_choice)
+    if (drafter_kind == "medusa") != bool(args.medusa):
+        return _fail("--drafter medusa and --medusa HEADS go together")
     quiet_transformers()
     from .drafters import build_drafter
     from .engine import generate, new_generator
@@ -122,7 +139,13 @@ def cmd_generate(args) -> int:
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     generator = new_generator(target.device, settings.seed)
-    drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
+    if drafter_kind == "medusa":
+        from .medusa.drafter import MedusaDrafter
+        from .medusa.heads import load_medusa
+
+        drafter = MedusaDrafter(load_medusa(args.medusa, target), acceptance=args.acceptance)
+    else:
+        drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
 
     events, ids, shown = [], [], ""
     for event in generate(target, prompt_ids, settings, drafter, generator):
@@ -168,4 +191,28 @@ def cmd_prepare(args) -> int:
             print(f"skipped: {exc}", file=sys.stderr)
             continue
         print(f"{name}: {ensure_converted(PRESETS[name])}")
+    return 0
+
+
+def cmd_train_medusa(args) -> int:
+    for name, value, low in (("--heads", args.heads, 1), ("--layers", args.layers, 1), ("--steps", args.steps, 1),
+                             ("--tokens-per-prompt", args.tokens_per_prompt, 8)):
+        if value < low:
+            return _fail(f"{name} must be at least {low}, got {value}")
+    quiet_transformers()
+    from .medusa.heads import save_medusa
+    from .medusa.train import self_distilled_texts, train_heads
+    from .models import load_model
+    from .bench import ASSETS
+
+    base = load_model(args.base, args.dtype, args.device)
+    prompts = [p for kind in json.loads((ASSETS / "prompts.json").read_text()).values() for p in kind]
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"writing {len(prompts)} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
+    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt)
+    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, progress=log)
+    folder = save_medusa(heads, args.out, args.base)
+    accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
+    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
+          f"{report.seconds:.0f} s; held-out top-1 {accuracy}")
     return 0

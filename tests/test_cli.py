@@ -123,3 +123,25 @@ def test_subprocess_exit_code_and_single_line():
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == ["error: gamma (draft length) must be an integer in 1..32, got 40"]
+
+
+def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_path, target):
+    import torch
+
+    from specviz.medusa.heads import MedusaHeads, save_medusa
+
+    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1, target.model.get_output_embeddings())
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.zero_()  # each head repeats the target's own guess
+    folder = save_medusa(heads, tmp_path / "heads", str(model_folder))
+    base = ["generate", "--target", str(model_folder), "--prompt", "w5 w5 w5 w5", "--no-chat", "--max-new-tokens", "30",
+            "--dtype", "float32", "--json"]
+    code, out, _ = run_cli(capsys, *base)
+    plain = json.loads(out)
+    code, out, _ = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), "--gamma", "3")
+    medusa = json.loads(out)
+    assert code == 0 and medusa["token_ids"] == plain["token_ids"]
+    assert any(step["candidates"] for step in medusa["steps"])
+    code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(tmp_path))
+    assert code == 2 and err.startswith("error: ") and "not a Medusa checkpoint" in err
