@@ -80,6 +80,7 @@ def build_parser() -> Parser:
     train.add_argument("--steps", type=int, default=300)
     train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument("--tokens-per-prompt", type=int, default=96, help="length of each self-written text")
+    train.add_argument("--samples", type=int, default=4, help="texts per prompt: one greedy, the rest sampled at T=0.7")
     add_model_options(train)
     return parser
 
@@ -196,7 +197,7 @@ def cmd_prepare(args) -> int:
 
 def cmd_train_medusa(args) -> int:
     for name, value, low in (("--heads", args.heads, 1), ("--layers", args.layers, 1), ("--steps", args.steps, 1),
-                             ("--tokens-per-prompt", args.tokens_per_prompt, 8)):
+                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1)):
         if value < low:
             return _fail(f"{name} must be at least {low}, got {value}")
     quiet_transformers()
@@ -208,9 +209,10 @@ def cmd_train_medusa(args) -> int:
     base = load_model(args.base, args.dtype, args.device)
     prompts = [p for kind in json.loads((ASSETS / "prompts.json").read_text()).values() for p in kind]
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"writing {len(prompts)} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
-    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt)
-    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, progress=log)
+    log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
+    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples)
+    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, group=args.samples,
+                                progress=log)
     folder = save_medusa(heads, args.out, args.base)
     accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
     print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "

@@ -28,12 +28,15 @@ class TrainReport:
     seconds: float
 
 
-def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
-    """Prompt + the base model's own greedy continuation, as token ids."""
+def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: int, samples: int = 1,
+                         temperature: float = 0.7) -> list[list[int]]:
+    """Prompt + the base model's own continuations, as token ids: one greedy, then `samples - 1` sampled ones."""
     out = []
     for text in prompts:
         ids = encode_prompt(base, text)
-        out.append(ids + generated_ids(generate(base, ids, Settings(max_new_tokens=max_new_tokens))))
+        for seed in range(samples):
+            settings = Settings(max_new_tokens=max_new_tokens, temperature=temperature if seed else 0.0, seed=seed)
+            out.append(ids + generated_ids(generate(base, ids, settings)))
     return out
 
 
@@ -60,14 +63,14 @@ def _batches(feats, heads: int):
 
 def train_heads(base: LoadedModel, sequences: list[list[int]], num_heads: int = 4, num_layers: int = 1,
                 steps: int = 200, lr: float = 1e-3, batch: int = 64, held_out: float = 0.15, seed: int = 0,
-                progress: Callable[[str], None] = lambda _: None) -> tuple[MedusaHeads, TrainReport]:
+                group: int = 1, progress: Callable[[str], None] = lambda _: None) -> tuple[MedusaHeads, TrainReport]:
+    """`group` consecutive sequences share a prompt and stay on the same side of the held-out split."""
     began = time.perf_counter()
-    rng = random.Random(seed)
-    sequences = list(sequences)
-    rng.shuffle(sequences)
-    cut = max(1, int(len(sequences) * held_out))
-    train_x, train_y = _batches(features(base, sequences[cut:]), num_heads)
-    test_x, test_y = _batches(features(base, sequences[:cut]), num_heads)
+    groups = [sequences[i : i + group] for i in range(0, len(sequences), group)]
+    random.Random(seed).shuffle(groups)
+    cut = max(1, int(len(groups) * held_out))
+    train_x, train_y = _batches(features(base, [s for g in groups[cut:] for s in g]), num_heads)
+    test_x, test_y = _batches(features(base, [s for g in groups[:cut] for s in g]), num_heads)
     torch.manual_seed(seed)
     lm_head = base.model.get_output_embeddings()
     frozen = torch.nn.Linear(lm_head.in_features, lm_head.out_features, bias=False)
