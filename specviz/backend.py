@@ -2,6 +2,7 @@
 the UI only sees the pure-Python views of race.py and sweep.py."""
 
 import time
+from dataclasses import replace
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -39,16 +40,15 @@ class Backend:
     def __init__(self, shelf: ModelShelf):
         self.shelf = shelf
 
-    def _check(self, request: RaceRequest) -> Settings:
-        settings = request.settings()  # cheap checks first: nothing loads for a bad request
-        request.options()
+    def _check(self, request: RaceRequest) -> tuple[Settings, dict]:
+        settings, options = request.settings(), request.options()  # cheap checks first: nothing loads for a bad request
         if request.drafter == "none":
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
-        return settings
+        return settings, options
 
     def race(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final."""
-        settings = self._check(request)
+        settings, options = self._check(request)
         for line in self.shelf.load(request.pair, request.dtype):
             yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
         pair = self.shelf.current()
@@ -61,7 +61,7 @@ class Backend:
         sides = {
             PLAIN: generate(target, prompt_ids, settings, None, new_generator(target.device, settings.seed), stop),
             SPEC: generate(target, prompt_ids, settings,
-                           build_drafter(request.drafter, settings, spec_gen, target, pair.draft, request.options()), spec_gen, stop),
+                           build_drafter(request.drafter, settings, spec_gen, target, pair.draft, options), spec_gen, stop),
         }
         with torch.inference_mode():
             for _ in interleave(sides, {PLAIN: view.plain, SPEC: view.spec}, stopped):
@@ -75,7 +75,7 @@ class Backend:
 
     def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False) -> Iterator[SweepView]:
         """Plain once, then speculative at every γ on the current prompt; a view after each run."""
-        settings = self._check(request)
+        settings, options = self._check(request)
         view = SweepView(gammas=tuple(gammas))
         for line in self.shelf.load(request.pair, request.dtype):
             view.message = line
@@ -92,9 +92,9 @@ class Backend:
                     break
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
-                at = Settings(**{**settings.__dict__, "gamma": gamma})
+                at = replace(settings, gamma=gamma)
                 gen = new_generator(target.device, settings.seed)
-                drafter = build_drafter(request.drafter, at, gen, target, pair.draft, request.options())
+                drafter = build_drafter(request.drafter, at, gen, target, pair.draft, options)
                 view.runs[gamma] = list(generate(target, prompt_ids, at, drafter, gen, stop))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"

@@ -124,7 +124,8 @@ def cmd_generate(args) -> int:
         return _fail("--drafter draft needs --draft MODEL")
     if args.draft and drafter_kind != "draft":
         return _fail(f"--draft is only used by --drafter draft, not {drafter_kind}")
-    options = lookup_options(args.ngram_max, args.candidates, args.history_choice)
+    options = lookup_options(args.ngram_max, args.candidates, args.history_choice) | {
+        "medusa": args.medusa, "acceptance": args.acceptance}
     if (drafter_kind == "medusa") != bool(args.medusa):
         return _fail("--drafter medusa and --medusa HEADS go together")
     quiet_transformers()
@@ -140,13 +141,7 @@ def cmd_generate(args) -> int:
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     generator = new_generator(target.device, settings.seed)
-    if drafter_kind == "medusa":
-        from .medusa.drafter import MedusaDrafter
-        from .medusa.heads import load_medusa
-
-        drafter = MedusaDrafter(load_medusa(args.medusa, target), acceptance=args.acceptance)
-    else:
-        drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
+    drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
 
     events, ids, shown = [], [], ""
     for event in generate(target, prompt_ids, settings, drafter, generator):
