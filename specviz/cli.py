@@ -3,9 +3,10 @@
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from .errors import SpecvizError
-from .settings import MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt, lookup_options
+from .errors import InvalidRequest, SpecvizError
+from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt, lookup_options, medusa_options
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,9 +51,12 @@ def build_parser() -> Parser:
     gen.add_argument("--candidates", type=int, default=4, help="history: candidates per step, m (1..16)")
     gen.add_argument("--history-choice", default="recent", choices=["recent", "random"],
                      help="history: the most recent occurrences, or a seeded random choice")
-    gen.add_argument("--medusa", help="medusa: a heads folder (official Medusa-1 layout or specviz's compact one)")
-    gen.add_argument("--acceptance", default="lossless", choices=["lossless", "typical"],
-                     help="medusa, sampled runs: lossless tree rejection sampling, or typical acceptance (lossy)")
+    gen.add_argument("--medusa", help="medusa: heads folder or Hub id (official Medusa-1 layout or specviz's compact "
+                                      "one); default: the heads shipped for an offline target")
+    gen.add_argument("--medusa-tree", default="sparse",
+                     help="medusa: sparse, chain, wide, or index paths as JSON, e.g. '[[0], [0, 0], [1]]'")
+    gen.add_argument("--acceptance", default="lossless", choices=list(ACCEPTANCE_MODES),
+                     help="medusa: greedy (exact, T = 0), lossless (tree rejection sampling), typical (lossy, faster)")
     gen.add_argument("--draft", help="draft model (same vocabulary as the target)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
@@ -81,6 +85,10 @@ def build_parser() -> Parser:
     train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument("--tokens-per-prompt", type=int, default=96, help="length of each self-written text")
     train.add_argument("--samples", type=int, default=4, help="texts per prompt: one greedy, the rest sampled at T=0.7")
+    train.add_argument("--prompts", help="JSON file: a list of prompts or {kind: [prompts]} (default: assets/medusa_prompts.json)")
+    train.add_argument("--shortlist", type=int, default=8192,
+                       help="heads score only this many token ids (0 = the whole vocabulary)")
+    train.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
     add_model_options(train)
     return parser
 
@@ -124,10 +132,16 @@ def cmd_generate(args) -> int:
         return _fail("--drafter draft needs --draft MODEL")
     if args.draft and drafter_kind != "draft":
         return _fail(f"--draft is only used by --drafter draft, not {drafter_kind}")
-    options = lookup_options(args.ngram_max, args.candidates, args.history_choice) | {
-        "medusa": args.medusa, "acceptance": args.acceptance}
-    if (drafter_kind == "medusa") != bool(args.medusa):
-        return _fail("--drafter medusa and --medusa HEADS go together")
+    options = lookup_options(args.ngram_max, args.candidates, args.history_choice) | medusa_options(
+        args.medusa, args.medusa_tree, args.acceptance, settings.temperature)
+    if args.medusa and drafter_kind != "medusa":
+        return _fail(f"--medusa is only used by --drafter medusa, not {drafter_kind}")
+    if drafter_kind == "medusa" and not args.medusa:
+        from .medusa.heads import shipped_heads
+
+        options["medusa"] = shipped_heads(args.target)
+        if options["medusa"] is None:
+            return _fail(f"no Medusa heads ship for '{args.target}'; pass --medusa HEADS (train some with train-medusa)")
     quiet_transformers()
     from .drafters import build_drafter
     from .engine import generate, new_generator
@@ -190,9 +204,23 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+def read_prompt_list(path: Path) -> list[str]:
+    """Prompts from a JSON list, or from every list in a JSON object (keys starting with '_' are notes)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidRequest(f"cannot read prompts from {path}: {exc}") from None
+    lists = [data] if isinstance(data, list) else [v for k, v in data.items() if not k.startswith("_")] if isinstance(data, dict) else []
+    prompts = [p for group in lists if isinstance(group, list) for p in group if isinstance(p, str) and p.strip()]
+    if not prompts:
+        raise InvalidRequest(f"{path} holds no prompts (expected a JSON list of strings or {{kind: [strings]}})")
+    return prompts
+
+
 def cmd_train_medusa(args) -> int:
     for name, value, low in (("--heads", args.heads, 1), ("--layers", args.layers, 1), ("--steps", args.steps, 1),
-                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1)):
+                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1),
+                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1)):
         if value < low:
             return _fail(f"{name} must be at least {low}, got {value}")
     quiet_transformers()
@@ -201,14 +229,14 @@ def cmd_train_medusa(args) -> int:
     from .models import load_model
     from .bench import ASSETS
 
+    prompts = read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
     base = load_model(args.base, args.dtype, args.device)
-    prompts = [p for kind in json.loads((ASSETS / "prompts.json").read_text()).values() for p in kind]
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
-    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples)
+    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=log)
     heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, group=args.samples,
-                                progress=log)
-    folder = save_medusa(heads, args.out, args.base)
+                                shortlist=args.shortlist, progress=log)
+    folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
     accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
     print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
           f"{report.seconds:.0f} s; held-out top-1 {accuracy}")

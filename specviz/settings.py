@@ -55,3 +55,45 @@ def lookup_options(ngram_max, candidates, choice) -> dict:
     if choice not in ("recent", "random"):
         raise InvalidRequest(f"history choice must be recent or random, got {choice!r}")
     return {"ngram_max": ngram_max, "candidates": candidates, "choice": choice}
+
+
+# Medusa candidate trees as index paths: (i0, i1, ...) = head 0's i0-th guess, then head 1's i1-th, ...
+MEDUSA_TREES = {
+    "sparse": ((0,), (0, 0), (1,), (0, 1), (0, 0, 0), (1, 0), (2,), (0, 0, 0, 0), (0, 2), (0, 0, 1), (3,)),
+    "chain": ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)),
+    "wide": ((0,), (1,), (2,), (3,), (4,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (3, 0), (0, 3),
+             (0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (0, 0, 2), (2, 1), (0, 0, 0, 0), (0, 0, 0, 1),
+             (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0)),
+}
+ACCEPTANCE_MODES = ("greedy", "lossless", "typical")
+MAX_TREE_PATHS, MAX_TREE_WIDTH = 64, 32
+
+
+def medusa_tree(spec) -> tuple[tuple[int, ...], ...]:
+    """A named tree (sparse, chain, wide) or index paths as JSON text, e.g. '[[0], [0, 0], [1]]'."""
+    if isinstance(spec, str) and spec.strip() in MEDUSA_TREES:
+        return MEDUSA_TREES[spec.strip()]
+    import json
+
+    try:
+        paths = json.loads(spec) if isinstance(spec, str) else spec
+    except ValueError:
+        paths = None
+    ok = (isinstance(paths, (list, tuple)) and 0 < len(paths) <= MAX_TREE_PATHS
+          and all(isinstance(p, (list, tuple)) and 0 < len(p) <= MAX_GAMMA
+                  and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_TREE_WIDTH for i in p)
+                  for p in paths))
+    if not ok:
+        raise InvalidRequest(f"Medusa tree must be one of {', '.join(MEDUSA_TREES)} or a JSON list of up to "
+                             f"{MAX_TREE_PATHS} index paths like [[0], [0, 0], [1]] (indexes 0..{MAX_TREE_WIDTH - 1})")
+    return tuple(tuple(p) for p in paths)
+
+
+def medusa_options(heads, tree="sparse", acceptance="lossless", temperature: float = 0.0) -> dict:
+    """Validated Medusa options. greedy acceptance = exact greedy verification, so it needs temperature 0;
+    lossless = tree rejection sampling (greedy at T = 0); typical = Medusa's lossy typical acceptance."""
+    if acceptance not in ACCEPTANCE_MODES:
+        raise InvalidRequest(f"acceptance must be one of {', '.join(ACCEPTANCE_MODES)}, got {acceptance!r}")
+    if acceptance == "greedy" and temperature != 0:
+        raise InvalidRequest("greedy acceptance needs temperature 0; use lossless or typical for sampling")
+    return {"medusa": heads, "medusa_tree": medusa_tree(tree), "acceptance": acceptance}

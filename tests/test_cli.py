@@ -145,3 +145,13 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
     assert any(step["candidates"] for step in medusa["steps"])
     code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(tmp_path))
     assert code == 2 and err.startswith("error: ") and "not a Medusa checkpoint" in err
+    code, out, _ = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), "--gamma", "3",
+                           "--medusa-tree", "[[0], [0, 0], [0, 0, 0], [1]]", "--acceptance", "greedy")
+    assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"]
+    for extra, words in ((["--medusa-tree", "[[0], []]"], "Medusa tree must be"),
+                         (["--acceptance", "greedy", "--temperature", "0.7"], "greedy acceptance needs temperature 0"),
+                         (["--medusa-tree", "[[0, 0, 0, 0, 0]]"], "5 deep but these heads are only 4")):
+        code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), *extra)
+        assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, *base, "--drafter", "medusa")
+    assert code == 2 and "no Medusa heads ship for" in err

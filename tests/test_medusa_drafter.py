@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from specviz.engine import generate
+from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
 from specviz.medusa.drafter import DEFAULT_CHOICES, MedusaDrafter
 from specviz.medusa.heads import MedusaHeads
-from specviz.settings import Settings
+from specviz.settings import MEDUSA_TREES, Settings, medusa_options, medusa_tree
 
 
 def copying_heads(target, count=4):
@@ -43,5 +44,31 @@ def test_copying_heads_get_accepted_where_the_target_repeats_itself(target, toke
 
 
 def test_a_tree_deeper_than_the_heads_is_refused(target):
-    with pytest.raises(ValueError, match="only 2 heads"):
+    with pytest.raises(InvalidRequest, match="only 2"):
         MedusaDrafter(copying_heads(target, count=2), DEFAULT_CHOICES)
+
+
+def test_shortlisted_heads_still_give_plain_output(target, tokenizer):
+    shortlist = torch.arange(0, target.vocab_size, 3)
+    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1, target.model.get_output_embeddings(), shortlist)
+    ids = tokenizer.encode("w5 w5 w5 w5 w5 w5")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    events = list(generate(target, ids, Settings(max_new_tokens=40, gamma=4), MedusaDrafter(heads, MEDUSA_TREES["wide"])))
+    assert generated_ids(events) == plain
+    assert all(t % 3 == 0 for e in events for c in (e.candidates or []) for t in c)
+
+
+def test_named_and_custom_trees():
+    assert medusa_tree("chain") == ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0))
+    assert medusa_tree("[[0], [0, 1], [2]]") == ((0,), (0, 1), (2,))
+    for bad in ("[]", "[[0], []]", "[[-1]]", "[[0.5]]", "[[true]]", "bushy", "[[40]]", "[0, 1]"):
+        with pytest.raises(InvalidRequest, match="Medusa tree"):
+            medusa_tree(bad)
+
+
+def test_medusa_options_check_the_acceptance_mode():
+    assert medusa_options("h", "sparse", "greedy", 0.0)["acceptance"] == "greedy"
+    with pytest.raises(InvalidRequest, match="greedy acceptance needs temperature 0"):
+        medusa_options("h", "sparse", "greedy", 0.7)
+    with pytest.raises(InvalidRequest, match="acceptance must be one of"):
+        medusa_options("h", "sparse", "eager", 0.0)

@@ -90,3 +90,30 @@ def test_compact_heads_share_the_base_lm_head_and_round_trip(tmp_path, target):
     official = MedusaHeads(hidden, vocab, 2, 1)
     again = load_medusa(save_medusa(official, tmp_path / "full", "tiny-target"), target)
     assert not again.compact and torch.allclose(again(x), official(x), atol=1e-6)
+
+
+def test_shortlisted_heads_score_only_their_ids_and_round_trip(tmp_path, target):
+    hidden, vocab = target.model.config.hidden_size, target.vocab_size
+    torch.manual_seed(1)
+    shortlist = torch.tensor(sorted(torch.randperm(vocab)[:20].tolist()))
+    heads = MedusaHeads(hidden, vocab, 2, 1, target.model.get_output_embeddings(), shortlist)
+    x = torch.randn(hidden)
+    full = MedusaHeads(hidden, vocab, 2, 1, target.model.get_output_embeddings())
+    full.heads.load_state_dict(heads.heads.state_dict())
+    assert torch.allclose(heads(x), full(x)[:, shortlist], atol=1e-5)  # the same scores, restricted
+    top = heads.top_ids(x, [3, 2])
+    assert all(t in shortlist.tolist() for row in top for t in row)
+    assert top[0] == shortlist[torch.topk(full(x)[0, shortlist], 3).indices].tolist()
+    folder = save_medusa(heads, tmp_path / "short", "tiny-target", dtype=torch.bfloat16)
+    assert json.loads((folder / "head_vocab.json").read_text()) == shortlist.tolist()
+    loaded = load_medusa(folder, target)
+    assert loaded.top_ids(x, [3, 2])[0][0] == top[0][0]
+
+
+@pytest.mark.parametrize("content", ["[]", "[1, -2]", "{\"a\": 1}", "[1, 99999]", "not json"])
+def test_a_bad_shortlist_fails_clearly(tmp_path, target, content):
+    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 2, 1, target.model.get_output_embeddings())
+    folder = save_medusa(heads, tmp_path / "bad", "tiny-target")
+    (folder / "head_vocab.json").write_text(content)
+    with pytest.raises(MedusaCheckpointError, match="head_vocab.json"):
+        load_medusa(folder, target)

@@ -9,7 +9,7 @@ DRAFTER_KINDS = ("none", "draft", "ngram", "history")
 
 def build_drafter(kind, settings, generator, target, draft=None, options=None) -> Drafter | None:
     """The drafter named `kind` for `target` (LoadedModel); None means plain decoding.
-    options: ngram_max (ngram), candidates and choice (history), medusa (heads folder) and acceptance (medusa)."""
+    options: ngram_max (ngram); candidates, choice (history); medusa (heads), medusa_tree, acceptance (medusa)."""
     options = options or {}
     if kind == "none":
         return None
@@ -20,10 +20,11 @@ def build_drafter(kind, settings, generator, target, draft=None, options=None) -
     if kind == "history":
         return HistoryDrafter(options.get("candidates", 4), options.get("choice", "recent"), settings.seed, target.device)
     if kind == "medusa":
-        from ..medusa.drafter import MedusaDrafter  # imported here: the Medusa package builds on this one
+        from ..medusa.drafter import DEFAULT_CHOICES, MedusaDrafter  # imported here: the Medusa package builds on this one
         from ..medusa.heads import load_medusa
 
-        return MedusaDrafter(load_medusa(options["medusa"], target), acceptance=options.get("acceptance", "lossless"))
+        return MedusaDrafter(load_medusa(options["medusa"], target), options.get("medusa_tree", DEFAULT_CHOICES),
+                             options.get("acceptance", "lossless"))
     raise ValueError(f"unknown drafter {kind!r}")
 
 

@@ -2,10 +2,13 @@
 
 A head is ResBlock x L (x + SiLU(Wx + b)) then a linear map to the vocabulary; head k, applied to the hidden
 state at position t, guesses the token at t + 2 + k (the target's own LM head gives t + 1). The compact layout
-stores only the ResBlocks and reuses the base model's LM head, so heads for a small model are a few MB.
+stores only the ResBlocks and reuses the base model's LM head, so heads for a small model are a few MB. A compact
+checkpoint may also name a vocabulary shortlist (`head_vocab.json`): the heads then score only those ids, which
+cuts their cost from K full-vocabulary products to K small ones (they only propose; the target still verifies).
 """
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -30,8 +33,11 @@ class ResBlock(nn.Module):
 class MedusaHeads(nn.Module):
     """K heads. `lm_head` given: compact (heads end in the shared LM head); else each head owns its linear map."""
 
-    def __init__(self, hidden: int, vocab: int, num_heads: int, num_layers: int, lm_head: nn.Module | None = None):
+    def __init__(self, hidden: int, vocab: int, num_heads: int, num_layers: int, lm_head: nn.Module | None = None,
+                 shortlist: torch.Tensor | None = None):
         super().__init__()
+        if shortlist is not None and lm_head is None:
+            raise MedusaCheckpointError("a vocabulary shortlist needs compact heads (heads sharing the base LM head)")
         self.compact = lm_head is not None
         self.heads = nn.ModuleList(
             nn.Sequential(*[ResBlock(hidden) for _ in range(num_layers)],
@@ -39,16 +45,32 @@ class MedusaHeads(nn.Module):
             for _ in range(num_heads))
         self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
         self.num_layers = num_layers
+        self.shortlist = None if shortlist is None else shortlist.long()
+        if self.shortlist is not None:  # its rows of the LM head, moved along by .to()
+            self.register_buffer("rows", lm_head.weight.detach()[self.shortlist].clone(), persistent=False)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """[..., H] hidden states -> [K, ..., V] logits, head k guessing k + 2 places ahead."""
-        outs = [head(hidden) for head in self.heads]
-        if self.compact:
-            outs = [self._lm_head[0](o) for o in outs]
-        return torch.stack(outs)
+        """[..., H] hidden states -> [K, ..., V'] logits, head k guessing k + 2 places ahead; V' is the
+        shortlist's length when there is one (position i means token shortlist[i]), else the vocabulary."""
+        outs = torch.stack([head(hidden) for head in self.heads])
+        if not self.compact:
+            return outs
+        if self.shortlist is not None:
+            return outs @ self.rows.T
+        return self._lm_head[0](outs)  # one product for all K heads: the LM head's weights are read once
+
+    def top_ids(self, hidden: torch.Tensor, widths: list[int]) -> list[list[int]]:
+        """The `widths[k]` likeliest token ids of head k for one hidden state [H]."""
+        logits = self(hidden)
+        out = []
+        for k, width in enumerate(widths):
+            index = torch.topk(logits[k], min(width, logits.shape[-1])).indices
+            out.append((index if self.shortlist is None else self.shortlist.to(index.device)[index]).tolist())
+        return out
 
 
 WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
+SHORTLIST_FILE = "head_vocab.json"
 
 
 def read_state(folder: Path) -> dict[str, torch.Tensor]:
@@ -74,9 +96,35 @@ def _shape_of(state: dict) -> tuple[int, int, bool]:
     return heads, layers, compact
 
 
+SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "medusa"  # trained heads for the offline presets
+
+
+def shipped_heads(base_name: str) -> Path | None:
+    """The heads folder specviz ships for an offline preset, if any."""
+    name = str(base_name)
+    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
+        return None
+    folder = SHIPPED / name
+    return folder if (folder / "config.json").is_file() else None
+
+
+def locate_heads(spec: str | Path) -> Path:
+    """A local heads folder, or a Hub repo id (owner/name) fetched into the Hugging Face cache."""
+    folder = Path(spec).expanduser()
+    if folder.exists() or not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(spec)):
+        return folder
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(spec), allow_patterns=["config.json", "medusa_lm_head.*", SHORTLIST_FILE]))
+    except Exception as exc:  # offline, no such repo, ...: one line
+        raise MedusaCheckpointError(f"cannot fetch Medusa heads '{spec}' from the Hub: "
+                                    f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
+
+
 def load_medusa(folder: str | Path, base) -> MedusaHeads:
-    """Heads from a checkpoint folder (config.json + weights), strictly checked against `base` (a LoadedModel)."""
-    folder = Path(folder).expanduser()
+    """Heads from a checkpoint folder or Hub id (config.json + weights), strictly checked against `base`."""
+    folder = locate_heads(folder)
     if not (folder / "config.json").is_file():
         raise MedusaCheckpointError(f"'{folder}' is not a Medusa checkpoint (no config.json)")
     config = json.loads((folder / "config.json").read_text())
@@ -86,7 +134,9 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     state = read_state(folder)
     heads, layers, compact = _shape_of(state)
     hidden, vocab = base.model.config.hidden_size, base.vocab_size
-    module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None)
+    shortlist = _read_shortlist(folder, vocab)
+    module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None,
+                         shortlist)
     expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:
@@ -100,8 +150,23 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     return module.to(device=base.device, dtype=base.model.dtype).eval()
 
 
-def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str) -> Path:
-    """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear)."""
+def _read_shortlist(folder: Path, vocab: int) -> torch.Tensor | None:
+    path = folder / SHORTLIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        ids = json.loads(path.read_text())
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise MedusaCheckpointError(f"{path} must be a non-empty JSON list of token ids below {vocab}")
+    return torch.tensor(ids)
+
+
+def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: torch.dtype | None = None) -> Path:
+    """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear),
+    plus head_vocab.json for a shortlist; `dtype` (e.g. bfloat16) halves the file of fp32-trained heads."""
     from safetensors.torch import save_file
 
     folder = Path(folder)
@@ -109,5 +174,8 @@ def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str) -> Path:
     config = {"base_model_name_or_path": base_name, "medusa_num_heads": len(heads.heads),
               "medusa_num_layers": heads.num_layers, "specviz_compact": heads.compact}
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file({k: v.detach().contiguous().cpu() for k, v in heads.heads.state_dict().items()}, str(folder / WEIGHT_FILES[0]))
+    save_file({k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
+              str(folder / WEIGHT_FILES[0]))
+    if heads.shortlist is not None:
+        (folder / SHORTLIST_FILE).write_text(json.dumps(heads.shortlist.tolist()) + "\n")
     return folder
