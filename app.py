@@ -23,12 +23,15 @@ def parse_args(argv=None):
     p.add_argument("--share", action="store_true", default=env("SPECVIZ_SHARE", "") == "1")
     p.add_argument("--target", default=env("SPECVIZ_TARGET"), help="a pair of your own: target model")
     p.add_argument("--draft", default=env("SPECVIZ_DRAFT"), help="a pair of your own: draft model")
+    p.add_argument("--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target")
     p.add_argument("--device", default=env("SPECVIZ_DEVICE", "auto"), choices=["auto", "cpu", "cuda"])
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
     args = p.parse_args(argv)
     if bool(args.target) != bool(args.draft):
         p.error("--target and --draft go together")
+    if args.medusa and not args.target:
+        p.error("--medusa belongs to a pair of your own (--target and --draft)")
     return args
 
 
@@ -48,7 +51,7 @@ def main(argv=None):
 
     quiet_transformers()
     gpu = torch.cuda.is_available() or spaces is not None
-    custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft) if args.target else None
+    custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, args.medusa) if args.target else None
     pairs = default_pairs(gpu, custom)
     shelf = ModelShelf(pairs, args.device)
     backend = Backend(shelf)
@@ -58,8 +61,9 @@ def main(argv=None):
         threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     max_new = 256 if torch.cuda.is_available() else 64
-    demo = build_app(backend, [p.label for p in pairs], [("draft model", "draft"), ("n-gram prompt lookup", "ngram"),
-                                                        ("history lookup (tree)", "history")], dtypes, max_new)
+    drafters = [("draft model", "draft"), ("n-gram prompt lookup", "ngram"), ("history lookup (tree)", "history"),
+                ("Medusa heads (tree)", "medusa")]
+    demo = build_app(backend, [p.label for p in pairs], drafters, dtypes, max_new)
     demo.queue(max_size=args.queue_size)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, ssr_mode=False, **launch_options())
 

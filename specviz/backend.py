@@ -46,17 +46,33 @@ class Backend:
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
         return settings, options
 
+    def _with_heads(self, request: RaceRequest, options: dict) -> dict:
+        """Medusa: the pair's heads (its own, or those specviz ships for the target), loaded once per pair."""
+        if request.drafter != "medusa":
+            return options
+        pair = self.shelf.current()
+        if pair.heads is None:
+            from .medusa.heads import load_medusa, shipped_heads
+
+            where = pair.preset.medusa or shipped_heads(pair.preset.target)
+            if not where:
+                raise InvalidRequest(f"no Medusa heads for {pair.preset.label}; choose another drafter or pair")
+            pair.heads = load_medusa(where, pair.target)
+        return options | {"medusa": pair.heads}
+
     def race(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final."""
         settings, options = self._check(request)
         for line in self.shelf.load(request.pair, request.dtype):
             yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
         pair = self.shelf.current()
+        options = self._with_heads(request, options)
         began = time.perf_counter()  # the race's wall clock starts once the models are in
         prompt_ids = encode_prompt(pair.target, request.prompt)
         target, stop = pair.target, _Flag(stopped)
         view = RaceView(Lane(PLAIN), Lane(SPEC), TokenTexts(target.tokenizer), settings.greedy,
-                        message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {pair.dtype}")
+                        message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {pair.dtype}",
+                        mode=request.mode(), lossy=request.lossy)
         spec_gen = new_generator(target.device, settings.seed)
         sides = {
             PLAIN: generate(target, prompt_ids, settings, None, new_generator(target.device, settings.seed), stop),
@@ -81,6 +97,7 @@ class Backend:
             view.message = line
             yield view
         pair = self.shelf.current()
+        options = self._with_heads(request, options)
         prompt_ids = encode_prompt(pair.target, request.prompt)
         target, stop = pair.target, _Flag(stopped)
         with torch.inference_mode():

@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Optional
 
 from .errors import InvalidRequest
 from .events import StepEvent
-from .settings import Settings, check_prompt, lookup_options
+from .settings import Settings, check_prompt, lookup_options, medusa_options
 
 PLAIN, SPEC = "plain", "speculative"
 
@@ -31,10 +31,32 @@ class RaceRequest:
     ngram_max: object = 3  # lookup drafters' options (others ignore them)
     candidates: object = 4
     choice: str = "recent"
+    medusa_tree: str = "sparse"  # Medusa's options (the heads come with the pair)
+    acceptance: str = "lossless"
 
     def options(self) -> dict:
         return lookup_options(_integer(self.ngram_max, "n-gram size"), _integer(self.candidates, "candidates"),
-                              self.choice)
+                              self.choice) | medusa_options(None, self.medusa_tree, self.acceptance,
+                                                            _number(self.temperature, "temperature"))
+
+    def mode(self) -> str:
+        """How the speculative side verifies, in words for the screen."""
+        names = {"draft": "draft model", "ngram": "n-gram prompt lookup", "history": "history lookup (tree)",
+                 "medusa": "Medusa heads"}
+        text = names.get(self.drafter, str(self.drafter))
+        if self.drafter != "medusa":
+            return f"{text}; lossless: the rejection rule keeps the target's own distribution"
+        text += f", {self.medusa_tree} tree"
+        if self.acceptance == "typical":
+            return (text + "; typical acceptance: LOSSY by design when sampling (it accepts any plausible token, so "
+                    "the output no longer follows the target's distribution); at temperature 0 it is exact")
+        if self.acceptance == "greedy":
+            return text + "; greedy acceptance: exact, the target's own argmax at every position"
+        return text + "; lossless: tree rejection sampling keeps the target's own distribution"
+
+    @property
+    def lossy(self) -> bool:
+        return self.drafter == "medusa" and self.acceptance == "typical" and _number(self.temperature, "t") > 0
 
     def settings(self) -> Settings:
         check_prompt(self.prompt)
@@ -92,6 +114,8 @@ class RaceView:
     stopped: bool = False
     divergence: Optional[Divergence] = None
     wall_s: float = 0.0
+    mode: str = ""  # how the speculative side drafts and verifies (RaceRequest.mode)
+    lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
 
 
 def interleave(sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane],

@@ -16,6 +16,7 @@ class PairPreset:
     label: str
     target: str  # offline preset, folder or Hub id: anything load_model takes
     draft: str
+    medusa: str = ""  # Medusa heads for the target (folder or Hub id); empty: the heads specviz ships, if any
 
     def offline_ready(self) -> bool:
         """True when both models come from offline packages that are installed (or already converted)."""
@@ -35,6 +36,9 @@ HUB_PAIRS = (
     PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    # The published Medusa-1 heads (5 heads) for Vicuna-7B v1.3, with a 68M Llama drafter trained for Vicuna.
+    PairPreset("Vicuna 7B ← 68M, Medusa heads (Hub, GPU)", "lmsys/vicuna-7b-v1.3", "double7/vicuna-68m",
+               medusa="FasterDecoding/medusa-vicuna-7b-v1.3"),
 )
 
 
@@ -45,7 +49,7 @@ def default_pairs(gpu: bool, custom: Optional[PairPreset] = None) -> list[PairPr
     if gpu:
         pairs = [*HUB_PAIRS, OFFLINE_QWEN]
     elif not OFFLINE_QWEN.offline_ready():
-        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], OFFLINE_QWEN]
+        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], HUB_PAIRS[3], OFFLINE_QWEN]
     return [custom, *pairs] if custom else pairs
 
 
@@ -55,6 +59,7 @@ class LoadedPair:
     dtype: str
     target: LoadedModel
     draft: LoadedModel
+    heads: object = None  # Medusa heads, loaded on first use and kept with the pair
 
 
 class ModelShelf:

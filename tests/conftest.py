@@ -53,7 +53,24 @@ def pair_folders(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture(scope="session")
-def app_server(pair_folders):
+def pair_heads(pair_folders):
+    """Compact Medusa heads for the tiny pair's target that repeat its own next-token guess (zero ResBlocks)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specviz.medusa.heads import MedusaHeads, save_medusa
+
+    target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
+    heads = MedusaHeads(target.config.hidden_size, target.get_output_embeddings().weight.shape[0], 4, 1,
+                        target.get_output_embeddings())
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.zero_()
+    return save_medusa(heads, pair_folders[0].parent / "heads", str(pair_folders[0]))
+
+
+@pytest.fixture(scope="session")
+def app_server(pair_folders, pair_heads):
     """`python app.py` serving the tiny pair on a free port: (url, the pair's menu label)."""
     import socket
     import subprocess
@@ -66,7 +83,8 @@ def app_server(pair_folders):
         port = s.getsockname()[1]
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft)],
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft),
+                             "--medusa", str(pair_heads)],
                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120

@@ -10,9 +10,9 @@ STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
 
 
 def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32",
-        drafter="draft", ngram_max=3, candidates=4, choice="recent"):
+        drafter="draft", ngram_max=3, candidates=4, choice="recent", tree="sparse", acceptance="lossless"):
     return client.submit(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                         candidates, choice, api_name="/run")
+                         candidates, choice, tree, acceptance, api_name="/run")
 
 
 @pytest.fixture()
@@ -91,7 +91,8 @@ def test_markup_in_the_prompt_is_shown_as_text_everywhere(client, pair):
 
 
 def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
-    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, 3, 4, "recent", api_name="/sweep")
+    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
+                        api_name="/sweep")
     status, chart = job.result(timeout=300)
     assert "γ sweep: done" in status and chart["type"] == "plotly"
     assert "theory: α=" in chart["plot"] and "best measured γ" in chart["plot"]
@@ -112,3 +113,19 @@ def test_lookup_drafters_race_and_show_their_trees(client, pair, drafter):
 def test_lookup_options_are_checked(client, pair):
     with pytest.raises(AppError):
         run(client, pair, drafter="history", candidates=0).result(timeout=60)  # below the slider's range
+
+
+def test_medusa_races_with_its_acceptance_mode_on_screen(client, pair):
+    final = run(client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter="medusa", max_new=80, gamma=4,
+                tree="wide").result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True and summary["lossy"] is False
+    assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"]
+    assert "Medusa heads, wide tree" in final[SPEC] and "lossless" in final[SPEC]
+    assert "sv-cand" in final[ROWS]  # losing candidates of tree steps, as for history lookup
+    typical = run(client, pair, prompt="w5 w5 w5 w9", drafter="medusa", max_new=30, temperature=0.8,
+                  acceptance="typical").result(timeout=120)
+    assert typical[SUMMARY]["lossy"] is True and "LOSSY" in typical[SPEC] and "sv-mode-lossy" in typical[SPEC]
+    assert "lossy by design" in typical[BADGE]
+    refused = run(client, pair, drafter="medusa", temperature=0.7, acceptance="greedy").result(timeout=60)
+    assert "error: greedy acceptance needs temperature 0" in refused[STATUS]

@@ -48,7 +48,8 @@ def test_the_pair_loads_once_and_stays(backend):
 def test_a_bad_request_fails_before_anything_loads(pair_folders):
     target, draft = pair_folders
     fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
-    for bad in (dict(gamma=0), dict(prompt=""), dict(drafter="none"), dict(temperature=-1)):
+    for bad in (dict(gamma=0), dict(prompt=""), dict(drafter="none"), dict(temperature=-1),
+                dict(drafter="medusa", acceptance="greedy", temperature=0.5), dict(medusa_tree="[[]]")):
         with pytest.raises(InvalidRequest):
             next(fresh.race(request(**bad)))
     assert fresh.shelf.current() is None
@@ -97,3 +98,17 @@ def test_the_sweep_measures_every_gamma_and_fits_the_theory(backend):
     assert 0 <= theory.alpha <= 1 and theory.c > 0 and theory.best_gamma in (1, 2, 3)
     for gamma, events in final.runs.items():  # greedy: every γ writes the plain text
         assert generated_ids(events) == generated_ids(final.plain)
+
+
+def test_medusa_needs_heads_for_the_pair_and_loads_them_once(pair_folders, pair_heads):
+    target, draft = pair_folders
+    bare = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    with pytest.raises(InvalidRequest, match="no Medusa heads for tiny"):
+        list(bare.race(request(drafter="medusa")))
+    backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft), str(pair_heads))], "cpu"))
+    final = list(backend.race(request(drafter="medusa", medusa_tree="chain")))[-1]
+    assert final.divergence is None and final.plain.tokens == final.spec.tokens
+    assert final.mode.startswith("Medusa heads, chain tree") and not final.lossy
+    heads = backend.shelf.current().heads
+    list(backend.sweep(request(drafter="medusa"), gammas=(1, 2)))
+    assert backend.shelf.current().heads is heads

@@ -1,10 +1,12 @@
 """Drafters propose tokens; the target verifies them. See base.Drafter for the protocol."""
 
+from os import PathLike
+
 from .base import Drafter, Proposal
 from .draft_model import DraftModelDrafter
 from .lookup import HistoryDrafter, NgramDrafter
 
-DRAFTER_KINDS = ("none", "draft", "ngram", "history")
+DRAFTER_KINDS = ("none", "draft", "ngram", "history", "medusa")
 
 
 def build_drafter(kind, settings, generator, target, draft=None, options=None) -> Drafter | None:
@@ -23,7 +25,9 @@ def build_drafter(kind, settings, generator, target, draft=None, options=None) -
         from ..medusa.drafter import DEFAULT_CHOICES, MedusaDrafter  # imported here: the Medusa package builds on this one
         from ..medusa.heads import load_medusa
 
-        return MedusaDrafter(load_medusa(options["medusa"], target), options.get("medusa_tree", DEFAULT_CHOICES),
+        heads = options["medusa"]  # a heads folder / Hub id, or heads already loaded (MedusaHeads)
+        heads = load_medusa(heads, target) if isinstance(heads, (str, PathLike)) else heads
+        return MedusaDrafter(heads, options.get("medusa_tree", DEFAULT_CHOICES),
                              options.get("acceptance", "lossless"))
     raise ValueError(f"unknown drafter {kind!r}")
 

@@ -14,7 +14,7 @@ import gradio as gr
 from ..errors import SpecvizError
 from ..events import summarize
 from ..race import RaceRequest, RaceView
-from ..settings import MAX_CANDIDATES, MAX_GAMMA, MAX_NEW_TOKENS, MAX_NGRAM
+from ..settings import ACCEPTANCE_MODES, MAX_CANDIDATES, MAX_GAMMA, MAX_NEW_TOKENS, MAX_NGRAM, MEDUSA_TREES
 from . import charts, panels
 from .figure1 import legend, step_rows
 
@@ -70,7 +70,8 @@ def race_summary(view: RaceView) -> dict:
         same = view.divergence is None
     return {"finished": view.finished, "stopped": view.stopped, "wall_s": round(view.wall_s, 4),
             "plain": summarize(view.plain.events).to_json(), "speculative": summarize(view.spec.events).to_json(),
-            "identical": same, "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens}
+            "identical": same, "mode": view.mode, "lossy": view.lossy,
+            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens}
 
 
 def _failure(exc: Exception) -> str:
@@ -104,6 +105,12 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
                                            info="Earlier occurrences of the last token, verified together as a tree.")
                     choice = gr.Radio(["recent", "random"], value="recent", label="which occurrences (history lookup)",
                                       info="The most recent ones, or a seeded random choice.")
+                with gr.Accordion("Medusa options", open=False):
+                    medusa_tree = gr.Dropdown(list(MEDUSA_TREES), value="sparse", label="candidate tree",
+                                              info="sparse: 11 paths; chain: top guess of each head; wide: 24 paths.")
+                    acceptance = gr.Radio(list(ACCEPTANCE_MODES), value="lossless", label="acceptance",
+                                          info="greedy: exact, temperature 0 only. lossless: tree rejection sampling. "
+                                               "typical: accepts any plausible token when sampling, lossy by design.")
                 max_new = gr.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens",
                                     info="Each side stops here or at end of sequence.")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
@@ -142,14 +149,15 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
         with gr.Accordion("The run in numbers (JSON)", open=False):
             summary = gr.JSON(elem_id="sv-summary")
 
-        controls = [pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max, candidates, choice]
+        controls = [pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max, candidates,
+                    choice, medusa_tree, acceptance]
         race_outputs = [status, echo, plain_text, spec_text, rows, metrics, badge, race_plot, summary]
 
         def do_race(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                    candidates, choice, request: gr.Request):
+                    candidates, choice, medusa_tree, acceptance, request: gr.Request):
             flag = board.fresh(request.session_hash)
             req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                              candidates, choice)
+                              candidates, choice, medusa_tree, acceptance)
             try:
                 shown = charted = 0.0
                 for view in backend.race(req, flag.is_set):
@@ -162,10 +170,10 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
                 yield (_failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (len(race_outputs) - 2))
 
         def do_sweep(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                     candidates, choice, request: gr.Request, progress=gr.Progress()):
+                     candidates, choice, medusa_tree, acceptance, request: gr.Request, progress=gr.Progress()):
             flag = board.fresh(request.session_hash)
             req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                              candidates, choice)
+                              candidates, choice, medusa_tree, acceptance)
             try:
                 for view in backend.sweep(req, stopped=flag.is_set):
                     progress(view.progress(), desc=view.message)

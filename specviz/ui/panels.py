@@ -21,9 +21,12 @@ def prompt_echo(prompt: str) -> str:
 
 def lane_text(view: RaceView, side: str) -> str:
     lane = view.plain if side == "plain" else view.spec
+    mode = ""
+    if side != "plain" and view.mode:
+        mode = f'<div class="sv-mode{" sv-mode-lossy" if view.lossy else ""}">{escape(view.mode)}</div>'
     if not lane.events:
-        return '<div class="sv-text sv-waiting">waiting for its first step…</div>'
-    return origin_text(lane.events, view.text_of)
+        return mode + '<div class="sv-text sv-waiting">waiting for its first step…</div>'
+    return mode + origin_text(lane.events, view.text_of)
 
 
 def _fmt(value: Optional[float], pattern: str, missing: str = "–") -> str:
@@ -56,6 +59,10 @@ def identity_badge(view: RaceView) -> str:
     """Greedy: are the two outputs the same token for token? If not, where they part and why."""
     if not view.finished:
         return '<div class="sv-badge sv-badge-wait">identity check: after the run</div>'
+    if not view.greedy and view.lossy:
+        return ('<div class="sv-badge sv-badge-diff">sampled run with typical acceptance: lossy by design, so the '
+                'speculative side is not guaranteed to follow the target\'s distribution; choose lossless '
+                'acceptance for that guarantee</div>')
     if not view.greedy:
         return ('<div class="sv-badge sv-badge-info">sampled run: both sides draw from the same distribution '
                 '(the acceptance rule guarantees it), so their texts differ like two plain samples would; '
