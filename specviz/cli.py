@@ -75,6 +75,10 @@ def build_parser() -> Parser:
     from .bench_lookup import add_bench_lookup_options
 
     add_bench_lookup_options(lookup)
+    every = sub.add_parser("bench-drafters", help="benchmark every drafter (incl. Medusa) on the same prompts, greedy and sampled")
+    from .bench_drafters import add_bench_drafters_options
+
+    add_bench_drafters_options(every)
 
     train = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
     train.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
@@ -102,6 +106,10 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "train-medusa":
             return cmd_train_medusa(args)
+        if args.command == "bench-drafters":
+            from .bench_drafters import cmd_bench_drafters
+
+            return cmd_bench_drafters(args)
         if args.command == "bench-lookup":
             from .bench_lookup import cmd_bench_lookup
 

@@ -88,3 +88,14 @@ def summarize(events: Iterable[StepEvent]) -> Metrics:
 
 def generated_ids(events: Iterable[StepEvent]) -> list[int]:
     return [t for e in events for t in e.tokens]
+
+
+def depth_acceptance(events: Iterable[StepEvent], depth: int) -> list[Optional[float]]:
+    """α by draft position: of the steps that drafted a k-th token and accepted the k − 1 before it, the share that
+    accepted it too (k = 1..depth). For Medusa, position k + 1 is head k's guess."""
+    events = list(events)
+    out = []
+    for k in range(1, depth + 1):
+        tried = [e for e in events if len(e.proposed) >= k and e.accepted >= k - 1]
+        out.append(sum(e.accepted >= k for e in tried) / len(tried) if tried else None)
+    return out
