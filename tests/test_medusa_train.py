@@ -22,3 +22,18 @@ def test_training_lowers_the_loss_and_the_heads_help(target, tokenizer, tmp_path
     events = list(generate(target, ids, settings, MedusaDrafter(reloaded, [(0,), (0, 0), (1,), (0, 0, 0)])))
     assert generated_ids(events) == plain
     assert summarize(events).target_forwards < 40
+
+
+def test_shortlisted_training_keeps_only_answer_ids_and_stays_exact(target, tokenizer, tmp_path):
+    prompts = [" ".join(f"w{(i * 5 + j) % 60}" for j in range(4)) for i in range(16)]
+    texts = self_distilled_texts(target, prompts, max_new_tokens=30, samples=2, batch=5)
+    assert [t.ids[: t.answer_from] for t in texts[:2]] == [tokenizer.encode(prompts[0])] * 2
+    assert texts[0].ids != texts[1].ids  # one greedy, one sampled text per prompt
+    heads, report = train_heads(target, texts, num_heads=2, steps=40, lr=3e-3, group=2, shortlist=24)
+    assert report.last_loss < report.first_loss and len(heads.shortlist) == 24
+    answers = [t for text in texts for t in text.ids[text.answer_from:]]
+    assert max(answers, key=answers.count) in heads.shortlist.tolist()
+    reloaded = load_medusa(save_medusa(heads, tmp_path / "short", target.name), target)
+    ids = tokenizer.encode("w3 w4 w5")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
+    assert generated_ids(generate(target, ids, Settings(max_new_tokens=30, gamma=2), MedusaDrafter(reloaded, [(0,), (0, 0), (1,)]))) == plain
