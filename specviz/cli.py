@@ -87,12 +87,17 @@ def build_parser() -> Parser:
     train.add_argument("--layers", type=int, default=1)
     train.add_argument("--steps", type=int, default=300)
     train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--train-batch", type=int, default=64, help="rows per training step")
     train.add_argument("--tokens-per-prompt", type=int, default=96, help="length of each self-written text")
     train.add_argument("--samples", type=int, default=4, help="texts per prompt: one greedy, the rest sampled at T=0.7")
     train.add_argument("--prompts", help="JSON file: a list of prompts or {kind: [prompts]} (default: assets/medusa_prompts.json)")
     train.add_argument("--shortlist", type=int, default=8192,
                        help="heads score only this many token ids (0 = the whole vocabulary)")
     train.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
+    train.add_argument("--local-text", action="append", default=[], metavar="PATH",
+                       help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced")
+    train.add_argument("--local-tokens", type=int, default=200_000, help="how many ids of --local-text to read")
+    train.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
     add_model_options(train)
     return parser
 
@@ -228,21 +233,32 @@ def read_prompt_list(path: Path) -> list[str]:
 def cmd_train_medusa(args) -> int:
     for name, value, low in (("--heads", args.heads, 1), ("--layers", args.layers, 1), ("--steps", args.steps, 1),
                              ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1),
-                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1)):
+                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1),
+                             ("--local-tokens", args.local_tokens, 1), ("--train-batch", args.train_batch, 1)):
         if value < low:
             return _fail(f"{name} must be at least {low}, got {value}")
     quiet_transformers()
     from .medusa.heads import save_medusa
-    from .medusa.train import self_distilled_texts, train_heads
+    from .medusa.train import load_texts, local_texts, save_texts, self_distilled_texts, train_heads
     from .models import load_model
     from .bench import ASSETS
 
     prompts = read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
     base = load_model(args.base, args.dtype, args.device)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
-    texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=log)
-    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, group=args.samples,
+    cache = Path(args.texts) if args.texts else None
+    if cache and cache.is_file():
+        texts = load_texts(cache)
+        log(f"read {len(texts)} texts from {cache}")
+    else:
+        log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
+        texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=log)
+        if cache:
+            save_texts(texts, cache)
+    if args.local_text:
+        texts += local_texts(base, args.local_text, args.local_tokens)
+        log(f"{sum(len(t.ids) for t in texts if t.teacher_forced)} ids of local text, teacher-forced")
+    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, batch=args.train_batch,
                                 shortlist=args.shortlist, progress=log)
     folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
     accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))

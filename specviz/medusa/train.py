@@ -1,16 +1,20 @@
 """Medusa-1 training with self-distillation: the backbone stays frozen, the labels are its own tokens.
 
-1. the base model answers a prompt list (one greedy and some T = 0.7 answers each, many prompts per batch);
-2. one no-grad pass keeps its final hidden states h_t; head k learns to predict token t + 2 + k from h_t;
+1. the base model answers a prompt list (one greedy and some T = 0.7 answers each, many prompts per batch),
+   and may also read local text (teacher-forced: its own argmax after each position becomes the label);
+2. one no-grad pass keeps its final hidden states h_t; head k learns to predict the token at t + 2 + k from h_t;
 3. only the heads train (compact: ResBlocks on top of the frozen LM head), on cached features, so a CPU copes;
    with a shortlist the heads score only the ids the text uses most (plus the tokenizer's first, most common ids).
 """
 
+import json
 import math
 import random
+import sysconfig
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -31,7 +35,17 @@ class TrainReport:
 @dataclass(frozen=True)
 class Text:
     ids: list[int]
-    answer_from: int  # the first id the base model wrote; the heads learn from the answer, not the prompt
+    answer_from: int  # the first id the heads learn from (the answer, not the prompt)
+    group: str  # texts of one group (one prompt's answers) stay on the same side of the held-out split
+    teacher_forced: bool = False  # labels: the base's argmax after each position, not the next id of `ids`
+
+
+def save_texts(texts: list[Text], path: Path) -> None:
+    path.write_text(json.dumps([asdict(t) for t in texts]))
+
+
+def load_texts(path: Path) -> list[Text]:
+    return [Text(**t) for t in json.loads(path.read_text())]
 
 
 @torch.inference_mode()
@@ -45,7 +59,7 @@ def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: 
     tok, eos = base.tokenizer, base.eos_ids
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
     jobs = [(encode_prompt(base, text), sample) for text in prompts for sample in range(samples)]
-    out: list[Text] = [Text([], 0) for _ in jobs]
+    out: list[Text] = [Text([], 0, "") for _ in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i][1] > 0, len(jobs[i][0])))  # greedy first, similar lengths
     torch.manual_seed(0)
     for start in range(0, len(order), batch):
@@ -59,8 +73,32 @@ def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: 
         written = base.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, width:].tolist()
         for i, new in zip(part, written):
             end = next((n + 1 for n, t in enumerate(new) if t in eos), len(new))
-            out[i] = Text(jobs[i][0] + new[:end], len(jobs[i][0]))
+            out[i] = Text(jobs[i][0] + new[:end], len(jobs[i][0]), f"prompt {i // samples}")
         progress(f"wrote {min(start + batch, len(order))}/{len(order)} texts")
+    return out
+
+
+def local_texts(base: LoadedModel, sources: list[str], tokens: int, chunk: int = 512, seed: int = 0) -> list[Text]:
+    """Up to `tokens` ids of local files (*.py, *.md, *.txt under the given files or folders; "stdlib" = Python's
+    standard library source) in chunks of `chunk`, files in a seeded random order; teacher-forced."""
+    files = []
+    for source in sources:
+        root = Path(sysconfig.get_paths()["stdlib"] if source == "stdlib" else source).expanduser()
+        files += [root] if root.is_file() else sorted(f for ext in ("py", "md", "txt") for f in root.rglob(f"*.{ext}"))
+    random.Random(seed).shuffle(files)
+    out, taken = [], 0
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        ids = base.tokenizer.encode(text, add_special_tokens=False)
+        for start in range(0, len(ids) - 16, chunk):
+            piece = ids[start : start + chunk][: tokens - taken]
+            out.append(Text(piece, 0, f"{path}", teacher_forced=True))
+            taken += len(piece)
+            if taken >= tokens:
+                return out
     return out
 
 
@@ -86,23 +124,28 @@ def _rows(base: LoadedModel, texts: list[Text], heads: int) -> tuple[torch.Tenso
             continue
         run = base.model(input_ids=torch.tensor([text.ids], device=base.device), output_hidden_states=True)
         xs.append(run.hidden_states[-1][0, first:usable].float().cpu())
-        ys.append(torch.tensor([[text.ids[t + 2 + k] for k in range(heads)] for t in range(first, usable)]))
+        after = run.logits[0].argmax(-1).tolist() if text.teacher_forced else text.ids[1:]  # after[i]: token i + 1
+        ys.append(torch.tensor([[after[t + 1 + k] for k in range(heads)] for t in range(first, usable)]))
     return torch.cat(xs), torch.cat(ys)
 
 
 def train_heads(base: LoadedModel, texts: list[Text], num_heads: int = 4, num_layers: int = 1,
                 steps: int = 200, lr: float = 1e-3, batch: int = 64, held_out: float = 0.15, seed: int = 0,
-                group: int = 1, shortlist: int = 0,
+                shortlist: int = 0,
                 progress: Callable[[str], None] = lambda _: None) -> tuple[MedusaHeads, TrainReport]:
-    """`group` consecutive texts share a prompt and stay on the same side of the held-out split;
+    """A share `held_out` of the groups is kept apart; the accuracy is measured on its self-written answers
+    (what the heads meet while decoding), or on all of it when there are none.
     `shortlist` > 0 limits the heads to that many ids (chosen from the training side only)."""
     began = time.perf_counter()
-    groups = [texts[i : i + group] for i in range(0, len(texts), group)]
-    random.Random(seed).shuffle(groups)
-    cut = max(1, int(len(groups) * held_out))
+    names = sorted({t.group for t in texts})
+    random.Random(seed).shuffle(names)
+    kept_apart = set(names[: max(1, int(len(names) * held_out))])
+    train = [t for t in texts if t.group not in kept_apart]
+    test = [t for t in texts if t.group in kept_apart]
+    test = [t for t in test if not t.teacher_forced] or test
     with torch.no_grad():
-        train_x, train_y = _rows(base, [t for g in groups[cut:] for t in g], num_heads)
-        test_x, test_y = _rows(base, [t for g in groups[:cut] for t in g], num_heads)
+        train_x, train_y = _rows(base, train, num_heads)
+        test_x, test_y = _rows(base, test, num_heads)
     progress(f"{len(train_x)} training rows, {len(test_x)} held out")
     torch.manual_seed(seed)
     lm_head = base.model.get_output_embeddings()
@@ -110,7 +153,7 @@ def train_heads(base: LoadedModel, texts: list[Text], num_heads: int = 4, num_la
     frozen = torch.nn.Linear(lm_head.weight.shape[1], vocab, bias=False)
     frozen.weight.data = lm_head.weight.detach().float().cpu().clone()
     frozen.requires_grad_(False)
-    chosen = make_shortlist([t for g in groups[cut:] for t in g], vocab, shortlist) if 0 < shortlist < vocab else None
+    chosen = make_shortlist(train, vocab, shortlist) if 0 < shortlist < vocab else None
     heads = MedusaHeads(frozen.in_features, vocab, num_heads, num_layers, frozen, chosen)
     if chosen is not None:  # labels become positions in the shortlist; ids outside it cannot be hit (-100)
         where = torch.full((vocab,), -100, dtype=torch.long)
