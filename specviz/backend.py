@@ -7,8 +7,7 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from .drafters import build_drafter
-from .engine import generate, new_generator
+from .engine import decode
 from .errors import InvalidRequest
 from .models import LoadedModel, encode_prompt
 from .race import PLAIN, SPEC, Divergence, Lane, RaceRequest, RaceView, interleave
@@ -73,11 +72,9 @@ class Backend:
         view = RaceView(Lane(PLAIN), Lane(SPEC), TokenTexts(target.tokenizer), settings.greedy,
                         message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {pair.dtype}",
                         mode=request.mode(), lossy=request.lossy)
-        spec_gen = new_generator(target.device, settings.seed)
         sides = {
-            PLAIN: generate(target, prompt_ids, settings, None, new_generator(target.device, settings.seed), stop),
-            SPEC: generate(target, prompt_ids, settings,
-                           build_drafter(request.drafter, settings, spec_gen, target, pair.draft, options), spec_gen, stop),
+            PLAIN: decode(target, prompt_ids, settings, stop=stop),
+            SPEC: decode(target, prompt_ids, settings, request.drafter, pair.draft, options, stop),
         }
         with torch.inference_mode():
             for _ in interleave(sides, {PLAIN: view.plain, SPEC: view.spec}, stopped):
@@ -103,16 +100,14 @@ class Backend:
         with torch.inference_mode():
             view.message = "plain decoding (the baseline)"
             yield view
-            view.plain = list(generate(target, prompt_ids, settings, None, new_generator(target.device, settings.seed), stop))
+            view.plain = list(decode(target, prompt_ids, settings, stop=stop))
             for gamma in view.gammas:
                 if stopped():
                     break
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
                 at = replace(settings, gamma=gamma)
-                gen = new_generator(target.device, settings.seed)
-                drafter = build_drafter(request.drafter, at, gen, target, pair.draft, options)
-                view.runs[gamma] = list(generate(target, prompt_ids, at, drafter, gen, stop))
+                view.runs[gamma] = list(decode(target, prompt_ids, at, request.drafter, pair.draft, options, stop))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"
         yield view

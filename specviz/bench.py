@@ -57,15 +57,19 @@ def load_prompts(kinds: list[str], per_kind: int) -> list[tuple[str, str]]:
 
 
 def _specviz_run(target, draft, prompt_ids, settings):
-    from .drafters import build_drafter
-    from .engine import generate, new_generator
-    from .events import generated_ids, summarize
+    """Plain when `draft` is None, else the draft-model drafter."""
+    return measure(target, prompt_ids, settings, "draft" if draft else "none", draft)
 
-    generator = new_generator(target.device, settings.seed)
-    drafter = build_drafter("draft" if draft else "none", settings, generator, target, draft)
-    events = list(generate(target, prompt_ids, settings, drafter, generator))
+
+def measure(target, prompt_ids, settings, kind="none", draft=None, options=None) -> dict:
+    """One specviz run as the benchmarks record it: ids, seconds (prefill + decode), α, τ, α by draft position."""
+    from .engine import decode
+    from .events import depth_acceptance, generated_ids, summarize
+
+    events = list(decode(target, prompt_ids, settings, kind, draft, options))
     m = summarize(events)
-    return {"ids": generated_ids(events), "seconds": m.total_s, "alpha": m.acceptance_rate, "tau": m.mean_tokens_per_step}
+    return {"ids": generated_ids(events), "seconds": m.total_s, "alpha": m.acceptance_rate,
+            "tau": m.mean_tokens_per_step, "by_depth": depth_acceptance(events, settings.gamma)}
 
 
 def _transformers_run(target, draft, prompt_ids, max_new, gamma, clock):

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .bench import _tps, load_prompts
+from .bench import _tps, load_prompts, measure
 from .errors import InvalidRequest
 from .settings import Settings, lookup_options, medusa_options
 
@@ -33,18 +33,6 @@ def add_bench_drafters_options(p) -> None:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", default="bench-results", help="folder for drafters.json and drafters.md")
-
-
-def _run(target, draft, prompt_ids, settings, kind, options):
-    from .drafters import build_drafter
-    from .engine import generate, new_generator
-    from .events import depth_acceptance, generated_ids, summarize
-
-    gen = new_generator(target.device, settings.seed)
-    events = list(generate(target, prompt_ids, settings, build_drafter(kind, settings, gen, target, draft, options), gen))
-    m = summarize(events)
-    return {"ids": generated_ids(events), "seconds": m.total_s, "alpha": m.acceptance_rate,
-            "tau": m.mean_tokens_per_step, "by_depth": depth_acceptance(events, settings.gamma)}
 
 
 def cmd_bench_drafters(args) -> int:
@@ -82,7 +70,7 @@ def cmd_bench_drafters(args) -> int:
 
     warm = encode_prompt(target, "Say hi.")
     for name, (kind, opts) in methods(0.7).items():
-        _run(target, draft, warm, Settings(max_new_tokens=8, gamma=args.gamma, temperature=0.7), kind, opts)
+        measure(target, warm, Settings(max_new_tokens=8, gamma=args.gamma, temperature=0.7), kind, draft, opts)
     rows = []
     for temperature in temperatures:
         settings = Settings(max_new_tokens=args.max_new_tokens, gamma=args.gamma, temperature=temperature)
@@ -92,7 +80,8 @@ def cmd_bench_drafters(args) -> int:
             runs = {name: [] for name in table}
             for r in range(args.repeats):
                 for name in (list(table) if r % 2 == 0 else list(table)[::-1]):
-                    runs[name].append(_run(target, draft, ids, settings, *table[name]))
+                    kind, opts = table[name]
+                    runs[name].append(measure(target, ids, settings, kind, draft, opts))
             best = {name: min(rs, key=lambda run: run["seconds"]) for name, rs in runs.items()}
             for name, run in best.items():
                 rows.append({"kind": kind_name, "prompt": text[:60], "temperature": temperature, "method": name,

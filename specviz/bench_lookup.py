@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .bench import _tps, load_prompts
+from .bench import _tps, load_prompts, measure
 from .errors import InvalidRequest
 from .settings import Settings, lookup_options
 
@@ -30,16 +30,6 @@ def add_bench_lookup_options(p) -> None:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", default="bench-results", help="folder for lookup.json and lookup.md")
-
-
-def _ours(target, prompt_ids, settings, kind, options):
-    from .drafters import build_drafter
-    from .engine import generate
-    from .events import generated_ids, summarize
-
-    events = list(generate(target, prompt_ids, settings, build_drafter(kind, settings, None, target, None, options)))
-    m = summarize(events)
-    return {"ids": generated_ids(events), "seconds": m.total_s, "alpha": m.acceptance_rate, "tau": m.mean_tokens_per_step}
 
 
 def _theirs(target, prompt_ids, max_new, gamma, ngram_max, clock):
@@ -70,10 +60,10 @@ def cmd_bench_lookup(args) -> int:
     clock = make_clock(target.device)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     methods = {
-        "plain": lambda ids: _ours(target, ids, settings, "none", history_m),
-        "ngram": lambda ids: _ours(target, ids, settings, "ngram", history_m),
-        "history m=1": lambda ids: _ours(target, ids, settings, "history", {**history_m, "candidates": 1}),
-        f"history m={args.candidates}": lambda ids: _ours(target, ids, settings, "history", history_m),
+        "plain": lambda ids: measure(target, ids, settings),
+        "ngram": lambda ids: measure(target, ids, settings, "ngram", None, history_m),
+        "history m=1": lambda ids: measure(target, ids, settings, "history", None, {**history_m, "candidates": 1}),
+        f"history m={args.candidates}": lambda ids: measure(target, ids, settings, "history", None, history_m),
         "transformers plain": lambda ids: _theirs(target, ids, args.max_new_tokens, 0, args.ngram_max, clock),
         "transformers prompt lookup": lambda ids: _theirs(target, ids, args.max_new_tokens, args.gamma, args.ngram_max, clock),
     }

@@ -156,8 +156,7 @@ def cmd_generate(args) -> int:
         if options["medusa"] is None:
             return _fail(f"no Medusa heads ship for '{args.target}'; pass --medusa HEADS (train some with train-medusa)")
     quiet_transformers()
-    from .drafters import build_drafter
-    from .engine import generate, new_generator
+    from .engine import decode
     from .events import summarize
     from .models import check_same_vocabulary, encode_prompt, load_model
 
@@ -167,11 +166,9 @@ def cmd_generate(args) -> int:
         draft = load_model(args.draft, args.dtype, args.device)
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
-    generator = new_generator(target.device, settings.seed)
-    drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
 
     events, ids, shown = [], [], ""
-    for event in generate(target, prompt_ids, settings, drafter, generator):
+    for event in decode(target, prompt_ids, settings, drafter_kind, draft, options):
         events.append(event)
         ids.extend(event.tokens)
         if not args.json:  # stream the text; hold back a split multi-byte character

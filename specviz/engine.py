@@ -142,3 +142,15 @@ def _event(index, proposed, verdict, eos, produced, budget, proposal) -> StepEve
         draft_forwards=proposal.forwards if proposal else 0, finish=finish,
     )
 
+
+
+def decode(target: LoadedModel, prompt_ids: list[int], settings: Settings, drafter_kind: str = "none",
+           draft: Optional[LoadedModel] = None, options: Optional[dict] = None,
+           stop: Optional[StopFlag] = None) -> Iterator[StepEvent]:
+    """generate() with the drafter named `drafter_kind` (see drafters.build_drafter) sharing a generator seeded
+    from the settings: what the CLI, the app and the benchmarks all run. The drafter is built at once."""
+    from .drafters import build_drafter
+
+    generator = new_generator(target.device, settings.seed)
+    drafter = build_drafter(drafter_kind, settings, generator, target, draft, options)
+    return generate(target, prompt_ids, settings, drafter, generator, stop)
