@@ -8,7 +8,6 @@ Set SPECVIZ_CACHE to an empty folder to time a first start that converts the off
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time

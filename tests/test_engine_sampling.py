@@ -1,6 +1,5 @@
 """Speculative sampling through the whole engine: the output distribution is the target's own."""
 
-import itertools
 from collections import Counter
 
 import pytest
