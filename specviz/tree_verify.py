@@ -23,7 +23,10 @@ def _row(node: int) -> int:
 
 
 def _winner(tree: TokenTree, path: list[int]) -> int:
-    return next(i for i, cand in enumerate(tree.paths) if list(cand[: len(path)]) == path)
+    """The longest candidate that holds the accepted path: when the walk stopped at an inner node, the one shown
+    carries the draft token that was tried and rejected there (a shorter one would pass for fully accepted)."""
+    holding = [i for i, cand in enumerate(tree.paths) if list(cand[: len(path)]) == path]
+    return max(holding, key=lambda i: len(tree.paths[i]))
 
 
 def verify_tree_greedy(p: torch.Tensor, tree: TokenTree) -> TreeVerdict:

@@ -92,6 +92,14 @@ def test_greedy_walks_the_argmax_and_picks_the_longest_verified_candidate():
     assert verify_tree_greedy(p, tree).path == [] and verify_tree_greedy(p, tree).next_token == 3
 
 
+def test_the_winner_shows_the_draft_that_was_rejected_not_a_shorter_candidate():
+    tree = build_tree([[1], [1, 2], [3]])  # Medusa-style: a prefix is a candidate of its own
+    eye = torch.eye(6)
+    p = _rows(tree, {"root": eye[1], 1: eye[4], "other": eye[0]})  # 1 accepted, then 2 rejected for 4
+    verdict = verify_tree_greedy(p, tree)
+    assert verdict.path == [0] and verdict.next_token == 4 and verdict.winner == 1  # [1, 2], not [1]
+
+
 # Siblings 0, 1, 2 at the root; under 0, siblings 3 and 4. Target: first token ~ P1, then ~ P2[first].
 V = 6
 P1 = torch.tensor([0.30, 0.25, 0.05, 0.20, 0.15, 0.05])
