@@ -37,7 +37,7 @@ def add_bench_drafters_options(p) -> None:
 
 def cmd_bench_drafters(args) -> int:
     from .cli import quiet_transformers
-    from .medusa.heads import load_medusa, shipped_heads
+    from .medusa.heads import load_medusa, shipped_or_given
     from .models import check_same_vocabulary, encode_prompt, load_model
 
     try:
@@ -49,9 +49,7 @@ def cmd_bench_drafters(args) -> int:
     if args.repeats < 1:
         raise InvalidRequest(f"--repeats must be at least 1, got {args.repeats}")
     prompts = load_prompts([k.strip() for k in args.kinds.split(",")], args.prompts_per_kind)
-    heads_at = args.medusa or shipped_heads(args.target)
-    if heads_at is None:
-        raise InvalidRequest(f"no Medusa heads ship for '{args.target}'; pass --medusa HEADS")
+    heads_at = shipped_or_given(args.medusa, args.target)
     options = lookup_options(3, 4, "recent") | medusa_options(None, args.medusa_tree, "lossless")
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)

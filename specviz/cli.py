@@ -149,12 +149,10 @@ def cmd_generate(args) -> int:
         args.medusa, args.medusa_tree, args.acceptance, settings.temperature)
     if args.medusa and drafter_kind != "medusa":
         return _fail(f"--medusa is only used by --drafter medusa, not {drafter_kind}")
-    if drafter_kind == "medusa" and not args.medusa:
-        from .medusa.heads import shipped_heads
+    if drafter_kind == "medusa":
+        from .medusa.heads import shipped_or_given
 
-        options["medusa"] = shipped_heads(args.target)
-        if options["medusa"] is None:
-            return _fail(f"no Medusa heads ship for '{args.target}'; pass --medusa HEADS (train some with train-medusa)")
+        options["medusa"] = shipped_or_given(args.medusa, args.target)
     quiet_transformers()
     from .engine import decode
     from .events import summarize

@@ -50,7 +50,12 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def _hub_offline() -> bool:
+def looks_like_hub_id(name: str) -> bool:
+    """owner/name, as the Hugging Face Hub spells repository ids."""
+    return bool(_HUB_ID.match(str(name)))
+
+
+def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -73,8 +78,8 @@ def locate(name: str) -> tuple[str, bool]:
         if not (path / "config.json").is_file():
             raise ModelNotFound(f"'{name}' is a folder but not a model (no config.json in it)")
         return str(path), False
-    if _HUB_ID.match(name):
-        if _hub_offline():
+    if looks_like_hub_id(name):
+        if hub_offline():
             raise ModelNotFound(f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder")
         return name, True
     raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")

@@ -8,7 +8,7 @@ import torch
 
 from ..drafters.base import Proposal
 from ..errors import InvalidRequest
-from ..settings import MEDUSA_TREES
+from ..settings import ACCEPTANCE_MODES, MEDUSA_TREES
 from .heads import MedusaHeads
 
 DEFAULT_CHOICES = MEDUSA_TREES["sparse"]  # most weight on the top guesses, a few second choices near the root
@@ -19,8 +19,8 @@ class MedusaDrafter:
                  epsilon: float = 0.09, delta: float = 0.3):
         """acceptance (for sampled runs; greedy runs are always exact): lossless = tree rejection sampling,
         typical = Medusa's typical acceptance with (ε, δ), faster and lossy by design; greedy = exact (T = 0 only)."""
-        if acceptance not in ("greedy", "lossless", "typical"):
-            raise InvalidRequest(f"acceptance must be greedy, lossless or typical, got {acceptance!r}")
+        if acceptance not in ACCEPTANCE_MODES:
+            raise InvalidRequest(f"acceptance must be one of {', '.join(ACCEPTANCE_MODES)}, got {acceptance!r}")
         self.typical = (epsilon, delta) if acceptance == "typical" else None
         self.heads, self.choices = heads, [tuple(c) for c in choices]
         depth = max(len(c) for c in self.choices)

@@ -8,13 +8,12 @@ cuts their cost from K full-vocabulary products to K small ones (they only propo
 """
 
 import json
-import re
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..errors import SpecvizError
+from ..errors import InvalidRequest, SpecvizError
 
 
 class MedusaCheckpointError(SpecvizError):
@@ -45,8 +44,9 @@ class MedusaHeads(nn.Module):
             for _ in range(num_heads))
         self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
         self.num_layers = num_layers
-        self.shortlist = None if shortlist is None else shortlist.long()
-        if self.shortlist is not None:  # its rows of the LM head, moved along by .to()
+        # the shortlist and its rows of the LM head are buffers, so .to() moves them with the heads
+        self.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
+        if self.shortlist is not None:
             self.register_buffer("rows", lm_head.weight.detach()[self.shortlist].clone(), persistent=False)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -60,13 +60,11 @@ class MedusaHeads(nn.Module):
         return self._lm_head[0](outs)  # one product for all K heads: the LM head's weights are read once
 
     def top_ids(self, hidden: torch.Tensor, widths: list[int]) -> list[list[int]]:
-        """The `widths[k]` likeliest token ids of head k for one hidden state [H]."""
-        logits = self(hidden)
-        out = []
-        for k, width in enumerate(widths):
-            index = torch.topk(logits[k], min(width, logits.shape[-1])).indices
-            out.append((index if self.shortlist is None else self.shortlist.to(index.device)[index]).tolist())
-        return out
+        """The `widths[k]` likeliest token ids of head k for one hidden state [H] (one device-to-host copy)."""
+        logits = self(hidden)[: len(widths)]
+        index = torch.topk(logits, min(max(widths), logits.shape[-1])).indices  # [K, W], likeliest first
+        ids = (index if self.shortlist is None else self.shortlist[index]).tolist()
+        return [row[:width] for row, width in zip(ids, widths)]
 
 
 WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
@@ -99,6 +97,14 @@ def _shape_of(state: dict) -> tuple[int, int, bool]:
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "medusa"  # trained heads for the offline presets
 
 
+def shipped_or_given(given, base_name: str):
+    """`given` heads (folder, Hub id or loaded), else the ones specviz ships for the preset `base_name`."""
+    heads = given or shipped_heads(base_name)
+    if heads is None:
+        raise InvalidRequest(f"no Medusa heads ship for '{base_name}'; pass --medusa HEADS (train some with train-medusa)")
+    return heads
+
+
 def shipped_heads(base_name: str) -> Path | None:
     """The heads folder specviz ships for an offline preset, if any."""
     name = str(base_name)
@@ -109,16 +115,22 @@ def shipped_heads(base_name: str) -> Path | None:
 
 
 def locate_heads(spec: str | Path) -> Path:
-    """A local heads folder, or a Hub repo id (owner/name) fetched into the Hugging Face cache."""
+    """A local heads folder, or a Hub repo id (owner/name) fetched into the Hugging Face cache; with the Hub
+    off or unreachable (checked the way models are), only the local cache can serve it."""
+    from ..models import hub_offline, hub_unreachable_reason, looks_like_hub_id
+
     folder = Path(spec).expanduser()
-    if folder.exists() or not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(spec)):
+    if folder.exists() or not looks_like_hub_id(str(spec)):
         return folder
+    cache_only = hub_offline() or hub_unreachable_reason() is not None
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(str(spec), allow_patterns=["config.json", "medusa_lm_head.*", SHORTLIST_FILE]))
+        return Path(snapshot_download(str(spec), allow_patterns=["config.json", "medusa_lm_head.*", SHORTLIST_FILE],
+                                      local_files_only=cache_only))
     except Exception as exc:  # offline, no such repo, ...: one line
-        raise MedusaCheckpointError(f"cannot fetch Medusa heads '{spec}' from the Hub: "
+        where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
+        raise MedusaCheckpointError(f"cannot fetch Medusa heads '{spec}' from {where}: "
                                     f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
 
 
