@@ -106,7 +106,7 @@ class Backend:
                     break
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
-                at = replace(settings, gamma=gamma)
+                at = replace(settings, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
                 view.runs[gamma] = list(decode(target, prompt_ids, at, request.drafter, pair.draft, options, stop))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"

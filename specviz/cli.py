@@ -26,7 +26,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
-    p.add_argument("--gamma", type=int, default=4, help=f"draft tokens per step, 1..{MAX_GAMMA}")
+    p.add_argument("--gamma", type=int, default=4, help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most)")
+    p.add_argument("--adaptive", action="store_true", help="choose gamma before every step from measured acceptance and costs")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=0, help="0 disables")
     p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
@@ -35,7 +36,7 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 def settings_from(args) -> Settings:
     return Settings(max_new_tokens=args.max_new_tokens, gamma=args.gamma, temperature=args.temperature,
-                    top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+                    top_k=args.top_k, top_p=args.top_p, seed=args.seed, adaptive=args.adaptive)
 
 
 def build_parser() -> Parser:

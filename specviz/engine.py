@@ -10,6 +10,7 @@ from typing import Iterator, Optional, Protocol
 
 import torch
 
+from .adaptive import GammaController
 from .cached_lm import CachedLM
 from .drafters import Drafter
 from .events import StepEvent
@@ -65,20 +66,24 @@ def generate(
     prefill_s = clock() - began
 
     tokens, produced, index = list(prompt_ids), 0, 0
+    controller = GammaController(settings.gamma) if settings.adaptive and drafter is not None else None
     while produced < budget and not (stop is not None and stop.is_set()):
         t0 = clock()
-        # 1. Draft: x_1..x_g ~ q (g shrinks near the budget so a step never overshoots it).
-        gamma = min(settings.gamma, budget - produced - 1) if drafter is not None else 0
+        # 1. Draft: x_1..x_g ~ q. g is the set γ or, adaptive, the one with the most expected tokens per second
+        #    (adaptive.py; 0 = a plain step); it shrinks near the budget so a step never overshoots it.
+        gamma = 0 if drafter is None else controller.next_gamma() if controller else settings.gamma
+        gamma = max(0, min(gamma, budget - produced - 1))
         proposal = drafter.propose(tokens, gamma) if gamma > 0 else None  # None: nothing to propose, a plain step
         draft = proposal.tokens if proposal else torch.empty(0, dtype=torch.long, device=target.device)
         t1 = clock()
         tree_step = None
         if proposal is not None and proposal.q is None:
             # 2-3 for a deterministic drafter: verify its candidates as a token tree, compact the cache.
-            draft, verdict, tree_step = verify_as_tree(lm, tokens, proposal, settings, generator)
+            draft, verdict, tree_step, fed = verify_as_tree(lm, tokens, proposal, settings, generator)
         else:
             # 2. Verify: one target forward over [last token, x_1..x_g] gives p_1..p_{g+1}.
             feed = torch.cat([torch.tensor(tokens[-1:], device=target.device), draft])
+            fed = len(feed)
             p = probabilities(lm.extend(feed), settings)
             if proposal is None:
                 verdict = Verdict(0, int(choose(p, settings, generator)[0]), [], None)
@@ -92,13 +97,15 @@ def generate(
         if proposal is not None:
             drafter.observe(verdict.accepted)
         t2 = clock()
+        if controller is not None:
+            controller.observe(gamma, fed, verdict.accepted, verdict.accepted < len(draft), t1 - t0, t2 - t1)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
         event = _event(index, draft, verdict, eos, produced, budget, proposal)
         if tree_step is not None:
             event = replace(event, candidates=tree_step[0], winner=tree_step[1])
         tokens.extend(event.tokens)
         produced += len(event.tokens)
-        yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0,
+        yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0, gamma=gamma, forward_tokens=fed,
                       prefill_s=prefill_s if index == 0 else 0.0)
         if event.finish:
             return
@@ -107,7 +114,8 @@ def generate(
 
 def verify_as_tree(lm: CachedLM, tokens: list[int], proposal, settings: Settings, generator):
     """One forward over the candidates' trie; keep only the accepted path in the cache.
-    Returns (the winning candidate's tokens, its Verdict, (all candidates, winner) or None for a single chain)."""
+    Returns (the winning candidate's tokens, its Verdict, (all candidates, winner) or None for a single chain,
+    the number of tokens the forward took: root + nodes)."""
     tree = build_tree(proposal.candidates or [proposal.tokens.tolist()])
     p = probabilities(lm.extend_tree(tokens[-1], tree), settings)
     if settings.greedy:
@@ -120,7 +128,8 @@ def verify_as_tree(lm: CachedLM, tokens: list[int], proposal, settings: Settings
     won = tree.paths[tv.winner]
     verdict = Verdict(len(tv.path), tv.next_token, token_probs(p, tree, won), None)
     candidates = tuple(tuple(tree.tokens[n] for n in path) for path in tree.paths)
-    return [tree.tokens[n] for n in won], verdict, (candidates, tv.winner) if len(candidates) > 1 else None
+    tree_step = (candidates, tv.winner) if len(candidates) > 1 else None
+    return [tree.tokens[n] for n in won], verdict, tree_step, 1 + len(tree.tokens)
 
 
 def _event(index, proposed, verdict, eos, produced, budget, proposal) -> StepEvent:

@@ -27,6 +27,8 @@ class StepEvent:
     finish: Optional[str] = None  # set on the last event: "eos" or "length"
     candidates: Optional[tuple[tuple[int, ...], ...]] = None  # a tree step: every candidate; `proposed` is the winner's
     winner: Optional[int] = None  # index into `candidates` of the path the target accepted
+    gamma: int = 0  # draft length asked of the drafter this step (adaptive γ: chosen per step; 0 = a plain step)
+    forward_tokens: int = 1  # tokens in the verify forward: the last token plus every draft or tree node
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"

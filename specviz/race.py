@@ -33,6 +33,7 @@ class RaceRequest:
     choice: str = "recent"
     medusa_tree: str = "sparse"  # Medusa's options (the heads come with the pair)
     acceptance: str = "lossless"
+    adaptive: object = False  # choose γ per step, up to `gamma`
 
     def options(self) -> dict:
         return lookup_options(_integer(self.ngram_max, "n-gram size"), _integer(self.candidates, "candidates"),
@@ -44,6 +45,8 @@ class RaceRequest:
         names = {"draft": "draft model", "ngram": "n-gram prompt lookup", "history": "history lookup (tree)",
                  "medusa": "Medusa heads"}
         text = names.get(self.drafter, str(self.drafter))
+        if self.adaptive is True:
+            text += f", adaptive γ ≤ {self.gamma}"
         if self.drafter != "medusa":
             return f"{text}; lossless: the rejection rule keeps the target's own distribution"
         text += f", {self.medusa_tree} tree"
@@ -63,8 +66,14 @@ class RaceRequest:
         return Settings(
             max_new_tokens=_integer(self.max_new_tokens, "max new tokens"), gamma=_integer(self.gamma, "gamma"),
             temperature=_number(self.temperature, "temperature"), top_k=_integer(self.top_k, "top-k"),
-            top_p=_number(self.top_p, "top-p"), seed=_integer(self.seed, "seed"),
+            top_p=_number(self.top_p, "top-p"), seed=_integer(self.seed, "seed"), adaptive=_flag(self.adaptive),
         )
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InvalidRequest(f"adaptive must be true or false, got {value!r}")
 
 
 def _number(value, name: str) -> float:

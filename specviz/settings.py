@@ -17,6 +17,7 @@ class Settings:
     top_k: int = 0  # 0 disables top-k
     top_p: float = 1.0  # 1 disables top-p
     seed: int = 0
+    adaptive: bool = False  # choose γ per step (up to `gamma`) from the measured acceptance and costs
 
     def __post_init__(self):
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
@@ -31,6 +32,8 @@ class Settings:
             raise InvalidRequest(f"top-p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.seed, int):
             raise InvalidRequest(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.adaptive, bool):
+            raise InvalidRequest(f"adaptive must be true or false, got {self.adaptive!r}")
 
     @property
     def greedy(self) -> bool:

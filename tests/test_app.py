@@ -10,9 +10,9 @@ STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
 
 
 def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32",
-        drafter="draft", ngram_max=3, candidates=4, choice="recent", tree="sparse", acceptance="lossless"):
+        drafter="draft", ngram_max=3, candidates=4, choice="recent", tree="sparse", acceptance="lossless", adaptive=False):
     return client.submit(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                         candidates, choice, tree, acceptance, api_name="/run")
+                         candidates, choice, tree, acceptance, adaptive, api_name="/run")
 
 
 @pytest.fixture()
@@ -92,7 +92,7 @@ def test_markup_in_the_prompt_is_shown_as_text_everywhere(client, pair):
 
 def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
     job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
-                        api_name="/sweep")
+                        False, api_name="/sweep")
     status, chart = job.result(timeout=300)
     assert "γ sweep: done" in status and chart["type"] == "plotly"
     assert "theory: α=" in chart["plot"] and "best measured γ" in chart["plot"]
@@ -129,3 +129,13 @@ def test_medusa_races_with_its_acceptance_mode_on_screen(client, pair):
     assert "lossy by design" in typical[BADGE]
     refused = run(client, pair, drafter="medusa", temperature=0.7, acceptance="greedy").result(timeout=60)
     assert "error: greedy acceptance needs temperature 0" in refused[STATUS]
+
+
+def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair):
+    final = run(client, pair, prompt="w1 w2 w3", drafter="draft", max_new=60, gamma=6, adaptive=True).result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True
+    assert "adaptive γ ≤ 6" in final[SPEC]
+    gammas = summary["speculative_gammas"]
+    assert len(gammas) == summary["speculative"]["target_forwards"] and all(0 <= g <= 6 for g in gammas)
+    assert f"γ {max(gammas)} · " in final[ROWS]  # every speculative row names the γ it was given

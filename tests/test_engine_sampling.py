@@ -56,10 +56,11 @@ def sampled_law(target, draft, prompt, settings):
 
 
 SETTINGS = [Settings(max_new_tokens=3, gamma=2, temperature=1.0),
-            Settings(max_new_tokens=3, gamma=2, temperature=0.8, top_k=5, top_p=0.9)]
+            Settings(max_new_tokens=3, gamma=2, temperature=0.8, top_k=5, top_p=0.9),
+            Settings(max_new_tokens=3, gamma=2, temperature=1.0, adaptive=True)]
 
 
-@pytest.mark.parametrize("settings", SETTINGS, ids=["t1", "t0.8-k5-p0.9"])
+@pytest.mark.parametrize("settings", SETTINGS, ids=["t1", "t0.8-k5-p0.9", "t1-adaptive"])
 def test_speculative_sampling_is_lossless(small, settings):
     target, draft, prompt = small
     law = exact_two_token_law(target, prompt, settings)

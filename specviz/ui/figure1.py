@@ -47,7 +47,10 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
               for i, t in enumerate(event.proposed[event.accepted :])]
     if event.next_token is not None:
         cells.append(_token(text_of(event.next_token), event.next_kind))
-    drafted = f"{event.accepted}/{len(event.proposed)} accepted" if event.proposed else "plain step"
+    if event.proposed:
+        drafted = f"γ {event.gamma} · {event.accepted}/{len(event.proposed)} accepted"
+    else:  # adaptive γ chose a plain step (γ 0), a drafter found nothing to propose, or plain decoding itself
+        drafted = "plain step" + (" (γ 0)" if event.gamma == 0 else " (nothing proposed)")
     return (f'<div class="sv-row"><span class="sv-step">{event.index + 1}</span>'
             f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}</span>'
             f'<span class="sv-note">{drafted}</span></div>')

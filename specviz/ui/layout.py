@@ -71,7 +71,8 @@ def race_summary(view: RaceView) -> dict:
     return {"finished": view.finished, "stopped": view.stopped, "wall_s": round(view.wall_s, 4),
             "plain": summarize(view.plain.events).to_json(), "speculative": summarize(view.spec.events).to_json(),
             "identical": same, "mode": view.mode, "lossy": view.lossy,
-            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens}
+            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens,
+            "speculative_gammas": [e.gamma for e in view.spec.events]}  # γ of each step (adaptive: as chosen)
 
 
 def _failure(exc: Exception) -> str:
@@ -98,6 +99,9 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
                                  info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact.")
                 gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
                                   info="Tokens proposed per verification step (history lookup: n − 1, each candidate's length).")
+                adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
+                                       info="Choose γ before every step from the measured acceptance and costs; "
+                                            "γ 0 (a plain step) when speculation cannot pay. Each step's γ is in the figure.")
                 with gr.Accordion("Lookup drafter options", open=False):
                     ngram_max = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="n-gram size (n-gram lookup)",
                                           info="Longest suffix matched against earlier text; falls back to shorter ones.")
@@ -150,14 +154,14 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
             summary = gr.JSON(elem_id="sv-summary")
 
         controls = [pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max, candidates,
-                    choice, medusa_tree, acceptance]
+                    choice, medusa_tree, acceptance, adaptive]
         race_outputs = [status, echo, plain_text, spec_text, rows, metrics, badge, race_plot, summary]
 
         def do_race(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                    candidates, choice, medusa_tree, acceptance, request: gr.Request):
+                    candidates, choice, medusa_tree, acceptance, adaptive, request: gr.Request):
             flag = board.fresh(request.session_hash)
             req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                              candidates, choice, medusa_tree, acceptance)
+                              candidates, choice, medusa_tree, acceptance, adaptive)
             try:
                 shown = charted = 0.0
                 for view in backend.race(req, flag.is_set):
@@ -170,10 +174,10 @@ def build_app(backend, pair_labels: list[str], drafters: list[tuple[str, str]], 
                 yield (_failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (len(race_outputs) - 2))
 
         def do_sweep(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                     candidates, choice, medusa_tree, acceptance, request: gr.Request, progress=gr.Progress()):
+                     candidates, choice, medusa_tree, acceptance, adaptive, request: gr.Request, progress=gr.Progress()):
             flag = board.fresh(request.session_hash)
             req = RaceRequest(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                              candidates, choice, medusa_tree, acceptance)
+                              candidates, choice, medusa_tree, acceptance, adaptive)
             try:
                 for view in backend.sweep(req, stopped=flag.is_set):
                     progress(view.progress(), desc=view.message)

@@ -1,0 +1,90 @@
+"""Adaptive γ: the controller's choices follow the cost model, and adaptive runs stay exact."""
+
+import pytest
+
+from specviz.adaptive import GammaController
+from specviz.drafters import build_drafter
+from specviz.engine import generate, new_generator
+from specviz.events import generated_ids
+from specviz.settings import Settings, lookup_options
+from specviz.theory import best_gamma, expected_speedup
+from test_medusa_drafter import copying_heads
+
+
+def settled(alpha, draft_per_token, slope=0.0, max_gamma=8):
+    """A controller whose estimates are already set: α, d (in units of V(1) = 1 s) and the verify slope."""
+    return GammaController(max_gamma, accepted=alpha * 1e6, tested=1e6, draft_per_token=draft_per_token,
+                           forward_1=1.0, slope=slope)
+
+
+@pytest.mark.parametrize("alpha,c", [(0.9, 0.05), (0.8, 0.3), (0.6, 0.1), (0.95, 0.0)])
+def test_with_a_flat_verify_cost_it_picks_the_papers_best_gamma(alpha, c):
+    chosen = settled(alpha, c).next_gamma()
+    assert chosen == best_gamma(alpha, c, range(1, 9))
+    assert expected_speedup(alpha, chosen, c) > 1
+
+
+def test_a_verify_cost_that_grows_with_k_shortens_the_draft():
+    flat, steep = settled(0.8, 0.05).next_gamma(), settled(0.8, 0.05, slope=0.15).next_gamma()
+    assert steep < flat
+
+
+def test_when_speculation_cannot_pay_it_decodes_plainly_and_probes():
+    controller = settled(0.2, 0.5)  # E(1) = 1.2 tokens for 1.5 forwards: a loss
+    choices = [controller.next_gamma() for _ in range(20)]
+    assert choices[:8] == [0] * 8 and choices[8] == 1  # eight plain steps, then a probe at the best γ > 0
+    assert choices[9:17] == [0] * 8 and choices[17] == 1
+
+
+def test_observed_steps_move_the_estimates():
+    controller = GammaController(8)
+    for _ in range(20):  # plain steps of 1.0 s, then steps of γ 4 verifying 5 tokens in 1.4 s, all accepted
+        controller.observe(0, 1, 0, False, 0.0, 1.0)
+    for _ in range(40):
+        controller.observe(4, 5, 4, False, 0.2, 1.4)
+    assert controller.forward_1 == pytest.approx(1.0)
+    assert controller.slope == pytest.approx(0.1, rel=0.01)
+    assert controller.draft_per_token == pytest.approx(0.05)
+    assert controller.alpha > 0.98
+    for _ in range(40):  # now every first draft is rejected
+        controller.observe(4, 5, 0, True, 0.2, 1.4)
+    assert controller.alpha < 0.1 and controller.next_gamma() == 0
+
+
+def test_a_tree_that_verifies_more_nodes_per_gamma_costs_more():
+    controller = GammaController(8)
+    controller.observe(0, 1, 0, False, 0.0, 1.0)
+    controller.observe(2, 9, 1, True, 0.0, 1.4)  # 8 nodes for γ 2
+    assert controller.nodes_per_gamma > 1.0
+
+
+def _adaptive(target, ids, kind, draft=None, options=None, max_new_tokens=48):
+    settings = Settings(max_new_tokens=max_new_tokens, gamma=8, adaptive=True)
+    generator = new_generator(target.device, 0)
+    drafter = build_drafter(kind, settings, generator, target, draft, options)
+    return list(generate(target, ids, settings, drafter, generator))
+
+
+@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4", "w5 w5 w5 w5 w5 w5 w9 w8 w7"])
+@pytest.mark.parametrize("kind", ["same", "partial", "unrelated", "ngram", "history", "medusa"])
+def test_adaptive_greedy_equals_plain(target, drafts, tokenizer, prompt, kind):
+    ids = tokenizer.encode(prompt)
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=48)))
+    if kind in drafts:
+        events = _adaptive(target, ids, "draft", drafts[kind])
+    else:
+        options = lookup_options(3, 4, "recent") | {"medusa": copying_heads(target)}
+        events = _adaptive(target, ids, kind, options=options)
+    assert generated_ids(events) == plain
+    for e in events:
+        assert 0 <= e.gamma <= 8 and len(e.proposed) <= max(e.gamma, 1)
+        assert e.forward_tokens >= 1 + len(e.proposed)
+        if e.gamma == 0:
+            assert not e.proposed and e.forward_tokens == 1
+
+
+def test_a_useless_draft_falls_back_to_plain_steps_and_probes(target, drafts, tokenizer):
+    events = _adaptive(target, tokenizer.encode("w1 w2 w3 w4"), "draft", drafts["unrelated"], max_new_tokens=60)
+    gammas = [e.gamma for e in events]
+    assert gammas.count(0) > len(gammas) / 2, gammas
+    assert any(g > 0 for g in gammas[10:]), gammas  # probes keep coming after the fall-back
