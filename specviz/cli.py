@@ -68,18 +68,11 @@ def build_parser() -> Parser:
     prep = sub.add_parser("prepare", help="convert offline model packages into the cache once")
     prep.add_argument("presets", nargs="*", help="default: every preset whose packages are installed")
 
-    bench = sub.add_parser("bench", help="benchmark plain vs speculative vs transformers' assisted generation")
+    bench = sub.add_parser("bench", help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
+                                         "assisted generation and prompt lookup, in one run")
     from .bench import add_bench_options
 
     add_bench_options(bench)
-    lookup = sub.add_parser("bench-lookup", help="benchmark n-gram and history lookup vs transformers' prompt lookup")
-    from .bench_lookup import add_bench_lookup_options
-
-    add_bench_lookup_options(lookup)
-    every = sub.add_parser("bench-drafters", help="benchmark every drafter (incl. Medusa) on the same prompts, greedy and sampled")
-    from .bench_drafters import add_bench_drafters_options
-
-    add_bench_drafters_options(every)
 
     train = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
     train.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
@@ -112,14 +105,6 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "train-medusa":
             return cmd_train_medusa(args)
-        if args.command == "bench-drafters":
-            from .bench_drafters import cmd_bench_drafters
-
-            return cmd_bench_drafters(args)
-        if args.command == "bench-lookup":
-            from .bench_lookup import cmd_bench_lookup
-
-            return cmd_bench_lookup(args)
         from .bench import cmd_bench
 
         return cmd_bench(args)

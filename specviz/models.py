@@ -116,14 +116,16 @@ def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
         )
 
 
-def encode_prompt(loaded: LoadedModel, text: str, chat: bool = True) -> list[int]:
-    """Token ids for a user prompt: the chat template when the tokenizer has one, unless chat=False."""
+def encode_prompt(loaded: LoadedModel, text: str | list[dict], chat: bool = True) -> list[int]:
+    """Token ids for a user prompt, or for a conversation given as [{"role", "content"}, ...] ending with the
+    user's turn: the chat template when the tokenizer has one (unless chat=False), else the plain text."""
     tok = loaded.tokenizer
+    messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
     if chat and getattr(tok, "chat_template", None):
-        rendered = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+        rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         ids = tok.encode(rendered, add_special_tokens=False)
     else:
-        ids = tok.encode(text)
+        ids = tok.encode("\n\n".join(m["content"] for m in messages))
     if len(ids) >= loaded.context_length:
         raise InvalidRequest(f"the prompt is {len(ids)} tokens; the model's context holds {loaded.context_length}")
     if not ids:

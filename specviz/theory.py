@@ -47,3 +47,32 @@ def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> Optiona
 
 def best_gamma(alpha: float, c: float, gammas: Iterable[int]) -> int:
     return max(gammas, key=lambda g: expected_speedup(alpha, g, c))
+
+
+def interpolate(costs: dict[int, float], k: float) -> float:
+    """V(k) from measured points: linear between them, extended along the last segment past the ends."""
+    ks = sorted(costs)
+    if len(ks) == 1:
+        return costs[ks[0]]
+    lo = max([x for x in ks[:-1] if x <= k], default=ks[0])
+    hi = ks[ks.index(lo) + 1]
+    return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
+
+
+def predicted_speedup(events: Sequence[StepEvent], costs: dict[int, float]) -> Optional[float]:
+    """The speedup a run should show if a step cost only its drafting and one bare target forward:
+    tokens · V(1) / Σ (draft_s + V(k)), k = the tokens each step verified. Measured ÷ this = efficiency."""
+    tokens = sum(len(e.tokens) for e in events)
+    spent = sum(e.draft_s + interpolate(costs, e.forward_tokens) for e in events)
+    return tokens * interpolate(costs, 1) / spent if spent else None
+
+
+def iid_speedup(events: Sequence[StepEvent], costs: dict[int, float], gamma: int) -> Optional[float]:
+    """The paper's model at the run's own α (accepted / tested) and draft cost per token, with verify cost V(γ+1):
+    E(α, γ) · V(1) / (γ·d + V(γ + 1)). Exact in expectation for the set-acceptance-rate drafter."""
+    alpha = per_token_alpha(events)
+    proposed = sum(len(e.proposed) for e in events)
+    if alpha is None or not proposed:
+        return None
+    d = sum(e.draft_s for e in events) / proposed
+    return expected_tokens_per_step(alpha, gamma) * interpolate(costs, 1) / (gamma * d + interpolate(costs, gamma + 1))

@@ -5,13 +5,16 @@ from os import PathLike
 from .base import Drafter, Proposal
 from .draft_model import DraftModelDrafter
 from .lookup import HistoryDrafter, NgramDrafter
+from .oracle import OracleDrafter
+from ..errors import InvalidRequest
 
-DRAFTER_KINDS = ("none", "draft", "ngram", "history", "medusa")
+DRAFTER_KINDS = ("none", "draft", "ngram", "history", "medusa")  # what users pick; "oracle" is for benchmarks
 
 
 def build_drafter(kind, settings, generator, target, draft=None, options=None) -> Drafter | None:
     """The drafter named `kind` for `target` (LoadedModel); None means plain decoding.
-    options: ngram_max (ngram); candidates, choice (history); medusa (heads), medusa_tree, acceptance (medusa)."""
+    options: ngram_max (ngram); candidates, choice (history); medusa (heads), medusa_tree, acceptance (medusa);
+    reference, alpha (oracle: the benchmarks' drafter with a set acceptance rate, greedy only)."""
     options = options or {}
     if kind == "none":
         return None
@@ -29,6 +32,10 @@ def build_drafter(kind, settings, generator, target, draft=None, options=None) -
         heads = load_medusa(heads, target) if isinstance(heads, (str, PathLike)) else heads
         return MedusaDrafter(heads, options.get("medusa_tree", DEFAULT_CHOICES),
                              options.get("acceptance", "lossless"))
+    if kind == "oracle":
+        if not settings.greedy:
+            raise InvalidRequest("the set-acceptance-rate drafter knows only the greedy continuation: use temperature 0")
+        return OracleDrafter(options["reference"], options["alpha"], target.vocab_size, settings.seed, target.device)
     raise ValueError(f"unknown drafter {kind!r}")
 
 

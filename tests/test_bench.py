@@ -1,0 +1,106 @@
+"""The benchmark suite end to end on the tiny pair, the predictions behind its efficiency column, and the
+set-acceptance-rate drafter it measures the engine with."""
+
+import json
+import math
+
+import pytest
+
+from specviz.cli import main
+from specviz.drafters import build_drafter
+from specviz.engine import generate, new_generator
+from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
+from specviz.errors import InvalidRequest
+from specviz.settings import Settings
+from specviz.theory import expected_tokens_per_step, iid_speedup, interpolate, per_token_alpha, predicted_speedup
+
+
+def step(proposed: int, accepted: int, draft_s=0.0, forward_tokens=None) -> StepEvent:
+    kind = "bonus" if accepted == proposed and proposed else "correction" if proposed else "plain"
+    return StepEvent(0, tuple(range(proposed)), accepted, 1, kind, (0.5,) * proposed, None, draft_s, 0.0, 0.0,
+                     forward_tokens=1 + proposed if forward_tokens is None else forward_tokens)
+
+
+def test_acceptance_by_position_counts_only_steps_that_reached_it():
+    events = [step(3, 3), step(3, 1), step(3, 0), step(2, 2), step(0, 0)]
+    # position 1: 4 tried, 3 accepted; position 2: tried by the 3 that accepted position 1, 2 kept it;
+    # position 3: tried by the one 3-long step that got that far
+    assert depth_acceptance(events, 4) == [0.75, 2 / 3, 1.0, None]
+
+
+def test_the_prediction_charges_each_step_its_drafting_and_one_bare_forward():
+    costs = {1: 1.0, 3: 1.2, 5: 1.6}
+    events = [step(4, 4, draft_s=0.4), step(4, 1, draft_s=0.4), step(0, 0), step(2, 2, forward_tokens=3)]
+    tokens = 5 + 2 + 1 + 3
+    spent = (0.4 + 1.6) + (0.4 + 1.6) + 1.0 + 1.2
+    assert predicted_speedup(events, costs) == pytest.approx(tokens * 1.0 / spent)
+    assert interpolate(costs, 4) == pytest.approx(1.4) and interpolate(costs, 7) == pytest.approx(2.0)
+    alpha = per_token_alpha(events)  # 7 accepted, 1 rejection
+    assert alpha == pytest.approx(7 / 8)
+    d = 0.8 / 10
+    assert iid_speedup(events, costs, 4) == pytest.approx(expected_tokens_per_step(alpha, 4) / (4 * d + 1.6))
+
+
+def oracle_run(target, ids, alpha, gamma=4, max_new_tokens=200, seed=0):
+    reference = generated_ids(generate(target, ids, Settings(max_new_tokens=max_new_tokens)))
+    settings = Settings(max_new_tokens=max_new_tokens, gamma=gamma, seed=seed)
+    drafter = build_drafter("oracle", settings, new_generator(target.device, seed), target,
+                            options={"reference": reference, "alpha": alpha})
+    return reference, list(generate(target, ids, settings, drafter))
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.8])
+def test_the_oracle_drafter_is_accepted_at_its_set_rate(target, tokenizer, alpha):
+    reference, events = oracle_run(target, tokenizer.encode("w1 w2 w3"), alpha)
+    assert generated_ids(events) == reference
+    tested = sum(e.accepted + (e.next_kind == "correction") for e in events)
+    measured = per_token_alpha(events)
+    assert abs(measured - alpha) < 4 * math.sqrt(alpha * (1 - alpha) / tested), (measured, tested)
+    tau = summarize(events).mean_tokens_per_step  # the budget's last, shorter steps pull τ down a little
+    assert tau == pytest.approx(expected_tokens_per_step(alpha, 4), rel=0.2)
+
+
+def test_the_oracle_drafter_needs_greedy(target):
+    with pytest.raises(InvalidRequest, match="temperature 0"):
+        build_drafter("oracle", Settings(temperature=0.5), None, target, options={"reference": [1], "alpha": 1.0})
+
+
+def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, tmp_path):
+    target, draft = pair_folders
+    code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads),
+                 "--kinds", "code,chat", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
+                 "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
+    greedy = [r for r in ours if r["temperature"] == 0]
+    methods = {"draft", "ngram", "history", "medusa", "oracle α=0", "oracle α=1"}
+    assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
+        (m, g) for m in methods for g in (1, 3, "adaptive")}
+    assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
+    assert not any(r["method"].startswith("oracle") for r in ours if r["temperature"] > 0)
+    assert all(r["efficiency"] > 0 and r["predicted"] > 0 for r in ours)
+    oracle = {(r["method"], r["gamma"]): r for r in greedy if r["kind"] == "code"}
+    assert oracle[("oracle α=1", 3)]["tau"] == 4.0 and oracle[("oracle α=0", 3)]["tau"] == 1.0
+    theirs = {(r["method"], r["gamma"]) for r in rows if r["library"] == "transformers" and r["kind"] == "code"}
+    assert {("transformers plain", None), ("transformers assisted", 1), ("transformers assisted", "adaptive"),
+            ("transformers prompt lookup", 3)} <= theirs
+    assert all(r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None)
+    report = (tmp_path / "bench.md").read_text()
+    assert report.strip() == out.strip() and "### Targets" in report and "| chat | 0.7 | medusa | adaptive |" in report
+    html = (tmp_path / "bench.html").read_text()
+    assert "plotly" in html and "efficiency of draft" in html and "<script>alert" not in html
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,medusa,oracle, got 'draft,magic'"),
+    (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
+    (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
+    (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),
+    (["--kinds", "poetry"], "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat"),
+])
+def test_bench_refuses_bad_input_in_one_line(capsys, pair_folders, flags, message):
+    code = main(["bench", "--target", str(pair_folders[0]), *flags])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.strip() == message
