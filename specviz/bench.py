@@ -127,7 +127,7 @@ def fastest(fns: dict, repeats: int) -> dict:
 def cmd_bench(args) -> int:
     from .bench_report import html_report, markdown_report
     from .cli import quiet_transformers
-    from .costs import forward_costs
+    from .costs import relative_forward_costs
     from .engine import make_clock
     from .events import depth_acceptance
     from .models import check_same_vocabulary, encode_prompt, load_model
@@ -201,7 +201,8 @@ def cmd_bench(args) -> int:
             base = fastest({"specviz": ours(ids, settings), **({"hf": theirs(ids, settings)} if hf else {})}, args.repeats)
             plain, hf_plain = base["specviz"], base.get("hf")
             ks = sorted({*range(1, max(gammas) + 2), 12, 17, 25, 33})
-            costs = forward_costs(target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
+            costs = relative_forward_costs(target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
+            forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
             common = {"kind": kind_name, "prompt": prompt_label(prompt), "temperature": temperature}
             rows.append({**common, "method": "plain", "gamma": None, "library": "specviz", "tps": _tps(plain),
                          "speedup": 1.0, "tau": 1.0, "verify_costs": costs})
@@ -210,7 +211,7 @@ def cmd_bench(args) -> int:
                              "tps": _tps(hf_plain), "speedup": 1.0, "vs_transformers": _tps(plain) / _tps(hf_plain)})
             log(f"[{kind_name}, T={temperature:g}] plain {_tps(plain):.2f} tok/s"
                 + (f", transformers plain {_tps(hf_plain):.2f} tok/s" if hf_plain else "")
-                + "; V(k)/V(1) at k=2,5,9: " + ", ".join(f"{costs[k] / costs[1]:.2f}" for k in (2, 5, 9) if k in costs))
+                + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
             for name, gamma, at, opts in cells(settings, plain["ids"]):
                 kind = "oracle" if name.startswith("oracle") else name
                 other = COUNTERPART.get(kind) if hf else None
@@ -220,12 +221,12 @@ def cmd_bench(args) -> int:
                 best = fastest(fns, args.repeats)
                 run, events = best["specviz"], best["specviz"]["events"]
                 speedup = _tps(run) / _tps(plain)
-                predicted = predicted_speedup(events, costs)
+                predicted = predicted_speedup(events, costs, forward_1)
                 decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
                 row = {**common, "method": name, "gamma": gamma, "library": "specviz", "tps": _tps(run),
                        "speedup": speedup, "alpha": run["alpha"], "tau": run["tau"], "per_tau": speedup / run["tau"],
                        "predicted": predicted, "efficiency": decode_speedup / predicted if predicted else None,
-                       "iid": None if gamma == "adaptive" else iid_speedup(events, costs, gamma),
+                       "iid": None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
                        "mean_gamma": sum(e.gamma for e in events) / len(events),
                        "by_depth": depth_acceptance(events, max(gammas)),
                        "same_as_plain": run["ids"] == plain["ids"] if settings.greedy else None}

@@ -1,7 +1,9 @@
-"""What a target forward costs: V(k), the time of one forward over k new tokens after a given prefix.
+"""What a target forward costs: V(k) / V(1), the time of one forward over k new tokens after a given prefix,
+relative to a forward over one token.
 
 Measured directly (no sampling, no verification, no bookkeeping), so a benchmark can say what a run *should*
-have taken and the difference is the engine's own overhead. See theory.predicted_speedup.
+have taken and the difference is the engine's own overhead (theory.predicted_speedup). Ratios, taken within
+one repeat, because this CPU's speed drifts by 10-30% over minutes while the shape of V(k) does not.
 """
 
 import statistics
@@ -13,8 +15,8 @@ from .engine import make_clock
 from .models import LoadedModel
 
 
-def forward_costs(target: LoadedModel, prefix: list[int], ks: list[int], repeats: int = 3) -> dict[int, float]:
-    """Median seconds of one forward over k tokens (for each k) after `prefix`, the cache rolled back each time."""
+def relative_forward_costs(target: LoadedModel, prefix: list[int], ks: list[int], repeats: int = 5) -> dict[int, float]:
+    """Median over repeats of V(k) / V(1) after `prefix` (the cache rolled back after each forward)."""
     clock = make_clock(target.device)
     lm = CachedLM(target.model)
     lm.extend(torch.tensor(prefix), last_only=True)
@@ -22,11 +24,15 @@ def forward_costs(target: LoadedModel, prefix: list[int], ks: list[int], repeats
     filler = torch.tensor((prefix * (max(ks) // len(prefix) + 1))[: max(ks)])
     lm.extend(filler[:1])  # one untimed forward: first-call costs out of the way
     lm.truncate(base)
-    times = {k: [] for k in ks}
+    ks = sorted({1, *ks})
+    ratios = {k: [] for k in ks}
     for _ in range(repeats):
-        for k in ks:  # interleaved, so a drift of the machine's speed spreads over every k alike
+        seconds = {}
+        for k in ks:  # one pass over every k, close in time
             start = clock()
             lm.extend(filler[:k])
-            times[k].append(clock() - start)
+            seconds[k] = clock() - start
             lm.truncate(base)
-    return {k: statistics.median(ts) for k, ts in times.items()}
+        for k in ks:
+            ratios[k].append(seconds[k] / seconds[1])
+    return {k: statistics.median(r) for k, r in ratios.items()}

@@ -59,20 +59,21 @@ def interpolate(costs: dict[int, float], k: float) -> float:
     return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
 
 
-def predicted_speedup(events: Sequence[StepEvent], costs: dict[int, float]) -> Optional[float]:
+def predicted_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float) -> Optional[float]:
     """The speedup a run should show if a step cost only its drafting and one bare target forward:
-    tokens · V(1) / Σ (draft_s + V(k)), k = the tokens each step verified. Measured ÷ this = efficiency."""
+    tokens · V(1) / Σ (draft_s + V(k)), k = the tokens each step verified, V(k) = V(1) · relative[k] and V(1) the
+    plain run's time per token. Measured ÷ this = efficiency."""
     tokens = sum(len(e.tokens) for e in events)
-    spent = sum(e.draft_s + interpolate(costs, e.forward_tokens) for e in events)
-    return tokens * interpolate(costs, 1) / spent if spent else None
+    spent = sum(e.draft_s + forward_1 * interpolate(relative, e.forward_tokens) for e in events)
+    return tokens * forward_1 / spent if spent else None
 
 
-def iid_speedup(events: Sequence[StepEvent], costs: dict[int, float], gamma: int) -> Optional[float]:
-    """The paper's model at the run's own α (accepted / tested) and draft cost per token, with verify cost V(γ+1):
-    E(α, γ) · V(1) / (γ·d + V(γ + 1)). Exact in expectation for the set-acceptance-rate drafter."""
+def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float, gamma: int) -> Optional[float]:
+    """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
+    verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)
     proposed = sum(len(e.proposed) for e in events)
     if alpha is None or not proposed:
         return None
-    d = sum(e.draft_s for e in events) / proposed
-    return expected_tokens_per_step(alpha, gamma) * interpolate(costs, 1) / (gamma * d + interpolate(costs, gamma + 1))
+    c = sum(e.draft_s for e in events) / proposed / forward_1
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + interpolate(relative, gamma + 1))

@@ -29,16 +29,16 @@ def test_acceptance_by_position_counts_only_steps_that_reached_it():
 
 
 def test_the_prediction_charges_each_step_its_drafting_and_one_bare_forward():
-    costs = {1: 1.0, 3: 1.2, 5: 1.6}
+    relative, v1 = {1: 1.0, 3: 1.2, 5: 1.6}, 0.5  # V(k) / V(1), and V(1) in seconds
     events = [step(4, 4, draft_s=0.4), step(4, 1, draft_s=0.4), step(0, 0), step(2, 2, forward_tokens=3)]
     tokens = 5 + 2 + 1 + 3
-    spent = (0.4 + 1.6) + (0.4 + 1.6) + 1.0 + 1.2
-    assert predicted_speedup(events, costs) == pytest.approx(tokens * 1.0 / spent)
-    assert interpolate(costs, 4) == pytest.approx(1.4) and interpolate(costs, 7) == pytest.approx(2.0)
+    spent = (0.4 + 0.8) + (0.4 + 0.8) + 0.5 + 0.6
+    assert predicted_speedup(events, relative, v1) == pytest.approx(tokens * 0.5 / spent)
+    assert interpolate(relative, 4) == pytest.approx(1.4) and interpolate(relative, 7) == pytest.approx(2.0)
     alpha = per_token_alpha(events)  # 7 accepted, 1 rejection
     assert alpha == pytest.approx(7 / 8)
-    d = 0.8 / 10
-    assert iid_speedup(events, costs, 4) == pytest.approx(expected_tokens_per_step(alpha, 4) / (4 * d + 1.6))
+    c = 0.8 / 10 / v1
+    assert iid_speedup(events, relative, v1, 4) == pytest.approx(expected_tokens_per_step(alpha, 4) / (4 * c + 1.6))
 
 
 def oracle_run(target, ids, alpha, gamma=4, max_new_tokens=200, seed=0):
