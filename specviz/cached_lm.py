@@ -88,13 +88,16 @@ class CachedLM:
         self.length += 1 + len(tree.tokens)
         return out.logits[0]
 
+    @torch.inference_mode()
     def keep(self, start: int, offsets: list[int]) -> None:
-        """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction)."""
+        """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction).
+        Only the kept entries move, in place, to start, start + 1, ...; then the tail is cropped (no cache copy)."""
         if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
             return self.truncate(start + len(offsets))
-        self._last_entry_is(start + offsets[-1] if offsets else start - 1)
-        index = torch.cat([torch.arange(start), start + torch.tensor(offsets, dtype=torch.long)]).to(self.device)
+        self._last_entry_is(start + offsets[-1])
+        n, source = len(offsets), start + torch.tensor(offsets, dtype=torch.long, device=self.device)
         for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(-2, index)
-            layer.values = layer.values.index_select(-2, index)
-        self.length = start + len(offsets)
+            layer.keys[..., start : start + n, :] = layer.keys.index_select(-2, source)
+            layer.values[..., start : start + n, :] = layer.values.index_select(-2, source)
+        self.cache.crop(start + n - self.length)  # transformers 5.x: crop(-k) drops the last k
+        self.length = start + n

@@ -6,6 +6,7 @@ have taken and the difference is the engine's own overhead (theory.predicted_spe
 one repeat, because this CPU's speed drifts by 10-30% over minutes while the shape of V(k) does not.
 """
 
+import random
 import statistics
 
 import torch
@@ -25,10 +26,10 @@ def relative_forward_costs(target: LoadedModel, prefix: list[int], ks: list[int]
     lm.extend(filler[:1])  # one untimed forward: first-call costs out of the way
     lm.truncate(base)
     ks = sorted({1, *ks})
-    ratios = {k: [] for k in ks}
+    ratios, order = {k: [] for k in ks}, random.Random(0)
     for _ in range(repeats):
         seconds = {}
-        for k in ks:  # one pass over every k, close in time
+        for k in order.sample(ks, len(ks)):  # one pass over every k, close in time, in a shuffled order
             start = clock()
             lm.extend(filler[:k])
             seconds[k] = clock() - start

@@ -72,8 +72,10 @@ def remove(dist: torch.Tensor, x: int) -> torch.Tensor:
 
 
 def token_probs(p: torch.Tensor, tree: TokenTree, nodes: list[int] | tuple[int, ...]) -> list[float]:
-    """The target's probability of each node's token given its ancestors."""
-    return [float(p[_row(tree.parents[n]), tree.tokens[n]]) for n in nodes]
+    """The target's probability of each node's token given its ancestors (one gather, one host copy)."""
+    rows = torch.tensor([_row(tree.parents[n]) for n in nodes], dtype=torch.long, device=p.device)
+    cols = torch.tensor([tree.tokens[n] for n in nodes], dtype=torch.long, device=p.device)
+    return p[rows, cols].tolist()
 
 
 def typical_threshold(probs: torch.Tensor, epsilon: float, delta: float) -> float:

@@ -13,12 +13,46 @@ PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w
 
 
 def test_ngram_proposes_what_followed_the_most_recent_longest_match():
-    d = NgramDrafter(max_n=3)
+    def first(seq, gamma):  # a fresh run each time: the drafter indexes one growing text per start()
+        return NgramDrafter(max_n=3).propose(seq, gamma)
+
     seq = [1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3]
-    assert d.propose(seq, 2).tokens.tolist() == [8, 5]  # "1 2 3" last seen before 8 5
-    assert d.propose([1, 2, 3, 7, 2, 3], 3).tokens.tolist() == [7, 2, 3]  # falls back to n = 2
-    assert d.propose([4, 5, 6], 3) is None  # nothing matched: a plain step
-    assert d.propose([4, 9, 9], 5).tokens.tolist() == [9]  # n = 1; only what exists is proposed
+    assert first(seq, 2).tokens.tolist() == [8, 5]  # "1 2 3" last seen before 8 5
+    assert first([1, 2, 3, 7, 2, 3], 3).tokens.tolist() == [7, 2, 3]  # falls back to n = 2
+    assert first([4, 5, 6], 3) is None  # nothing matched: a plain step
+    assert first([4, 9, 9], 5).tokens.tolist() == [9]  # n = 1; only what exists is proposed
+
+
+def scan_ngram(tokens, max_n, gamma):
+    """The definition, by brute force: the longest suffix's most recent earlier match, with a token after it."""
+    for n in range(min(max_n, len(tokens) - 1), 0, -1):
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start : start + n] == tokens[-n:]:
+                return tokens[start + n : start + n + gamma]
+    return None
+
+
+def scan_history(output, m, gamma):
+    found = []
+    for i in range(len(output) - 2, -1, -1):
+        follow = output[i + 1 : i + 1 + gamma]
+        if output[i] == output[-1] and follow not in found:
+            found.append(follow)
+    return found[:m] or None
+
+
+def test_lookup_indexes_follow_a_growing_text_like_a_full_scan():
+    import random
+
+    rng = random.Random(0)
+    text = [rng.randrange(6) for _ in range(300)]
+    ngram, history = NgramDrafter(max_n=3), HistoryDrafter(m=4)
+    ngram.start(text[:20]), history.start(text[:20])
+    for end in range(20, 300, 3):  # one drafter, step after step, as the engine calls it
+        a, b = ngram.propose(text[:end], 4), scan_ngram(text[:end], 3, 4)
+        assert (None if a is None else a.tokens.tolist()) == b
+        h = history.propose(text[:end], 4)
+        assert (None if h is None else h.candidates) == scan_history(text[20:end], 4, 4)
 
 
 def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_the_output():

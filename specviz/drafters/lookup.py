@@ -17,20 +17,28 @@ def _chain(tokens: list[int], device) -> torch.Tensor:
 
 
 class NgramDrafter:
+    """Keeps an index n-gram -> where it last started (with a token after it), extended as the text grows, so a
+    step looks up its suffix in O(max_n) instead of scanning the text. One run per start()."""
+
     def __init__(self, max_n: int = 3, device=None):
         self.max_n, self.device = max_n, device
+        self.start([])
 
     def start(self, prompt_ids: list[int]) -> None:
-        pass
+        self.last_start: dict[tuple[int, ...], int] = {}
+        self.indexed = 0  # n-grams ending before this position are in the index
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
-        for n in range(min(self.max_n, len(tokens) - 1), 0, -1):
-            suffix = tokens[-n:]
-            # most recent earlier match first; it must leave at least one token after it
-            for start in range(len(tokens) - n - 1, -1, -1):
-                if tokens[start : start + n] == suffix:
-                    follow = tokens[start + n : start + n + gamma]
-                    return Proposal(_chain(follow, self.device), None, forwards=0)
+        if len(tokens) < self.indexed:  # another text than the one indexed
+            self.start([])
+        for end in range(max(self.indexed, 1), len(tokens)):  # a match must leave a token after it: end < len
+            for n in range(1, min(self.max_n, end) + 1):
+                self.last_start[tuple(tokens[end - n : end])] = end - n
+        self.indexed = max(self.indexed, len(tokens))
+        for n in range(min(self.max_n, len(tokens) - 1), 0, -1):  # longest suffix first
+            start = self.last_start.get(tuple(tokens[-n:]))
+            if start is not None:
+                return Proposal(_chain(tokens[start + n : start + n + gamma], self.device), None, forwards=0)
         return None
 
     def observe(self, accepted: int) -> None:
@@ -45,17 +53,24 @@ class HistoryDrafter:
             raise ValueError(f"history choice must be recent or random, got {choice!r}")
         self.m, self.choice, self.device = m, choice, device
         self.rng = random.Random(seed)
-        self.prompt_len = 0
+        self.start([])
 
     def start(self, prompt_ids: list[int]) -> None:
         self.prompt_len = len(prompt_ids)
+        self.places: dict[int, list[int]] = {}  # token -> where it occurs in the output, extended as it grows
+        self.indexed = 0
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         output = tokens[self.prompt_len :]  # the model's own output so far
         if not output:
             return None
+        if len(output) < self.indexed:  # another text than the one indexed
+            self.start(tokens[: self.prompt_len])
+        for i in range(self.indexed, len(output)):
+            self.places.setdefault(output[i], []).append(i)
+        self.indexed = len(output)
         last = output[-1]
-        places = [i for i in range(len(output) - 2, -1, -1) if output[i] == last]  # most recent first
+        places = self.places[last][-2::-1]  # earlier occurrences, most recent first
         if self.choice == "random" and len(places) > self.m:
             places = sorted(self.rng.sample(places, self.m), reverse=True)
         candidates, seen = [], set()
