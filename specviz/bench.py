@@ -7,7 +7,8 @@ generation and prompt lookup, on the same models and prompts, in one process and
 Per cell: tokens/s, speedup over its own library's plain decoding (end to end, prefill included), α, τ,
 speedup ÷ τ, and efficiency = the measured decode speedup ÷ the speedup predicted from the run's own accepted
 tokens, drafting seconds and the bare forward cost V(k) of each verify (measured apart, costs.py). A cell is the
-fastest of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%).
+fastest of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%);
+plain runs before and after a prompt's cells bracket them and the faster is the baseline.
 Writes bench.json, bench.md and bench.html (plotly) to --out; bench_report.py draws them.
 """
 
@@ -174,9 +175,10 @@ def cmd_bench(args) -> int:
             variants = [(f"oracle α={a:g}", {"reference": plain_ids, "alpha": a}) for a in alphas] \
                 if method == "oracle" else [(method, options)]
             for name, opts in variants:
+                deepest = depth.get(method, MAX_GAMMA)  # Medusa guesses no further than it has heads
                 for gamma in [*gammas, "adaptive"]:
-                    g = max(gammas) if gamma == "adaptive" else gamma
-                    if g > depth.get(method, MAX_GAMMA):
+                    g = min(max(gammas), deepest) if gamma == "adaptive" else gamma
+                    if g > deepest:
                         continue
                     at = Settings(**{**settings.__dict__, "gamma": g, "adaptive": gamma == "adaptive"})
                     yield name, gamma, at, opts
@@ -198,8 +200,26 @@ def cmd_bench(args) -> int:
         ids = encode_prompt(target, prompt)
         for temperature in temperatures:
             settings = Settings(max_new_tokens=args.max_new_tokens, temperature=temperature)
-            base = fastest({"specviz": ours(ids, settings), **({"hf": theirs(ids, settings)} if hf else {})}, args.repeats)
-            plain, hf_plain = base["specviz"], base.get("hf")
+            opening = fastest({"specviz": ours(ids, settings), **({"hf": theirs(ids, settings)} if hf else {})},
+                              args.repeats)
+            log(f"[{kind_name}, T={temperature:g}] plain {_tps(opening['specviz']):.2f} tok/s"
+                + (f", transformers plain {_tps(opening['hf']):.2f} tok/s" if hf else ""))
+            measured = []
+            for name, gamma, at, opts in cells(settings, opening["specviz"]["ids"]):
+                kind = "oracle" if name.startswith("oracle") else name
+                other = COUNTERPART.get(kind) if hf else None
+                fns = {"specviz": ours(ids, at, kind, opts)}
+                if other and (gamma != "adaptive" or kind == "draft"):  # their adaptive: assisted generation's defaults
+                    fns["hf"] = theirs(ids, at, other, None if gamma == "adaptive" else gamma)
+                best = fastest(fns, args.repeats)
+                measured.append((name, gamma, other, best))
+                log(f"  {name} γ={gamma}: {_tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
+                    f"τ {best['specviz']['tau']:.2f})" + (f", {other} {_tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
+            # Plain runs bracket the cells (this CPU drifts over minutes): the faster of the two is the baseline.
+            closing = fastest({"specviz": ours(ids, settings), **({"hf": theirs(ids, settings)} if hf else {})},
+                              args.repeats)
+            plain = min(opening["specviz"], closing["specviz"], key=lambda run: run["seconds"])
+            hf_plain = min(opening["hf"], closing["hf"], key=lambda run: run["seconds"]) if hf else None
             ks = sorted({*range(1, max(gammas) + 2), 12, 17, 25, 33})
             costs = relative_forward_costs(target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
             forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
@@ -209,16 +229,10 @@ def cmd_bench(args) -> int:
             if hf_plain is not None:
                 rows.append({**common, "method": "transformers plain", "gamma": None, "library": "transformers",
                              "tps": _tps(hf_plain), "speedup": 1.0, "vs_transformers": _tps(plain) / _tps(hf_plain)})
-            log(f"[{kind_name}, T={temperature:g}] plain {_tps(plain):.2f} tok/s"
+            log(f"[{kind_name}, T={temperature:g}] plain (faster of opening and closing) {_tps(plain):.2f} tok/s"
                 + (f", transformers plain {_tps(hf_plain):.2f} tok/s" if hf_plain else "")
                 + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
-            for name, gamma, at, opts in cells(settings, plain["ids"]):
-                kind = "oracle" if name.startswith("oracle") else name
-                other = COUNTERPART.get(kind) if hf else None
-                fns = {"specviz": ours(ids, at, kind, opts)}
-                if other and (gamma != "adaptive" or kind == "draft"):  # their adaptive: assisted generation's defaults
-                    fns["hf"] = theirs(ids, at, other, None if gamma == "adaptive" else gamma)
-                best = fastest(fns, args.repeats)
+            for name, gamma, other, best in measured:
                 run, events = best["specviz"], best["specviz"]["events"]
                 speedup = _tps(run) / _tps(plain)
                 predicted = predicted_speedup(events, costs, forward_1)
@@ -236,10 +250,9 @@ def cmd_bench(args) -> int:
                                  "tps": _tps(best["hf"]), "speedup": _tps(best["hf"]) / _tps(hf_plain),
                                  "same_as_plain": best["hf"]["ids"] == hf_plain["ids"] if settings.greedy else None})
                 rows.append(row)
-                log(f"  {name} γ={gamma}: {speedup:.2f}x (α {_f(run['alpha'])}, τ {run['tau']:.2f}, "
-                    f"efficiency {_f(row['efficiency'])})" + (f", {other} {rows[-2]['speedup']:.2f}x, "
-                                                             f"specviz/transformers {row['vs_transformers']:.2f}"
-                                                             if "hf" in best else ""))
+                log(f"  {name} γ={gamma}: {speedup:.2f}x, efficiency {_f(row['efficiency'])}"
+                    + (f", {other} {rows[-2]['speedup']:.2f}x, specviz/transformers {row['vs_transformers']:.2f}"
+                       if "hf" in best else ""))
     meta = {"target": args.target, "draft": args.draft if draft else None, "medusa": str(heads_at) if heads_at else None,
             "dtype": args.dtype, "device": str(target.device), "max_new_tokens": args.max_new_tokens,
             "repeats": args.repeats, "gammas": gammas, "methods": methods, "prompts": len(prompts),
