@@ -16,7 +16,8 @@ from .drafters import Drafter
 from .events import StepEvent
 from .models import LoadedModel
 from .sampling import choose, probabilities
-from .settings import Settings
+from .settings import MAX_CANDIDATES, MAX_TREE_PATHS, Settings
+from .static_lm import open_lm
 from .tree import build_tree
 from .tree_verify import token_probs, verify_tree_greedy, verify_tree_sampled, verify_tree_typical
 from .verify import Verdict, verify_greedy, verify_sampled
@@ -52,11 +53,12 @@ def generate(
     clock = make_clock(target.device)
     generator = generator or new_generator(target.device, settings.seed)
     attach = getattr(drafter, "attach", None)  # drafters that read the target's hidden state (Medusa)
-    lm = CachedLM(target.model, keep_hidden=attach is not None)
+    budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
+    widest = 1 + settings.gamma * max(MAX_CANDIDATES, MAX_TREE_PATHS)  # the most one verify forward can add
+    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=attach is not None)
     if attach is not None:
         attach(lm)
     eos = target.eos_ids
-    budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
 
     began = clock()
     if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds

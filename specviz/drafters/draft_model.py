@@ -4,7 +4,8 @@ import torch
 
 from ..cached_lm import CachedLM
 from ..sampling import choose, probabilities
-from ..settings import Settings
+from ..settings import MAX_GAMMA, Settings
+from ..static_lm import open_lm
 from .base import Proposal
 
 
@@ -23,7 +24,7 @@ class DraftModelDrafter:
         self._base = self._count = 0
 
     def start(self, prompt_ids: list[int]) -> None:
-        self.lm = CachedLM(self.model)
+        self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + MAX_GAMMA + 1)
         if len(prompt_ids) > 1:
             self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
 

@@ -1,0 +1,96 @@
+"""The GPU fast path's static KV cache, run here on the CPU (fp32, eager; CUDA graphs need a GPU): every
+operation must give what the dynamic cache gives, and whole generations must be the same tokens."""
+
+import pytest
+import torch
+
+from specviz.cached_lm import CachedLM
+from specviz.drafters import build_drafter
+from specviz.engine import generate, new_generator
+from specviz.errors import InvalidRequest
+from specviz.events import generated_ids
+from specviz.medusa.drafter import MedusaDrafter
+from specviz.settings import Settings
+from specviz.static_lm import StaticLM, graphs_allowed, open_lm, wants_static
+from specviz.tree import build_tree
+from tiny import loaded, perturbed, tiny_llama
+
+
+def same(a, b):
+    assert torch.allclose(a, b, atol=1e-5, rtol=1e-5)
+    assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_every_cache_operation_matches_the_dynamic_cache(target):
+    static, dynamic = StaticLM(target.model, 64, keep_hidden=True), CachedLM(target.model, keep_hidden=True)
+    script = [
+        ("extend", torch.tensor([5, 9, 13, 2, 40]), True),
+        ("extend", torch.tensor([41, 7, 7, 30]), False),
+        ("truncate", 6),  # a rejected draft: the static cache keeps the stale entries, masked
+        ("extend", torch.tensor([22, 11]), False),
+        ("tree", 3, build_tree([[20, 21], [22, 23, 24], [20, 25]])),
+        ("keep", 9, [3, 4]),  # the middle path 22 23: entries move in place
+        ("extend", torch.tensor([8]), False),
+        ("tree", 4, build_tree([[30]])),
+        ("keep", 13, []),  # only the root stays (every candidate rejected)
+        ("extend", torch.tensor([1, 2, 3]), False),
+    ]
+    for op, *args in script:
+        if op == "extend":
+            same(static.extend(*args), dynamic.extend(*args))
+        elif op == "tree":
+            same(static.extend_tree(*args), dynamic.extend_tree(*args))
+        else:
+            getattr(static, op)(*args), getattr(dynamic, op)(*args)
+        assert static.length == dynamic.length
+        assert torch.allclose(static.last_hidden, dynamic.last_hidden, atol=1e-5)
+
+
+def test_a_forward_past_the_capacity_is_refused(target):
+    lm = StaticLM(target.model, 8)
+    lm.extend(torch.tensor([1, 2, 3, 4, 5, 6]))
+    with pytest.raises(InvalidRequest, match="holds 8 tokens"):
+        lm.extend(torch.tensor([7, 8, 9]))
+
+
+def test_the_fast_path_is_chosen_on_cuda_or_when_forced(tokenizer, monkeypatch):
+    model = tiny_llama(len(tokenizer), seed=1)
+    assert not wants_static(model) and type(open_lm(model, 16)) is CachedLM  # CPU: the dynamic cache
+    model.specviz_static = True
+    assert type(open_lm(model, 16)) is StaticLM
+    assert not graphs_allowed(torch.device("cpu"))
+    assert graphs_allowed(torch.device("cuda"))
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")  # ZeroGPU: static cache, eager, no graphs
+    assert not graphs_allowed(torch.device("cuda"))
+
+
+@pytest.fixture(scope="module")
+def static_pair(tokenizer):
+    """A target and a partly agreeing draft, both forced onto the static cache."""
+    target = loaded(tiny_llama(len(tokenizer), seed=1), tokenizer, "static-target")
+    draft = loaded(perturbed(target.model, seed=3, scale=0.3), tokenizer, "static-draft")
+    for m in (target, draft):
+        m.model.specviz_static = True
+    return target, draft
+
+
+@pytest.mark.parametrize("kind", ["draft", "ngram", "history", "medusa"])
+def test_static_generations_equal_dynamic_ones(static_pair, target, drafts, tokenizer, kind):
+    static_target, static_draft = static_pair
+    ids = tokenizer.encode("w5 w5 w5 w5 w5 w5 w9 w8 w7 w5 w5")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    for temperature in (0.0, 0.7):
+        settings = Settings(max_new_tokens=40, gamma=3, temperature=temperature, seed=5)
+        runs = []
+        for t, d in ((static_target, static_draft), (target, drafts["partial"])):
+            generator = new_generator(t.device, settings.seed)
+            if kind == "medusa":
+                from test_medusa_drafter import copying_heads
+
+                drafter = MedusaDrafter(copying_heads(t))
+            else:
+                drafter = build_drafter(kind, settings, generator, t, d, {"candidates": 3})
+            runs.append(generated_ids(generate(t, ids, settings, drafter, generator)))
+        assert runs[0] == runs[1], f"T={temperature}"
+        if temperature == 0:
+            assert runs[0] == plain
