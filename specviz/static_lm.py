@@ -5,9 +5,12 @@ small kernels, which is what bounds a 1-token forward of a small model on a GPU)
 Rollback needs no copy at all: the cache keeps its stale tail, the write position is reset, and our own 4D
 mask never lets a query see a column at or past its length. torch.compile is not used: under ZeroGPU
 (SPACES_ZERO_GPU) it is not allowed, and there the graphs are skipped too and the static cache runs eagerly.
+A capture that fails, or a first replay that differs from the eager forward on the same inputs, turns the graphs
+off for the rest of the generation (with a warning) instead of failing it or giving other logits.
 """
 
 import os
+import warnings
 
 import torch
 from transformers import StaticCache
@@ -43,7 +46,7 @@ class StaticLM(CachedLM):
         self.cache = StaticCache(config=model.config, max_cache_len=capacity)
         self.graphs_on = graphs_allowed(self.device)
         self._graphs: dict[tuple, tuple] = {}  # (q, last_only) -> (graph, input buffers, output tensors)
-        self._pool = torch.cuda.graph_pool_handle() if self.graphs_on else None
+        self._pool = None  # one memory pool for all of this cache's graphs, made at the first capture
         self._columns = torch.arange(capacity, device=self.device)
         self._hidden_mask = torch.finfo(model.dtype).min
 
@@ -104,12 +107,25 @@ class StaticLM(CachedLM):
         if not self.graphs_on or q > LARGEST_GRAPH or not self.cache.layers[0].is_initialized:
             return self._call(ids, positions, mask, last_only)
         if key not in self._graphs:
-            self._graphs[key] = self._capture(ids, positions, mask, last_only)
-        graph, inputs, outputs = self._graphs[key]
+            try:
+                self._graphs[key] = self._capture(ids, positions, mask, last_only)
+            except Exception as exc:  # a model or driver that cannot be captured still runs, eagerly
+                warnings.warn(f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})")
+                self.graphs_on = False
+                self._reset_write_position()
+                return self._call(ids, positions, mask, last_only)
+        graph, inputs, outputs, eager = self._graphs[key]
         for buffer, value in zip(inputs, (ids, positions, mask)):
             buffer.copy_(value)
         graph.replay()
-        return tuple(None if t is None else t.clone() for t in outputs)
+        result = tuple(None if t is None else t.clone() for t in outputs)
+        if eager is not None:  # the first replay must give what the eager forward gave on the same inputs
+            self._graphs[key] = (graph, inputs, outputs, None)
+            if not torch.allclose(result[0].float(), eager.float(), atol=1e-2, rtol=1e-2):
+                warnings.warn("specviz: a CUDA graph replay differed from the eager forward; running eagerly")
+                self.graphs_on = False
+                return (eager, result[1])
+        return result
 
     def _call(self, ids, positions, mask, last_only: bool):
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
@@ -125,14 +141,15 @@ class StaticLM(CachedLM):
         with torch.cuda.stream(side):
             for _ in range(2):
                 self._reset_write_position()
-                self._call(*inputs, last_only)
+                eager = self._call(*inputs, last_only)[0]
         torch.cuda.current_stream(self.device).wait_stream(side)
         self._reset_write_position()
+        self._pool = self._pool or torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
             outputs = self._call(*inputs, last_only)
         self._reset_write_position()
-        return graph, inputs, outputs
+        return graph, inputs, outputs, eager.clone()
 
     def _reset_write_position(self) -> None:
         for layer in self.cache.layers:

@@ -94,3 +94,14 @@ def test_static_generations_equal_dynamic_ones(static_pair, target, drafts, toke
         assert runs[0] == runs[1], f"T={temperature}"
         if temperature == 0:
             assert runs[0] == plain
+
+
+def test_a_graph_capture_that_fails_falls_back_to_eager_forwards(target):
+    """On the CPU a capture genuinely fails (no CUDA streams): the forward still gives the right logits."""
+    static, dynamic = StaticLM(target.model, 32), CachedLM(target.model)
+    static.graphs_on = True
+    same(static.extend(torch.tensor([5, 9, 13])), dynamic.extend(torch.tensor([5, 9, 13])))  # prefill: eager
+    with pytest.warns(UserWarning, match="CUDA graph capture failed, running eagerly"):
+        same(static.extend(torch.tensor([41, 7])), dynamic.extend(torch.tensor([41, 7])))
+    assert not static.graphs_on
+    same(static.extend(torch.tensor([3])), dynamic.extend(torch.tensor([3])))
