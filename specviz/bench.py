@@ -8,7 +8,7 @@ Per cell: tokens/s, speedup over its own library's plain decoding (end to end, p
 speedup ÷ τ, and efficiency = the measured decode speedup ÷ the speedup predicted from the run's own accepted
 tokens, drafting seconds and the bare forward cost V(k) of each verify (measured apart, costs.py). A cell is the
 fastest of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%);
-plain runs before and after a prompt's cells bracket them and the faster is the baseline.
+plain runs before and after a prompt's cells bracket them and their mean is the baseline.
 Writes bench.json, bench.md and bench.html (plotly) to --out; bench_report.py draws them.
 """
 
@@ -215,11 +215,12 @@ def cmd_bench(args) -> int:
                 measured.append((name, gamma, other, best))
                 log(f"  {name} γ={gamma}: {_tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
                     f"τ {best['specviz']['tau']:.2f})" + (f", {other} {_tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
-            # Plain runs bracket the cells (this CPU drifts over minutes): the faster of the two is the baseline.
+            # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
+            # the fastest of `repeats` runs, like every cell; the faster of the two would be a best of 2·repeats.
             closing = fastest({"specviz": ours(ids, settings), **({"hf": theirs(ids, settings)} if hf else {})},
                               args.repeats)
-            plain = min(opening["specviz"], closing["specviz"], key=lambda run: run["seconds"])
-            hf_plain = min(opening["hf"], closing["hf"], key=lambda run: run["seconds"]) if hf else None
+            plain = _bracketed(opening["specviz"], closing["specviz"])
+            hf_plain = _bracketed(opening["hf"], closing["hf"]) if hf else None
             ks = sorted({*range(1, max(gammas) + 2), 12, 17, 25, 33})
             costs = relative_forward_costs(target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
             forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
@@ -229,7 +230,8 @@ def cmd_bench(args) -> int:
             if hf_plain is not None:
                 rows.append({**common, "method": "transformers plain", "gamma": None, "library": "transformers",
                              "tps": _tps(hf_plain), "speedup": 1.0, "vs_transformers": _tps(plain) / _tps(hf_plain)})
-            log(f"[{kind_name}, T={temperature:g}] plain (faster of opening and closing) {_tps(plain):.2f} tok/s"
+            log(f"[{kind_name}, T={temperature:g}] plain (mean of opening and closing {_tps(closing['specviz']):.2f}) "
+                f"{_tps(plain):.2f} tok/s"
                 + (f", transformers plain {_tps(hf_plain):.2f} tok/s" if hf_plain else "")
                 + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
             for name, gamma, other, best in measured:
@@ -265,6 +267,12 @@ def cmd_bench(args) -> int:
     (out / "bench.html").write_text(html_report(rows, meta))
     print(report)
     return 0
+
+
+def _bracketed(opening: dict, closing: dict) -> dict:
+    """The opening plain run with the mean of both runs' times: the CPU's speed across the cells between them."""
+    mean = lambda key: (opening[key] + closing[key]) / 2  # noqa: E731
+    return {**opening, "seconds": mean("seconds"), **({"decode_s": mean("decode_s")} if "decode_s" in opening else {})}
 
 
 def _tps(run) -> float:
