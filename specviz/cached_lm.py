@@ -7,6 +7,15 @@ from .errors import TreeAttentionUnsupported
 from .tree import TokenTree, tree_mask, tree_positions
 
 
+def attention_of(model: torch.nn.Module) -> str:
+    return getattr(model.config, "_attn_implementation", None) or ""
+
+
+def takes_custom_mask(model: torch.nn.Module) -> bool:
+    """Whether the model's attention honours a 4D float mask (sdpa, eager); flash kernels ignore one."""
+    return not attention_of(model).startswith("flash")
+
+
 class CachedLM:
     """Keeps `length` tokens in a DynamicCache for one sequence (batch 1).
 
@@ -24,10 +33,11 @@ class CachedLM:
         self._rows: torch.Tensor | None = None  # hidden states of the last forward, one row per cache entry it added
         self._rows_start = 0
 
-    def _remember(self, out, start: int) -> None:
+    def _remember(self, hidden: torch.Tensor | None, start: int) -> None:
+        """Keep a forward's [q, H] final hidden rows (None without keep_hidden); row 0 is cache entry `start`."""
         if self.keep_hidden:
-            self._rows, self._rows_start = out.hidden_states[-1][0], start
-            self.last_hidden = self._rows[-1]
+            self._rows, self._rows_start = hidden, start
+            self.last_hidden = hidden[-1]
 
     def _last_entry_is(self, entry: int) -> None:
         if self._rows is not None:
@@ -49,7 +59,7 @@ class CachedLM:
             logits_to_keep=1 if last_only else 0,  # 0 keeps all
             output_hidden_states=self.keep_hidden,
         )
-        self._remember(out, self.length)
+        self._remember(out.hidden_states[-1][0] if self.keep_hidden else None, self.length)
         self.length += n
         return out.logits[0]
 
@@ -57,19 +67,22 @@ class CachedLM:
         """Forget every cached token from `length` on (rollback after a rejection)."""
         assert 0 <= length <= self.length
         if length < self.length:
-            # transformers 5.x: crop(-k) removes the last k tokens (older versions took the new length).
-            self.cache.crop(length - self.length)
+            self._drop_tail(length)
             self.length = length
             self._last_entry_is(length - 1)
+
+    def _drop_tail(self, length: int) -> None:
+        """Free the cache entries from `length` on (self.length still counts them)."""
+        # transformers 5.x: crop(-k) removes the last k tokens (older versions took the new length).
+        self.cache.crop(length - self.length)
 
     @torch.inference_mode()
     def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
         """Append the root token and every tree node in one forward; return [1 + n, V] logits (row 0 = root).
         Each node sees the cache, the root and its own ancestors, at position length + depth."""
-        attention = getattr(self.model.config, "_attn_implementation", None) or ""
-        if attention.startswith("flash"):  # flash kernels take no arbitrary mask and would ignore the tree
-            raise TreeAttentionUnsupported(f"attention implementation {attention!r} cannot take a tree mask; "
-                                           "load the model with sdpa or eager attention")
+        if not takes_custom_mask(self.model):  # flash kernels take no arbitrary mask and would ignore the tree
+            raise TreeAttentionUnsupported(f"attention implementation {attention_of(self.model)!r} cannot take a "
+                                           "tree mask; load the model with sdpa or eager attention")
         mask = tree_mask(tree, self.length, self.model.dtype, self.device)
         try:
             out = self.model(
@@ -84,7 +97,7 @@ class CachedLM:
             raise TreeAttentionUnsupported(
                 f"{type(self.model).__name__} does not accept a custom 4D attention mask ({exc}); "
                 "use a single-candidate drafter with this model") from exc
-        self._remember(out, self.length)
+        self._remember(out.hidden_states[-1][0] if self.keep_hidden else None, self.length)
         self.length += 1 + len(tree.tokens)
         return out.logits[0]
 
@@ -99,5 +112,5 @@ class CachedLM:
         for layer in self.cache.layers:
             layer.keys[..., start : start + n, :] = layer.keys.index_select(-2, source)
             layer.values[..., start : start + n, :] = layer.values.index_select(-2, source)
-        self.cache.crop(start + n - self.length)  # transformers 5.x: crop(-k) drops the last k
+        self._drop_tail(start + n)
         self.length = start + n

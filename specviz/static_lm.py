@@ -15,7 +15,7 @@ import warnings
 import torch
 from transformers import StaticCache
 
-from .cached_lm import CachedLM
+from .cached_lm import CachedLM, takes_custom_mask
 from .errors import InvalidRequest
 from .tree import TokenTree, tree_mask, tree_positions
 
@@ -23,8 +23,9 @@ LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (t
 
 
 def wants_static(model: torch.nn.Module) -> bool:
-    """The fast path is the default on CUDA; `model.specviz_static = True/False` forces it either way."""
-    return bool(getattr(model, "specviz_static", model.device.type == "cuda"))
+    """The fast path is the default on CUDA; `model.specviz_static = True/False` forces it either way. It hides
+    the stale tail of the cache with its own 4D mask, so a model whose attention ignores such a mask never gets it."""
+    return takes_custom_mask(model) and bool(getattr(model, "specviz_static", model.device.type == "cuda"))
 
 
 def graphs_allowed(device: torch.device) -> bool:
@@ -38,7 +39,8 @@ def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool = False) ->
 
 
 class StaticLM(CachedLM):
-    """CachedLM on a transformers StaticCache of `capacity` entries; same extend/truncate/extend_tree/keep."""
+    """CachedLM on a transformers StaticCache of `capacity` entries: its own extend and extend_tree (a full-width
+    mask, graph replay); truncate and keep are CachedLM's, with nothing to free."""
 
     def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool = False):
         super().__init__(model, keep_hidden)
@@ -61,7 +63,7 @@ class StaticLM(CachedLM):
         rows = self.length + torch.arange(q, device=self.device)
         mask = torch.where(self._columns[None, :] <= rows[:, None], 0.0, self._hidden_mask).to(self.model.dtype)
         logits, hidden = self._forward(ids.view(1, q).to(self.device), rows[None], mask[None, None], last_only)
-        self._keep_rows(hidden, self.length)
+        self._remember(hidden, self.length)
         self.length += q
         return logits
 
@@ -73,36 +75,16 @@ class StaticLM(CachedLM):
         mask[..., : self.length + q] = tree_mask(tree, self.length, self.model.dtype, self.device)
         ids = torch.tensor([[root, *tree.tokens]], device=self.device)
         logits, hidden = self._forward(ids, tree_positions(tree, self.length, self.device), mask, False)
-        self._keep_rows(hidden, self.length)
+        self._remember(hidden, self.length)
         self.length += q
         return logits
 
-    def truncate(self, length: int) -> None:
-        assert 0 <= length <= self.length
-        self.length = length  # the tail stays in place, masked out, and is overwritten by the next forward
-        self._last_entry_is(length - 1)
-
-    @torch.inference_mode()
-    def keep(self, start: int, offsets: list[int]) -> None:
-        if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
-            return self.truncate(start + len(offsets))
-        n, source = len(offsets), start + torch.tensor(offsets, dtype=torch.long, device=self.device)
-        self._last_entry_is(start + offsets[-1])
-        for layer in self.cache.layers:
-            layer.keys[..., start : start + n, :] = layer.keys.index_select(-2, source)
-            layer.values[..., start : start + n, :] = layer.values.index_select(-2, source)
-        self.length = start + n
-
-    def _keep_rows(self, hidden, start: int) -> None:
-        if self.keep_hidden:
-            self._rows, self._rows_start = hidden, start
-            self.last_hidden = hidden[-1]
+    def _drop_tail(self, length: int) -> None:
+        pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
 
     def _forward(self, ids, positions, mask, last_only: bool):
         """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H] last hidden states, eager or by graph replay."""
-        for layer in self.cache.layers:  # where this forward writes: our length, whatever came before
-            if layer.is_initialized:
-                layer.cumulative_length.fill_(self.length)
+        self._reset_write_position()
         q, key = ids.shape[-1], (ids.shape[-1], last_only)
         if not self.graphs_on or q > LARGEST_GRAPH or not self.cache.layers[0].is_initialized:
             return self._call(ids, positions, mask, last_only)
@@ -152,5 +134,7 @@ class StaticLM(CachedLM):
         return graph, inputs, outputs, eager.clone()
 
     def _reset_write_position(self) -> None:
+        """The next forward writes at our length, whatever the cache's own counter says (layers fill lazily)."""
         for layer in self.cache.layers:
-            layer.cumulative_length.fill_(self.length)
+            if layer.is_initialized:
+                layer.cumulative_length.fill_(self.length)

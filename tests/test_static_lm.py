@@ -1,6 +1,8 @@
 """The GPU fast path's static KV cache, run here on the CPU (fp32, eager; CUDA graphs need a GPU): every
 operation must give what the dynamic cache gives, and whole generations must be the same tokens."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -62,6 +64,10 @@ def test_the_fast_path_is_chosen_on_cuda_or_when_forced(tokenizer, monkeypatch):
     assert graphs_allowed(torch.device("cuda"))
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")  # ZeroGPU: static cache, eager, no graphs
     assert not graphs_allowed(torch.device("cuda"))
+    # flash attention ignores the mask that hides the static cache's stale tail: such a model keeps the dynamic cache
+    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"),
+                            device=torch.device("cuda"), specviz_static=True)
+    assert not wants_static(flash)
 
 
 @pytest.fixture(scope="module")
