@@ -230,8 +230,8 @@ def cmd_bench(args) -> int:
             if hf_plain is not None:
                 rows.append({**common, "method": "transformers plain", "gamma": None, "library": "transformers",
                              "tps": _tps(hf_plain), "speedup": 1.0, "vs_transformers": _tps(plain) / _tps(hf_plain)})
-            log(f"[{kind_name}, T={temperature:g}] plain (mean of opening and closing {_tps(closing['specviz']):.2f}) "
-                f"{_tps(plain):.2f} tok/s"
+            log(f"[{kind_name}, T={temperature:g}] plain: closing {_tps(closing['specviz']):.2f}, baseline (mean time of "
+                f"opening and closing) {_tps(plain):.2f} tok/s"
                 + (f", transformers plain {_tps(hf_plain):.2f} tok/s" if hf_plain else "")
                 + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
             for name, gamma, other, best in measured:
