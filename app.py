@@ -40,18 +40,22 @@ def on_device(fn):
     return spaces.GPU(duration=180)(fn) if spaces is not None else fn
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def build(args):
+    """The app's Blocks for parsed flags: the pairs, the drafters the registry finds, the device side."""
     import torch
 
-    from specviz.backend import Backend
-    from specviz.cli import quiet_transformers
-    from specviz.shelf import ModelShelf, PairPreset, default_pairs
-    from specviz.ui.layout import build_app, launch_options
+    from specviz.app.backend import Backend
+    from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
+    from specviz.app.ui.layout import build_app
+    from specviz.drafters.registry import kinds
+    from specviz.runtime import quiet_transformers
 
     quiet_transformers()
     gpu = torch.cuda.is_available() or spaces is not None
-    custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, args.medusa) if args.target else None
+    custom = None
+    if args.target:
+        brings = (("medusa", args.medusa),) if args.medusa else ()
+        custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
     shelf = ModelShelf(pairs, args.device)
     backend = Backend(shelf)
@@ -61,9 +65,14 @@ def main(argv=None):
         threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     max_new = 256 if torch.cuda.is_available() else 64
-    drafters = [("draft model", "draft"), ("n-gram prompt lookup", "ngram"), ("history lookup (tree)", "history"),
-                ("Medusa heads (tree)", "medusa")]
-    demo = build_app(backend, [p.label for p in pairs], drafters, dtypes, max_new)
+    return build_app(backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, max_new)
+
+
+def main(argv=None):
+    from specviz.app.ui.layout import launch_options
+
+    args = parse_args(argv)
+    demo = build(args)
     demo.queue(max_size=args.queue_size)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, ssr_mode=False, **launch_options())
 

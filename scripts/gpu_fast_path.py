@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from specviz.bench import measure  # noqa: E402
-from specviz.costs import relative_forward_costs  # noqa: E402
+from specviz.bench.runs import measure  # noqa: E402
+from specviz.bench.costs import relative_forward_costs  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.theory import expected_tokens_per_step, interpolate  # noqa: E402

@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-from specviz.cli import quiet_transformers  # noqa: E402
-from specviz.engine import decode  # noqa: E402
+from specviz.runtime import quiet_transformers  # noqa: E402
+from specviz.drafters.registry import decode  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
-from specviz.settings import Settings, lookup_options, medusa_options  # noqa: E402
+from specviz.settings import Settings  # noqa: E402
 
 
 def main() -> int:
@@ -38,11 +38,7 @@ def main() -> int:
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
     draft = load_model(args.draft, args.dtype, args.device) if args.drafter == "draft" else None
-    options = lookup_options(3, 4, "recent")
-    if args.drafter == "medusa":
-        from specviz.medusa.heads import load_medusa, shipped_or_given
-
-        options |= medusa_options(load_medusa(shipped_or_given(None, args.target), target))
+    options = {}  # every drafter with its defaults (Medusa: the heads shipped for the target)
     ids = encode_prompt(target, args.prompt)
     settings = Settings(max_new_tokens=args.tokens, gamma=args.gamma)
     list(decode(target, ids, Settings(max_new_tokens=4, gamma=2), args.drafter, draft, options))  # warm up

@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidRequest, SpecvizError
-from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt, lookup_options, medusa_options
+from .flags import add_model_options, add_option_flags, given_options
+from .runtime import ASSETS, quiet_transformers
+from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt
 
 
 class Parser(argparse.ArgumentParser):
@@ -19,11 +21,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="bf16 is ~2x faster on CPU; exact checks use float32")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-
-
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
     p.add_argument("--gamma", type=int, default=4, help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most)")
@@ -32,11 +29,40 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=0, help="0 disables")
     p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--acceptance", default="lossless", choices=list(ACCEPTANCE_MODES),
+                   help="when sampling: lossless (rejection sampling keeps the target's distribution), typical "
+                        "(Medusa's: accepts any plausible token, lossy by design), greedy (exact, temperature 0 only)")
+
+
+def add_drafter_options(p: argparse.ArgumentParser) -> None:
+    """--drafter, --draft, and every option any drafter declares."""
+    from .drafters.registry import PLAIN, kinds
+
+    offered = kinds(menu_only=True)
+    p.add_argument("--drafter", choices=[PLAIN, *(k.name for k in offered)],
+                   help="; ".join([f"{PLAIN} = plain decoding (default unless --draft is given)"]
+                                  + [f"{k.name} = {k.summary}" for k in offered]))
+    p.add_argument("--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft))
+    add_option_flags(p)
+
+
+def drafter_from(args) -> tuple[str, dict]:
+    """The drafter asked for and the options given for it; an option of another drafter is an error."""
+    from .drafters.registry import PLAIN, kinds
+
+    name = args.drafter or ("draft" if args.draft else PLAIN)
+    needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
+    if name in needing and not args.draft:
+        raise InvalidRequest(f"--drafter {name} needs --draft MODEL")
+    if args.draft and name not in needing:
+        raise InvalidRequest(f"--draft is only used by --drafter {' or '.join(needing)}, not {name}")
+    return name, given_options(args, only={name}).get(name, {})
 
 
 def settings_from(args) -> Settings:
     return Settings(max_new_tokens=args.max_new_tokens, gamma=args.gamma, temperature=args.temperature,
-                    top_k=args.top_k, top_p=args.top_p, seed=args.seed, adaptive=args.adaptive)
+                    top_k=args.top_k, top_p=args.top_p, seed=args.seed, adaptive=args.adaptive,
+                    acceptance=args.acceptance)
 
 
 def build_parser() -> Parser:
@@ -45,20 +71,7 @@ def build_parser() -> Parser:
 
     gen = sub.add_parser("generate", help="generate with plain or speculative decoding")
     gen.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
-    gen.add_argument("--drafter", choices=["none", "draft", "ngram", "history", "medusa"],
-                     help="none = plain decoding (default unless --draft is given); ngram = prompt lookup; "
-                          "history = lookup in the output so far, several candidates verified as a tree")
-    gen.add_argument("--ngram-max", type=int, default=3, help="ngram: longest suffix to match (1..8)")
-    gen.add_argument("--candidates", type=int, default=4, help="history: candidates per step, m (1..16)")
-    gen.add_argument("--history-choice", default="recent", choices=["recent", "random"],
-                     help="history: the most recent occurrences, or a seeded random choice")
-    gen.add_argument("--medusa", help="medusa: heads folder or Hub id (official Medusa-1 layout or specviz's compact "
-                                      "one); default: the heads shipped for an offline target")
-    gen.add_argument("--medusa-tree", default="sparse",
-                     help="medusa: sparse, chain, wide, or index paths as JSON, e.g. '[[0], [0, 0], [1]]'")
-    gen.add_argument("--acceptance", default="lossless", choices=list(ACCEPTANCE_MODES),
-                     help="medusa: greedy (exact, T = 0), lossless (tree rejection sampling), typical (lossy, faster)")
-    gen.add_argument("--draft", help="draft model (same vocabulary as the target)")
+    add_drafter_options(gen)
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(gen)
@@ -70,7 +83,7 @@ def build_parser() -> Parser:
 
     bench = sub.add_parser("bench", help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
                                          "assisted generation and prompt lookup, in one run")
-    from .bench import add_bench_options
+    from .bench.suite import add_bench_options
 
     add_bench_options(bench)
 
@@ -105,7 +118,7 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "train-medusa":
             return cmd_train_medusa(args)
-        from .bench import cmd_bench
+        from .bench.suite import cmd_bench
 
         return cmd_bench(args)
     except SpecvizError as exc:
@@ -116,43 +129,29 @@ def main(argv=None) -> int:
         return 130
 
 
-def quiet_transformers() -> None:
-    from transformers.utils import logging
-
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-
-
 def cmd_generate(args) -> int:
     settings = settings_from(args)  # validate everything cheap before loading any model
     check_prompt(args.prompt)
-    drafter_kind = args.drafter or ("draft" if args.draft else "none")
-    if drafter_kind == "draft" and not args.draft:
-        return _fail("--drafter draft needs --draft MODEL")
-    if args.draft and drafter_kind != "draft":
-        return _fail(f"--draft is only used by --drafter draft, not {drafter_kind}")
-    options = lookup_options(args.ngram_max, args.candidates, args.history_choice) | medusa_options(
-        args.medusa, args.medusa_tree, args.acceptance, settings.temperature)
-    if args.medusa and drafter_kind != "medusa":
-        return _fail(f"--medusa is only used by --drafter medusa, not {drafter_kind}")
-    if drafter_kind == "medusa":
-        from .medusa.heads import shipped_or_given
+    drafter_name, given = drafter_from(args)
+    from .drafters.registry import PLAIN, decode, kind
 
-        options["medusa"] = shipped_or_given(args.medusa, args.target)
+    chosen = kind(drafter_name) if drafter_name != PLAIN else None
+    options = chosen.parse(given) if chosen else None
+    if chosen:
+        chosen.check_for(options, args.target)
     quiet_transformers()
-    from .engine import decode
     from .events import summarize
     from .models import check_same_vocabulary, encode_prompt, load_model
 
     target = load_model(args.target, args.dtype, args.device)
     draft = None
-    if drafter_kind == "draft":
+    if chosen and chosen.needs_draft:
         draft = load_model(args.draft, args.dtype, args.device)
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
 
     events, ids, shown = [], [], ""
-    for event in decode(target, prompt_ids, settings, drafter_kind, draft, options):
+    for event in decode(target, prompt_ids, settings, drafter_name, draft, options):
         events.append(event)
         ids.extend(event.tokens)
         if not args.json:  # stream the text; hold back a split multi-byte character
@@ -167,19 +166,19 @@ def cmd_generate(args) -> int:
     if args.json:
         print(json.dumps({
             "text": text, "token_ids": ids, "prompt_tokens": len(prompt_ids), "finish": finish,
-            "drafter": drafter_kind, "steps": [e.to_json() for e in events], "metrics": metrics.to_json(),
+            "drafter": drafter_name, "lossy": settings.lossy, "steps": [e.to_json() for e in events], "metrics": metrics.to_json(),
         }))
     else:
         sys.stdout.write(text[len(shown):] + "\n")
         alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
-        print(f"[{drafter_kind}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
+        print(f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
               f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}", file=sys.stderr)
     return 0
 
 
 def cmd_prepare(args) -> int:
     from .errors import OfflinePackageError
-    from .offline import PRESETS, ensure_converted, locate_parts
+    from .models.offline import PRESETS, ensure_converted, locate_parts
 
     unknown = [n for n in args.presets if n not in PRESETS]
     if unknown:
@@ -219,10 +218,9 @@ def cmd_train_medusa(args) -> int:
         if value < low:
             return _fail(f"{name} must be at least {low}, got {value}")
     quiet_transformers()
-    from .medusa.heads import save_medusa
-    from .medusa.train import load_texts, local_texts, save_texts, self_distilled_texts, train_heads
+    from .drafters.medusa.heads import save_medusa
+    from .drafters.medusa.train import load_texts, local_texts, save_texts, self_distilled_texts, train_heads
     from .models import load_model
-    from .bench import ASSETS
 
     prompts = read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
     base = load_model(args.base, args.dtype, args.device)

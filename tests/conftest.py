@@ -58,7 +58,7 @@ def pair_heads(pair_folders):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specviz.medusa.heads import MedusaHeads, save_medusa
+    from specviz.drafters.medusa.heads import MedusaHeads, save_medusa
 
     target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
     heads = MedusaHeads(target.config.hidden_size, target.get_output_embeddings().weight.shape[0], 4, 1,

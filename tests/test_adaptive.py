@@ -2,11 +2,11 @@
 
 import pytest
 
-from specviz.adaptive import GammaController
-from specviz.drafters import build_drafter
+from specviz.engine.adaptive import GammaController
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.events import generated_ids
-from specviz.settings import Settings, lookup_options
+from specviz.settings import Settings
 from specviz.theory import best_gamma, expected_speedup
 from test_medusa_drafter import copying_heads
 
@@ -73,7 +73,7 @@ def test_adaptive_greedy_equals_plain(target, drafts, tokenizer, prompt, kind):
     if kind in drafts:
         events = _adaptive(target, ids, "draft", drafts[kind])
     else:
-        options = lookup_options(3, 4, "recent") | {"medusa": copying_heads(target)}
+        options = {"ngram_max": 3, "candidates": 4, "choice": "recent", "medusa": copying_heads(target)}
         events = _adaptive(target, ids, kind, options=options)
     assert generated_ids(events) == plain
     for e in events:

@@ -2,13 +2,13 @@
 
 import pytest
 
-from specviz.backend import Backend, TokenTexts, divergence
+from specviz.app.backend import Backend, TokenTexts, divergence
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
-from specviz.race import RaceRequest
+from specviz.app.race import RaceRequest
 from specviz.settings import Settings
-from specviz.shelf import ModelShelf, PairPreset
+from specviz.app.shelf import ModelShelf, PairPreset
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +18,8 @@ def backend(pair_folders):
 
 
 def request(**over):
-    return RaceRequest(**({"pair": "tiny", "drafter": "draft", "dtype": "float32", "prompt": "w1 w2 w3",
-                           "gamma": 3, "max_new_tokens": 40} | over))
+    return RaceRequest.of(**({"pair": "tiny", "drafter": "draft", "dtype": "float32", "prompt": "w1 w2 w3",
+                              "gamma": 3, "max_new_tokens": 40} | over))
 
 
 def test_a_greedy_race_is_identical_and_the_last_view_says_so(backend):
@@ -103,12 +103,14 @@ def test_the_sweep_measures_every_gamma_and_fits_the_theory(backend):
 def test_medusa_needs_heads_for_the_pair_and_loads_them_once(pair_folders, pair_heads):
     target, draft = pair_folders
     bare = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
-    with pytest.raises(InvalidRequest, match="no Medusa heads for tiny"):
+    with pytest.raises(InvalidRequest, match="no Medusa heads for"):
         list(bare.race(request(drafter="medusa")))
-    backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft), str(pair_heads))], "cpu"))
+    backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft), (("medusa", str(pair_heads)),))], "cpu"))
     final = list(backend.race(request(drafter="medusa", medusa_tree="chain")))[-1]
     assert final.divergence is None and final.plain.tokens == final.spec.tokens
     assert final.mode.startswith("Medusa heads, chain tree") and not final.lossy
-    heads = backend.shelf.current().heads
+    heads = dict(backend.shelf.current().target.companions)  # loaded once, kept with the pair's target
+    assert len(heads) == 1
     list(backend.sweep(request(drafter="medusa"), gammas=(1, 2)))
-    assert backend.shelf.current().heads is heads
+    assert backend.shelf.current().target.companions == heads
+    assert all(backend.shelf.current().target.companions[k] is v for k, v in heads.items())

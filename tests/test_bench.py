@@ -7,7 +7,7 @@ import math
 import pytest
 
 from specviz.cli import main
-from specviz.drafters import build_drafter
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
 from specviz.errors import InvalidRequest

@@ -2,7 +2,7 @@
 
 import torch
 
-from specviz.cached_lm import CachedLM
+from specviz.engine.cached_lm import CachedLM
 
 
 def test_rollback_then_extend_matches_fresh_prefill(target):
@@ -33,7 +33,7 @@ def test_repeated_partial_rollbacks(target):
 
 
 def test_the_last_hidden_state_follows_rollback_and_compaction(target):
-    from specviz.tree import build_tree
+    from specviz.engine.tree import build_tree
 
     def hidden_of(ids):  # final hidden state at the last position, computed from scratch
         out = target.model(input_ids=torch.tensor([ids]), output_hidden_states=True)

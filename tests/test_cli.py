@@ -128,7 +128,7 @@ def test_subprocess_exit_code_and_single_line():
 def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_path, target):
     import torch
 
-    from specviz.medusa.heads import MedusaHeads, save_medusa
+    from specviz.drafters.medusa.heads import MedusaHeads, save_medusa
 
     heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1, target.model.get_output_embeddings())
     with torch.no_grad():
@@ -154,4 +154,4 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
         code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), *extra)
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, *base, "--drafter", "medusa")
-    assert code == 2 and "no Medusa heads ship for" in err
+    assert code == 2 and "no Medusa heads for" in err

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from specviz.drafters import build_drafter
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings

@@ -5,11 +5,12 @@ from collections import Counter
 import pytest
 import torch
 
-import specviz.verify as verify
-from specviz.drafters import build_drafter
+import specviz.engine.verify as verify
+from specviz.engine.step import BaseDrafter, Proposal
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.events import generated_ids
-from specviz.sampling import probabilities
+from specviz.engine.sampling import probabilities
 from specviz.settings import Settings
 from stats import chi_square_p
 from tiny import loaded, perturbed, tiny_llama, word_tokenizer
@@ -86,24 +87,18 @@ def test_same_seed_same_output_other_seed_other_output(target, drafts, tokenizer
     assert len({tuple(once(seed)) for seed in range(5)}) > 1
 
 
-class SiblingsDrafter:
+class SiblingsDrafter(BaseDrafter):
     """Always proposes the same three alternatives (a deterministic tree with siblings at two levels)."""
 
     def __init__(self, tok):
         a, b, c = tok.convert_tokens_to_ids(["a", "b", "c"])
         self.candidates = [[a, b], [a, c], [b], [c, a]]
 
-    def start(self, prompt_ids):
-        pass
+    def max_nodes(self, gamma):
+        return 6
 
     def propose(self, tokens, gamma):
-        from specviz.drafters import Proposal
-
-        cands = [c[:gamma] for c in self.candidates]
-        return Proposal(torch.tensor(cands[0]), None, 0, candidates=cands)
-
-    def observe(self, accepted):
-        pass
+        return Proposal(tuple(tuple(c[:gamma]) for c in self.candidates))
 
 
 def lookup_law(target, prompt, settings, make_drafter):
@@ -126,10 +121,8 @@ def test_tree_verification_is_lossless_through_the_engine(small, which):
 
 
 def test_engine_tree_test_catches_a_wrong_residual(small, monkeypatch):
-    import specviz.tree_verify as tree_verify
-
     target, _, _ = small
-    monkeypatch.setattr(tree_verify, "remove", lambda dist, x: dist)
+    monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     prompt = target.tokenizer.encode("a b a b a")
     law = exact_two_token_law(target, prompt, SETTINGS[0])
     counts = lookup_law(target, prompt, SETTINGS[0], lambda s: SiblingsDrafter(target.tokenizer))
@@ -137,13 +130,13 @@ def test_engine_tree_test_catches_a_wrong_residual(small, monkeypatch):
 
 
 def test_medusa_lossless_mode_keeps_the_target_distribution(small):
-    from specviz.medusa.drafter import MedusaDrafter
-    from specviz.medusa.heads import MedusaHeads
+    from specviz.drafters.medusa.drafter import MedusaDrafter
+    from specviz.drafters.medusa.heads import MedusaHeads
 
     target, _, _ = small
     prompt = target.tokenizer.encode("a b c")
     torch.manual_seed(3)
     heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1)
     law = exact_two_token_law(target, prompt, SETTINGS[0])
-    counts = lookup_law(target, prompt, SETTINGS[0], lambda s: MedusaDrafter(heads, acceptance="lossless"))
+    counts = lookup_law(target, prompt, SETTINGS[0], lambda s: MedusaDrafter(heads))
     assert chi_square_p(counts, law, RUNS) > 1e-3

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from specviz.events import StepEvent
-from specviz.ui.figure1 import legend, origin_text, step_row, step_rows, visible
+from specviz.app.ui.figure1 import legend, origin_text, step_row, step_rows, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = {1: "def", 2: " main", 3: "():", 4: "\n", 5: "<script>alert(1)</script>", 6: '<img src=x onerror="alert(2)">', 7: "\t&amp;"}
@@ -80,14 +80,15 @@ def test_legend_names_every_origin():
 
 
 def test_ui_never_imports_torch():
-    code = ("import sys, specviz.ui.figure1, specviz.ui.panels, specviz.ui.charts, specviz.ui.layout, specviz.race, "
-            "specviz.sweep, specviz.theory; print('torch' in sys.modules)")
+    code = ("import sys, specviz.app.ui.figure1, specviz.app.ui.panels, specviz.app.ui.charts, specviz.app.ui.controls, "
+            "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.theory, specviz.drafters.kinds; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_rendering_real_engine_events(target, drafts, tokenizer):
-    from specviz.drafters import build_drafter
+    from specviz.drafters.registry import build_drafter
     from specviz.engine import generate, new_generator
     from specviz.settings import Settings
 

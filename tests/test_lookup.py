@@ -3,7 +3,9 @@ greedy output comes out unchanged through tree verification."""
 
 import pytest
 
-from specviz.drafters import HistoryDrafter, NgramDrafter, build_drafter
+from specviz.drafters.history import HistoryDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
@@ -17,10 +19,10 @@ def test_ngram_proposes_what_followed_the_most_recent_longest_match():
         return NgramDrafter(max_n=3).propose(seq, gamma)
 
     seq = [1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3]
-    assert first(seq, 2).tokens.tolist() == [8, 5]  # "1 2 3" last seen before 8 5
-    assert first([1, 2, 3, 7, 2, 3], 3).tokens.tolist() == [7, 2, 3]  # falls back to n = 2
+    assert first(seq, 2).candidates == ((8, 5),)  # "1 2 3" last seen before 8 5
+    assert first([1, 2, 3, 7, 2, 3], 3).candidates == ((7, 2, 3),)  # falls back to n = 2
     assert first([4, 5, 6], 3) is None  # nothing matched: a plain step
-    assert first([4, 9, 9], 5).tokens.tolist() == [9]  # n = 1; only what exists is proposed
+    assert first([4, 9, 9], 5).candidates == ((9,),)  # n = 1; only what exists is proposed
 
 
 def scan_ngram(tokens, max_n, gamma):
@@ -50,9 +52,9 @@ def test_lookup_indexes_follow_a_growing_text_like_a_full_scan():
     ngram.start(text[:20]), history.start(text[:20])
     for end in range(20, 300, 3):  # one drafter, step after step, as the engine calls it
         a, b = ngram.propose(text[:end], 4), scan_ngram(text[:end], 3, 4)
-        assert (None if a is None else a.tokens.tolist()) == b
+        assert (None if a is None else list(a.candidates[0])) == b
         h = history.propose(text[:end], 4)
-        assert (None if h is None else h.candidates) == scan_history(text[20:end], 4, 4)
+        assert (None if h is None else [list(c) for c in h.candidates]) == scan_history(text[20:end], 4, 4)
 
 
 def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_the_output():
@@ -60,8 +62,8 @@ def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_t
     d.start([7, 7, 7])  # prompt: never searched
     out = [4, 1, 5, 4, 2, 6, 4, 1, 5, 9, 4]
     proposal = d.propose([7, 7, 7] + out, 3)
-    assert proposal.q is None and proposal.candidates == [[1, 5, 9], [2, 6, 4], [1, 5, 4]]  # most recent first
-    assert HistoryDrafter(m=1).propose(out, 2).candidates == [[1, 5]]
+    assert proposal.q is None and proposal.candidates == ((1, 5, 9), (2, 6, 4), (1, 5, 4))  # most recent first
+    assert HistoryDrafter(m=1).propose(out, 2).candidates == ((1, 5),)
     d.start([])
     assert d.propose([3, 4], 3) is None  # the last token never occurred before
 

@@ -6,9 +6,9 @@ import torch
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
-from specviz.medusa.drafter import DEFAULT_CHOICES, MedusaDrafter
-from specviz.medusa.heads import MedusaHeads
-from specviz.settings import MEDUSA_TREES, Settings, medusa_options, medusa_tree
+from specviz.drafters.medusa.drafter import DEFAULT_CHOICES, TREES as MEDUSA_TREES, MedusaDrafter, medusa_tree
+from specviz.drafters.medusa.heads import MedusaHeads
+from specviz.settings import Settings
 
 
 def copying_heads(target, count=4):
@@ -66,9 +66,9 @@ def test_named_and_custom_trees():
             medusa_tree(bad)
 
 
-def test_medusa_options_check_the_acceptance_mode():
-    assert medusa_options("h", "sparse", "greedy", 0.0)["acceptance"] == "greedy"
+def test_settings_check_the_acceptance_mode():
+    assert Settings(acceptance="greedy", temperature=0.0).acceptance == "greedy"
     with pytest.raises(InvalidRequest, match="greedy acceptance needs temperature 0"):
-        medusa_options("h", "sparse", "greedy", 0.7)
+        Settings(acceptance="greedy", temperature=0.7)
     with pytest.raises(InvalidRequest, match="acceptance must be one of"):
-        medusa_options("h", "sparse", "eager", 0.0)
+        Settings(acceptance="eager")

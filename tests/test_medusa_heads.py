@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from specviz.medusa.heads import MedusaCheckpointError, MedusaHeads, load_medusa, save_medusa
+from specviz.drafters.medusa.heads import MedusaCheckpointError, MedusaHeads, load_medusa, save_medusa
 
 HEADS, LAYERS = 5, 1
 

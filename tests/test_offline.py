@@ -5,9 +5,9 @@ import importlib
 
 import pytest
 
-from specviz import offline
+from specviz.models import offline
 from specviz.cli import main
-from specviz.offline import OfflinePreset, ensure_converted
+from specviz.models.offline import OfflinePreset, ensure_converted
 
 
 @pytest.fixture

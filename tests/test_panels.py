@@ -3,9 +3,9 @@
 from test_figure1 import Tags
 
 from specviz.events import StepEvent
-from specviz.race import Divergence, Lane, RaceView
-from specviz.sweep import SweepView
-from specviz.ui import charts, panels
+from specviz.app.race import Divergence, Lane, RaceView
+from specviz.app.sweep import SweepView
+from specviz.app.ui import charts, panels
 
 EVIL = '<img src=x onerror="alert(1)">'
 

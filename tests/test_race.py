@@ -4,8 +4,8 @@ import pytest
 
 from specviz.errors import InvalidRequest
 from specviz.events import StepEvent
-from specviz.race import Lane, RaceRequest, interleave
-from specviz.sweep import SweepView
+from specviz.app.race import Lane, RaceRequest, interleave
+from specviz.app.sweep import SweepView
 from specviz.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specviz.sampling import probabilities, sample
+from specviz.engine.sampling import probabilities, sample
 from specviz.settings import Settings
 
 

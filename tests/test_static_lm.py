@@ -6,15 +6,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specviz.cached_lm import CachedLM
-from specviz.drafters import build_drafter
+from specviz.engine.cached_lm import CachedLM
+from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
-from specviz.medusa.drafter import MedusaDrafter
+from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.settings import Settings
-from specviz.static_lm import StaticLM, graphs_allowed, open_lm, wants_static
-from specviz.tree import build_tree
+from specviz.engine.static_lm import StaticLM, graphs_allowed, open_lm, wants_static
+from specviz.engine.tree import build_tree
 from tiny import loaded, perturbed, tiny_llama
 
 

@@ -5,10 +5,10 @@ from collections import Counter
 import pytest
 import torch
 
-import specviz.tree_verify as tree_verify
-from specviz.cached_lm import CachedLM
-from specviz.tree import ROOT, build_tree, tree_mask, tree_positions
-from specviz.tree_verify import verify_tree_greedy, verify_tree_sampled
+import specviz.engine.verify as verify
+from specviz.engine.cached_lm import CachedLM
+from specviz.engine.tree import ROOT, build_tree, tree_mask, tree_positions
+from specviz.engine.verify import verify_greedy, verify_tree_sampled
 from stats import chi_square_p
 
 
@@ -86,18 +86,18 @@ def test_greedy_walks_the_argmax_and_picks_the_longest_verified_candidate():
     tree = build_tree([[1, 2, 3], [1, 4], [5]])
     eye = torch.eye(6)
     p = _rows(tree, {"root": eye[1], 1: eye[4], 4: eye[0], "other": eye[2]})
-    verdict = verify_tree_greedy(p, tree)
-    assert verdict.path == [0, 3] and verdict.next_token == 0 and verdict.winner == 1
+    verdict = verify_greedy(p, tree)
+    assert verdict.path == (0, 3) and verdict.next_token == 0 and verdict.winner == 1
     p = _rows(tree, {"root": eye[3], "other": eye[2]})
-    assert verify_tree_greedy(p, tree).path == [] and verify_tree_greedy(p, tree).next_token == 3
+    assert verify_greedy(p, tree).path == () and verify_greedy(p, tree).next_token == 3
 
 
 def test_the_winner_shows_the_draft_that_was_rejected_not_a_shorter_candidate():
     tree = build_tree([[1], [1, 2], [3]])  # Medusa-style: a prefix is a candidate of its own
     eye = torch.eye(6)
     p = _rows(tree, {"root": eye[1], 1: eye[4], "other": eye[0]})  # 1 accepted, then 2 rejected for 4
-    verdict = verify_tree_greedy(p, tree)
-    assert verdict.path == [0] and verdict.next_token == 4 and verdict.winner == 1  # [1, 2], not [1]
+    verdict = verify_greedy(p, tree)
+    assert verdict.path == (0,) and verdict.next_token == 4 and verdict.winner == 1  # [1, 2], not [1]
 
 
 # Siblings 0, 1, 2 at the root; under 0, siblings 3 and 4. Target: first token ~ P1, then ~ P2[first].
@@ -141,7 +141,7 @@ WRONG_REMOVALS = {
 
 @pytest.mark.parametrize("name", WRONG_REMOVALS)
 def test_a_wrong_residual_is_caught(monkeypatch, name):
-    monkeypatch.setattr(tree_verify, "remove", WRONG_REMOVALS[name])
+    monkeypatch.setattr(verify, "remove", WRONG_REMOVALS[name])
     assert min(fit(*emitted_pairs())) < 1e-6
 
 
@@ -162,7 +162,7 @@ def test_a_model_that_cannot_take_a_tree_mask_gets_a_clear_error_not_wrong_logit
 
 
 def test_typical_acceptance_follows_its_definition():
-    from specviz.tree_verify import typical_threshold, verify_tree_typical
+    from specviz.engine.verify import typical_threshold, verify_typical
 
     flat = torch.full((6,), 1 / 6)  # H = ln 6: bar = min(0.09, 0.3 / 6) = 0.05
     assert typical_threshold(flat, 0.09, 0.3) == pytest.approx(0.05)
@@ -172,9 +172,9 @@ def test_typical_acceptance_follows_its_definition():
     # root row: token 1 at 0.30, 3 at 0.40, 4 at 0.02 -> 1 and 3 pass; the likelier (3) is taken
     root = torch.tensor([0.10, 0.30, 0.08, 0.40, 0.02, 0.10])
     p = torch.stack([root, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
-    v = verify_tree_typical(p, tree)
+    v = verify_typical(p, tree)
     assert [tree.tokens[n] for n in v.path] == [3] and v.next_token == 0  # argmax of a flat row: the first
     below = torch.tensor([0.90, 0.04, 0.02, 0.02, 0.01, 0.01])  # no candidate clears 0.09
     p = torch.stack([below, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
-    v = verify_tree_typical(p, tree)
-    assert v.path == [] and v.next_token == 0
+    v = verify_typical(p, tree)
+    assert v.path == () and v.next_token == 0

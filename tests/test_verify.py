@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 import torch
 
-import specviz.verify as verify
-from specviz.verify import residual, verify_greedy, verify_sampled
+import specviz.engine.verify as verify
+from specviz.engine.verify import chain, residual, verify_greedy, verify_sampled
 from stats import chi_square_p
 
 # Context-free target rows p_0..p_2 and draft rows q_0, q_1 over 6 tokens: every output position i
@@ -77,9 +77,9 @@ def test_identical_draft_is_always_accepted():
 
 def test_greedy_accepts_while_the_draft_is_the_argmax():
     p = torch.eye(5)[[2, 4, 1, 0]] * 0.6 + 0.1  # argmax per row: 2, 4, 1, 0
-    assert verify_greedy(p, torch.tensor([2, 4, 1])).accepted == 3
-    v = verify_greedy(p, torch.tensor([2, 3, 1]))
+    assert verify_greedy(p, chain([2, 4, 1])).accepted == 3
+    v = verify_greedy(p, chain([2, 3, 1]))
     assert (v.accepted, v.next_token) == (1, 4)
-    v = verify_greedy(p, torch.tensor([0, 4, 1]))
+    v = verify_greedy(p, chain([0, 4, 1]))
     assert (v.accepted, v.next_token) == (0, 2)
-    assert verify_greedy(p, torch.tensor([2, 4, 1])).next_token == 0  # bonus
+    assert verify_greedy(p, chain([2, 4, 1])).next_token == 0  # bonus

@@ -1,12 +1,15 @@
-"""A smaller model of the same vocabulary drafts autoregressively, with its own KV cache."""
+"""A smaller model of the same vocabulary drafts autoregressively, with its own KV cache, sampling as the target
+would (same temperature, top-k, top-p), so its probabilities q go to the rejection rule with each token."""
 
 import torch
 
-from ..cached_lm import CachedLM
-from ..sampling import choose, probabilities
+from ..engine.cached_lm import CachedLM
+from ..engine.sampling import choose, probabilities
+from ..engine.static_lm import open_lm
+from ..engine.step import BaseDrafter, Proposal, Verdict
+from ..errors import InvalidRequest
 from ..settings import MAX_GAMMA, Settings
-from ..static_lm import open_lm
-from .base import Proposal
+from .kinds import DrafterKind
 
 
 def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
@@ -17,13 +20,13 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
     return torch.nn.functional.pad(logits, (0, size - width), value=float("-inf"))
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(BaseDrafter):
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.lm: CachedLM | None = None
         self._base = self._count = 0
 
-    def start(self, prompt_ids: list[int]) -> None:
+    def start(self, prompt_ids: list[int], target=None) -> None:
         self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + MAX_GAMMA + 1)
         if len(prompt_ids) > 1:
             self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
@@ -34,13 +37,23 @@ class DraftModelDrafter:
         self._base, self._count = len(tokens), gamma
         feed = torch.tensor(tokens[self.lm.length :])
         drafted, dists = [], []
-        for i in range(gamma):
+        for _ in range(gamma):
             probs = probabilities(fit_vocab(self.lm.extend(feed, last_only=True), self.vocab_size), self.settings)
             feed = choose(probs, self.settings, self.generator)
             drafted.append(feed)
             dists.append(probs)
-        return Proposal(torch.cat(drafted), torch.cat(dists), forwards=gamma)
+        return Proposal((tuple(torch.cat(drafted).tolist()),), torch.cat(dists), forwards=gamma)
 
-    def observe(self, accepted: int) -> None:
+    def observe(self, verdict: Verdict) -> None:
         # The last drafted token was never fed, so at most gamma - 1 drafts sit in the cache.
-        self.lm.truncate(self._base + min(accepted, self._count - 1))
+        self.lm.truncate(self._base + min(verdict.accepted, self._count - 1))
+
+
+def _build(options, ctx) -> DraftModelDrafter:
+    if ctx.draft is None:
+        raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
+    return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size)
+
+
+KIND = DrafterKind("draft", "draft model", "a smaller model of the same vocabulary drafts γ tokens, one forward each",
+                   _build, needs_draft=True, order=10)

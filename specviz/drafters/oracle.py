@@ -7,19 +7,20 @@ Greedy only. If the run ever leaves the reference (a bf16 near-tie), it stops pr
 """
 
 import random
+from dataclasses import dataclass
 
-import torch
+from ..engine.step import BaseDrafter, Proposal
+from ..errors import InvalidRequest
+from .kinds import DrafterKind, Options, option
 
-from .base import Proposal
 
-
-class OracleDrafter:
+class OracleDrafter(BaseDrafter):
     def __init__(self, reference: list[int], alpha: float, vocab_size: int, seed: int = 0, device=None):
-        self.reference, self.alpha, self.vocab_size, self.device = list(reference), alpha, vocab_size, device
+        self.reference, self.alpha, self.vocab_size = list(reference), alpha, vocab_size
         self.rng = random.Random(seed)
         self.prompt_len = 0
 
-    def start(self, prompt_ids: list[int]) -> None:
+    def start(self, prompt_ids: list[int], target=None) -> None:
         self.prompt_len = len(prompt_ids)
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
@@ -31,7 +32,25 @@ class OracleDrafter:
             return None
         draft = [t if self.rng.random() < self.alpha else (t + 1 + self.rng.randrange(self.vocab_size - 1)) % self.vocab_size
                  for t in follow]
-        return Proposal(torch.tensor(draft, dtype=torch.long, device=self.device), None, forwards=0)
+        return Proposal((tuple(draft),))
 
-    def observe(self, accepted: int) -> None:
-        pass
+
+@dataclass(frozen=True)
+class OracleOptions(Options):
+    alpha: float = option(0.8, "oracle acceptance rate", "the share of drafts that are the target's own token",
+                          cli=False, app=False)
+    reference: tuple = option((), "reference", "the target's greedy output, made beforehand", cli=False, app=False)
+
+    def check(self) -> None:
+        if not 0 <= self.alpha <= 1:
+            raise InvalidRequest(f"the oracle's acceptance rate must be in [0, 1], got {self.alpha!r}")
+
+
+def _build(options, ctx) -> OracleDrafter:
+    if not ctx.settings.greedy:
+        raise InvalidRequest("the set-acceptance-rate drafter knows only the greedy continuation: use temperature 0")
+    return OracleDrafter(options.reference, options.alpha, ctx.target.vocab_size, ctx.settings.seed)
+
+
+KIND = DrafterKind("oracle", "oracle (set α)", "proposes the target's own token with probability α, for free",
+                   _build, OracleOptions, order=90, menu=False)

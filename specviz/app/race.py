@@ -1,0 +1,136 @@
+"""The honest race: plain and speculative decoding take turns on one device, each timed by its own clock.
+
+At every turn the side whose own clock (prefill + its steps, nothing else) is behind runs one step, so the
+two never run at the same instant, each side's speed is its own, and at any moment both sides show
+what they had produced by the same own-clock time. Pure Python: the sides are iterators of StepEvents.
+"""
+
+from dataclasses import dataclass, field, fields
+from typing import Callable, Iterator, Mapping, Optional
+
+from ..errors import InvalidRequest
+from ..events import StepEvent
+from ..settings import Settings, check_prompt
+
+PLAIN, SPEC = "plain", "speculative"
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    """One run as the user asked for it, before validation (values may come from a browser or the API)."""
+    pair: str
+    drafter: str
+    dtype: str
+    prompt: str
+    gamma: object = 4
+    max_new_tokens: object = 128
+    temperature: object = 0.0
+    top_k: object = 0
+    top_p: object = 1.0
+    seed: object = 0
+    adaptive: object = False  # choose γ per step, up to `gamma`
+    acceptance: str = "lossless"  # how a sampled step accepts drafts (settings.ACCEPTANCE_MODES)
+    options: Mapping = field(default_factory=dict)  # drafter options by name; the chosen drafter's kind reads its own
+
+    @classmethod
+    def of(cls, **values) -> "RaceRequest":
+        """From named values as the screen and the API send them: the general fields, and every drafter option."""
+        general = {f.name for f in fields(cls)} - {"options"}
+        return cls(**{k: v for k, v in values.items() if k in general},
+                   options={k: v for k, v in values.items() if k not in general})
+
+    def settings(self) -> Settings:
+        check_prompt(self.prompt)
+        return Settings(
+            max_new_tokens=_integer(self.max_new_tokens, "max new tokens"), gamma=_integer(self.gamma, "gamma"),
+            temperature=_number(self.temperature, "temperature"), top_k=_integer(self.top_k, "top-k"),
+            top_p=_number(self.top_p, "top-p"), seed=_integer(self.seed, "seed"), adaptive=_flag(self.adaptive),
+            acceptance=self.acceptance,
+        )
+
+
+def mode_text(drafter_words: str, settings: Settings) -> str:
+    """How the speculative side drafts and verifies, in words for the screen."""
+    text = drafter_words + (f", adaptive γ ≤ {settings.gamma}" if settings.adaptive else "")
+    if settings.acceptance == "typical":
+        return (text + "; typical acceptance: LOSSY by design when sampling (it accepts any plausible token, so "
+                "the output no longer follows the target's distribution); at temperature 0 it is exact")
+    if settings.acceptance == "greedy":
+        return text + "; greedy acceptance: exact, the target's own argmax at every position"
+    return text + "; lossless: the rejection rule keeps the target's own distribution"
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InvalidRequest(f"adaptive must be true or false, got {value!r}")
+
+
+def _number(value, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{name} must be a number, got {value!r}") from None
+
+
+def _integer(value, name: str) -> int:
+    number = _number(value, name)
+    if not number.is_integer():
+        raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where greedy speculative output first differs from plain, and how close the target's call was there."""
+    position: int  # index into the generated tokens
+    plain_token: str
+    spec_token: str
+    top: tuple[tuple[str, float], ...]  # the target's two most likely tokens there, (text, probability)
+
+
+@dataclass
+class Lane:
+    name: str
+    events: list[StepEvent] = field(default_factory=list)
+    clock_s: float = 0.0  # own time: prefill + steps
+    done: bool = False
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for e in self.events for t in e.tokens]
+
+
+@dataclass
+class RaceView:
+    """Everything the screen shows of a run; the backend updates one view in place and yields it after each step."""
+    plain: Lane
+    spec: Lane
+    text_of: Callable[[int], str]
+    greedy: bool
+    message: str = ""
+    finished: bool = False
+    stopped: bool = False
+    divergence: Optional[Divergence] = None
+    wall_s: float = 0.0
+    mode: str = ""  # how the speculative side drafts and verifies (RaceRequest.mode)
+    lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
+
+
+def interleave(sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane],
+               stopped: Callable[[], bool] = lambda: False) -> Iterator[str]:
+    """Advance whichever unfinished lane has the smaller own clock by one step; yield that lane's name."""
+    while not stopped():
+        running = [name for name in sides if not lanes[name].done]
+        if not running:
+            return
+        name = min(running, key=lambda n: lanes[n].clock_s)
+        event = next(sides[name], None)
+        lane = lanes[name]
+        if event is None:
+            lane.done = True
+            continue
+        lane.events.append(event)
+        lane.clock_s += event.prefill_s + event.step_s
+        lane.done = event.finish is not None
+        yield name

@@ -1,0 +1,109 @@
+"""Target/draft pairs the app offers, and a shelf that keeps one pair loaded at a time."""
+
+import gc
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from ..errors import InvalidRequest, OfflinePackageError
+from ..models import LoadedModel, check_same_vocabulary, load_model
+from ..models.offline import PRESETS, converted_path, locate_parts
+
+
+@dataclass(frozen=True)
+class PairPreset:
+    label: str
+    target: str  # offline preset, folder or Hub id: anything load_model takes
+    draft: str
+    options: tuple[tuple[str, str], ...] = ()  # drafter options the pair brings, e.g. (("medusa", heads),)
+
+    def offline_ready(self) -> bool:
+        """True when both models come from offline packages that are installed (or already converted)."""
+        for name in (self.target, self.draft):
+            if name not in PRESETS:
+                return False
+            if not (converted_path(PRESETS[name]) / "config.json").is_file():
+                try:
+                    locate_parts(PRESETS[name])
+                except OfflinePackageError:
+                    return False
+        return True
+
+
+OFFLINE_QWEN = PairPreset("Qwen2.5-Coder 1.5B ← 0.5B (offline, CPU)", "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
+HUB_PAIRS = (
+    PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    PairPreset("SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    # The published Medusa-1 heads (5 heads) for Vicuna-7B v1.3, with a 68M Llama drafter trained for Vicuna.
+    PairPreset("Vicuna 7B ← 68M, Medusa heads (Hub, GPU)", "lmsys/vicuna-7b-v1.3", "double7/vicuna-68m",
+               options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"),)),
+)
+
+
+def default_pairs(gpu: bool, custom: Optional[PairPreset] = None) -> list[PairPreset]:
+    """The presets in menu order; the first is the default: a custom pair, else the GPU pair on a GPU,
+    else the offline pair when its packages are installed, else the smallest Hub pair."""
+    pairs = [OFFLINE_QWEN, *HUB_PAIRS]
+    if gpu:
+        pairs = [*HUB_PAIRS, OFFLINE_QWEN]
+    elif not OFFLINE_QWEN.offline_ready():
+        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], HUB_PAIRS[3], OFFLINE_QWEN]
+    return [custom, *pairs] if custom else pairs
+
+
+@dataclass
+class LoadedPair:
+    preset: PairPreset
+    dtype: str
+    target: LoadedModel  # what drafters load for it (Medusa heads) is kept with it: LoadedModel.companions
+    draft: LoadedModel
+
+
+class ModelShelf:
+    """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before."""
+
+    def __init__(self, pairs: list[PairPreset], device: str = "auto"):
+        self.pairs = {p.label: p for p in pairs}
+        self.device = device
+        self._loaded: Optional[LoadedPair] = None
+        self._lock = threading.Lock()
+
+    def current(self) -> Optional[LoadedPair]:
+        return self._loaded
+
+    def preset(self, label: str) -> PairPreset:
+        if label not in self.pairs:
+            raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(self.pairs)}")
+        return self.pairs[label]
+
+    def get(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None) -> LoadedPair:
+        for _ in self.load(label, dtype, report):
+            pass
+        return self._loaded
+
+    def load(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None) -> Iterator[str]:
+        """Yield progress lines while loading; afterwards `current()` is the pair asked for."""
+        preset = self.preset(label)
+        with self._lock:
+            held = self._loaded
+            if held and held.preset == preset and held.dtype == dtype:
+                return
+            self._loaded = None
+            del held
+            gc.collect()
+            began = time.perf_counter()
+            for step, (role, name) in enumerate((("target", preset.target), ("draft", preset.draft)), 1):
+                line = f"loading {role} {name} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
+                report(line)
+                yield line
+                if role == "target":
+                    target = load_model(name, dtype, self.device)
+                else:
+                    draft = load_model(name, dtype, self.device)
+            check_same_vocabulary(target, draft)
+            self._loaded = LoadedPair(preset, dtype, target, draft)
+            line = f"loaded {preset.label} ({dtype}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
+            report(line)
+            yield line

@@ -1,0 +1,61 @@
+"""The γ sweep's results as the screen needs them: measured points per γ and the theory drawn over them.
+Pure Python."""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..events import StepEvent, summarize
+from ..theory import best_gamma, cost_ratio, expected_speedup, per_token_alpha
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    gamma: int
+    acceptance_rate: Optional[float]  # accepted / proposed, as the metrics strip shows it
+    tokens_per_step: float
+    tokens_per_s: float
+    speedup: float  # over the plain run's tokens/s
+
+
+@dataclass(frozen=True)
+class Theory:
+    alpha: float  # per-token acceptance pooled over every γ (accepted / tested)
+    c: float  # draft time per proposed token / target forward time, pooled
+    speedups: tuple[float, ...]  # expected speedup at each γ of the sweep
+    best_gamma: int
+
+
+@dataclass
+class SweepView:
+    gammas: tuple[int, ...]
+    plain: list[StepEvent] = field(default_factory=list)
+    runs: dict[int, list[StepEvent]] = field(default_factory=dict)
+    message: str = ""
+    finished: bool = False
+    stopped: bool = False
+
+    def progress(self) -> float:
+        return (bool(self.plain) + len(self.runs)) / (1 + len(self.gammas))
+
+    def points(self) -> list[SweepPoint]:
+        if not self.plain:
+            return []
+        base = summarize(self.plain).tokens_per_s
+        points = []
+        for gamma, events in sorted(self.runs.items()):
+            m = summarize(events)
+            points.append(SweepPoint(gamma, m.acceptance_rate, m.mean_tokens_per_step, m.tokens_per_s,
+                                     m.tokens_per_s / base if base else 0.0))
+        return points
+
+    def theory(self) -> Optional[Theory]:
+        pooled = [e for events in self.runs.values() for e in events]
+        alpha, c = per_token_alpha(pooled), cost_ratio(pooled, self.plain)
+        if alpha is None or c is None:
+            return None
+        return Theory(alpha, c, tuple(expected_speedup(alpha, g, c) for g in self.gammas),
+                      best_gamma(alpha, c, self.gammas))
+
+    def best_measured(self) -> Optional[int]:
+        points = self.points()
+        return max(points, key=lambda p: p.speedup).gamma if points else None

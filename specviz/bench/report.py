@@ -1,0 +1,139 @@
+"""The benchmark's report: a markdown summary with its targets, every cell, and a plotly HTML page.
+Pure Python over BenchRows (no torch)."""
+
+import statistics
+from html import escape
+
+TARGETS = "speedup never below transformers' (same γ) and ≥ 1.2× it on average; ≥ 2.0× on code; adaptive ≥ 1.0× on prose; efficiency ≥ 0.95"
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def _f(x, suffix="") -> str:
+    return "" if x is None else f"{x:.2f}{suffix}"
+
+
+def _groups(rows, *keys):
+    """Rows grouped by the given keys, in first-seen order."""
+    out = {}
+    for r in rows:
+        out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
+    return out
+
+
+def cell_table(rows) -> str:
+    head = "| kind | T | method | γ | α | τ | tok/s | speedup | speedup ÷ τ | predicted | efficiency | i.i.d. theory | " \
+           "vs transformers | same as plain |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (kind, t, method, gamma), rs in _groups(rows, "kind", "temperature", "method", "gamma").items():
+        same = [r.same_as_plain for r in rs if r.same_as_plain is not None]
+        lines.append(
+            f"| {kind} | {t:g} | {method} | {'' if gamma is None else gamma} | {_f(_mean(r.alpha for r in rs))} | "
+            f"{_f(_mean(r.tau for r in rs))} | {_f(_mean(r.tps for r in rs))} | "
+            f"{_f(_mean(r.speedup for r in rs), 'x')} | {_f(_mean(r.per_tau for r in rs))} | "
+            f"{_f(_mean(r.predicted for r in rs), 'x')} | {_f(_mean(r.efficiency for r in rs))} | "
+            f"{_f(_mean(r.iid for r in rs), 'x')} | {_f(_mean(r.vs_transformers for r in rs))} | "
+            f"{f'{sum(same)}/{len(same)}' if same else ''} |")
+    return "\n".join(lines)
+
+
+def summary_table(rows) -> str:
+    """Per kind, temperature and drafter: the best fixed γ, adaptive, and transformers' counterpart."""
+    lines = ["| kind | T | drafter | best fixed γ | its speedup | adaptive: speedup (mean γ) | transformers: best γ / its default "
+             "| efficiency (range) |", "|---|---|---|---|---|---|---|---|"]
+    ours = [r for r in rows if r.library == "specviz" and r.method != "plain"]
+    for (kind, t, method), rs in _groups(ours, "kind", "temperature", "method").items():
+        by_gamma = {g: _mean(r.speedup for r in grs) for (g,), grs in _groups(rs, "gamma").items()}
+        fixed = {g: s for g, s in by_gamma.items() if g != "adaptive"}
+        best = max(fixed, key=fixed.get) if fixed else None
+        adaptive = [r for r in rs if r.gamma == "adaptive"]
+        theirs = [r for r in rows if r.library == "transformers" and r.kind == kind and r.temperature == t
+                  and r.gamma is not None and r.method.endswith(_counterpart(method))]
+        their = {g: _mean(r.speedup for r in grs) for (g,), grs in _groups(theirs, "gamma").items()}
+        their_fixed = {g: s for g, s in their.items() if g != "adaptive"}
+        their_text = "" if not their else (
+            f"{max(their_fixed.values()):.2f}x" if their_fixed else "–") + (
+            f" / {their['adaptive']:.2f}x" if "adaptive" in their else "")
+        eff = [r.efficiency for r in rs if r.efficiency is not None]
+        lines.append(f"| {kind} | {t:g} | {method} | {'' if best is None else best} | {_f(fixed.get(best), 'x')} | "
+                     f"{_f(by_gamma.get('adaptive'), 'x')} ({_f(_mean(r.mean_gamma for r in adaptive))}) | "
+                     f"{their_text} | {f'{min(eff):.2f}–{max(eff):.2f}' if eff else ''} |")
+    return "\n".join(lines)
+
+
+def _counterpart(method: str) -> str:
+    return {"draft": "assisted", "ngram": "prompt lookup"}.get(method, "\0")
+
+
+def targets(rows) -> list[str]:
+    """The targets the benchmark is held to, each with the figure measured."""
+    ours = [r for r in rows if r.library == "specviz"]
+    lines = []
+    drafted = [r for r in ours if r.method == "draft" and r.vs_transformers]
+    for label, rs in (("same prompt and γ", [r for r in drafted if r.gamma != "adaptive"]),
+                      ("per prompt, specviz adaptive γ vs transformers' own defaults",
+                       [r for r in drafted if r.gamma == "adaptive"])):
+        if rs:
+            ratios = [r.vs_transformers for r in rs]
+            lines.append(f"draft model vs transformers' assisted generation, {label}, tokens/s ratio: "
+                         f"min {min(ratios):.2f}, mean {statistics.fmean(ratios):.2f} over {len(ratios)} cells "
+                         f"(target: never below 1.00, mean ≥ 1.20)")
+    code = [r for r in ours if r.kind == "code" and r.temperature == 0
+            and r.method != "plain" and not r.method.startswith("oracle")]  # the oracle is a measuring tool
+    if code:
+        best = max(_groups(code, "method", "gamma").items(), key=lambda kv: _mean(r.speedup for r in kv[1]))
+        lines.append(f"best speedup on code (greedy, mean over prompts): {_mean(r.speedup for r in best[1]):.2f}x "
+                     f"({best[0][0]}, γ {best[0][1]}) (target ≥ 2.00x)")
+    prose = [r for r in ours if r.kind == "prose" and r.gamma == "adaptive"]
+    if prose:
+        lowest = min(prose, key=lambda r: r.speedup)
+        lines.append(f"adaptive γ on prose: lowest {lowest.speedup:.2f}x ({lowest.method}, T {lowest.temperature:g}) "
+                     f"over {len(prose)} cells (target ≥ 1.00x)")
+    for (method,), rs in _groups([r for r in ours if r.efficiency is not None], "method").items():
+        eff = sorted(r.efficiency for r in rs)
+        lines.append(f"efficiency of {method}: min {eff[0]:.2f}, median {statistics.median(eff):.2f} over {len(eff)} cells "
+                     f"(target ≥ 0.95)")
+    return lines
+
+
+def markdown_report(rows, meta) -> str:
+    title = (f"specviz bench: {meta['target']}" + (f" ← {meta['draft']}" if meta.get("draft") else "")
+             + f", {meta['dtype']}, {meta['device']}, {meta['max_new_tokens']} new tokens, best of {meta['repeats']}, "
+             f"{meta['prompts']} prompts, {meta['minutes']} min, {meta['when']}")
+    return "\n\n".join([f"## {title}", "### Targets\n\n" + "\n".join(f"- {line}" for line in targets(rows)),
+                        "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
+                        "### Every cell (means over the prompts of a kind)\n\n" + cell_table(rows)])
+
+
+def html_report(rows, meta) -> str:
+    """One self-contained page: speedup and efficiency against γ per kind and temperature, then the targets."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    panels = list(_groups(rows, "kind", "temperature"))
+    fig = make_subplots(rows=len(panels), cols=2, subplot_titles=[
+        f"{kind}, T {t:g}: {what}" for kind, t in panels for what in ("speedup over plain", "efficiency")])
+    order = [*map(str, meta["gammas"]), "adaptive"]
+    for i, (kind, t) in enumerate(panels, start=1):
+        cell = [r for r in rows if r.kind == kind and r.temperature == t and r.gamma is not None]
+        for (method, library), rs in _groups(cell, "method", "library").items():
+            xs = [g for g in order if any(str(r.gamma) == g for r in rs)]
+            mean_at = lambda g, key: _mean(getattr(r, key) for r in rs if str(r.gamma) == g)  # noqa: E731
+            dash = "dash" if library == "transformers" else "solid"
+            fig.add_trace(go.Scatter(x=xs, y=[mean_at(g, "speedup") for g in xs], name=method, legendgroup=method,
+                                     showlegend=i == 1, line=dict(dash=dash)), row=i, col=1)
+            if library == "specviz":
+                fig.add_trace(go.Scatter(x=xs, y=[mean_at(g, "efficiency") for g in xs], name=method, legendgroup=method,
+                                         showlegend=False), row=i, col=2)
+        fig.add_hline(y=1.0, line=dict(color="grey", dash="dot"), row=i, col=1)
+        fig.add_hline(y=0.95, line=dict(color="grey", dash="dot"), row=i, col=2)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=order, title_text="γ")
+    fig.update_layout(height=320 * len(panels), template="plotly_white")
+    title = escape(f"specviz bench: {meta['target']} ({meta['dtype']}, {meta['device']}, {meta['when']})")
+    items = "".join(f"<li>{escape(line)}</li>" for line in targets(rows))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+            f"<h1>{title}</h1><p>Targets: {escape(TARGETS)}</p><ul>{items}</ul>"
+            f"{fig.to_html(include_plotlyjs=True, full_html=False)}</body></html>")

@@ -1,0 +1,30 @@
+"""One row of the benchmark: a method at one γ on one prompt and temperature, as bench.json stores it."""
+
+from dataclasses import asdict, dataclass
+from typing import Optional, Union
+
+
+@dataclass
+class BenchRow:
+    kind: str  # the prompt's kind (code, extraction, prose, chat, ...)
+    prompt: str  # its first 60 characters
+    temperature: float
+    method: str  # plain, a drafter (the oracle as "oracle α=0.8"), or transformers' plain / counterpart
+    gamma: Union[int, str, None]  # a fixed γ, "adaptive" (transformers: its own default schedule), None for plain
+    library: str  # specviz | transformers
+    tps: float  # tokens per second, prefill included
+    speedup: float  # over the same library's plain decoding, end to end
+    alpha: Optional[float] = None  # accepted / drafted
+    tau: Optional[float] = None  # tokens per target forward
+    per_tau: Optional[float] = None  # speedup ÷ τ: what each forward's tokens were worth
+    predicted: Optional[float] = None  # the speedup the run's own drafting time and bare forward costs allow
+    efficiency: Optional[float] = None  # measured decode speedup ÷ predicted: 1 means no engine overhead
+    iid: Optional[float] = None  # the paper's formula at the run's α and draft cost, with V(k) growing with k
+    mean_gamma: Optional[float] = None  # the γ steps were given (adaptive: as chosen)
+    by_depth: Optional[list] = None  # α by draft position 1..max γ
+    same_as_plain: Optional[bool] = None  # greedy: identical to the same library's plain output
+    vs_transformers: Optional[float] = None  # tokens/s over transformers' counterpart (same prompt, γ, run)
+    verify_costs: Optional[dict] = None  # plain rows: V(k)/V(1) measured after this prompt
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,273 @@
+"""The benchmark suite: plain decoding, every drafter at each γ and adaptive, and transformers' own assisted
+generation and prompt lookup, on the same models and prompts, in one process and one run.
+
+    python -m specviz bench [--kinds code,extraction,prose,chat] [--temperatures 0,0.7] [--gammas 1-8]
+                            [--methods draft,ngram,history,medusa,oracle] [--repeats 2] [--out bench-results]
+
+Per cell: tokens/s, speedup over its own library's plain decoding (end to end, prefill included), α, τ,
+speedup ÷ τ, and efficiency = the measured decode speedup ÷ the speedup predicted from the run's own accepted
+tokens, drafting seconds and the bare forward cost V(k) of each verify (measured apart, costs.py). A cell is the
+fastest of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%);
+plain runs before and after a prompt's cells bracket them and their mean is the baseline.
+Writes bench.json, bench.md and bench.html (plotly) to --out; report.py draws them.
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..drafters.kinds import DrafterKind
+from ..drafters.registry import build_drafter, kinds
+from ..errors import InvalidRequest
+from ..events import depth_acceptance
+from ..flags import add_model_options, add_option_flags, given_options
+from ..runtime import ASSETS
+from ..settings import MAX_GAMMA, Settings
+from ..theory import iid_speedup, predicted_speedup
+from .rows import BenchRow
+from .runs import bracketed, fastest, measure, tps, transformers_run
+
+COUNTERPART = {"draft": "transformers assisted", "ngram": "transformers prompt lookup"}  # transformers' own method
+ORACLE = "oracle"  # the set-acceptance-rate drafter: run once per --oracle-alphas rate, greedy only
+
+
+def add_bench_options(p) -> None:
+    names = ",".join(k.name for k in kinds())
+    p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
+    p.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct")
+    p.add_argument("--methods", default=names, help="drafters to run, from " + names)
+    p.add_argument("--gammas", default="1-8", help="fixed γ values, e.g. 1-8 or 2,4; adaptive always runs too")
+    p.add_argument("--kinds", default="code,extraction,prose,chat", help="prompt kinds from assets/prompts.json")
+    p.add_argument("--prompts-per-kind", type=int, default=2)
+    p.add_argument("--temperatures", default="0,0.7")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--oracle-alphas", default="0.5,0.8,0.95", help="acceptance rates of the oracle drafter")
+    p.add_argument("--repeats", type=int, default=2, help="runs per cell, fastest kept")
+    p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
+    add_model_options(p)
+    p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
+    add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-max N, ...) for the cells that run it
+
+
+def parse_gammas(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            lo, hi = (int(x) for x in text.split("-"))
+            gammas = list(range(lo, hi + 1))
+        else:
+            gammas = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise InvalidRequest(f"--gammas must look like 1-8 or 2,4,6, got {text!r}") from None
+    for g in gammas:
+        Settings(gamma=g)  # same range check as everywhere else
+    if not gammas:
+        raise InvalidRequest("--gammas selects nothing")
+    return gammas
+
+
+def parse_numbers(text: str, flag: str, example: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InvalidRequest(f"{flag} must look like {example}, got {text!r}") from None
+
+
+def load_prompts(kinds_: list[str], per_kind: int) -> list[tuple[str, object]]:
+    """(kind, prompt) pairs; a prompt is a text or, for chat, a list of messages ending with the user's turn."""
+    table = json.loads((ASSETS / "prompts.json").read_text())
+    unknown = [k for k in kinds_ if k not in table]
+    if unknown:
+        raise InvalidRequest(f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}")
+    return [(k, prompt) for k in kinds_ for prompt in table[k][:per_kind]]
+
+
+def prompt_label(prompt) -> str:
+    return (prompt if isinstance(prompt, str) else f"[{len(prompt)} turns] " + prompt[-1]["content"])[:60]
+
+
+@dataclass
+class Plan:
+    """The flags, checked before any model loads."""
+    methods: list[DrafterKind]
+    options: dict  # drafter name -> its Options
+    gammas: list[int]
+    temperatures: list[float]
+    alphas: list[float]
+    prompts: list[tuple[str, object]]
+
+
+def plan_from(args) -> Plan:
+    by_name = {k.name: k for k in kinds()}
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not names or any(m not in by_name for m in names):
+        raise InvalidRequest(f"--methods must be some of {','.join(by_name)}, got {args.methods!r}")
+    gammas = parse_gammas(args.gammas)
+    temperatures = parse_numbers(args.temperatures, "--temperatures", "0,0.7")
+    alphas = parse_numbers(args.oracle_alphas, "--oracle-alphas", "0.5,0.8")
+    if any(not 0 <= a <= 1 for a in alphas):
+        raise InvalidRequest(f"--oracle-alphas must be rates in [0, 1], got {args.oracle_alphas!r}")
+    if args.repeats < 1:
+        raise InvalidRequest(f"--repeats must be at least 1, got {args.repeats}")
+    for t in temperatures:
+        Settings(temperature=t, max_new_tokens=args.max_new_tokens)
+    prompts = load_prompts([k.strip() for k in args.kinds.split(",")], args.prompts_per_kind)
+    given = given_options(args)
+    methods = [by_name[m] for m in names]
+    options = {k.name: k.parse(given.get(k.name, {})) for k in methods}
+    for k in methods:
+        k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
+    return Plan(methods, options, gammas, temperatures, alphas, prompts)
+
+
+class Bench:
+    """The loaded models and the plan; runs one prompt's cells at a time."""
+
+    def __init__(self, plan: Plan, args):
+        from ..engine import make_clock
+        from ..models import check_same_vocabulary, load_model
+
+        self.plan, self.args, self.hf = plan, args, not args.no_transformers
+        self.target = load_model(args.target, args.dtype, args.device)
+        self.draft = None
+        if any(k.needs_draft for k in plan.methods):
+            self.draft = load_model(args.draft, args.dtype, args.device)
+            check_same_vocabulary(self.target, self.draft)
+        self.clock = make_clock(self.target.device)
+        # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
+        self.longest = {k.name: build_drafter(k.name, Settings(), None, self.target, self.draft,
+                                              plan.options[k.name]).longest for k in plan.methods if k.name != ORACLE}
+
+    def ours(self, ids, settings, kind="none", options=None):
+        return lambda: measure(self.target, ids, settings, kind, self.draft, options)
+
+    def theirs(self, ids, settings, method=None, gamma=None):
+        return lambda: transformers_run(self.target, ids, settings, method, gamma, self.draft, 3, self.clock)
+
+    def warm_up(self) -> None:
+        from ..models import encode_prompt
+
+        warm = encode_prompt(self.target, "Say hi.")
+        for k in [None, *[k for k in self.plan.methods if k.name != ORACLE]]:
+            name = k.name if k else "none"
+            measure(self.target, warm, Settings(max_new_tokens=8, gamma=2), name, self.draft,
+                    self.plan.options.get(name))
+        if self.hf:
+            transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
+
+    def cells(self, settings: Settings, plain_ids: list[int]):
+        """(row name, γ label, its settings, drafter name, options) for one prompt and temperature."""
+        gammas = self.plan.gammas
+        for k in self.plan.methods:
+            if k.name == ORACLE:
+                if not settings.greedy:
+                    continue
+                variants = [(f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a})) for a in self.plan.alphas]
+            else:
+                variants = [(k.name, self.plan.options[k.name])]
+            deepest = self.longest.get(k.name) or MAX_GAMMA
+            for name, options in variants:
+                for gamma in [*gammas, "adaptive"]:
+                    g = min(max(gammas), deepest) if gamma == "adaptive" else gamma
+                    if g <= deepest:
+                        yield name, gamma, replace(settings, gamma=g, adaptive=gamma == "adaptive"), k.name, options
+
+    def prompt_rows(self, kind_name: str, prompt, temperature: float, log) -> list[BenchRow]:
+        """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make."""
+        from ..models import encode_prompt
+        from .costs import relative_forward_costs
+
+        ids = encode_prompt(self.target, prompt)
+        settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
+        plain_runs = lambda: {"specviz": self.ours(ids, settings), **({"hf": self.theirs(ids, settings)} if self.hf else {})}  # noqa: E731
+        opening = fastest(plain_runs(), self.args.repeats)
+        log(f"[{kind_name}, T={temperature:g}] plain {tps(opening['specviz']):.2f} tok/s"
+            + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
+        measured = []
+        for name, gamma, at, drafter, options in self.cells(settings, opening["specviz"]["ids"]):
+            other = COUNTERPART.get(drafter) if self.hf else None
+            fns = {"specviz": self.ours(ids, at, drafter, options)}
+            if other and (gamma != "adaptive" or drafter == "draft"):  # their adaptive: assisted generation's defaults
+                fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma)
+            best = fastest(fns, self.args.repeats)
+            measured.append((name, gamma, other, best))
+            log(f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
+                f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
+        # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
+        # the fastest of `repeats` runs, like every cell; the faster of the two would be a best of 2·repeats.
+        closing = fastest(plain_runs(), self.args.repeats)
+        plain = bracketed(opening["specviz"], closing["specviz"])
+        hf_plain = bracketed(opening["hf"], closing["hf"]) if self.hf else None
+        ks = sorted({*range(1, max(self.plan.gammas) + 2), 12, 17, 25, 33})
+        costs = relative_forward_costs(self.target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
+        log(f"[{kind_name}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline (mean time of "
+            f"opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
+            + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
+        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature)
+        rows = [BenchRow(**common, method="plain", gamma=None, library="specviz", tps=tps(plain), speedup=1.0, tau=1.0,
+                         verify_costs=costs)]
+        if hf_plain is not None:
+            rows.append(BenchRow(**common, method="transformers plain", gamma=None, library="transformers",
+                                 tps=tps(hf_plain), speedup=1.0, vs_transformers=tps(plain) / tps(hf_plain)))
+        for name, gamma, other, best in measured:
+            rows += self._cell_rows(common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy)
+            log(f"  {name} γ={gamma}: {rows[-1].speedup:.2f}x, efficiency {_f(rows[-1].efficiency)}"
+                + (f", {other} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
+                   if "hf" in best else ""))
+        return rows
+
+    def _cell_rows(self, common, name, gamma, other, best, plain, hf_plain, costs, greedy) -> list[BenchRow]:
+        run, events = best["specviz"], best["specviz"]["events"]
+        forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
+        speedup = tps(run) / tps(plain)
+        predicted = predicted_speedup(events, costs, forward_1)
+        decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
+        row = BenchRow(**common, method=name, gamma=gamma, library="specviz", tps=tps(run), speedup=speedup,
+                       alpha=run["alpha"], tau=run["tau"], per_tau=speedup / run["tau"], predicted=predicted,
+                       efficiency=decode_speedup / predicted if predicted else None,
+                       iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
+                       mean_gamma=sum(e.gamma for e in events) / len(events),
+                       by_depth=depth_acceptance(events, max(self.plan.gammas)),
+                       same_as_plain=run["ids"] == plain["ids"] if greedy else None)
+        if "hf" not in best:
+            return [row]
+        row.vs_transformers = tps(run) / tps(best["hf"])
+        theirs = BenchRow(**common, method=other, gamma=gamma, library="transformers", tps=tps(best["hf"]),
+                          speedup=tps(best["hf"]) / tps(hf_plain),
+                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None)
+        return [theirs, row]
+
+
+def cmd_bench(args) -> int:
+    from ..runtime import quiet_transformers
+    from .report import html_report, markdown_report
+
+    plan = plan_from(args)
+    quiet_transformers()
+    bench = Bench(plan, args)
+    bench.warm_up()
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    rows, began = [], time.perf_counter()
+    for kind_name, prompt in plan.prompts:
+        for temperature in plan.temperatures:
+            rows += bench.prompt_rows(kind_name, prompt, temperature, log)
+    medusa = plan.options.get("medusa")
+    heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
+    meta = {"target": args.target, "draft": args.draft if bench.draft else None, "medusa": heads,
+            "dtype": args.dtype, "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
+            "repeats": args.repeats, "gammas": plan.gammas, "methods": [k.name for k in plan.methods],
+            "prompts": len(plan.prompts), "minutes": round((time.perf_counter() - began) / 60, 1),
+            "when": time.strftime("%Y-%m-%d %H:%M")}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"meta": meta, "rows": [r.to_json() for r in rows]}, indent=1))
+    report = markdown_report(rows, meta)
+    (out / "bench.md").write_text(report + "\n")
+    (out / "bench.html").write_text(html_report(rows, meta))
+    print(report)
+    return 0
+
+
+def _f(x) -> str:
+    return "–" if x is None else f"{x:.2f}"

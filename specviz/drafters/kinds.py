@@ -1,0 +1,116 @@
+"""How a drafter kind declares itself to the registry: its name and label, an options dataclass that validates
+itself, what it needs loaded, and how to build a drafter for one generation. The CLI's flags, the app's menu and
+option panels, the race request and the benchmark's methods are all read from these declarations.
+
+What a drafter needs from the target (its hidden state) and how many tree nodes it sends for a given γ are
+answered by the drafter itself (engine/step.py), since the engine sees drafters, not kinds. No torch here.
+"""
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Optional
+
+from ..errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as the CLI and the app ask for it, and the values it takes."""
+    label: str  # in error messages and on screen
+    help: str
+    low: Optional[int] = None  # with high: an integer in low..high
+    high: Optional[int] = None
+    choices: tuple = ()  # the values offered; with strict, the only ones accepted
+    strict: bool = True
+    flag: Optional[str] = None  # the CLI flag; None: --name-with-dashes
+    app: bool = True  # on the app's option panel (False: the model pair supplies it, or nobody types it)
+    cli: bool = True  # a CLI flag
+    name: str = ""  # the field's name, filled in by Options.specs()
+    default: Any = None
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def integer(self) -> bool:
+        return self.low is not None
+
+    def coerce(self, value):
+        """A value from a browser, the API or a command line, in this option's own type."""
+        if not self.integer:
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InvalidRequest(f"{self.label} must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not number.is_integer():
+            raise InvalidRequest(f"{self.label} must be a whole number, got {value!r}")
+        return int(number)
+
+    def check(self, value) -> None:
+        if self.integer and (not isinstance(value, int) or isinstance(value, bool) or not self.low <= value <= self.high):
+            raise InvalidRequest(f"{self.label} must be an integer in {self.low}..{self.high}, got {value!r}")
+        if self.choices and self.strict and value not in self.choices:
+            words = " or ".join(self.choices) if len(self.choices) == 2 else "one of " + ", ".join(self.choices)
+            raise InvalidRequest(f"{self.label} must be {words}, got {value!r}")
+
+
+def option(default, label: str, help: str, **how) -> Any:
+    """A field of an Options dataclass: its default, and how to ask for it (see OptionSpec)."""
+    return field(default=default, metadata={"option": OptionSpec(label, help, **how)})
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every kind's options: each field made with option() is checked on construction."""
+
+    def __post_init__(self):
+        for spec in self.specs():
+            spec.check(getattr(self, spec.name))
+        self.check()
+
+    def check(self) -> None:
+        """Checks beyond one option's range or choices (override where needed)."""
+
+    @classmethod
+    def specs(cls) -> tuple[OptionSpec, ...]:
+        return tuple(replace(f.metadata["option"], name=f.name, default=f.default)
+                     for f in fields(cls) if "option" in f.metadata)
+
+    @classmethod
+    def parse(cls, values: Mapping) -> "Options":
+        """This kind's options from values that may hold other kinds' options too (missing or None: the default)."""
+        return cls(**{s.name: s.coerce(values[s.name]) for s in cls.specs() if values.get(s.name) is not None})
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    """What a drafter is built from, once per generation."""
+    target: Any  # LoadedModel
+    settings: Any  # Settings
+    generator: Any  # the torch.Generator the verification draws from too
+    draft: Any = None  # the draft LoadedModel, for a kind that needs one
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    name: str  # what users pick: --drafter NAME, the API's drafter value, the benchmark's method
+    label: str  # the app's menu entry
+    summary: str  # one line: how it drafts
+    build: Callable[[Any, DraftContext], Any]  # (its options, the context) -> a Drafter for one generation
+    options: type = Options  # its Options dataclass
+    needs_draft: bool = False  # a second model beside the target (the pair's draft, or --draft)
+    precheck: Optional[Callable[[Any, str], None]] = None  # (options, target name): refuse before any model loads
+    describe: Optional[Callable[[Any], str]] = None  # its words on screen, given the options (default: the label)
+    order: int = 100  # position in menus
+    menu: bool = True  # offered by the CLI and the app; False: a measuring tool of the benchmark only
+
+    def parse(self, values: Optional[Mapping]) -> Options:
+        return values if isinstance(values, self.options) else self.options.parse(values or {})
+
+    def words(self, options: Options) -> str:
+        return self.describe(options) if self.describe else self.label
+
+    def check_for(self, options: Options, target_name: str) -> None:
+        if self.precheck is not None:
+            self.precheck(options, target_name)

@@ -1,0 +1,50 @@
+"""Medusa: heads on the target's last hidden state guess the tokens after next, and a fixed tree of their top
+guesses is verified in one forward (heads.py: the heads and their checkpoints; train.py: self-distillation)."""
+
+from dataclasses import dataclass
+
+from ...errors import InvalidRequest
+from ..kinds import DrafterKind, Options, option
+from .drafter import TREES, MedusaDrafter, medusa_tree
+
+
+@dataclass(frozen=True)
+class MedusaOptions(Options):
+    medusa: object = option("", "Medusa heads", "heads folder or Hub id (official Medusa-1 layout or specviz's "
+                            "compact one); default: the heads shipped for an offline target", app=False)
+    medusa_tree: str = option("sparse", "candidate tree", "sparse (11 paths), chain (each head's top guess), wide "
+                              "(24 paths), or index paths as JSON, e.g. '[[0], [0, 0], [1]]'",
+                              choices=tuple(TREES), strict=False)
+
+    def check(self) -> None:
+        medusa_tree(self.medusa_tree)
+
+
+def _location(options: MedusaOptions, target_name: str):
+    from .heads import shipped_heads
+
+    where = options.medusa or shipped_heads(target_name)
+    if not where:
+        raise InvalidRequest(f"no Medusa heads for '{target_name}': none ship with specviz for it; give some "
+                             "(--medusa HEADS, or a pair with heads) or train them with train-medusa")
+    return where
+
+
+def _build(options: MedusaOptions, ctx) -> MedusaDrafter:
+    from .heads import MedusaHeads, load_medusa
+
+    heads = options.medusa
+    if not isinstance(heads, MedusaHeads):  # a location: loaded once per target and kept with it
+        where = _location(options, ctx.target.name)
+        heads = ctx.target.companion(("medusa", str(where)), lambda: load_medusa(where, ctx.target))
+    return MedusaDrafter(heads, medusa_tree(options.medusa_tree))
+
+
+def _precheck(options: MedusaOptions, target_name: str) -> None:
+    if isinstance(options.medusa, str):
+        _location(options, target_name)
+
+
+KIND = DrafterKind("medusa", "Medusa heads (tree)", "heads on the target's last hidden state guess the next tokens; "
+                   "a tree of their guesses is verified in one forward", _build, MedusaOptions, precheck=_precheck,
+                   describe=lambda o: f"Medusa heads, {o.medusa_tree} tree", order=40)

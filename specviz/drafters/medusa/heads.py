@@ -1,0 +1,187 @@
+"""Medusa-1 heads and their checkpoints (official layout and a compact one).
+
+A head is ResBlock x L (x + SiLU(Wx + b)) then a linear map to the vocabulary; head k, applied to the hidden
+state at position t, guesses the token at t + 2 + k (the target's own LM head gives t + 1). The compact layout
+stores only the ResBlocks and reuses the base model's LM head, so heads for a small model are a few MB. A compact
+checkpoint may also name a vocabulary shortlist (`head_vocab.json`): the heads then score only those ids, which
+cuts their cost from K full-vocabulary products to K small ones (they only propose; the target still verifies).
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ...errors import SpecvizError
+from ...runtime import ASSETS
+
+
+class MedusaCheckpointError(SpecvizError):
+    """A Medusa checkpoint is missing, malformed, or does not fit the base model."""
+
+
+class ResBlock(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.linear = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + nn.functional.silu(self.linear(x))
+
+
+class MedusaHeads(nn.Module):
+    """K heads. `lm_head` given: compact (heads end in the shared LM head); else each head owns its linear map."""
+
+    def __init__(self, hidden: int, vocab: int, num_heads: int, num_layers: int, lm_head: nn.Module | None = None,
+                 shortlist: torch.Tensor | None = None):
+        super().__init__()
+        if shortlist is not None and lm_head is None:
+            raise MedusaCheckpointError("a vocabulary shortlist needs compact heads (heads sharing the base LM head)")
+        self.compact = lm_head is not None
+        self.heads = nn.ModuleList(
+            nn.Sequential(*[ResBlock(hidden) for _ in range(num_layers)],
+                          *([] if self.compact else [nn.Linear(hidden, vocab, bias=False)]))
+            for _ in range(num_heads))
+        self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
+        self.num_layers = num_layers
+        # the shortlist and its rows of the LM head are buffers, so .to() moves them with the heads
+        self.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
+        if self.shortlist is not None:
+            self.register_buffer("rows", lm_head.weight.detach()[self.shortlist].clone(), persistent=False)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] hidden states -> [K, ..., V'] logits, head k guessing k + 2 places ahead; V' is the
+        shortlist's length when there is one (position i means token shortlist[i]), else the vocabulary."""
+        outs = torch.stack([head(hidden) for head in self.heads])
+        if not self.compact:
+            return outs
+        if self.shortlist is not None:
+            return outs @ self.rows.T
+        return self._lm_head[0](outs)  # one product for all K heads: the LM head's weights are read once
+
+    @torch.inference_mode()
+    def top_ids(self, hidden: torch.Tensor, widths: list[int]) -> list[list[int]]:
+        """The `widths[k]` likeliest token ids of head k for one hidden state [H] (one device-to-host copy)."""
+        logits = self(hidden)[: len(widths)]
+        index = torch.topk(logits, min(max(widths), logits.shape[-1])).indices  # [K, W], likeliest first
+        ids = (index if self.shortlist is None else self.shortlist[index]).tolist()
+        return [row[:width] for row, width in zip(ids, widths)]
+
+
+WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
+SHORTLIST_FILE = "head_vocab.json"
+
+
+def read_state(folder: Path) -> dict[str, torch.Tensor]:
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                return load_file(str(path))
+            return torch.load(path, map_location="cpu", weights_only=True)
+    raise MedusaCheckpointError(f"no Medusa weights in {folder}: expected one of {', '.join(WEIGHT_FILES)}")
+
+
+def _shape_of(state: dict) -> tuple[int, int, bool]:
+    """(heads, layers, compact) counted from the keys; the published configs understate the head count."""
+    try:
+        heads = 1 + max(int(k.split(".")[0]) for k in state)
+        layers = 1 + max(int(k.split(".")[1]) for k in state if k.split(".")[2:3] == ["linear"])
+    except (ValueError, IndexError):
+        raise MedusaCheckpointError("Medusa weights have unexpected key names (expected '<head>.<layer>.linear.weight')") from None
+    compact = not any(k == f"0.{layers}.weight" for k in state)
+    return heads, layers, compact
+
+
+SHIPPED = ASSETS / "medusa"  # trained heads for the offline presets
+
+
+def shipped_heads(base_name: str) -> Path | None:
+    """The heads folder specviz ships for an offline preset, if any."""
+    name = str(base_name)
+    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
+        return None
+    folder = SHIPPED / name
+    return folder if (folder / "config.json").is_file() else None
+
+
+def locate_heads(spec: str | Path) -> Path:
+    """A local heads folder, or a Hub repo id (owner/name) fetched into the Hugging Face cache; with the Hub
+    off or unreachable (checked the way models are), only the local cache can serve it."""
+    from ...models.loading import hub_offline, hub_unreachable_reason, looks_like_hub_id
+
+    folder = Path(spec).expanduser()
+    if folder.exists() or not looks_like_hub_id(str(spec)):
+        return folder
+    cache_only = hub_offline() or hub_unreachable_reason() is not None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(spec), allow_patterns=["config.json", "medusa_lm_head.*", SHORTLIST_FILE],
+                                      local_files_only=cache_only))
+    except Exception as exc:  # offline, no such repo, ...: one line
+        where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
+        raise MedusaCheckpointError(f"cannot fetch Medusa heads '{spec}' from {where}: "
+                                    f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
+
+
+def load_medusa(folder: str | Path, base) -> MedusaHeads:
+    """Heads from a checkpoint folder or Hub id (config.json + weights), strictly checked against `base`."""
+    folder = locate_heads(folder)
+    if not (folder / "config.json").is_file():
+        raise MedusaCheckpointError(f"'{folder}' is not a Medusa checkpoint (no config.json)")
+    config = json.loads((folder / "config.json").read_text())
+    named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
+    if named and named != str(base.name).rstrip("/").split("/")[-1].lower():
+        raise MedusaCheckpointError(f"these heads were trained for '{config['base_model_name_or_path']}', not '{base.name}'")
+    state = read_state(folder)
+    heads, layers, compact = _shape_of(state)
+    hidden, vocab = base.model.config.hidden_size, base.vocab_size
+    shortlist = _read_shortlist(folder, vocab)
+    module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None,
+                         shortlist)
+    expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise MedusaCheckpointError(f"Medusa weights do not match {heads} heads x {layers} layers: "
+                                    f"missing {missing[:3]}, unexpected {extra[:3]}")
+    for key, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            raise MedusaCheckpointError(f"Medusa weight {key} has shape {tuple(tensor.shape)}; base '{base.name}' "
+                                        f"needs {tuple(expected[key].shape)} (hidden {hidden}, vocabulary {vocab})")
+    module.heads.load_state_dict(state, strict=True)
+    return module.to(device=base.device, dtype=base.model.dtype).eval()
+
+
+def _read_shortlist(folder: Path, vocab: int) -> torch.Tensor | None:
+    path = folder / SHORTLIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        ids = json.loads(path.read_text())
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise MedusaCheckpointError(f"{path} must be a non-empty JSON list of token ids below {vocab}")
+    return torch.tensor(ids)
+
+
+def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: torch.dtype | None = None) -> Path:
+    """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear),
+    plus head_vocab.json for a shortlist; `dtype` (e.g. bfloat16) halves the file of fp32-trained heads."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"base_model_name_or_path": base_name, "medusa_num_heads": len(heads.heads),
+              "medusa_num_layers": heads.num_layers, "specviz_compact": heads.compact}
+    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    save_file({k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
+              str(folder / WEIGHT_FILES[0]))
+    if heads.shortlist is not None:
+        (folder / SHORTLIST_FILE).write_text(json.dumps(heads.shortlist.tolist()) + "\n")
+    return folder

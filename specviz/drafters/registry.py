@@ -1,0 +1,76 @@
+"""The registry: every module of this package that declares a KIND is a drafter kind, found when asked for.
+
+Adding a drafter is one new module here (and its tests); the CLI, the app and the benchmark list what this finds.
+"""
+
+import importlib
+import pkgutil
+from typing import Iterator, Optional
+
+from ..engine import generate, new_generator
+from ..errors import InvalidRequest
+from .kinds import DraftContext, DrafterKind, Options
+
+PLAIN = "none"  # what the plain side runs: no drafter at all
+_NOT_KINDS = {"kinds", "registry"}
+
+
+def kinds(menu_only: bool = False) -> tuple[DrafterKind, ...]:
+    """Every declared kind in menu order (menu_only: those offered to users, not the benchmark's tools)."""
+    package = importlib.import_module(__package__)
+    found: dict[str, DrafterKind] = {}
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.startswith("_") or module.name in _NOT_KINDS:
+            continue
+        kind = getattr(importlib.import_module(f"{__package__}.{module.name}"), "KIND", None)
+        if not isinstance(kind, DrafterKind):
+            continue
+        if kind.name in found or kind.name == PLAIN:
+            raise RuntimeError(f"drafter name {kind.name!r} is declared twice (or is reserved)")
+        found[kind.name] = kind
+    _check_option_names(found.values())
+    ordered = sorted(found.values(), key=lambda k: (k.order, k.name))
+    return tuple(k for k in ordered if k.menu or not menu_only)
+
+
+def _check_option_names(all_kinds) -> None:
+    """Options share one namespace (CLI flags, API parameters), so two kinds may not declare the same one."""
+    owner: dict[str, str] = {}
+    for kind in all_kinds:
+        for spec in kind.options.specs():
+            for key in (spec.name, spec.cli_flag):
+                if owner.setdefault(key, kind.name) != kind.name:
+                    raise RuntimeError(f"drafters {owner[key]!r} and {kind.name!r} both declare option {key!r}")
+
+
+def kind(name: str) -> DrafterKind:
+    for k in kinds():
+        if k.name == name:
+            return k
+    names = ", ".join(k.name for k in kinds(menu_only=True))
+    raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {PLAIN}, {names}")
+
+
+def option_owners() -> Iterator[tuple[DrafterKind, object]]:
+    """(kind, option spec) for every option of every kind offered to users."""
+    for k in kinds(menu_only=True):
+        for spec in k.options.specs():
+            yield k, spec
+
+
+def build_drafter(name: str, settings, generator, target, draft=None, options=None):
+    """The drafter `name` for one generation of `target` (a LoadedModel); None for plain decoding. `options` is the
+    kind's Options, or a mapping that may hold other kinds' options too."""
+    if name == PLAIN:
+        return None
+    k = kind(name)
+    return k.build(k.parse(options), DraftContext(target, settings, generator, draft))
+
+
+def decode(target, prompt_ids: list[int], settings, drafter: str = PLAIN, draft=None,
+           options: Optional[Options | dict] = None, stop=None):
+    """generate() with the drafter named `drafter`, sharing one generator seeded from the settings: what the CLI, the
+    app and the benchmark all run. The drafter is built at once, so a bad option fails before the first step."""
+    generator = new_generator(target.device, settings.seed)
+    return generate(target, prompt_ids, settings, build_drafter(drafter, settings, generator, target, draft, options),
+                    generator, stop)

@@ -1,0 +1,69 @@
+"""Adaptive γ: before every step, choose the draft length that maximises the expected tokens per second.
+
+With each draft accepted with probability α, a step of γ drafts yields E(γ) = (1 − α^(γ+1)) / (1 − α) tokens
+and costs γ·d (drafting, d per token) + V(k) (one target forward over k tokens; k = 1 + the nodes verified).
+We pick γ* = argmax E(γ) / (γ·d + V(1 + n·γ)) over γ = 0..max, where n is how many nodes a step verifies per
+unit of γ (1 for a chain; more for a tree) and γ = 0 is a plain step: 1 token for V(1). Paper: E(γ)/(γc + 1),
+the same with V(k) = V(1). When no γ > 0 beats a plain step, decode plainly and probe again later so α can
+recover. Pure Python: every estimate comes from the step timings the engine already measures.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..theory import expected_tokens_per_step
+
+
+@dataclass
+class GammaController:
+    max_gamma: int
+    probe_after: int = 8  # plain steps in a row before a probe step at the best γ > 0
+    memory: float = 0.9  # per step, the weight older acceptance counts keep
+    smoothing: float = 0.3  # weight of a new timing in the cost averages
+    # online estimates (priors until measured; only ratios of times matter)
+    accepted: float = 1.4  # decayed counts of accepted / tested drafts: prior α = 0.7 worth 2 tests
+    tested: float = 2.0
+    draft_per_token: Optional[float] = None  # seconds per drafted token (prior: a tenth of V(1))
+    forward_1: Optional[float] = None  # V(1): a target forward over one token
+    slope: float = 0.05  # V(k) = V(1)·(1 + slope·(k − 1))
+    nodes_per_gamma: float = 1.0
+    plain_run: int = 0  # plain steps chosen in a row
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.tested
+
+    def verify_cost(self, k: float) -> float:
+        return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1))
+
+    def rate(self, gamma: int) -> float:
+        """Expected tokens per second of a step with γ drafts (γ = 0: a plain step)."""
+        if gamma == 0:
+            return 1.0 / self.verify_cost(1)
+        d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
+        cost = gamma * d + self.verify_cost(1 + self.nodes_per_gamma * gamma)
+        return expected_tokens_per_step(self.alpha, gamma) / cost
+
+    def next_gamma(self) -> int:
+        best = max(range(1, self.max_gamma + 1), key=self.rate)
+        if self.rate(best) > self.rate(0) or self.plain_run >= self.probe_after:
+            self.plain_run = 0
+            return best
+        self.plain_run += 1
+        return 0
+
+    def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
+                draft_s: float, verify_s: float) -> None:
+        """One finished step: γ asked, k tokens verified, how many drafts held, and its two timings."""
+        blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
+        if forward_tokens <= 1:  # nothing was verified beyond the last token: a plain step
+            self.forward_1 = blend(self.forward_1, verify_s)
+            return
+        self.accepted = self.memory * self.accepted + accepted
+        self.tested = self.memory * self.tested + accepted + rejected
+        self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
+        self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
+        if self.forward_1 is None:  # no plain step yet: read V(1) off this one through the current slope
+            self.forward_1 = verify_s / (1.0 + self.slope * (forward_tokens - 1))
+        else:
+            self.slope = max(0.0, blend(self.slope, (verify_s / self.forward_1 - 1.0) / (forward_tokens - 1)))

@@ -1,0 +1,37 @@
+"""Turn logits into the distributions both models sample from: all positions in one tensor op."""
+
+import torch
+
+from ..settings import Settings
+
+
+def probabilities(logits: torch.Tensor, settings: Settings) -> torch.Tensor:
+    """[n, V] logits -> [n, V] float32 probabilities after temperature, top-k and top-p.
+
+    Greedy settings return the plain softmax: the greedy rule only needs its argmax, and the
+    softmax is what the UI shows as p(x) and q(x).
+    """
+    logits = logits.float()
+    if settings.greedy:
+        return torch.softmax(logits, dim=-1)
+    logits = logits / settings.temperature
+    if 0 < settings.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, settings.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if settings.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = torch.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens ranked above it already cover top_p (the top one always stays).
+        drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= settings.top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of [n, V] probabilities, drawn with the request's own generator."""
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def choose(probs: torch.Tensor, settings: Settings, generator: torch.Generator) -> torch.Tensor:
+    return probs.argmax(dim=-1) if settings.greedy else sample(probs, generator)

@@ -1,0 +1,142 @@
+"""The GPU fast path: a CachedLM whose KV cache is allocated once, so every forward over q tokens has the same
+shapes and, on CUDA, is captured once as a CUDA graph and then replayed (one launch instead of hundreds of
+small kernels, which is what bounds a 1-token forward of a small model on a GPU).
+
+Rollback needs no copy at all: the cache keeps its stale tail, the write position is reset, and our own 4D
+mask never lets a query see a column at or past its length. torch.compile is not used: under ZeroGPU
+(SPACES_ZERO_GPU) it is not allowed, and there the graphs are skipped too and the static cache runs eagerly.
+A capture that fails, or a first replay that differs from the eager forward on the same inputs, turns the graphs
+off for the rest of the generation (with a warning) instead of failing it or giving other logits.
+"""
+
+import os
+import warnings
+
+import torch
+from transformers import StaticCache
+
+from .cached_lm import CachedLM, takes_custom_mask
+from ..errors import InvalidRequest
+from .tree import TokenTree, tree_mask, tree_positions
+
+LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (the prefill) runs eagerly
+
+
+def wants_static(model: torch.nn.Module) -> bool:
+    """The fast path is the default on CUDA; `model.specviz_static = True/False` forces it either way. It hides
+    the stale tail of the cache with its own 4D mask, so a model whose attention ignores such a mask never gets it."""
+    return takes_custom_mask(model) and bool(getattr(model, "specviz_static", model.device.type == "cuda"))
+
+
+def graphs_allowed(device: torch.device) -> bool:
+    zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
+    return device.type == "cuda" and not zero_gpu and os.environ.get("SPECVIZ_CUDA_GRAPHS", "1") != "0"
+
+
+def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool = False) -> CachedLM:
+    """The LM wrapper a generation should use: static (GPU fast path) or dynamic (CPU)."""
+    return StaticLM(model, capacity, keep_hidden) if wants_static(model) else CachedLM(model, keep_hidden)
+
+
+class StaticLM(CachedLM):
+    """CachedLM on a transformers StaticCache of `capacity` entries: its own extend and extend_tree (a full-width
+    mask, graph replay); truncate and keep are CachedLM's, with nothing to free."""
+
+    def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool = False):
+        super().__init__(model, keep_hidden)
+        self.capacity = capacity
+        self.cache = StaticCache(config=model.config, max_cache_len=capacity)
+        self.graphs_on = graphs_allowed(self.device)
+        self._graphs: dict[tuple, tuple] = {}  # (q, last_only) -> (graph, input buffers, output tensors)
+        self._pool = None  # one memory pool for all of this cache's graphs, made at the first capture
+        self._columns = torch.arange(capacity, device=self.device)
+        self._hidden_mask = torch.finfo(model.dtype).min
+
+    def _room_for(self, q: int) -> None:
+        if self.length + q > self.capacity:
+            raise InvalidRequest(f"the static KV cache holds {self.capacity} tokens; {self.length + q} needed")
+
+    @torch.inference_mode()
+    def extend(self, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        q = ids.shape[-1]
+        self._room_for(q)
+        rows = self.length + torch.arange(q, device=self.device)
+        mask = torch.where(self._columns[None, :] <= rows[:, None], 0.0, self._hidden_mask).to(self.model.dtype)
+        logits, hidden = self._forward(ids.view(1, q).to(self.device), rows[None], mask[None, None], last_only)
+        self._remember(hidden, self.length)
+        self.length += q
+        return logits
+
+    @torch.inference_mode()
+    def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
+        if tree.is_chain:
+            return self.extend(torch.tensor([root, *tree.tokens]))
+        q = 1 + len(tree.tokens)
+        self._room_for(q)
+        mask = torch.full((1, 1, q, self.capacity), self._hidden_mask, dtype=self.model.dtype, device=self.device)
+        mask[..., : self.length + q] = tree_mask(tree, self.length, self.model.dtype, self.device)
+        ids = torch.tensor([[root, *tree.tokens]], device=self.device)
+        logits, hidden = self._forward(ids, tree_positions(tree, self.length, self.device), mask, False)
+        self._remember(hidden, self.length)
+        self.length += q
+        return logits
+
+    def _drop_tail(self, length: int) -> None:
+        pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
+
+    def _forward(self, ids, positions, mask, last_only: bool):
+        """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H] last hidden states, eager or by graph replay."""
+        self._reset_write_position()
+        q, key = ids.shape[-1], (ids.shape[-1], last_only)
+        if not self.graphs_on or q > LARGEST_GRAPH or not self.cache.layers[0].is_initialized:
+            return self._call(ids, positions, mask, last_only)
+        if key not in self._graphs:
+            try:
+                self._graphs[key] = self._capture(ids, positions, mask, last_only)
+            except Exception as exc:  # a model or driver that cannot be captured still runs, eagerly
+                warnings.warn(f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})")
+                self.graphs_on = False
+                self._reset_write_position()
+                return self._call(ids, positions, mask, last_only)
+        graph, inputs, outputs, eager = self._graphs[key]
+        for buffer, value in zip(inputs, (ids, positions, mask)):
+            buffer.copy_(value)
+        graph.replay()
+        result = tuple(None if t is None else t.clone() for t in outputs)
+        if eager is not None:  # the first replay must give what the eager forward gave on the same inputs
+            self._graphs[key] = (graph, inputs, outputs, None)
+            if not torch.allclose(result[0].float(), eager.float(), atol=1e-2, rtol=1e-2):
+                warnings.warn("specviz: a CUDA graph replay differed from the eager forward; running eagerly")
+                self.graphs_on = False
+                return (eager, result[1])
+        return result
+
+    def _call(self, ids, positions, mask, last_only: bool):
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
+                         use_cache=True, logits_to_keep=1 if last_only else 0, output_hidden_states=self.keep_hidden)
+        return out.logits[0], out.hidden_states[-1][0] if self.keep_hidden else None
+
+    def _capture(self, ids, positions, mask, last_only: bool):
+        """Warm up on a side stream (as CUDA graph capture requires), then record one forward on static buffers.
+        The warm-up runs use the real inputs and write exactly the entries the replay will write again."""
+        inputs = tuple(t.clone() for t in (ids, positions, mask))
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._reset_write_position()
+                eager = self._call(*inputs, last_only)[0]
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self._reset_write_position()
+        self._pool = self._pool or torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            outputs = self._call(*inputs, last_only)
+        self._reset_write_position()
+        return graph, inputs, outputs, eager.clone()
+
+    def _reset_write_position(self) -> None:
+        """The next forward writes at our length, whatever the cache's own counter says (layers fill lazily)."""
+        for layer in self.cache.layers:
+            if layer.is_initialized:
+                layer.cumulative_length.fill_(self.length)

@@ -1,0 +1,79 @@
+"""The contract between the decode loop and a drafter: each step the drafter hands in a Proposal, the target's
+verification hands back a Verdict, and the drafter observes it.
+
+A proposal is candidates, plus the drafter's probabilities q when it sampled a single chain. One candidate is
+verified as a chain (the causal mask, any attention kernel); several are merged into a token tree. A drafter
+with no q (a lookup, Medusa) proposes point masses: q(x) = 1 for the token it names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Protocol
+
+from .tree import TokenTree, TreeShape, build_tree, fill_shape
+
+if TYPE_CHECKING:
+    import torch
+
+    from .cached_lm import CachedLM
+
+
+@dataclass(frozen=True)
+class Proposal:
+    candidates: tuple[tuple[int, ...], ...]  # one chain, or alternatives verified together as a tree
+    q: Optional["torch.Tensor"] = None  # [g, V] drafter probabilities of a single sampled chain; None: point masses
+    forwards: int = 0  # drafter model forwards spent on this proposal
+    shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
+
+    def __post_init__(self):
+        assert self.candidates and all(self.candidates), "a proposal names at least one non-empty candidate"
+        assert self.q is None or len(self.candidates) == 1, "q belongs to a single chain"
+
+    def tree(self) -> TokenTree:
+        return build_tree(self.candidates) if self.shape is None else fill_shape(self.shape, self.candidates)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    path: tuple[int, ...]  # the accepted nodes of the token tree, root downwards (a chain: 0 .. accepted − 1)
+    next_token: int  # the target's own token after them: a correction after a rejection, else a bonus
+    winner: int = 0  # the candidate shown: the longest one holding the accepted path
+    p: tuple[float, ...] = ()  # the target's probability of each of the winner's tokens
+    q: Optional[tuple[float, ...]] = None  # the drafter's, for a sampled chain
+
+    @property
+    def accepted(self) -> int:
+        return len(self.path)
+
+
+class Drafter(Protocol):
+    reads_hidden: bool  # it reads the target's last hidden state, so the target's cache must keep it
+
+    def max_nodes(self, gamma: int) -> int:
+        """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
+
+    def start(self, prompt_ids: list[int], target: "CachedLM") -> None:
+        """Once per generation, after the prompt is in the target's cache (counted as prefill)."""
+
+    def propose(self, tokens: list[int], gamma: int) -> Optional[Proposal]:
+        """Guess up to `gamma` tokens after `tokens` (the prompt and everything generated); None: a plain step."""
+
+    def observe(self, verdict: Verdict) -> None:
+        """The target accepted `verdict.path` of the last proposal; forget the rest."""
+
+
+class BaseDrafter:
+    """Defaults for the protocol: a chain of up to γ tokens, no hidden state, nothing to set up or forget."""
+
+    reads_hidden = False
+    longest: Optional[int] = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
+
+    def max_nodes(self, gamma: int) -> int:
+        return gamma
+
+    def start(self, prompt_ids: list[int], target: "CachedLM") -> None:
+        pass
+
+    def observe(self, verdict: Verdict) -> None:
+        pass

@@ -1,0 +1,39 @@
+"""Command-line flags that `generate` and `bench` share: the model's precision and device, and every option any
+drafter declares (one flag per option, read from the registry), with the check that an option meets its drafter."""
+
+import argparse
+
+from .errors import InvalidRequest
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"],
+                   help="bf16 is ~2x faster on CPU; exact checks use float32")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+
+def add_option_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per drafter option (unset: the drafter's default)."""
+    from .drafters.registry import option_owners
+
+    for owner, spec in option_owners():
+        if spec.cli:
+            p.add_argument(spec.cli_flag, dest=spec.name, default=None, type=int if spec.integer else str,
+                           choices=list(spec.choices) if spec.choices and spec.strict else None,
+                           help=f"{owner.name}: {spec.help} (default {spec.default!r})")
+
+
+def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
+    """{drafter name: {option: value}} for the option flags that were given. With `only`, an option of a drafter
+    outside it is an error naming the drafter it belongs to."""
+    from .drafters.registry import option_owners
+
+    given: dict[str, dict] = {}
+    for owner, spec in option_owners():
+        value = getattr(args, spec.name, None)
+        if value is None:
+            continue
+        if only is not None and owner.name not in only:
+            raise InvalidRequest(f"{spec.cli_flag} is only used by --drafter {owner.name}, not {' or '.join(sorted(only))}")
+        given.setdefault(owner.name, {})[spec.name] = value
+    return given

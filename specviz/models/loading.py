@@ -1,0 +1,141 @@
+"""Load a model by preset, local folder or Hub id through one path, and encode prompts for it."""
+
+import os
+import re
+import socket
+from urllib.parse import urlparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, VocabularyMismatch
+from .offline import PRESETS, ensure_converted
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    # what was loaded for this model (e.g. Medusa heads), keyed by kind and location, kept as long as the model is
+    companions: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def companion(self, key, load):
+        """The companion under `key`, loaded once by `load()` and kept with this model."""
+        if key not in self.companions:
+            self.companions[key] = load()
+        return self.companions[key]
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", None) or 2048)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = set(ids if isinstance(ids, (list, tuple)) else [] if ids is None else [ids])
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_output_embeddings().weight.shape[0]
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InvalidRequest("device 'cuda' was requested but no CUDA GPU is available")
+    if device not in ("cpu", "cuda"):
+        raise InvalidRequest(f"device must be auto, cpu or cuda, got {device!r}")
+    return torch.device(device)
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """owner/name, as the Hugging Face Hub spells repository ids."""
+    return bool(_HUB_ID.match(str(name)))
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
+    """None if the Hub endpoint accepts a connection, else why not (checked in seconds, not retried)."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return None
+    except OSError as exc:
+        return f"{url.hostname}: {exc.strerror or exc}"
+
+
+def locate(name: str) -> tuple[str, bool]:
+    """(what from_pretrained opens, whether it comes from the Hub), or a clear error."""
+    if name in PRESETS:
+        return str(ensure_converted(PRESETS[name])), False
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelNotFound(f"'{name}' is a folder but not a model (no config.json in it)")
+        return str(path), False
+    if looks_like_hub_id(name):
+        if hub_offline():
+            raise ModelNotFound(f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder")
+        return name, True
+    raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")
+
+
+def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in DTYPES:
+        raise InvalidRequest(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    where = resolve_device(device)
+    source, from_hub = locate(name)
+    offline_reason = hub_unreachable_reason() if from_hub else None
+    try:
+        # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], local_files_only=bool(offline_reason))
+    except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
+        if offline_reason:
+            raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
+                                 f"and the model is not in the local cache; use an offline preset or a local folder") from exc
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load '{name}': {reason[:300]}") from exc
+    model.to(where).eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
+
+
+def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """A draft token id must mean the same string to both models."""
+    if target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
+        raise VocabularyMismatch(
+            f"draft '{draft.name}' does not share the vocabulary of target '{target.name}' "
+            f"({len(draft.tokenizer)} vs {len(target.tokenizer)} tokens); pick a draft from the same model family"
+        )
+
+
+def encode_prompt(loaded: LoadedModel, text: str | list[dict], chat: bool = True) -> list[int]:
+    """Token ids for a user prompt, or for a conversation given as [{"role", "content"}, ...] ending with the
+    user's turn: the chat template when the tokenizer has one (unless chat=False), else the plain text."""
+    tok = loaded.tokenizer
+    messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
+    if chat and getattr(tok, "chat_template", None):
+        rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tok.encode(rendered, add_special_tokens=False)
+    else:
+        ids = tok.encode("\n\n".join(m["content"] for m in messages))
+    if len(ids) >= loaded.context_length:
+        raise InvalidRequest(f"the prompt is {len(ids)} tokens; the model's context holds {loaded.context_length}")
+    if not ids:
+        raise InvalidRequest("the prompt encodes to no tokens")
+    return ids
