@@ -27,8 +27,11 @@ class Proposal:
     shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
 
     def __post_init__(self):
-        assert self.candidates and all(self.candidates), "a proposal names at least one non-empty candidate"
-        assert self.q is None or len(self.candidates) == 1, "q belongs to a single chain"
+        if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
+            raise TypeError(f"a Proposal's candidates are non-empty token sequences, e.g. ((5, 9),) for one chain; "
+                            f"got {self.candidates!r}")
+        if self.q is not None and len(self.candidates) != 1:
+            raise TypeError("q belongs to a single sampled chain")
 
     def tree(self) -> TokenTree:
         return build_tree(self.candidates) if self.shape is None else fill_shape(self.shape, self.candidates)

@@ -1,0 +1,189 @@
+"""The drafter registry: a new drafter is one module, and the CLI, the app and the benchmark all offer it; the
+layers import each other without cycles."""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.drafters.kinds import Options, option
+from specviz.drafters.registry import build_drafter, kind, kinds
+from specviz.errors import InvalidRequest
+from specviz.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TOY = '''"""A toy drafter: proposes the last token again, shifted by an offset (0: a repeat)."""
+
+from dataclasses import dataclass
+
+from ..engine.step import BaseDrafter, Proposal
+from .kinds import DrafterKind, Options, option
+
+
+class RepeatDrafter(BaseDrafter):
+    def __init__(self, offset, vocab):
+        self.offset, self.vocab = offset, vocab
+
+    def propose(self, tokens, gamma):
+        return Proposal((((tokens[-1] + self.offset) % self.vocab,) * gamma,))
+
+
+@dataclass(frozen=True)
+class ToyOptions(Options):
+    toy_offset: int = option(0, "toy offset", "added to the last token id", low=0, high=3)
+
+
+KIND = DrafterKind("toy", "toy: repeat the last token", "proposes the last token again",
+                   lambda o, ctx: RepeatDrafter(o.toy_offset, ctx.target.vocab_size), ToyOptions, order=50)
+'''
+
+APP_MENU = """
+import json, app
+demo = app.build(app.parse_args(['--no-preload']))
+menu = next(c for c in demo.config['components'] if c['props'].get('elem_id') == 'sv-drafter')
+labels = [c['props'].get('label') for c in demo.config['components']]
+params = [p['parameter_name'] for p in demo.get_api_info()['named_endpoints']['/run']['parameters']]
+print(json.dumps({'menu': menu['props']['choices'], 'labels': labels, 'params': params}))
+"""
+
+
+@pytest.fixture(scope="module")
+def with_toy(tmp_path_factory):
+    """A copy of the project with one new file, specviz/drafters/toy.py, and nothing else changed."""
+    root = tmp_path_factory.mktemp("with-toy")
+    shutil.copytree(ROOT / "specviz", root / "specviz", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "app.py", root / "app.py")
+    (root / "assets").symlink_to(ROOT / "assets")
+    (root / "specviz" / "drafters" / "toy.py").write_text(TOY)
+    return root
+
+
+def in_copy(root, *args, timeout=300):
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
+    helped = in_copy(with_toy, "-m", "specviz", "generate", "--help")
+    assert helped.returncode == 0 and "toy" in helped.stdout and "--toy-offset" in helped.stdout
+    base = ["-m", "specviz", "generate", "--target", str(model_folder), "--prompt", "w5 w5 w5 w5", "--no-chat",
+            "--max-new-tokens", "16", "--dtype", "float32", "--device", "cpu", "--json"]
+    plain = json.loads(in_copy(with_toy, *base).stdout)
+    toy = in_copy(with_toy, *base, "--drafter", "toy", "--toy-offset", "1", "--gamma", "3")
+    assert toy.returncode == 0, toy.stderr
+    ran = json.loads(toy.stdout)
+    assert ran["drafter"] == "toy" and ran["token_ids"] == plain["token_ids"]
+    assert any(step["proposed"] for step in ran["steps"])
+    refused = in_copy(with_toy, *base, "--drafter", "toy", "--toy-offset", "9")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == ["error: toy offset must be an integer in 0..3, got 9"]
+    other = in_copy(with_toy, *base, "--drafter", "ngram", "--toy-offset", "1")
+    assert other.returncode == 2 and "--toy-offset is only used by --drafter toy, not ngram" in other.stderr
+
+
+def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
+    shown = in_copy(with_toy, "-c", APP_MENU)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    found = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert ["toy: repeat the last token", "toy"] in found["menu"]
+    assert "toy offset" in found["labels"]  # its option panel
+    assert found["params"][:16] == ["pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k",
+                                    "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
+                                    "adaptive"]  # the published order stays; the new option comes after it
+    assert found["params"][16:] == ["toy_offset"]
+
+
+def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):
+    target, draft = pair_folders
+    out = tmp_path / "bench"
+    ran = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--draft", str(draft), "--methods",
+                  "toy", "--kinds", "code", "--prompts-per-kind", "1", "--max-new-tokens", "8", "--gammas", "2",
+                  "--temperatures", "0", "--repeats", "1", "--no-transformers", "--dtype", "float32", "--out", str(out))
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = json.loads((out / "bench.json").read_text())["rows"]
+    assert {(r["method"], r["gamma"]) for r in rows if r["method"] == "toy"} == {("toy", 2), ("toy", "adaptive")}
+    assert all(r["same_as_plain"] for r in rows if r["method"] == "toy")
+    listed = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--methods", "magic")
+    assert listed.returncode == 2 and "draft,ngram,history,medusa,toy,oracle" in listed.stderr
+
+
+def test_the_project_itself_lists_its_drafters_in_menu_order():
+    assert [k.name for k in kinds()] == ["draft", "ngram", "history", "medusa", "oracle"]
+    assert [k.name for k in kinds(menu_only=True)] == ["draft", "ngram", "history", "medusa"]
+    with pytest.raises(InvalidRequest, match="unknown drafter 'magic'; choose one of: none, draft, ngram"):
+        kind("magic")
+    assert build_drafter("none", Settings(), None, None) is None
+
+
+def test_options_check_themselves_and_take_values_from_a_browser():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Sample(Options):
+        size: int = option(3, "sample size", "how many", low=1, high=8)
+        mode: str = option("a", "sample mode", "which", choices=("a", "b"))
+
+    assert Sample.parse({"size": 5.0, "mode": "b", "unrelated": 1}) == Sample(5, "b")  # others' options ignored
+    assert Sample.parse({"size": None}) == Sample()
+    for bad, words in (({"size": 9}, "sample size must be an integer in 1..8, got 9"),
+                       ({"size": 2.5}, "sample size must be a whole number, got 2.5"),
+                       ({"size": "many"}, "sample size must be a number, got 'many'"),
+                       ({"mode": "c"}, "sample mode must be a or b, got 'c'")):
+        with pytest.raises(InvalidRequest, match=words):
+            Sample.parse(bad)
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Modules of specviz that `module` (at `path`) imports, at the top or inside functions, with the packages whose
+    __init__ such an import runs first (those not already above the importer)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            base = (base + "." + node.module if node.module else base) if node.level else node.module
+            names |= {base} | {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    found = set()
+    for name in names:
+        if not name.startswith("specviz"):
+            continue
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            found.add(".".join(parts[:i]))
+    ancestors = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+    return found - ancestors - {module}
+
+
+def test_no_import_cycles():
+    files = {}
+    for path in (ROOT / "specviz").rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        files[name] = path
+    graph = {m: {n for n in _imports(p, m) if n in files} for m, p in files.items()}
+    assert graph["specviz.drafters.draft_model"] >= {"specviz.engine", "specviz.engine.step"}  # the parser sees edges
+    state, cycles = {}, []
+
+    def visit(m, trail):
+        state[m] = "open"
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                cycles.append(trail[trail.index(n):] + [n])
+            elif n not in state:
+                visit(n, trail + [n])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles
