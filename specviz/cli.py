@@ -50,8 +50,8 @@ def drafter_from(args) -> tuple[str, dict]:
     """The drafter asked for and the options given for it; an option of another drafter is an error."""
     from .drafters.registry import PLAIN, kinds
 
-    name = args.drafter or ("draft" if args.draft else PLAIN)
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
+    name = args.drafter or (needing[0] if args.draft else PLAIN)
     if name in needing and not args.draft:
         raise InvalidRequest(f"--drafter {name} needs --draft MODEL")
     if args.draft and name not in needing:

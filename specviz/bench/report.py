@@ -4,6 +4,8 @@ Pure Python over BenchRows (no torch)."""
 import statistics
 from html import escape
 
+from .rows import COUNTERPART
+
 TARGETS = "speedup never below transformers' (same γ) and ≥ 1.2× it on average; ≥ 2.0× on code; adaptive ≥ 1.0× on prose; efficiency ≥ 0.95"
 
 
@@ -51,7 +53,7 @@ def summary_table(rows) -> str:
         best = max(fixed, key=fixed.get) if fixed else None
         adaptive = [r for r in rs if r.gamma == "adaptive"]
         theirs = [r for r in rows if r.library == "transformers" and r.kind == kind and r.temperature == t
-                  and r.gamma is not None and r.method.endswith(_counterpart(method))]
+                  and r.gamma is not None and r.method == COUNTERPART.get(method)]
         their = {g: _mean(r.speedup for r in grs) for (g,), grs in _groups(theirs, "gamma").items()}
         their_fixed = {g: s for g, s in their.items() if g != "adaptive"}
         their_text = "" if not their else (
@@ -62,10 +64,6 @@ def summary_table(rows) -> str:
                      f"{_f(by_gamma.get('adaptive'), 'x')} ({_f(_mean(r.mean_gamma for r in adaptive))}) | "
                      f"{their_text} | {f'{min(eff):.2f}–{max(eff):.2f}' if eff else ''} |")
     return "\n".join(lines)
-
-
-def _counterpart(method: str) -> str:
-    return {"draft": "assisted", "ngram": "prompt lookup"}.get(method, "\0")
 
 
 def targets(rows) -> list[str]:

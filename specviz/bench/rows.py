@@ -3,6 +3,9 @@
 from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
+# transformers' own method that does what a drafter does, raced against it cell by cell
+COUNTERPART = {"draft": "transformers assisted", "ngram": "transformers prompt lookup"}
+
 
 @dataclass
 class BenchRow:

@@ -26,10 +26,9 @@ from ..flags import add_model_options, add_option_flags, given_options
 from ..runtime import ASSETS
 from ..settings import MAX_GAMMA, Settings
 from ..theory import iid_speedup, predicted_speedup
-from .rows import BenchRow
+from .rows import COUNTERPART, BenchRow
 from .runs import bracketed, fastest, measure, tps, transformers_run
 
-COUNTERPART = {"draft": "transformers assisted", "ngram": "transformers prompt lookup"}  # transformers' own method
 ORACLE = "oracle"  # the set-acceptance-rate drafter: run once per --oracle-alphas rate, greedy only
 
 
