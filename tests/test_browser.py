@@ -41,6 +41,14 @@ def test_the_page_runs_a_race_and_draws_figure1_and_charts(app_server):
             assert page.evaluate("window.__pwned") is None  # ...and never run
             assert page.locator("#sv-echo img, #sv-echo script").count() == 0
 
+            # the chosen drafter's options fold out below the menu; the others' stay out of the way
+            assert page.get_by_text("draft model: options").count() == 0
+            assert not page.get_by_text("n-gram prompt lookup: options").is_visible()
+            page.locator("#sv-drafter input").click()
+            page.get_by_role("option", name="n-gram prompt lookup").click()
+            page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=10_000)
+            assert not page.get_by_text("Medusa heads (tree): options").is_visible()
+
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / "app.png"), full_page=True)
             assert (SHOTS / "app.png").stat().st_size > 20_000
