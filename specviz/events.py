@@ -11,6 +11,45 @@ NEXT_KINDS = ("correction", "bonus", "plain")
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One drafted token put to the test, in the order the acceptance rule tried it."""
+    depth: int  # its position in the draft: 1 = the token right after the last committed one
+    token: int
+    p: float  # the target's probability of it when tried (a later sibling: of what the rejected ones left over)
+    q: float  # the drafter's probability of it (1 for a point mass: a lookup or Medusa names one token)
+    accepted: bool
+    u: Optional[float] = None  # the uniform draw that decided it: accepted iff u < p / q (greedy and typical draw none)
+    bar: Optional[float] = None  # typical acceptance: accepted iff p > this bar, min(ε, δ·exp(−H(p)))
+
+
+@dataclass(frozen=True)
+class Leading:
+    """The leading tokens at one position of the shown candidate, and how likely each one was."""
+    ids: tuple[int, ...]  # the target's and the drafter's likeliest tokens, the drafted one and the one emitted here
+    p: tuple[float, ...]  # the target's probability of each
+    q: Optional[tuple[float, ...]] = None  # the drafter's (a sampled chain only)
+    r: Optional[tuple[float, ...]] = None  # where the target's own token was drawn from when not p: the residual
+
+
+@dataclass(frozen=True)
+class StepDetail:
+    """What a step's explanation needs, bounded: a few leading tokens per position, never whole distributions."""
+    rule: str  # greedy | lossless | typical
+    trials: tuple[Trial, ...]
+    leading: tuple[Leading, ...]  # position 1 .. the target's own token, along the shown candidate
+
+    @staticmethod
+    def from_json(data: dict) -> "StepDetail":
+        leading = tuple(Leading(tuple(x["ids"]), tuple(x["p"]), _tuple(x.get("q")), _tuple(x.get("r")))
+                        for x in data["leading"])
+        return StepDetail(data["rule"], tuple(Trial(**t) for t in data["trials"]), leading)
+
+
+def _tuple(values):
+    return None if values is None else tuple(values)
+
+
+@dataclass(frozen=True)
 class StepEvent:
     index: int
     proposed: tuple[int, ...]  # draft tokens shown to the target
@@ -29,6 +68,7 @@ class StepEvent:
     winner: Optional[int] = None  # index into `candidates` of the path the target accepted
     gamma: int = 0  # draft length asked of the drafter this step (adaptive γ: chosen per step; 0 = a plain step)
     forward_tokens: int = 1  # tokens in the verify forward: the last token plus every draft or tree node
+    detail: Optional[StepDetail] = None  # how the verdict came about (a drafting step); None for a plain step
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"
@@ -46,6 +86,20 @@ class StepEvent:
         out = asdict(self)
         out["next"] = out.pop("next_token")
         return out
+
+    @staticmethod
+    def from_json(data: dict) -> "StepEvent":
+        """The inverse of to_json (a recorded trace read back)."""
+        data = dict(data)
+        data["next_token"] = data.pop("next")
+        for key in ("proposed", "p"):
+            data[key] = tuple(data[key])
+        data["q"] = _tuple(data.get("q"))
+        if data.get("candidates") is not None:
+            data["candidates"] = tuple(tuple(c) for c in data["candidates"])
+        if data.get("detail") is not None:
+            data["detail"] = StepDetail.from_json(data["detail"])
+        return StepEvent(**data)
 
 
 @dataclass(frozen=True)

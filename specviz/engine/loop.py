@@ -14,6 +14,7 @@ from ..events import StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
 from .adaptive import GammaController
+from .explain import step_detail
 from .sampling import probabilities
 from .static_lm import open_lm
 from .step import Drafter, Verdict
@@ -77,6 +78,7 @@ def generate(
         #    next token: exactly what the target alone would produce (verify.py states each rule's math).
         p = probabilities(lm.extend_tree(tokens[-1], tree), settings)
         verdict = verify(p, tree, proposal.q if proposal else None, settings, generator)
+        detail = step_detail(p, tree, verdict, proposal.q if proposal else None, settings)  # for the screen
         # 3. Roll back: the cache keeps the last token and the accepted path, as if only they had ever been fed.
         lm.keep(len(tokens), list(verdict.path))
         if proposal is not None:
@@ -87,7 +89,7 @@ def generate(
             controller.observe(gamma, 1 + len(tree.tokens), verdict.accepted, verdict.accepted < len(shown),
                                t1 - t0, t2 - t1)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
-        event = _event(index, tree, verdict, target.eos_ids, budget - produced, proposal)
+        event = _event(index, tree, verdict, detail, target.eos_ids, budget - produced, proposal)
         tokens.extend(event.tokens)
         produced += len(event.tokens)
         yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0, gamma=gamma,
@@ -97,7 +99,7 @@ def generate(
         index += 1
 
 
-def _event(index, tree, verdict: Verdict, eos, room, proposal) -> StepEvent:
+def _event(index, tree, verdict: Verdict, detail, eos, room, proposal) -> StepEvent:
     """The step as everyone sees it: the winning candidate's tokens, how many held, and the target's token."""
     proposed = list(tree.candidate(verdict.winner)) if tree.paths else []
     accepted, next_token, p, q = verdict.accepted, verdict.next_token, verdict.p, verdict.q
@@ -107,6 +109,8 @@ def _event(index, tree, verdict: Verdict, eos, room, proposal) -> StepEvent:
     if hit is not None:  # an accepted draft token was EOS: the run ends there, nothing follows it
         proposed, accepted, next_token, finish = proposed[: hit + 1], hit + 1, None, "eos"
         p, q = p[: hit + 1], None if q is None else q[: hit + 1]
+        detail = replace(detail, trials=tuple(t for t in detail.trials if t.depth <= hit + 1),
+                         leading=detail.leading[: hit + 1])
     elif next_token in eos:
         finish = "eos"
     if finish is None and accepted + (next_token is not None) >= room:
@@ -116,5 +120,5 @@ def _event(index, tree, verdict: Verdict, eos, room, proposal) -> StepEvent:
         index=index, proposed=tuple(proposed), accepted=accepted, next_token=next_token, next_kind=kind,
         p=tuple(p), q=None if q is None else tuple(q), draft_s=0.0, verify_s=0.0, step_s=0.0,
         draft_forwards=proposal.forwards if proposal else 0, finish=finish,
-        candidates=candidates, winner=verdict.winner if candidates else None,
+        candidates=candidates, winner=verdict.winner if candidates else None, detail=detail,
     )

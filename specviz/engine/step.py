@@ -16,6 +16,7 @@ from .tree import TokenTree, TreeShape, build_tree, fill_shape
 if TYPE_CHECKING:
     import torch
 
+    from ..events import Trial
     from .cached_lm import CachedLM
 
 
@@ -44,6 +45,8 @@ class Verdict:
     winner: int = 0  # the candidate shown: the longest one holding the accepted path
     p: tuple[float, ...] = ()  # the target's probability of each of the winner's tokens
     q: Optional[tuple[float, ...]] = None  # the drafter's, for a sampled chain
+    trials: tuple["Trial", ...] = ()  # every drafted token the rule tested, in order, with its draw
+    drawn_from: Optional["torch.Tensor"] = None  # [V] the residual the next token came from; None: a row of p
 
     @property
     def accepted(self) -> int:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import torch
 
+from ..events import Trial
 from ..settings import Settings
 from .sampling import choose
 from .step import Verdict
@@ -23,7 +24,11 @@ def verify(p: torch.Tensor, tree: TokenTree, q: torch.Tensor | None, settings: S
     draft = None if q is None else torch.tensor(tree.tokens, device=p.device)  # a sampled chain
     if settings.greedy or settings.acceptance == "typical":  # typical: lossy by design; the user asked for it
         verdict = verify_greedy(p, tree) if settings.greedy else verify_typical(p, tree)
-        return verdict if q is None else replace(verdict, q=tuple(q[torch.arange(len(draft)), draft].tolist()))
+        if q is None:
+            return verdict
+        q_x = q[torch.arange(len(draft)), draft].tolist()
+        trials = tuple(replace(t, q=q_x[t.depth - 1]) for t in verdict.trials)
+        return replace(verdict, q=tuple(q_x), trials=trials)
     if q is not None:
         return verify_sampled(p, q, draft, generator)
     return verify_tree_sampled(p, tree, generator)
@@ -36,13 +41,21 @@ def chain(tokens) -> TokenTree:
 def verify_greedy(p: torch.Tensor, tree: TokenTree) -> Verdict:
     """Walk down while some child equals the target's argmax at its parent; the argmax where it stops follows."""
     best = p.argmax(dim=-1).tolist()
-    node, path = ROOT, []
+    node, path, tried = ROOT, [], []  # tried: (node, its parent's row) in the order compared
     while True:
-        child = next((c for c in tree.children(node) if tree.tokens[c] == best[_row(node)]), None)
+        child = None
+        for c in tree.children(node):
+            tried.append((c, _row(node)))
+            if tree.tokens[c] == best[_row(node)]:
+                child = c
+                break
         if child is None:
-            return _verdict(p, tree, path, best[_row(node)])
+            break
         path.append(child)
         node = child
+    probs = p[[row for _, row in tried], [tree.tokens[c] for c, _ in tried]].tolist() if tried else []
+    trials = tuple(Trial(tree.depths[c], tree.tokens[c], pr, 1.0, c in path) for (c, _), pr in zip(tried, probs))
+    return _verdict(p, tree, path, best[_row(node)], trials)
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -67,7 +80,10 @@ def verify_sampled(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, genera
     accepted = int((r * q_x < p_x).int().cumprod(0).sum())
     dist = p[g] if accepted == g else residual(p[accepted], q[accepted])
     next_token = int(torch.multinomial(dist, 1, generator=generator))
-    return Verdict(tuple(range(accepted)), next_token, 0, tuple(p_x.tolist()), tuple(q_x.tolist()))
+    px, qx, u = torch.stack([p_x, q_x, r.to(p_x.dtype)]).tolist()
+    trials = tuple(Trial(i + 1, int(draft[i]), px[i], qx[i], i < accepted, u[i]) for i in range(min(accepted + 1, g)))
+    return Verdict(tuple(range(accepted)), next_token, 0, tuple(px), tuple(qx), trials,
+                   None if accepted == g else dist)
 
 
 def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Generator) -> Verdict:
@@ -77,18 +93,22 @@ def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Gener
     3. when every child is rejected, the next token ~ p' (what is left); an accepted child becomes the node
     Every emitted token is then distributed exactly as the target's own sample at that position.
     """
-    node, path = ROOT, []
+    node, path, trials = ROOT, [], []
     while True:
         dist = p[_row(node)]
         for child in tree.children(node):
             x = tree.tokens[child]
-            if float(torch.rand((), generator=generator, device=dist.device)) < float(dist[x]):
+            u, px = float(torch.rand((), generator=generator, device=dist.device)), float(dist[x])
+            trials.append(Trial(tree.depths[child], x, px, 1.0, u < px, u))
+            if u < px:
                 path.append(child)
                 node = child
                 break
             dist = remove(dist, x)
         else:
-            return _verdict(p, tree, path, int(torch.multinomial(dist, 1, generator=generator)))
+            drawn = int(torch.multinomial(dist, 1, generator=generator))
+            removed = bool(tree.children(node))  # the token came from what the rejected siblings left over
+            return _verdict(p, tree, path, drawn, tuple(trials), dist if removed else None)
 
 
 def remove(dist: torch.Tensor, x: int) -> torch.Tensor:
@@ -108,14 +128,18 @@ def typical_threshold(probs: torch.Tensor, epsilon: float, delta: float) -> floa
 def verify_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delta: float = 0.3) -> Verdict:
     """Lossy by design (Medusa's typical acceptance): walk down, taking the most likely child whose p(x) clears
     min(ε, δ·exp(−H)) at its parent; the token after the accepted path is the target's argmax there."""
-    node, path = ROOT, []
+    node, path, trials = ROOT, [], []
     while True:
         row = p[_row(node)]
         bar = typical_threshold(row, epsilon, delta)
-        passing = [c for c in tree.children(node) if float(row[tree.tokens[c]]) > bar]
-        if not passing:
-            return _verdict(p, tree, path, int(row.argmax()))
-        node = max(passing, key=lambda c: float(row[tree.tokens[c]]))
+        kids = tree.children(node)
+        probs = dict(zip(kids, row[[tree.tokens[c] for c in kids]].tolist())) if kids else {}
+        passing = [c for c in kids if probs[c] > bar]
+        taken = max(passing, key=probs.get) if passing else None
+        trials += [Trial(tree.depths[c], tree.tokens[c], probs[c], 1.0, c == taken, bar=bar) for c in kids]
+        if taken is None:
+            return _verdict(p, tree, path, int(row.argmax()), tuple(trials))
+        node = taken
         path.append(node)
 
 
@@ -123,12 +147,12 @@ def _row(node: int) -> int:
     return 0 if node == ROOT else 1 + node
 
 
-def _verdict(p: torch.Tensor, tree: TokenTree, path: list[int], next_token: int) -> Verdict:
+def _verdict(p: torch.Tensor, tree: TokenTree, path: list[int], next_token: int, trials=(), drawn_from=None) -> Verdict:
     """The longest candidate holding the accepted path is the one shown: when the walk stopped at an inner node, it
     carries the draft token that was tried and rejected there (a shorter one would pass for fully accepted)."""
     holding = [i for i, cand in enumerate(tree.paths) if list(cand[: len(path)]) == path]
     winner = max(holding, key=lambda i: len(tree.paths[i]))
-    return Verdict(tuple(path), next_token, winner, token_probs(p, tree, tree.paths[winner]))
+    return Verdict(tuple(path), next_token, winner, token_probs(p, tree, tree.paths[winner]), None, trials, drawn_from)
 
 
 def token_probs(p: torch.Tensor, tree: TokenTree, nodes) -> tuple[float, ...]:
