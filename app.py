@@ -59,7 +59,7 @@ def build(args):
     pairs = default_pairs(gpu, custom)
     shelf = ModelShelf(pairs, args.device)
     backend = Backend(shelf)
-    backend.race, backend.sweep = on_device(backend.race), on_device(backend.sweep)
+    backend.race, backend.sweep, backend.compare = (on_device(f) for f in (backend.race, backend.sweep, backend.compare))
     dtypes = ["bfloat16", "float32"]
     if not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
         threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()

@@ -77,6 +77,13 @@ def build_parser() -> Parser:
     add_sampling_options(gen)
     add_model_options(gen)
     gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
+    gen.add_argument("--trace", metavar="FILE", help="also record the run as a trace (with a drafter, plain decoding "
+                                                     "runs too, so the trace is a race the app can replay)")
+
+    snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
+    snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
+    snap.add_argument("--out", required=True, help="the HTML page to write")
+    snap.add_argument("--side", help="the drafter to show against plain decoding (a comparison trace; default: the first)")
 
     prep = sub.add_parser("prepare", help="convert offline model packages into the cache once")
     prep.add_argument("presets", nargs="*", help="default: every preset whose packages are installed")
@@ -116,6 +123,8 @@ def main(argv=None) -> int:
             return cmd_generate(args)
         if args.command == "prepare":
             return cmd_prepare(args)
+        if args.command == "snapshot":
+            return cmd_snapshot(args)
         if args.command == "train-medusa":
             return cmd_train_medusa(args)
         from .bench.suite import cmd_bench
@@ -163,6 +172,8 @@ def cmd_generate(args) -> int:
     text = target.tokenizer.decode(ids, skip_special_tokens=True)
     metrics = summarize(events)
     finish = events[-1].finish if events else None
+    if args.trace:
+        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events)
     if args.json:
         print(json.dumps({
             "text": text, "token_ids": ids, "prompt_tokens": len(prompt_ids), "finish": finish,
@@ -173,6 +184,44 @@ def cmd_generate(args) -> int:
         alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
         print(f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
               f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}", file=sys.stderr)
+    return 0
+
+
+def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events) -> None:
+    """The run as a trace; with a drafter, plain decoding runs too (after it) so the trace holds a whole race."""
+    from .app.race import mode_text
+    from .drafters.registry import PLAIN, decode, kind
+    from .record import TokenTexts, divergence, make_trace
+    from .trace import Side
+
+    text_of = TokenTexts(target.tokenizer)
+    if drafter_name == PLAIN:
+        sides = [Side("plain", "", events)]
+    else:
+        plain = list(decode(target, prompt_ids, settings))
+        plain_ids, spec_ids = [t for e in plain for t in e.tokens], [t for e in events for t in e.tokens]
+        parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
+        words = mode_text(kind(drafter_name).words(options), settings)
+        sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
+    models = {"pair": f"{args.target} ← {args.draft}" if draft else args.target, "target": args.target,
+              "draft": args.draft, "precision": args.dtype, "device": target.device.type}
+    made_with = "python -m specviz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
+    trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
+    trace.save(args.trace)
+
+
+def cmd_snapshot(args) -> int:
+    from .app.ui.snapshot import snapshot_html
+    from .trace import Trace
+
+    trace = Trace.load(args.trace)
+    if args.side and args.side not in [s.name for s in trace.sides]:
+        return _fail(f"the trace has no side {args.side!r}; it has {', '.join(s.name for s in trace.sides)}")
+    try:
+        Path(args.out).write_text(snapshot_html(trace, args.side), encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write {args.out}: {exc.strerror or exc}")
+    print(args.out)
     return 0
 
 

@@ -1,56 +1,207 @@
-"""A real browser (Debian's chromium through Playwright) loads the page, runs a race, and finds Figure 1
-and the charts drawn; markup in the prompt stays text. Saves a screenshot to look at."""
+"""A real browser (Debian's chromium through Playwright) on `python app.py` with the tiny pair: the race fits the first
+screenful at 1440×900 and 1280×720, a rejected step is explained with p, q and the residual, every drafter is compared,
+a downloaded trace replays to the same screen, its snapshot opens offline, presenter mode and the keyboard work, and a
+queued run says what it waits for. Markup in the prompt stays text throughout. Screenshots go to test-artifacts/."""
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
+import pytest
+from gradio_client import Client
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+RACE_PARTS = ("#sv-plain", "#sv-spec", "#sv-metrics", "#sv-badge")
 
 
-def test_the_page_runs_a_race_and_draws_figure1_and_charts(app_server):
-    url, _ = app_server
+@pytest.fixture(scope="module")
+def browser():
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(url)
-            page.get_by_label("Prompt").fill(f"w1 w2 w3 {EVIL}")
-            page.get_by_label("float32").check()
-            page.click("#sv-run")
-            page.wait_for_selector("#sv-badge .sv-badge-ok", timeout=120_000)
-            page.wait_for_selector("#sv-race-chart .js-plotly-plot .legendtext", timeout=30_000)
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()
 
-            rows = page.locator("#sv-fig1 .sv-row")
-            assert rows.count() > 3
-            assert page.locator("#sv-fig1 .sv-acc").count() > 0 and page.locator("#sv-fig1 del.sv-rej").count() > 0
-            struck = page.locator("#sv-fig1 del.sv-rej").first.evaluate("e => getComputedStyle(e).textDecorationLine")
-            assert "line-through" in struck
-            green = page.locator("#sv-fig1 .sv-acc").first.evaluate("e => getComputedStyle(e).borderTopColor")
-            assert green == "rgb(0, 158, 115)"
-            assert "identical to plain decoding" in page.inner_text("#sv-badge")
-            assert "tokens/s" in page.inner_text("#sv-metrics")
-            legend = page.locator("#sv-race-chart .legendtext").all_text_contents()
-            assert legend == ["plain", "speculative"]
-            assert EVIL in page.inner_text("#sv-echo")  # shown as text...
-            assert page.evaluate("window.__pwned") is None  # ...and never run
-            assert page.locator("#sv-echo img, #sv-echo script").count() == 0
 
-            # the chosen drafter's options fold out below the menu; the others' stay out of the way
-            assert page.get_by_text("draft model: options").count() == 0
-            assert not page.get_by_text("n-gram prompt lookup: options").is_visible()
-            page.locator("#sv-drafter input").click()
-            page.get_by_role("option", name="n-gram prompt lookup").click()
-            page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=10_000)
-            assert not page.get_by_text("Medusa heads (tree): options").is_visible()
+def open_page(browser, url, width=1440, height=900, query=""):
+    page = browser.new_page(viewport={"width": width, "height": height}, accept_downloads=True)
+    page.goto(url + query)
+    page.wait_for_selector("#sv-run")
+    return page
 
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOTS / "app.png"), full_page=True)
-            assert (SHOTS / "app.png").stat().st_size > 20_000
-        finally:
-            browser.close()
+
+def shot(page, name, full=False):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full)
+    assert (SHOTS / name).stat().st_size > 10_000
+
+
+def race(page, prompt="w1 w2 w3", temperature=None, done="#sv-badge .sv-badge-ok"):
+    page.locator("#sv-prompt textarea").fill(prompt)
+    page.get_by_label("float32").check()
+    if temperature is not None:
+        page.get_by_label("number input for Temperature").fill(str(temperature))
+        page.get_by_label("number input for Temperature").press("Tab")
+    page.click("#sv-run")
+    page.wait_for_selector(done, timeout=120_000)
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (1280, 720)])
+def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
+    page = open_page(browser, app_server[0], width, height)
+    try:
+        race(page, f"w1 w2 w3 {EVIL}")
+        assert page.evaluate("window.scrollY") == 0
+        for part in RACE_PARTS:  # no scrolling needed to see the race and its verdict
+            box = page.locator(part).bounding_box()
+            assert box and box["x"] >= 0 and box["y"] >= 0, part
+            assert box["x"] + box["width"] <= width and box["y"] + box["height"] <= height, (part, box)
+        assert "identical to plain decoding" in page.inner_text("#sv-badge")
+        assert "speedup" in page.inner_text("#sv-metrics")
+        shot(page, f"race-{width}x{height}.png")
+        assert EVIL in page.inner_text("#sv-echo")  # shown as text...
+        assert page.evaluate("window.__pwned") is None  # ...and never run
+        assert page.locator("#sv-echo img, #sv-echo script, #sv-plain img, #sv-spec script").count() == 0
+
+        rows = page.locator("#sv-fig1 .sv-row")
+        assert rows.count() > 3 and page.locator("#sv-fig1 .sv-acc").count() > 0
+        struck = page.locator("#sv-fig1 del.sv-rej").first.evaluate("e => getComputedStyle(e).textDecorationLine")
+        assert "line-through" in struck
+        green = page.locator("#sv-fig1 .sv-acc").first.evaluate("e => getComputedStyle(e).borderTopColor")
+        assert green == "rgb(0, 158, 115)"
+        page.get_by_role("tab", name="tokens/s").click()
+        page.wait_for_selector("#sv-race-chart .js-plotly-plot .legendtext", timeout=30_000)
+        assert page.locator("#sv-race-chart .legendtext").all_text_contents() == ["plain", "speculative"]
+
+        # the chosen drafter's options fold out below the menu; the others' stay out of the way
+        assert not page.get_by_text("n-gram prompt lookup: options").is_visible()
+        page.locator("#sv-drafter input").click()
+        page.get_by_role("option", name="n-gram prompt lookup").click()
+        page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=10_000)
+        assert not page.get_by_text("Medusa heads (tree): options").is_visible()
+    finally:
+        page.close()
+
+
+def test_a_rejected_step_is_explained_with_p_q_and_the_residual(app_server, browser):
+    page = open_page(browser, app_server[0])
+    try:
+        race(page, temperature=1, done="#sv-badge .sv-badge-info")
+        rejected = page.locator("#sv-fig1 .sv-row", has=page.locator("del.sv-rej")).first
+        step = int(rejected.get_attribute("data-step")) + 1
+        rejected.click()  # a click on a Figure-1 row opens its explanation
+        explain = page.locator("#sv-explain")
+        explain.get_by_text(f"Step {step}").wait_for(timeout=10_000)
+        for part in (".sv-bar-p", ".sv-bar-q", ".sv-bar-r"):
+            assert explain.locator(part).count() > 0, part
+        text = explain.inner_text()
+        assert "min(1, p/q)" in text and "norm(max(0, p − q))" in text and "rejected" in text and "u = " in text
+        shot(page, "explain.png", full=True)
+        page.locator("body").click(position={"x": 5, "y": 5})
+        page.keyboard.press("ArrowRight")  # the keyboard steps through Figure 1
+        explain.get_by_text(f"Step {step + 1}").wait_for(timeout=10_000)
+        page.keyboard.press("ArrowLeft")
+        explain.get_by_text(f"Step {step}").wait_for(timeout=10_000)
+    finally:
+        page.close()
+
+
+def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
+    page = open_page(browser, app_server[0])
+    try:
+        page.get_by_label("float32").check()
+        page.locator("#sv-prompt textarea").fill("w5 w5 w5 w9 w5 w5 w5")
+        page.click("#sv-compare")
+        page.wait_for_selector("#sv-status:has-text('comparison: done')", timeout=180_000)
+        rows = page.locator("#sv-compare-table tbody tr")
+        names = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
+        assert names == ["plain", "draft", "ngram", "history", "medusa"]
+        for i in range(rows.count()):  # every drafter ran: a speed and the identity verdict in each row
+            cells = rows.nth(i).locator("td").all_inner_texts()
+            assert cells[1] != "–" and "yes" in cells[6], cells
+        assert page.locator("#sv-compare-chart .js-plotly-plot").count() == 1
+        shot(page, "compare.png", full=True)
+    finally:
+        page.close()
+
+
+def test_a_downloaded_trace_replays_to_the_same_screen_and_its_snapshot_opens_offline(app_server, browser, tmp_path):
+    page = open_page(browser, app_server[0])
+    try:
+        race(page, f"w1 w2 w3 {EVIL}")
+        lanes = {part: page.inner_text(part) for part in ("#sv-plain", "#sv-spec", "#sv-badge")}
+        page.get_by_role("tab", name="Recorded runs").click()
+        files = {}
+        for button in ("#sv-download", "#sv-snapshot"):
+            with page.expect_download() as got:
+                page.click(button)
+            files[button] = tmp_path / got.value.suggested_filename
+            got.value.save_as(files[button])
+    finally:
+        page.close()
+    page = open_page(browser, app_server[0])  # a fresh visitor, nothing run
+    try:
+        page.get_by_role("tab", name="Recorded runs").click()
+        page.locator("#sv-upload input[type=file]").set_input_files(str(files["#sv-download"]))
+        page.wait_for_selector("#sv-upload :text('.json')", timeout=30_000)
+        page.get_by_label("4×").check()
+        page.click("#sv-replay")
+        page.wait_for_selector("#sv-status .sv-status-done:has-text('recorded')", timeout=60_000)
+        for part, text in lanes.items():
+            assert page.inner_text(part) == text, part
+        assert page.evaluate("window.__pwned") is None
+        shot(page, "replay.png")
+    finally:
+        page.close()
+    offline = browser.new_context(offline=True)
+    try:
+        snap = offline.new_page()
+        snap.goto(files["#sv-snapshot"].as_uri())
+        assert EVIL in snap.inner_text(".sv-echo") and snap.evaluate("window.__pwned") is None
+        assert snap.locator("script, img").count() == 0 and snap.locator("svg polyline").count() == 2
+        assert "identical to plain decoding" in snap.inner_text(".sv-badge")
+        shot(snap, "snapshot.png", full=True)
+    finally:
+        offline.close()
+
+
+def test_presenter_mode_from_the_url_and_ctrl_enter_runs(app_server, browser):
+    page = open_page(browser, app_server[0], 1280, 720, "?presenter=1")
+    try:
+        page.wait_for_function("document.body.classList.contains('sv-presenter')", timeout=10_000)
+        assert "open" not in page.locator("#sv-sidebar").get_attribute("class")  # the settings fold away
+        page.locator("#sv-prompt textarea").fill("w1 w2 w3")
+        page.locator("#sv-prompt textarea").press("Control+Enter")
+        page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=120_000)
+        box = page.locator("#sv-badge").bounding_box()
+        assert box["y"] + box["height"] <= 720
+        shot(page, "presenter-1280x720.png")
+        page.locator("#sv-presenter input").uncheck()
+        page.wait_for_function("!document.body.classList.contains('sv-presenter')", timeout=10_000)
+        assert "presenter" not in page.url
+    finally:
+        page.close()
+
+
+def test_a_run_queued_behind_another_visitors_says_what_it_waits_for(app_server, browser):
+    url, pair = app_server
+    other = Client(url, verbose=False)
+    job = other.submit(pair, "draft", "float32", "w1 w2 w3", 3, 4000, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
+                       False, api_name="/run")
+    started = threading.Event()
+    while not job.done() and len(job.outputs()) < 2:
+        started.wait(0.05)
+    page = open_page(browser, url)
+    try:
+        page.locator("#sv-prompt textarea").fill("w1 w2 w3")
+        page.click("#sv-run")
+        page.wait_for_selector("#sv-status:has-text('queued')", timeout=10_000)
+        other.predict(api_name="/stop")  # the other visitor stops; ours gets the device
+        page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=120_000)
+    finally:
+        page.close()
+        job.result(timeout=60)

@@ -1,34 +1,27 @@
 """The app's device side: loads pairs, runs the race and the γ sweep, explains divergences. Uses torch;
 the UI only sees the pure-Python views of race.py and sweep.py."""
 
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator
 
 import torch
 
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
-from ..errors import InvalidRequest
-from ..models import LoadedModel, encode_prompt
+from ..errors import InvalidRequest, SpecvizError
+from ..models import encode_prompt
+from ..record import TokenTexts, divergence, make_trace
 from ..settings import Settings
-from .race import PLAIN, SPEC, Divergence, Lane, RaceRequest, RaceView, interleave, mode_text
-from .shelf import ModelShelf
+from ..trace import Side
+from .compare import CompareView, Entry
+from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, interleave, mode_text
+from .shelf import LoadedPair, ModelShelf
 from .sweep import SweepView
 
 Stopped = Callable[[], bool]
-
-
-class TokenTexts:
-    """id -> the text of that one token, remembered (Figure-1 rows ask for the same ids again and again)."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.seen = tokenizer, {}
-
-    def __call__(self, token: int) -> str:
-        if token not in self.seen:
-            self.seen[token] = self.tokenizer.decode([token])
-        return self.seen[token]
 
 
 class _Flag:  # the engine's StopFlag protocol over a callable
@@ -39,6 +32,26 @@ class _Flag:  # the engine's StopFlag protocol over a callable
 class Backend:
     def __init__(self, shelf: ModelShelf):
         self.shelf = shelf
+        self._running = 0  # generations under way on the device (the app lets one at a time in)
+        self._count = threading.Lock()
+
+    def busy(self) -> str:
+        """What a run started now would wait for, in words; empty when the device is free."""
+        if self.shelf.loading:
+            return f"waiting for the models to load: {self.shelf.loading}"
+        if self._running:
+            return "queued: another visitor's run has the device; yours starts when it ends"
+        return ""
+
+    @contextmanager
+    def _on_device(self):
+        with self._count:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._count:
+                self._running -= 1
 
     def _check(self, request: RaceRequest) -> tuple[Settings, DrafterKind, Options]:
         """Everything checkable before a model loads: the settings, the drafter and its options (with what the pair
@@ -58,6 +71,21 @@ class Backend:
 
     def race(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final."""
+        with self._on_device():
+            yield from self._race(request, stopped)
+
+    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False) -> Iterator[SweepView]:
+        """Plain once, then speculative at every γ on the current prompt; a view after each run."""
+        with self._on_device():
+            yield from self._sweep(request, gammas, stopped)
+
+    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[CompareView]:
+        """Plain decoding once, then every drafter the app offers with the same settings, one after the other; a view
+        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead."""
+        with self._on_device():
+            yield from self._compare(request, stopped)
+
+    def _race(self, request: RaceRequest, stopped: Stopped) -> Iterator[RaceView]:
         settings, chosen, options = self._check(request)
         for line in self.shelf.load(request.pair, request.dtype):
             yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
@@ -80,10 +108,12 @@ class Backend:
             if settings.greedy:
                 view.divergence = divergence(target, prompt_ids, view.plain.tokens, view.spec.tokens, view.text_of)
         view.finished, view.wall_s = True, time.perf_counter() - began
+        sides = [Side("plain", "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
+        view.trace = make_trace("race", request.prompt, prompt_ids, settings, _models(pair), sides, view.text_of,
+                                view.wall_s, view.stopped, "the app")
         yield view
 
-    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False) -> Iterator[SweepView]:
-        """Plain once, then speculative at every γ on the current prompt; a view after each run."""
+    def _sweep(self, request: RaceRequest, gammas, stopped: Stopped) -> Iterator[SweepView]:
         settings, chosen, options = self._check(request)
         view = SweepView(gammas=tuple(gammas))
         for line in self.shelf.load(request.pair, request.dtype):
@@ -107,16 +137,50 @@ class Backend:
         view.message = "stopped" if view.stopped else "done"
         yield view
 
+    def _compare(self, request: RaceRequest, stopped: Stopped) -> Iterator[CompareView]:
+        settings = request.settings()
+        preset = self.shelf.preset(request.pair)
+        entries = []
+        for k in kinds(menu_only=True):
+            options = k.parse({**request.options, **dict(preset.options)})
+            try:
+                k.check_for(options, preset.target)
+                entries.append(Entry(k.name, mode_text(k.words(options), settings), options))
+            except SpecvizError as exc:
+                entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
+        view = CompareView(entries, settings.greedy)
+        for line in self.shelf.load(request.pair, request.dtype):
+            view.message = line
+            yield view
+        pair = self.shelf.current()
+        began = time.perf_counter()
+        prompt_ids = encode_prompt(pair.target, request.prompt)
+        view.text_of, target, stop = TokenTexts(pair.target.tokenizer), pair.target, _Flag(stopped)
+        with torch.inference_mode():
+            view.message = "plain decoding (the baseline)"
+            yield view
+            view.plain = list(decode(target, prompt_ids, settings, stop=stop))
+            for entry in [e for e in entries if not e.note]:
+                if stopped():
+                    break
+                view.message = f"{entry.words.split(';')[0]}"
+                yield view
+                try:
+                    entry.events = list(decode(target, prompt_ids, settings, entry.name, pair.draft, entry.options, stop))
+                except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
+                    entry.note = f"failed: {exc}"
+                    continue
+                if settings.greedy:
+                    plain_ids = [t for e in view.plain for t in e.tokens]
+                    entry.divergence = divergence(target, prompt_ids, plain_ids, entry.tokens, view.text_of)
+        view.finished, view.stopped, view.wall_s = True, stopped(), time.perf_counter() - began
+        view.message = "stopped" if view.stopped else "done"
+        sides = [Side("plain", "", view.plain)] + [Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events]
+        view.trace = make_trace("comparison", request.prompt, prompt_ids, settings, _models(pair), sides, view.text_of,
+                                view.wall_s, view.stopped, "the app")
+        yield view
 
-@torch.inference_mode()
-def divergence(target: LoadedModel, prompt_ids: list[int], plain: list[int], spec: list[int],
-               text_of: Callable[[int], str]) -> Optional[Divergence]:
-    """First position where the outputs differ (over their common length), with the target's top-2 there."""
-    at = next((i for i, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
-    if at is None:
-        return None
-    context = torch.tensor([prompt_ids + plain[:at]], device=target.device)
-    probs = torch.softmax(target.model(input_ids=context).logits[0, -1].float(), dim=-1)
-    top = torch.topk(probs, 2)
-    return Divergence(at, text_of(plain[at]), text_of(spec[at]),
-                      tuple((text_of(int(i)), float(p)) for p, i in zip(top.values, top.indices)))
+
+def _models(pair: LoadedPair) -> dict:
+    return {"pair": pair.preset.label, "target": pair.preset.target, "draft": pair.preset.draft,
+            "precision": pair.dtype, "device": pair.target.device.type}

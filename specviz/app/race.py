@@ -11,6 +11,7 @@ from typing import Callable, Iterator, Mapping, Optional
 from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..settings import Settings, check_prompt
+from ..trace import Divergence, Trace
 
 PLAIN, SPEC = "plain", "speculative"
 
@@ -80,15 +81,6 @@ def _integer(value, name: str) -> int:
     return int(number)
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """Where greedy speculative output first differs from plain, and how close the target's call was there."""
-    position: int  # index into the generated tokens
-    plain_token: str
-    spec_token: str
-    top: tuple[tuple[str, float], ...]  # the target's two most likely tokens there, (text, probability)
-
-
 @dataclass
 class Lane:
     name: str
@@ -113,8 +105,9 @@ class RaceView:
     stopped: bool = False
     divergence: Optional[Divergence] = None
     wall_s: float = 0.0
-    mode: str = ""  # how the speculative side drafts and verifies (RaceRequest.mode)
+    mode: str = ""  # how the speculative side drafts and verifies (mode_text)
     lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
+    trace: Optional[Trace] = None  # the finished run, recorded
 
 
 def interleave(sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane],

@@ -69,6 +69,7 @@ class ModelShelf:
         self.device = device
         self._loaded: Optional[LoadedPair] = None
         self._lock = threading.Lock()
+        self.loading = ""  # while a pair loads: what is loading, in words
 
     def current(self) -> Optional[LoadedPair]:
         return self._loaded
@@ -94,14 +95,18 @@ class ModelShelf:
             del held
             gc.collect()
             began = time.perf_counter()
-            for step, (role, name) in enumerate((("target", preset.target), ("draft", preset.draft)), 1):
-                line = f"loading {role} {name} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
-                report(line)
-                yield line
-                if role == "target":
-                    target = load_model(name, dtype, self.device)
-                else:
-                    draft = load_model(name, dtype, self.device)
+            try:
+                for step, (role, name) in enumerate((("target", preset.target), ("draft", preset.draft)), 1):
+                    line = f"loading {role} {name} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
+                    self.loading = line
+                    report(line)
+                    yield line
+                    if role == "target":
+                        target = load_model(name, dtype, self.device)
+                    else:
+                        draft = load_model(name, dtype, self.device)
+            finally:
+                self.loading = ""
             check_same_vocabulary(target, draft)
             self._loaded = LoadedPair(preset, dtype, target, draft)
             line = f"loaded {preset.label} ({dtype}, {target.device.type}) in {time.perf_counter() - began:.1f} s"

@@ -66,3 +66,13 @@ def placeholder(title: str) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=title, xaxis=dict(visible=False), yaxis=dict(visible=False), **_LAYOUT)
     return fig
+
+
+def compare_chart(rows) -> go.Figure:
+    """Tokens/s of every drafter beside plain decoding, each bar labelled with its speedup."""
+    done = [r for r in rows if r.tokens_per_s is not None]
+    fig = go.Figure(go.Bar(x=[r.name for r in done], y=[r.tokens_per_s for r in done],
+                           text=[f"{r.speedup:.2f}×" if r.speedup else "" for r in done], textposition="outside",
+                           marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done]))
+    fig.update_layout(title="tokens/s on this prompt (label: speedup over plain)", yaxis_title="tokens/s", **_LAYOUT)
+    return fig

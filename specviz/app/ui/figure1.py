@@ -51,7 +51,7 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
         drafted = f"γ {event.gamma} · {event.accepted}/{len(event.proposed)} accepted"
     else:  # adaptive γ chose a plain step (γ 0), a drafter found nothing to propose, or plain decoding itself
         drafted = "plain step" + (" (γ 0)" if event.gamma == 0 else " (nothing proposed)")
-    return (f'<div class="sv-row"><span class="sv-step">{event.index + 1}</span>'
+    return (f'<div class="sv-row" data-step="{event.index}"><span class="sv-step">{event.index + 1}</span>'
             f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}</span>'
             f'<span class="sv-note">{drafted}</span></div>')
 

@@ -1,209 +1,192 @@
-"""The Gradio screen: controls, the two sides, Figure 1 live, metrics, identity badge, charts.
-
-It knows the backend only through `race(request, stopped)` and `sweep(request, stopped=...)`, which yield
-the pure-Python views of specviz.race and specviz.sweep, and `shelf.load(...)`. No torch here.
+"""The Gradio screen. Once Run is pressed the story fits one screenful (1280×720 and up): the prompt and the buttons,
+the two sides streaming, the metrics strip and the identity badge; the controls sit in a sidebar, the rarely used
+ones folded; Figure 1, the step explanation, the charts, the drafter comparison, the γ sweep and the recorded runs
+are tabs right below. A presenter mode (?presenter=1) shows only that, larger. No torch here: the backend yields
+pure-Python views (race.py, sweep.py, compare.py) and handlers.py turns them into HTML and charts.
 """
 
 import json
-import threading
-import time
+from types import SimpleNamespace
 
 import gradio as gr
 
-from ...errors import SpecvizError
-from ...events import summarize
 from ...runtime import ASSETS
 from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS
-from ..race import RaceRequest, RaceView
 from . import charts, panels
 from .controls import in_api_order, option_panels
-from .figure1 import legend, step_rows
-UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
-CHART_EVERY_S = 1.0  # building a plotly figure costs ~17 ms on a laptop CPU: the chart refreshes less often
-MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
+from .explain import explain_step
+from .figure1 import legend
+from .handlers import Handlers, recorded_runs
+from ..replay import SPEEDS
+
 EXAMPLE_KINDS = (("code", "Code"), ("extraction", "Extraction / summary of a passage"), ("prose", "Free prose"))
 
-
-class StopBoard:
-    """One stop flag per browser session, so Stop halts only that viewer's run."""
-
-    def __init__(self):
-        self._flags: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
-
-    def fresh(self, session: str) -> threading.Event:
-        with self._lock:
-            self._flags[session] = flag = threading.Event()
-        return flag
-
-    def stop(self, session: str) -> None:
-        with self._lock:
-            flag = self._flags.get(session)
-        if flag is not None:
-            flag.set()
-
-
-def figure1(view: RaceView) -> str:
-    events = view.spec.events
-    hidden = max(0, len(events) - MAX_ROWS)
-    note = f'<div class="sv-status">{hidden} earlier steps not shown</div>' if hidden else ""
-    return note + step_rows(events[hidden:], view.text_of)
-
-
-def _race_outputs(view: RaceView, prompt: str, chart: bool = True):
-    if view.finished:
-        kind, line = ("done", f"stopped after {view.wall_s:.1f} s wall time") if view.stopped else \
-            ("done", f"done in {view.wall_s:.1f} s wall time (plain {view.plain.clock_s:.1f} s + speculative "
-                     f"{view.spec.clock_s:.1f} s on their own clocks); {view.message}")
-    else:
-        kind, line = "busy", view.message if not (view.plain.events or view.spec.events) else f"running… {view.message}"
-    return (panels.status(line, kind), panels.prompt_echo(prompt), panels.lane_text(view, "plain"),
-            panels.lane_text(view, "spec"), figure1(view), panels.metrics_strip(view), panels.identity_badge(view),
-            charts.race_chart(view) if chart else gr.skip(), race_summary(view))
-
-
-def race_summary(view: RaceView) -> dict:
-    """The run in numbers, for the API and for anyone who wants them raw."""
-    same = None
-    if view.finished and view.greedy:
-        same = view.divergence is None
-    return {"finished": view.finished, "stopped": view.stopped, "wall_s": round(view.wall_s, 4),
-            "plain": summarize(view.plain.events).to_json(), "speculative": summarize(view.spec.events).to_json(),
-            "identical": same, "mode": view.mode, "lossy": view.lossy,
-            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens,
-            "speculative_gammas": [e.gamma for e in view.spec.events]}  # γ of each step (adaptive: as chosen)
-
-
-def _request(values: dict) -> RaceRequest:
-    """The controls' values as a request; the screen calls the token budget max_new."""
-    values = dict(values)
-    values["max_new_tokens"] = values.pop("max_new")
-    return RaceRequest.of(**values)
-
-
-def _failure(exc: Exception) -> str:
-    if isinstance(exc, SpecvizError):
-        return panels.status(f"error: {exc}", "error")
-    return panels.status(f"internal error ({type(exc).__name__}): {exc}; the app keeps serving", "error")
+# Runs once in the browser: presenter mode from the URL, Ctrl+Enter in the prompt runs, ← → step through Figure 1.
+CLIENT_JS = """() => {
+  window.svSetPresenter = (on) => {
+    document.body.classList.toggle('sv-presenter', !!on);
+    const sidebar = document.querySelector('#sv-sidebar');  // presenting: the settings fold away, the race widens
+    if (sidebar && sidebar.classList.contains('open') === !!on) { sidebar.querySelector('.toggle-button')?.click(); }
+    const url = new URL(window.location.href);
+    if (on) { url.searchParams.set('presenter', '1'); } else { url.searchParams.delete('presenter'); }
+    window.history.replaceState(null, '', url);
+  };
+  if (new URLSearchParams(window.location.search).get('presenter') === '1') { window.svSetPresenter(true); }
+  document.addEventListener('keydown', (e) => {
+    const inPrompt = e.target.closest && e.target.closest('#sv-prompt');
+    if (inPrompt && e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      document.querySelector('#sv-run').click();
+      return;
+    }
+    const typing = ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.target.tagName) || e.target.isContentEditable;
+    if (typing) { return; }
+    if (e.key === 'ArrowLeft') { document.querySelector('#sv-step-prev')?.click(); }
+    if (e.key === 'ArrowRight') { document.querySelector('#sv-step-next')?.click(); }
+  });
+}"""
+# Figure 1's rows say which step they show; a click on one asks for its explanation.
+PICK_JS = ("element.addEventListener('click', (e) => { const row = e.target.closest('.sv-row[data-step]'); "
+           "if (row) { trigger('pick', {step: Number(row.dataset.step)}); } });")
 
 
 def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new_default: int = 128) -> gr.Blocks:
     """`kinds`: the drafter kinds to offer (drafters.registry.kinds(menu_only=True)), each with its option panel."""
-    board = StopBoard()
     prompts = json.loads((ASSETS / "prompts.json").read_text())
-
+    s = SimpleNamespace()
     with gr.Blocks(title="specviz: speculative decoding you can see") as demo:
-        gr.HTML('<h1 class="sv-title">specviz</h1><p class="sv-sub">A small drafter guesses γ tokens, the target '
-                'checks them all in one forward pass; the output is exactly what the target alone would write.</p>')
-        with gr.Row():
-            with gr.Column(scale=1, min_width=300):
-                pair = gr.Dropdown(pair_labels, value=pair_labels[0], label="Model pair (target ← draft)",
-                                   info="Loaded once and kept; switching loads the new pair.")
-                drafter = gr.Dropdown([(k.label, k.name) for k in kinds], value=kinds[0].name, label="Drafter",
-                                      info="Who proposes tokens for the target to verify.", elem_id="sv-drafter")
-                dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
-                                 info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact.")
-                gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
-                                  info="Tokens proposed per verification step (history lookup: n − 1, each candidate's length).")
-                adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
-                                       info="Choose γ before every step from the measured acceptance and costs; "
-                                            "γ 0 (a plain step) when speculation cannot pay. Each step's γ is in the figure.")
-                options, option_boxes = option_panels(kinds, kinds[0].name)
-                acceptance = gr.Radio(list(ACCEPTANCE_MODES), value="lossless", label="acceptance when sampling",
-                                      info="greedy: exact, temperature 0 only. lossless: rejection sampling keeps the "
-                                           "target's distribution. typical (Medusa's): accepts any plausible token, "
-                                           "lossy by design.")
-                max_new = gr.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens",
-                                    info="Each side stops here or at end of sequence.")
-                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
-                                        info="0 = greedy (outputs comparable token by token).")
-                top_k = gr.Number(0, precision=0, label="Top-k", info="0 switches it off.")
-                top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
-                seed = gr.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
-            with gr.Column(scale=3):
-                prompt = gr.Textbox(prompts["code"][0], lines=4, label="Prompt",
-                                    info="Shown and rendered as plain text, whatever it contains.")
+        s.prompt = gr.Textbox(prompts["code"][0], lines=2, max_lines=4, show_label=False, elem_id="sv-prompt",
+                              placeholder="Prompt (Ctrl+Enter runs)", scale=6, label="Prompt", render=False)
+        with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar"):
+            s.pair = gr.Dropdown(pair_labels, value=pair_labels[0], label="Model pair (target ← draft)",
+                                 info="Loaded once and kept; switching loads the new pair.")
+            s.drafter = gr.Dropdown([(k.label, k.name) for k in kinds], value=kinds[0].name, label="Drafter",
+                                    info="Who proposes tokens for the target to verify.", elem_id="sv-drafter")
+            s.dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
+                               info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact.")
+            s.gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
+                                info="Tokens proposed per verification step.")
+            s.adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
+                                     info="Choose γ before every step from measured acceptance and costs; γ 0 (a plain "
+                                          "step) when speculation cannot pay.")
+            s.max_new = gr.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens")
+            s.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
+                                      info="0 = greedy (outputs comparable token by token).")
+            options, option_boxes = option_panels(kinds, kinds[0].name)
+            with gr.Accordion("More settings", open=False):
+                s.acceptance = gr.Radio(list(ACCEPTANCE_MODES), value="lossless", label="acceptance when sampling",
+                                        info="lossless: rejection sampling keeps the target's distribution. typical "
+                                             "(Medusa's): accepts any plausible token, lossy by design. greedy: exact, "
+                                             "temperature 0 only.")
+                s.top_k = gr.Number(0, precision=0, label="Top-k", info="0 switches it off.")
+                s.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
+                s.seed = gr.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
+            with gr.Accordion("Example prompts", open=False):
                 for key, label in EXAMPLE_KINDS:
-                    gr.Examples([[p] for p in prompts[key]], inputs=[prompt], label=label)
+                    gr.Examples([[p] for p in prompts[key]], inputs=[s.prompt], label=label)
+
+        with gr.Row(elem_classes="sv-top"):
+            gr.HTML('<div class="sv-title">specviz <span class="sv-sub">speculative decoding you can see</span></div>',
+                    scale=5, padding=False)
+            s.presenter = gr.Checkbox(False, label="presenter mode", elem_id="sv-presenter", container=False, scale=1,
+                                      min_width=160)
+        with gr.Row(elem_classes="sv-promptbar"):
+            s.prompt.render()
+            with gr.Column(scale=1, min_width=150, elem_classes="sv-buttons"):
+                s.run = gr.Button("Run side by side", variant="primary", elem_id="sv-run")
                 with gr.Row():
-                    run = gr.Button("Run side by side", variant="primary", elem_id="sv-run")
-                    stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
-                    sweep = gr.Button("γ sweep 1…8 on this prompt", elem_id="sv-sweep")
-                status = gr.HTML(panels.status("ready"), elem_id="sv-status")
-                echo = gr.HTML(elem_id="sv-echo")
-        gr.HTML(panels.how_it_runs())
-        with gr.Row(equal_height=False):
+                    s.compare = gr.Button("Compare all", elem_id="sv-compare", size="sm", min_width=60)
+                    s.stop = gr.Button("Stop", variant="stop", elem_id="sv-stop", size="sm", min_width=60)
+        s.status = gr.HTML(panels.status("ready"), elem_id="sv-status")
+        s.echo = gr.HTML(elem_id="sv-echo")
+        with gr.Row(equal_height=True, elem_classes="sv-lanes"):
             with gr.Column():
                 gr.HTML('<h3 class="sv-side">Plain decoding</h3>')
-                plain_text = gr.HTML(elem_id="sv-plain")
+                s.plain_text = gr.HTML(elem_id="sv-plain", elem_classes="sv-lane")
             with gr.Column():
                 gr.HTML('<h3 class="sv-side">Speculative decoding</h3>')
-                spec_text = gr.HTML(elem_id="sv-spec")
-        metrics = gr.HTML(elem_id="sv-metrics")
-        badge = gr.HTML(elem_id="sv-badge")
-        gr.HTML('<h3 class="sv-side">Every verification step (Figure 1 of Leviathan et al.)</h3>' + legend())
-        rows = gr.HTML(elem_id="sv-fig1", max_height=520, autoscroll=True)
-        with gr.Row():
-            race_plot = gr.Plot(charts.placeholder("tokens/s of both sides appear here during a run"),
-                                label="tokens/s", elem_id="sv-race-chart")
-        sweep_plot = gr.Plot(charts.placeholder("press “γ sweep” to measure γ = 1…8 on the current prompt"),
-                             label="γ sweep", elem_id="sv-sweep-chart")
-        with gr.Accordion("The run in numbers (JSON)", open=False):
-            summary = gr.JSON(elem_id="sv-summary")
+                s.spec_text = gr.HTML(elem_id="sv-spec", elem_classes="sv-lane")
+        s.metrics = gr.HTML(elem_id="sv-metrics")
+        s.badge = gr.HTML(elem_id="sv-badge")
+        with gr.Tabs(elem_id="sv-tabs") as s.tabs:
+            with gr.Tab("Figure 1", id="fig1"):
+                gr.HTML(legend())
+                s.rows = gr.HTML(elem_id="sv-fig1", max_height=520, autoscroll=True, js_on_load=PICK_JS)
+            with gr.Tab("Explain a step", id="explain"):
+                with gr.Row():
+                    s.prev = gr.Button("◀", elem_id="sv-step-prev", size="sm", scale=0, min_width=50)
+                    s.step = gr.Slider(1, 2, value=1, step=1, label="step of the speculative side", elem_id="sv-step")
+                    s.next = gr.Button("▶", elem_id="sv-step-next", size="sm", scale=0, min_width=50)
+                s.explanation = gr.HTML(explain_step(None, str), elem_id="sv-explain")
+            with gr.Tab("tokens/s", id="chart"):
+                s.race_plot = gr.Plot(charts.placeholder("tokens/s of both sides appear here during a run"),
+                                      label="tokens/s", elem_id="sv-race-chart")
+            with gr.Tab("Compare drafters", id="compare"):
+                gr.HTML('<p class="sv-note">“Compare all” runs plain decoding once, then every drafter with the '
+                        'current settings, one after the other.</p>')
+                s.compare_table = gr.HTML(panels.compare_table([]), elem_id="sv-compare-table")
+                s.compare_chart = gr.Plot(charts.placeholder("tokens/s and speedup of every drafter appear here"),
+                                          elem_id="sv-compare-chart")
+                s.compare_texts = {}
+                with gr.Tabs():
+                    for name in ["plain", *(k.name for k in kinds)]:
+                        with gr.Tab(name):
+                            s.compare_texts[name] = gr.HTML(elem_id=f"sv-compare-{name}")
+            with gr.Tab("γ sweep", id="sweep"):
+                s.sweep = gr.Button("γ sweep 1…8 on this prompt", elem_id="sv-sweep")
+                s.sweep_plot = gr.Plot(charts.placeholder("press “γ sweep” to measure γ = 1…8 on the current prompt"),
+                                       label="γ sweep", elem_id="sv-sweep-chart")
+            with gr.Tab("Recorded runs", id="recorded"):
+                runs = recorded_runs()
+                with gr.Row():
+                    s.recorded = gr.Dropdown(runs, value=runs[0][1] if runs else None, label="recorded runs",
+                                             elem_id="sv-recorded", scale=3)
+                    s.upload = gr.File(label="or a trace file", file_types=[".json"], elem_id="sv-upload", scale=2)
+                    s.speed = gr.Radio(list(SPEEDS), value="1×", label="pace", elem_id="sv-speed", scale=1)
+                with gr.Row():
+                    s.replay = gr.Button("Replay", elem_id="sv-replay")
+                    s.download = gr.DownloadButton("Download trace (JSON)", elem_id="sv-download")
+                    s.snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-snapshot")
+            with gr.Tab("Run in numbers", id="numbers"):
+                s.summary = gr.JSON(elem_id="sv-summary")
+            with gr.Tab("How the race is run", id="how"):
+                gr.HTML(panels.how_it_runs())
+        s.trace = gr.State(None)
 
+        h = Handlers(backend, s)
         controls = in_api_order(dict(
-            pair=pair, drafter=drafter, dtype=dtype, prompt=prompt, gamma=gamma, max_new=max_new,
-            temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, acceptance=acceptance, adaptive=adaptive,
-            **options))
-        race_outputs = [status, echo, plain_text, spec_text, rows, metrics, badge, race_plot, summary]
-
-        def do_race(request: gr.Request, **values):
-            flag = board.fresh(request.session_hash)
-            req = _request(values)
-            try:
-                shown = charted = 0.0
-                for view in backend.race(req, flag.is_set):
-                    now = time.perf_counter()
-                    if view.finished or now - shown >= UPDATE_EVERY_S:
-                        chart = view.finished or now - charted >= CHART_EVERY_S
-                        shown, charted = now, now if chart else charted
-                        yield _race_outputs(view, req.prompt, chart)
-            except Exception as exc:  # one message on screen; the server keeps serving
-                yield (_failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (len(race_outputs) - 2))
-
-        def do_sweep(request: gr.Request, progress=gr.Progress(), **values):
-            flag = board.fresh(request.session_hash)
-            try:
-                for view in backend.sweep(_request(values), stopped=flag.is_set):
-                    progress(view.progress(), desc=view.message)
-                    kind = "done" if view.finished else "busy"
-                    yield panels.status(f"γ sweep: {view.message}", kind), charts.sweep_chart(view)
-            except Exception as exc:
-                yield _failure(exc), gr.skip()
-
-        def do_load(pair_label, dtype_name):
-            try:
-                for line in backend.shelf.load(pair_label, dtype_name):
-                    yield panels.status(line, "busy")
-                yield panels.status(f"ready: {pair_label} ({dtype_name})", "done")
-            except Exception as exc:
-                yield _failure(exc)
-
-        def do_stop(request: gr.Request):
-            board.stop(request.session_hash)
-
+            pair=s.pair, drafter=s.drafter, dtype=s.dtype, prompt=s.prompt, gamma=s.gamma, max_new=s.max_new,
+            temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed, acceptance=s.acceptance,
+            adaptive=s.adaptive, **options))
+        race_outputs = [s.status, s.echo, s.plain_text, s.spec_text, s.rows, s.metrics, s.badge, s.race_plot, s.summary,
+                        s.trace, s.step, s.download, s.snapshot]
+        compare_outputs = [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
         device = dict(concurrency_id="device", concurrency_limit=1)  # one generation on the device at a time
-        run.click(do_race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **device)
-        sweep.click(do_sweep, inputs_kwargs=controls, outputs=[status, sweep_plot], api_name="sweep", **device)
+        s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(
+            h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **device)
+        s.sweep.click(h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **device)
+        s.compare.click(lambda: gr.Tabs(selected="compare"), None, s.tabs, api_name=False, queue=False,
+                        js="() => { document.querySelector('#sv-tabs').scrollIntoView({behavior: 'smooth'}); }").then(
+            h.compare, inputs_kwargs=controls, outputs=compare_outputs, api_name="compare", **device)
+        s.replay.click(h.replay, [s.recorded, s.upload, s.speed], race_outputs, api_name="replay",
+                       concurrency_id="replay", concurrency_limit=None).then(
+            h.after_replay, s.trace, compare_outputs, api_name=False, queue=False)
+        s.step.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
+        s.prev.click(lambda v, t: h.nudge(v, t, -1), [s.step, s.trace], s.step, api_name=False, queue=False)
+        s.next.click(lambda v, t: h.nudge(v, t, +1), [s.step, s.trace], s.step, api_name=False, queue=False)
+        s.rows.pick(h.pick, s.trace, [s.step, s.explanation, s.tabs], api_name=False, queue=False)
+        s.trace.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
         boxes = list(option_boxes.values())
-        drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes], drafter, boxes,
-                       api_name=False, queue=False)
-        pair.change(do_load, [pair, dtype], [status], api_name="load", **device)
-        dtype.change(do_load, [pair, dtype], [status], api_name=False, **device)
-        stop.click(do_stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
+        s.drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes], s.drafter, boxes,
+                         api_name=False, queue=False)
+        s.pair.change(h.load, [s.pair, s.dtype], [s.status], api_name="load", **device)
+        s.dtype.change(h.load, [s.pair, s.dtype], [s.status], api_name=False, **device)
+        s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
+        demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
+        s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")
     return demo
 
 
 def launch_options() -> dict:
-    """Theme and stylesheet: Gradio 6 takes them in launch(), not in Blocks()."""
-    return dict(theme=gr.themes.Soft(), css=(ASSETS / "specviz.css").read_text())
+    """Theme, stylesheet and the page's script: Gradio 6 takes them in launch(), not in Blocks()."""
+    return dict(theme=gr.themes.Soft(), css=(ASSETS / "specviz.css").read_text(), js=CLIENT_JS)

@@ -42,14 +42,16 @@ def _row(name: str, m: Metrics, speedup: Optional[float], clock_s: float) -> str
     return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
 
 
-METRIC_HEADERS = ("side", "tokens", "tokens/s", "speedup", "α (accepted/drafted)", "τ (tokens/step)",
-                  "target forwards", "draft / verify s", "prefill s", "own clock s")
+METRIC_HEADERS = ("side", "tokens", "tokens/s", "speedup", "α", "τ", "target forwards", "draft / verify s", "prefill s",
+                  "own clock s")
+HEADER_TIPS = {"α": "acceptance rate: accepted / drafted tokens", "τ": "tokens per target forward (per step)",
+               "own clock s": "this side's prefill and steps only: what its tokens/s is measured on"}
 
 
 def metrics_strip(view: RaceView) -> str:
     plain, spec = summarize(view.plain.events), summarize(view.spec.events)
     speedup = spec.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s and spec.new_tokens else None
-    head = "".join(f"<th>{escape(h)}</th>" for h in METRIC_HEADERS)
+    head = "".join(f'<th title="{escape(HEADER_TIPS.get(h, h))}">{escape(h)}</th>' for h in METRIC_HEADERS)
     return (f'<table class="sv-metrics"><thead><tr>{head}</tr></thead><tbody>'
             f'{_row("plain", plain, 1.0 if plain.new_tokens else None, view.plain.clock_s)}'
             f'{_row("speculative", spec, speedup, view.spec.clock_s)}</tbody></table>')
@@ -89,3 +91,23 @@ def how_it_runs() -> str:
             'prefill and steps (synchronised on a GPU), so each side\'s tokens/s is its own and the two never '
             'compute at the same instant. While both run, the screen moves at about half speed with true '
             'proportions; once one side is done, the other finishes alone.</div>')
+
+
+def waiting_text(note: str) -> str:
+    return f'<div class="sv-text sv-waiting">{escape(note)}</div>'
+
+
+def compare_table(rows) -> str:
+    """Every drafter on one prompt: speed, acceptance, steps and whether greedy output stayed the target's own."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("drafter", "tokens/s", "speedup", "α", "τ", "target forwards",
+                                                     "identical to plain", ""))
+    body = []
+    for r in rows:
+        same = "–" if r.identical is None else "\u2714 yes" if r.identical else "\u2260 no"
+        cells = [r.name, _fmt(r.tokens_per_s, "{:.2f}"), _fmt(r.speedup, "{:.2f}×"), _fmt(r.alpha, "{:.2f}"),
+                 _fmt(r.tau, "{:.2f}"), _fmt(r.target_forwards, "{}"), same, r.note]
+        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    if not body:
+        body = ['<tr><td colspan="8" class="sv-waiting">press the button: plain decoding once, then every drafter '
+                'with the current settings</td></tr>']
+    return f'<table class="sv-metrics sv-compare"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

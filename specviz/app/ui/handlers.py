@@ -1,0 +1,234 @@
+"""What the screen's buttons do: race, sweep, compare, replay, explain a step, stop, and the files a run can be
+downloaded as. Each handler streams the pure-Python views of the backend (or of a recorded trace) into HTML and
+charts; any failure becomes one line in the status box. No torch here."""
+
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ...errors import InvalidRequest, SpecvizError
+from ...events import summarize
+from ...runtime import ASSETS
+from ...trace import Trace
+from ..compare import CompareView, from_trace
+from ..race import RaceRequest, RaceView
+from ..replay import SPEEDS, replay
+from . import charts, panels
+from .explain import explain_step
+from .figure1 import origin_text, step_rows
+from .snapshot import snapshot_html
+
+UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
+CHART_EVERY_S = 1.0  # building a plotly figure costs ~17 ms on a laptop CPU: the chart refreshes less often
+MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
+RECORDED = ASSETS / "traces"
+RACE_OUTPUTS = 13  # what race_outputs() returns: the /run API's nine, the trace, the step slider, two downloads
+
+
+class StopBoard:
+    """One stop flag per browser session, so Stop halts only that viewer's run."""
+
+    def __init__(self):
+        self._flags: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def fresh(self, session: str) -> threading.Event:
+        with self._lock:
+            self._flags[session] = flag = threading.Event()
+        return flag
+
+    def stop(self, session: str) -> None:
+        with self._lock:
+            flag = self._flags.get(session)
+        if flag is not None:
+            flag.set()
+
+
+def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
+    """(label, path) of the traces shipped with specviz, for the "recorded runs" menu."""
+    runs = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            trace = Trace.load(path)
+        except SpecvizError:
+            continue
+        drafters = ", ".join(s.name for s in trace.sides[1:])
+        runs.append((f"{path.stem}: {trace.models.get('pair', '')}, {drafters}", str(path)))
+    return runs
+
+
+def figure1(view: RaceView) -> str:
+    events = view.spec.events
+    hidden = max(0, len(events) - MAX_ROWS)
+    note = f'<div class="sv-status">{hidden} earlier steps not shown</div>' if hidden else ""
+    return note + step_rows(events[hidden:], view.text_of)
+
+
+def race_summary(view: RaceView) -> dict:
+    """The run in numbers, for the API and for anyone who wants them raw."""
+    same = None
+    if view.finished and view.greedy:
+        same = view.divergence is None
+    return {"finished": view.finished, "stopped": view.stopped, "wall_s": round(view.wall_s, 4),
+            "plain": summarize(view.plain.events).to_json(), "speculative": summarize(view.spec.events).to_json(),
+            "identical": same, "mode": view.mode, "lossy": view.lossy,
+            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens,
+            "speculative_gammas": [e.gamma for e in view.spec.events]}  # γ of each step (adaptive: as chosen)
+
+
+def failure(exc: Exception) -> str:
+    if isinstance(exc, SpecvizError):
+        return panels.status(f"error: {exc}", "error")
+    return panels.status(f"internal error ({type(exc).__name__}): {exc}; the app keeps serving", "error")
+
+
+def request_of(values: dict) -> RaceRequest:
+    """The controls' values as a request; the screen calls the token budget max_new."""
+    values = dict(values)
+    values["max_new_tokens"] = values.pop("max_new")
+    return RaceRequest.of(**values)
+
+
+def first_rejection(events) -> int:
+    """The step worth explaining first: the first one with a rejected draft, else the first that drafted (1-based)."""
+    drafted = [e for e in events if e.proposed]
+    pick = next((e for e in drafted if e.accepted < len(e.proposed)), drafted[0] if drafted else None)
+    return pick.index + 1 if pick else 1
+
+
+class Handlers:
+    """The callbacks, bound to the backend, the per-session stop flags and the screen's components."""
+
+    def __init__(self, backend, screen: SimpleNamespace):
+        self.backend, self.screen, self.board = backend, screen, StopBoard()
+        self.files = Path(tempfile.mkdtemp(prefix="specviz-downloads-"))  # this server's downloadable runs
+
+    # -- the race, live or replayed: the first nine outputs are the /run API's, in its published order --
+    def race_outputs(self, view: RaceView, prompt: str, chart: bool = True) -> tuple:
+        if view.finished:
+            line = f"stopped after {view.wall_s:.1f} s wall time" if view.stopped else (
+                f"done in {view.wall_s:.1f} s wall time (plain {view.plain.clock_s:.1f} s + speculative "
+                f"{view.spec.clock_s:.1f} s on their own clocks); {view.message}")
+            status = panels.status(line, "done")
+        else:
+            started = view.plain.events or view.spec.events
+            status = panels.status(f"running… {view.message}" if started else view.message, "busy")
+        finished = view.finished and view.trace is not None
+        step = first_rejection(view.spec.events) if finished else None
+        return (status, panels.prompt_echo(prompt), panels.lane_text(view, "plain"), panels.lane_text(view, "spec"),
+                figure1(view), panels.metrics_strip(view), panels.identity_badge(view),
+                charts.race_chart(view) if chart else gr.skip(), race_summary(view),
+                view.trace if finished else gr.skip(),
+                gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
+                *(self.downloads(view.trace) if finished else (gr.skip(), gr.skip())))
+
+    def stream(self, views, prompt: str):
+        shown = charted = 0.0
+        for view in views:
+            now = time.perf_counter()
+            if view.finished or now - shown >= UPDATE_EVERY_S:
+                chart = view.finished or now - charted >= CHART_EVERY_S
+                shown, charted = now, now if chart else charted
+                yield self.race_outputs(view, prompt, chart)
+
+    def race(self, request: gr.Request, **values):
+        flag = self.board.fresh(request.session_hash)
+        req = request_of(values)
+        try:
+            yield from self.stream(self.backend.race(req, flag.is_set), req.prompt)
+        except Exception as exc:  # one message on screen; the server keeps serving
+            yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
+
+    def waiting(self) -> str:
+        """Shown at once when Run is pressed, before the run gets the device."""
+        busy = self.backend.busy()
+        return panels.status(busy or "starting…", "busy")
+
+    def replay(self, chosen: str, uploaded, speed: str, request: gr.Request):
+        flag = self.board.fresh(request.session_hash)
+        try:
+            path = uploaded or chosen
+            if not path:
+                raise InvalidRequest("choose a recorded run or upload a trace file first")
+            trace = Trace.load(path)
+            yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
+        except Exception as exc:
+            yield (failure(exc), *[gr.skip()] * (RACE_OUTPUTS - 1))
+
+    def downloads(self, trace: Trace) -> tuple[str, str]:
+        """The run as a trace file and as a snapshot page, for the two download buttons."""
+        stem = self.files / f"specviz-{trace.kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        trace.save(stem.with_suffix(".json"))
+        stem.with_suffix(".html").write_text(snapshot_html(trace), encoding="utf-8")
+        return str(stem.with_suffix(".json")), str(stem.with_suffix(".html"))
+
+    # -- explaining one step of the speculative side --
+    def explain(self, step, trace: Trace | None) -> str:
+        if trace is None or len(trace.sides) < 2:
+            return explain_step(None, str)
+        events = trace.sides[1].events
+        index = min(max(int(step or 1), 1), len(events)) - 1
+        return explain_step(events[index], trace.text_of, len(events)) if events else explain_step(None, str)
+
+    def nudge(self, step, trace: Trace | None, by: int):
+        count = len(trace.sides[1].events) if trace is not None and len(trace.sides) > 1 else 1
+        return min(max(int(step or 1) + by, 1), max(count, 1))
+
+    def pick(self, trace: Trace | None, evt: gr.EventData):
+        """A click on a Figure-1 row: that step, explained, in the explanation tab."""
+        step = int(getattr(evt, "step", 0)) + 1
+        return step, self.explain(step, trace), gr.Tabs(selected="explain")
+
+    # -- the γ sweep and the comparison of every drafter --
+    def sweep(self, request: gr.Request, progress=gr.Progress(), **values):
+        flag = self.board.fresh(request.session_hash)
+        try:
+            for view in self.backend.sweep(request_of(values), stopped=flag.is_set):
+                progress(view.progress(), desc=view.message)
+                yield panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"), charts.sweep_chart(view)
+        except Exception as exc:
+            yield failure(exc), gr.skip()
+
+    def compare(self, request: gr.Request, progress=gr.Progress(), **values):
+        flag = self.board.fresh(request.session_hash)
+        try:
+            for view in self.backend.compare(request_of(values), stopped=flag.is_set):
+                progress(view.progress(), desc=view.message)
+                yield self.compare_outputs(view)
+        except Exception as exc:
+            yield {self.screen.status: failure(exc)}
+
+    def compare_outputs(self, view: CompareView) -> dict:
+        s = self.screen
+        out = {s.status: panels.status(f"comparison: {view.message}", "done" if view.finished else "busy"),
+               s.compare_table: panels.compare_table(view.rows()), s.compare_chart: charts.compare_chart(view.rows())}
+        texts = {"plain": view.plain, **{e.name: e.events for e in view.entries}}
+        for name, box in s.compare_texts.items():
+            out[box] = origin_text(texts.get(name, []), view.text_of) if texts.get(name) else panels.waiting_text(
+                next((e.note for e in view.entries if e.name == name and e.note), "not run yet"))
+        if view.finished and view.trace is not None:
+            out[s.download], out[s.snapshot] = self.downloads(view.trace)
+        return out
+
+    def after_replay(self, trace: Trace | None) -> dict:
+        """A replayed comparison also fills the comparison tab (at once: it holds finished runs only)."""
+        view = from_trace(trace) if trace is not None and trace.kind == "comparison" else None
+        outputs = self.compare_outputs(view) if view else {}
+        outputs.pop(self.screen.status, None)
+        return outputs or {self.screen.compare_table: gr.skip()}
+
+    def load(self, pair_label, dtype_name):
+        try:
+            for line in self.backend.shelf.load(pair_label, dtype_name):
+                yield panels.status(line, "busy")
+            yield panels.status(f"ready: {pair_label} ({dtype_name})", "done")
+        except Exception as exc:
+            yield failure(exc)
+
+    def stop(self, request: gr.Request):
+        self.board.stop(request.session_hash)

@@ -1,0 +1,59 @@
+"""Turning a finished run into a Trace: the text of every token that appears, and for greedy runs where (if anywhere)
+each drafter's output parted from plain decoding, with the target's top two there. Needs the target model."""
+
+import time
+from typing import Callable, Iterable, Optional
+
+import torch
+
+from .events import StepEvent
+from .models import LoadedModel
+from .trace import Divergence, Side, Trace
+
+
+class TokenTexts:
+    """id -> the text of that one token, remembered (Figure-1 rows ask for the same ids again and again)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.seen = tokenizer, {}
+
+    def __call__(self, token: int) -> str:
+        if token not in self.seen:
+            self.seen[token] = self.tokenizer.decode([token])
+        return self.seen[token]
+
+
+@torch.inference_mode()
+def divergence(target: LoadedModel, prompt_ids: list[int], plain: list[int], spec: list[int],
+               text_of: Callable[[int], str]) -> Optional[Divergence]:
+    """First position where the outputs differ (over their common length), with the target's top-2 there."""
+    at = next((i for i, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
+    if at is None:
+        return None
+    context = torch.tensor([prompt_ids + plain[:at]], device=target.device)
+    probs = torch.softmax(target.model(input_ids=context).logits[0, -1].float(), dim=-1)
+    top = torch.topk(probs, 2)
+    return Divergence(at, text_of(plain[at]), text_of(spec[at]),
+                      tuple((text_of(int(i)), float(p)) for p, i in zip(top.values, top.indices)))
+
+
+def token_ids(events: Iterable[StepEvent]) -> set[int]:
+    """Every token id an event shows: drafts, the target's token, losing candidates, the explanation's leaders."""
+    ids = set()
+    for e in events:
+        ids.update(e.proposed)
+        ids.update(c for cand in (e.candidates or ()) for c in cand)
+        if e.next_token is not None:
+            ids.add(e.next_token)
+        if e.detail is not None:
+            ids.update(t.token for t in e.detail.trials)
+            ids.update(i for lead in e.detail.leading for i in lead.ids)
+    return ids
+
+
+def make_trace(kind: str, prompt, prompt_ids: list[int], settings, models: dict, sides: list[Side],
+               text_of: Callable[[int], str], wall_s: float = 0.0, stopped: bool = False, made_with: str = "") -> Trace:
+    """`sides[0]` is plain decoding; the others carry their divergence already (greedy runs)."""
+    texts = {t: text_of(t) for s in sides for t in sorted(token_ids(s.events))}
+    return Trace(kind, time.strftime("%Y-%m-%dT%H:%M:%S%z"), prompt if isinstance(prompt, str) else str(prompt),
+                 len(prompt_ids), dict(settings.__dict__), models, sides, texts, wall_s, stopped, made_with)

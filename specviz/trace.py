@@ -1,0 +1,117 @@
+"""A recorded run: the settings, the models, the prompt, every step of every side with its timings, and the text of
+every token that appears, as one JSON file. It replays on screen and becomes a snapshot page with no model loaded.
+Pure Python, like the events it holds."""
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .errors import SpecvizError
+from .events import StepEvent
+
+FORMAT = "specviz-trace"
+VERSION = 1
+
+
+class TraceError(SpecvizError):
+    """A file that is not a trace, is damaged, or comes from a newer specviz."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where greedy speculative output first differs from plain, and how close the target's call was there."""
+    position: int  # index into the generated tokens
+    plain_token: str
+    spec_token: str
+    top: tuple[tuple[str, float], ...]  # the target's two most likely tokens there, (text, probability)
+
+
+@dataclass
+class Side:
+    name: str  # "plain", or the drafter's name
+    words: str  # how it drafted and verified, as the screen said it ("" for plain decoding)
+    events: list[StepEvent]
+    divergence: Optional[Divergence] = None  # greedy: where it first parted from plain decoding, if it did
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for e in self.events for t in e.tokens]
+
+
+@dataclass
+class Trace:
+    kind: str  # "race" (plain and one drafter) or "comparison" (plain and every drafter)
+    created: str  # when it was recorded, ISO 8601
+    prompt: str
+    prompt_tokens: int
+    settings: dict  # specviz.settings.Settings as a dict
+    models: dict  # pair, target, draft, precision, device
+    sides: list[Side]  # sides[0] is plain decoding
+    texts: dict[int, str]  # every token id that appears anywhere in the sides, as its text
+    wall_s: float = 0.0
+    stopped: bool = False
+    made_with: str = ""  # the command, or "the app"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def greedy(self) -> bool:
+        return float(self.settings.get("temperature", 0)) == 0
+
+    @property
+    def lossy(self) -> bool:
+        return self.settings.get("acceptance") == "typical" and not self.greedy
+
+    def text_of(self, token: int) -> str:
+        return self.texts.get(token, f"<{token}>")
+
+    def side(self, name: str) -> Side:
+        return next(s for s in self.sides if s.name == name)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["texts"] = {str(k): v for k, v in self.texts.items()}
+        data["sides"] = [{**asdict(s), "events": [e.to_json() for e in s.events]} for s in self.sides]
+        return {"format": FORMAT, "version": VERSION, **data}
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), ensure_ascii=False))
+        return path
+
+    @staticmethod
+    def from_json(data) -> "Trace":
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise TraceError("not a specviz trace (no \"format\": \"specviz-trace\" in it)")
+        version = data.get("version")
+        if not isinstance(version, int) or version < 1:
+            raise TraceError(f"the trace's version is {version!r}, not a whole number")
+        if version > VERSION:
+            raise TraceError(f"this trace is version {version}, written by a newer specviz; this one reads version "
+                             f"{VERSION} and older")
+        try:
+            sides = [Side(s["name"], s["words"], [StepEvent.from_json(e) for e in s["events"]],
+                          _divergence(s.get("divergence"))) for s in data["sides"]]
+            if not sides or sides[0].name != "plain":
+                raise ValueError("its first side is not plain decoding")
+            return Trace(data["kind"], data["created"], data["prompt"], int(data["prompt_tokens"]), dict(data["settings"]),
+                         dict(data["models"]), sides, {int(k): str(v) for k, v in data["texts"].items()},
+                         float(data.get("wall_s", 0.0)), bool(data.get("stopped", False)), str(data.get("made_with", "")),
+                         dict(data.get("extra", {})))
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            raise TraceError(f"the trace is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+    @staticmethod
+    def load(path) -> "Trace":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise TraceError(f"cannot read a trace from {Path(path).name}: {str(exc)[:120]}") from None
+        return Trace.from_json(data)
+
+
+def _divergence(data) -> Optional[Divergence]:
+    if data is None:
+        return None
+    return Divergence(int(data["position"]), str(data["plain_token"]), str(data["spec_token"]),
+                      tuple((str(t), float(p)) for t, p in data["top"]))

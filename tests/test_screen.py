@@ -1,0 +1,142 @@
+"""The screen's pure-Python parts on real engine events: the step explanation, traces (write, read, refuse), replay at
+a recorded pace, the offline snapshot page, the drafter comparison, and the CLI's --trace and snapshot."""
+
+import json
+
+import pytest
+
+from specviz.app.compare import CompareView, Entry, from_trace
+from specviz.app.race import Lane, RaceView
+from specviz.app.replay import replay
+from specviz.app.ui import panels
+from specviz.app.ui.explain import explain_step
+from specviz.app.ui.snapshot import final_view, snapshot_html
+from specviz.cli import main
+from specviz.drafters.registry import decode
+from specviz.record import TokenTexts, divergence, make_trace
+from specviz.settings import Settings
+from specviz.trace import VERSION, Side, Trace, TraceError
+
+EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+
+def race_trace(target, drafts, tokenizer, drafter="draft", prompt="w1 w2 w3", **settings):
+    s = Settings(**{"max_new_tokens": 30, "gamma": 3, **settings})
+    ids = tokenizer.encode(prompt)
+    plain = list(decode(target, ids, s))
+    spec = list(decode(target, ids, s, drafter, drafts["partial"]))
+    text_of = TokenTexts(tokenizer)
+    parted = divergence(target, ids, [t for e in plain for t in e.tokens], [t for e in spec for t in e.tokens],
+                        text_of) if s.greedy else None
+    sides = [Side("plain", "", plain), Side(drafter, f"{drafter}; lossless", spec, parted)]
+    return make_trace("race", prompt, ids, s, {"pair": "tiny", "precision": "float32", "device": "cpu"}, sides, text_of)
+
+
+@pytest.fixture(scope="module")
+def sampled(target, drafts, tokenizer):
+    return race_trace(target, drafts, tokenizer, temperature=1.0, seed=3)
+
+
+def test_a_rejected_sampled_step_is_explained_with_p_q_the_draw_and_the_residual(sampled):
+    events = sampled.sides[1].events
+    step = next(e for e in events if e.next_kind == "correction" and e.q is not None)
+    html = explain_step(step, sampled.text_of, len(events))
+    assert f"Step {step.index + 1}</b> of {len(events)}" in html
+    assert "sv-bar-p" in html and "sv-bar-q" in html and "sv-bar-r" in html
+    assert "min(1, p/q)" in html and "norm(max(0, p − q))" in html and "rejected" in html
+    rejected = step.detail.trials[-1]
+    assert not rejected.accepted and f"u = {rejected.u:.3f}" in html and f"q = {rejected.q:.3f}" in html
+    assert 'class="sv-drafted' in html and "sv-emitted" in html
+
+
+def test_greedy_tree_and_plain_steps_are_explained_in_their_own_words(target, drafts, tokenizer):
+    trace = race_trace(target, drafts, tokenizer, drafter="history", prompt="w5 w5 w5 w9 w5 w5 w5", max_new_tokens=60)
+    events = trace.sides[1].events
+    tree = next(e for e in events if e.candidates)
+    html = explain_step(tree, trace.text_of)
+    assert "candidates</b>, verified together as a token tree" in html and "first choice here" in html
+    plain_step = next(e for e in events if not e.proposed)
+    assert "a plain step" in explain_step(plain_step, trace.text_of)
+    assert "pick a step" in explain_step(None, str)
+
+
+def test_the_explanation_escapes_token_text(sampled):
+    step = next(e for e in sampled.sides[1].events if e.proposed)
+    html = explain_step(step, lambda t: EVIL)
+    assert "<script" not in html and "<img" not in html and "&lt;script&gt;" in html
+
+
+def test_a_trace_survives_a_file_and_replays_to_the_same_screen(sampled, tmp_path):
+    path = sampled.save(tmp_path / "run.json")
+    again = Trace.load(path)
+    assert again == sampled
+    paused = []
+    views = list(replay(again, speed=4.0, sleep=paused.append))
+    steps = [e for s in again.sides for e in s.events]
+    assert len(paused) == len(steps) and sum(paused) == pytest.approx(sum(e.step_s + e.prefill_s for e in steps) / 4)
+    final = views[-1]
+    assert final.finished and final.plain.tokens == sampled.sides[0].tokens and final.spec.tokens == sampled.sides[1].tokens
+    lanes = [Lane(name, side.events, sum(e.prefill_s + e.step_s for e in side.events), True)
+             for name, side in zip(("plain", "speculative"), sampled.sides)]
+    live = RaceView(*lanes, sampled.text_of, False, finished=True, mode=sampled.sides[1].words)
+    for render in (lambda v: panels.lane_text(v, "plain"), lambda v: panels.lane_text(v, "spec"), panels.identity_badge,
+                   panels.metrics_strip):
+        assert render(final) == render(live)
+
+
+def test_traces_from_elsewhere_are_refused_in_one_line(sampled, tmp_path):
+    newer = {**sampled.to_json(), "version": VERSION + 1}
+    broken = {**sampled.to_json(), "sides": [{"name": "plain"}]}
+    cases = [(newer, "newer specviz"), (broken, "damaged"), ({"hello": 1}, "not a specviz trace"),
+             ([1, 2], "not a specviz trace")]
+    for data, words in cases:
+        with pytest.raises(TraceError, match=words) as refused:
+            Trace.from_json(data)
+        assert "\n" not in str(refused.value)
+    (tmp_path / "junk.json").write_bytes(b"\xff\xfe not json")
+    with pytest.raises(TraceError, match="cannot read a trace from junk.json"):
+        Trace.load(tmp_path / "junk.json")
+
+
+def test_the_snapshot_page_is_self_contained_and_escaped(target, drafts, tokenizer):
+    trace = race_trace(target, drafts, tokenizer)
+    trace.prompt = EVIL
+    html = snapshot_html(trace)
+    assert "<script" not in html and "<img" not in html and "&lt;script&gt;alert(1)" in html
+    assert "http://" not in html and "https://" not in html  # nothing to fetch
+    assert "<polyline" in html and 'class="sv-fig1"' in html and "identical to plain decoding" in html
+    assert final_view(trace).spec.tokens == trace.sides[1].tokens
+
+
+def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, tokenizer):
+    s = Settings(max_new_tokens=20, gamma=3)
+    ids = tokenizer.encode("w5 w5 w5 w9 w5 w5")
+    plain = list(decode(target, ids, s))
+    entries = [Entry(name, name, None, list(decode(target, ids, s, name, drafts["partial"]))) for name in ("draft", "ngram")]
+    entries.append(Entry("medusa", "medusa", None, note="not available: no Medusa heads for 'tiny'"))
+    view = CompareView(entries, True, plain)
+    rows = {r.name: r for r in view.rows()}
+    assert set(rows) == {"plain", "draft", "ngram", "medusa"} and rows["plain"].speedup == 1.0
+    assert rows["draft"].identical is True and rows["draft"].tau > 1 and rows["medusa"].note.startswith("not available")
+    table = panels.compare_table(view.rows())
+    assert table.count("<tr>") == 5 and "not available" in table
+    sides = [Side("plain", "", plain)] + [Side(e.name, e.words, e.events) for e in entries if e.events]
+    trace = make_trace("comparison", "w5", ids, s, {}, sides, TokenTexts(tokenizer))
+    assert [e.name for e in from_trace(trace).entries] == ["draft", "ngram"]
+    assert "Every drafter on this prompt" in snapshot_html(trace)
+
+
+def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp_path):
+    path, page = tmp_path / "run.json", tmp_path / "run.html"
+    code = main(["generate", "--target", str(model_folder), "--draft", str(model_folder), "--prompt", "w1 w2 w3",
+                 "--no-chat", "--max-new-tokens", "12", "--dtype", "float32", "--trace", str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    trace = Trace.load(path)
+    assert [s.name for s in trace.sides] == ["plain", "draft"] and trace.sides[1].tokens == out["token_ids"]
+    assert trace.sides[0].tokens == out["token_ids"] and trace.sides[1].divergence is None
+    assert trace.made_with.startswith("python -m specviz generate") and trace.models["precision"] == "float32"
+    assert main(["snapshot", str(path), "--out", str(page)]) == 0 and "identical to plain decoding" in page.read_text()
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "specviz-trace", "version": 99}))
+    assert main(["snapshot", str(tmp_path / "bad.json"), "--out", str(page)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: this trace is version 99")
