@@ -1,7 +1,8 @@
-"""Measure the app: seconds from `python app.py` to the first finished side-by-side run, and the UI's
-overhead (each side's decode time inside the app vs the same run through the CLI).
+"""Measure the app: seconds from `python app.py` to the first finished side-by-side run, the UI's overhead (each
+side's decode time inside the app vs the same run through the CLI), and on request the time from a click on Run to
+the first token on screen in a real browser (--browser) and the wall time of "Compare all" (--compare).
 
-    python scripts/app_timing.py [--port 7870] [--max-new-tokens 128] [--gamma 4] [--skip-cli]
+    python scripts/app_timing.py [--port 7870] [--max-new-tokens 128] [--gamma 4] [--skip-cli] [--browser] [--compare]
 
 Set SPECVIZ_CACHE to an empty folder to time a first start that converts the offline models.
 """
@@ -14,6 +15,44 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SUMMARY = 8  # the /run endpoint's "run in numbers" output
+
+
+def browser_timing(port: int) -> None:
+    """Click Run in chromium; seconds to the first token on screen and to the identity badge (median of 3)."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    firsts, finished = [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                                     args=["--no-sandbox", "--disable-gpu"])
+        for _ in range(3):
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#sv-run")
+            began = time.time()
+            page.click("#sv-run")
+            page.wait_for_selector("#sv-plain .sv-text span, #sv-spec .sv-text span", timeout=300_000)
+            firsts.append(time.time() - began)
+            page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=600_000)
+            finished.append(time.time() - began)
+            page.close()
+        browser.close()
+    print(f"browser: click to first token on screen {sorted(firsts)[1]:.2f} s (runs: "
+          f"{', '.join(f'{x:.2f}' for x in firsts)}), click to the identity badge {sorted(finished)[1]:.1f} s", flush=True)
+
+
+def compare_timing(client, pair: str, prompt: str, args) -> None:
+    began = time.time()
+    out = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/compare")
+    import re
+
+    rows = [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr>(.*?)</tr>", out[1])]
+    print(f"compare all: {time.time() - began:.1f} s wall for plain + every drafter, {args.max_new_tokens} tokens", flush=True)
+    for row in rows:
+        print("   ", " ".join(row), flush=True)
 
 
 def wait_for_client(port: int, proc, limit_s: float = 600):
@@ -47,6 +86,8 @@ def main():
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--skip-cli", action="store_true")
     p.add_argument("--repeats", type=int, default=1, help="further app runs, each followed by the CLI pair; medians")
+    p.add_argument("--browser", action="store_true", help="also time click → first token in chromium")
+    p.add_argument("--compare", action="store_true", help="also time Compare all")
     args = p.parse_args()
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())["code"][0]
 
@@ -57,14 +98,18 @@ def main():
         client = wait_for_client(args.port, proc)
         up = time.time() - began
         pair = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"][0]["parameter_default"]
-        *_, summary = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
-                                     api_name="/run")
+        summary = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
+                                 api_name="/run")[SUMMARY]
         first = time.time() - began
         print(f"server answering after {up:.1f} s; first finished side-by-side run after {first:.1f} s", flush=True)
+        if args.browser:
+            browser_timing(args.port)
+        if args.compare:
+            compare_timing(client, pair, prompt, args)
         ratios = {"plain": [], "speculative": []}
         for _ in range(args.repeats):  # app run, then the same two runs through the CLI, alternating
-            *_, again = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
-                                       api_name="/run")
+            again = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
+                                   api_name="/run")[SUMMARY]
             cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
             for side in ratios:
                 ratios[side].append(again[side]["decode_s"] / cli[side]["decode_s"])

@@ -1,9 +1,13 @@
-"""Screenshot a finished side-by-side run of a running app: python scripts/screenshot.py [--url ...] [--out app.png]
-[--region] (the README's picture: python scripts/screenshot.py --region --out docs/img/app.png)
-Uses Debian's chromium through Playwright, the same way the browser test does."""
+"""The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
+
+    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img]
+
+race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
+pair). explain.png: the step explanation of a rejected step of the recorded sampled prose run, replayed at 4×."""
 
 import argparse
 import shutil
+from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
@@ -11,33 +15,36 @@ from playwright.sync_api import sync_playwright
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--url", default="http://127.0.0.1:7860/")
-    p.add_argument("--out", default="test-artifacts/app-real.png")
-    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--out", default="docs/img")
+    p.add_argument("--tokens-before-shot", type=int, default=24, help="mid-race: shoot once the plain side has this many")
     p.add_argument("--timeout-s", type=int, default=600)
-    p.add_argument("--sweep", action="store_true", help="then run the γ sweep and screenshot its chart too")
-    p.add_argument("--region", action="store_true", help="only the race: from the lanes to Figure 1")
     args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
                                      args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(args.url)
-        page.get_by_label(args.dtype).check()
+        page.wait_for_selector("#sv-run")
         page.click("#sv-run")
+        page.wait_for_function(f"document.querySelectorAll('#sv-plain .sv-text span').length >= {args.tokens_before_shot}",
+                               timeout=args.timeout_s * 1000)
+        page.screenshot(path=str(out / "race.png"))
         page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=args.timeout_s * 1000)
-        if args.region:
-            top, bottom = page.locator(".sv-how").bounding_box(), page.locator("#sv-fig1").bounding_box()
-            page.screenshot(path=args.out, full_page=True, clip={
-                "x": 0, "y": top["y"] - 8, "width": 1500, "height": bottom["y"] + bottom["height"] - top["y"] + 16})
-        else:
-            page.screenshot(path=args.out, full_page=True)
-        print(page.inner_text("#sv-status"))
-        print(page.inner_text("#sv-badge"))
-        if args.sweep:
-            page.click("#sv-sweep")
-            page.wait_for_selector("#sv-status:has-text('γ sweep: done')", timeout=args.timeout_s * 1000)
-            page.locator("#sv-sweep-chart").screenshot(path=args.out.replace(".png", "-sweep.png"))
-            print(page.inner_text("#sv-status"))
+        print(page.inner_text("#sv-status"), "|", page.inner_text("#sv-badge"))
+
+        page.get_by_role("tab", name="Recorded runs").click()
+        page.locator("#sv-recorded input").click()
+        page.get_by_role("option", name="prose-draft-model-sampled", exact=False).click()
+        page.get_by_label("4×").check()
+        page.click("#sv-replay")
+        page.wait_for_selector("#sv-status .sv-status-done:has-text('recorded')", timeout=args.timeout_s * 1000)
+        page.get_by_role("tab", name="Figure 1").click()
+        page.locator("#sv-fig1 .sv-row", has=page.locator("del.sv-rej")).nth(1).click()
+        page.locator("#sv-explain .sv-bar-r").first.wait_for()
+        page.locator("#sv-tabs").screenshot(path=str(out / "explain.png"))
+        print(page.locator("#sv-explain .sv-explain-head").inner_text())
         browser.close()
 
 

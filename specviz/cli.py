@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -205,7 +206,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
     models = {"pair": f"{args.target} ← {args.draft}" if draft else args.target, "target": args.target,
               "draft": args.draft, "precision": args.dtype, "device": target.device.type}
-    made_with = "python -m specviz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
+    made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
     trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
     trace.save(args.trace)
 

@@ -140,3 +140,19 @@ def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp
     (tmp_path / "bad.json").write_text(json.dumps({"format": "specviz-trace", "version": 99}))
     assert main(["snapshot", str(tmp_path / "bad.json"), "--out", str(page)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: this trace is version 99")
+
+
+def test_the_shipped_recorded_runs_replay_with_everything_they_show():
+    from specviz.app.ui.handlers import recorded_runs
+    from specviz.record import token_ids
+
+    runs = recorded_runs()
+    assert [label.split(":")[0] for label, _ in runs] == ["code-draft-model", "extraction-ngram", "prose-draft-model-sampled"]
+    for _, path in runs:
+        trace = Trace.load(path)
+        assert trace.models["target"] == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith("python -m specviz")
+        assert all(t in trace.texts for side in trace.sides for t in token_ids(side.events))
+        assert final_view(trace).spec.tokens == trace.sides[1].tokens
+        assert any(e.detail and e.detail.trials for e in trace.sides[1].events)
+        if trace.greedy:  # recorded with greedy decoding: the speculative side wrote the target's own tokens
+            assert trace.sides[1].tokens == trace.sides[0].tokens

@@ -1,0 +1,35 @@
+"""Record the traces the app offers as "recorded runs" (assets/traces/), one per example prompt kind, with the
+offline Qwen2.5-Coder 1.5B ← 0.5B pair on this machine's CPU in bfloat16:
+
+    python scripts/record_traces.py            # about 3 minutes on 2 cores
+
+Each is `python -m specviz generate ... --trace FILE`, so the trace also holds plain decoding and says in its
+"made_with" field the exact command that made it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIR = ["--target", "qwen2.5-coder-1.5b-instruct", "--dtype", "bfloat16", "--max-new-tokens", "64", "--gamma", "4"]
+RUNS = {  # file: (prompt kind, drafter flags, sampling flags)
+    "code-draft-model": ("code", ["--draft", "qwen2.5-coder-0.5b-instruct"], []),
+    "extraction-ngram": ("extraction", ["--drafter", "ngram"], []),
+    "prose-draft-model-sampled": ("prose", ["--draft", "qwen2.5-coder-0.5b-instruct"], ["--temperature", "0.7", "--seed", "1"]),
+}
+
+
+def main() -> int:
+    prompts = json.loads((ROOT / "assets" / "prompts.json").read_text())
+    for name, (kind, drafter, sampling) in RUNS.items():
+        out = ROOT / "assets" / "traces" / f"{name}.json"
+        cmd = [sys.executable, "-m", "specviz", "generate", *PAIR, *drafter, *sampling, "--prompt", prompts[kind][0],
+               "--trace", str(out.relative_to(ROOT))]
+        print(" ".join(cmd[1:4]), "...", out.name, flush=True)
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
