@@ -30,9 +30,11 @@ def test_status_and_echo_escape_markup():
 
 
 def test_metrics_strip_shows_both_sides_and_the_speedup():
-    text = Tags(panels.metrics_strip(view())).text
+    html = panels.metrics_strip(view())
+    text = Tags(html).text
     assert "4.00" in text and "16.00" in text and "4.00×" in text  # plain 4 tok/s, speculative 16 tok/s
-    assert "τ (tokens/step)" in text and "4.00" in text  # 8 tokens over 2 target forwards
+    assert "τ" in text and "4.00" in text  # 8 tokens over 2 target forwards
+    assert 'title="tokens per target forward (per step)">τ<' in html  # the short header explains itself on hover
 
 
 def test_badge_for_identical_outputs():
