@@ -60,7 +60,7 @@ def build(args):
     shelf = ModelShelf(pairs, args.device)
     backend = Backend(shelf)
     backend.race, backend.sweep, backend.compare = (on_device(f) for f in (backend.race, backend.sweep, backend.compare))
-    dtypes = ["bfloat16", "float32"]
+    dtypes = ["bfloat16", "float32"] if gpu else ["bfloat16", "float32", "int8"]  # int8: torch's CPU kernels
     if not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
         threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.

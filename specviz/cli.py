@@ -156,7 +156,7 @@ def cmd_generate(args) -> int:
     target = load_model(args.target, args.dtype, args.device)
     draft = None
     if chosen and chosen.needs_draft:
-        draft = load_model(args.draft, args.dtype, args.device)
+        draft = load_model(args.draft, args.draft_dtype or args.dtype, args.device)
         check_same_vocabulary(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
 
@@ -205,7 +205,8 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         words = mode_text(kind(drafter_name).words(options), settings)
         sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
     models = {"pair": f"{args.target} ← {args.draft}" if draft else args.target, "target": args.target,
-              "draft": args.draft, "precision": args.dtype, "device": target.device.type}
+              "draft": args.draft, "precision": args.dtype, "draft_precision": args.draft_dtype or args.dtype,
+              "device": target.device.type}
     made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
     trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
     trace.save(args.trace)
@@ -267,6 +268,8 @@ def cmd_train_medusa(args) -> int:
                              ("--local-tokens", args.local_tokens, 1), ("--train-batch", args.train_batch, 1)):
         if value < low:
             return _fail(f"{name} must be at least {low}, got {value}")
+    if args.dtype == "int8":
+        return _fail("train-medusa trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
     quiet_transformers()
     from .drafters.medusa.heads import save_medusa
     from .drafters.medusa.train import load_texts, local_texts, save_texts, self_distilled_texts, train_heads

@@ -24,11 +24,14 @@ def target(tokenizer):
 
 @pytest.fixture(scope="session")
 def drafts(tokenizer, target):
-    """Three drafts: the target itself, an unrelated model, and a noisy copy that partly agrees."""
+    """Four drafts: the target itself, an unrelated model, a noisy copy that partly agrees, and that copy in int8."""
+    from specviz.models.quantize import int8_dynamic
+
     return {
         "same": target,
         "unrelated": loaded(tiny_llama(len(tokenizer), seed=2), tokenizer, "tiny-unrelated"),
         "partial": loaded(perturbed(target.model, seed=3, scale=0.3), tokenizer, "tiny-partial"),
+        "int8": loaded(int8_dynamic(perturbed(target.model, seed=3, scale=0.3)), tokenizer, "tiny-partial-int8"),
     }
 
 

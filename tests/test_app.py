@@ -139,3 +139,17 @@ def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair
     gammas = summary["speculative_gammas"]
     assert len(gammas) == summary["speculative"]["target_forwards"] and all(0 <= g <= 6 for g in gammas)
     assert f"γ {max(gammas)} · " in final[ROWS]  # every speculative row names the γ it was given
+
+
+def test_an_int8_draft_races_and_the_target_still_decides(client, pair):
+    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 3, 40, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
+                        False, "int8", api_name="/run")
+    final = job.result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True
+    assert summary["speculative"]["acceptance_rate"] is not None and "draft int8" in final[STATUS]
+    refused = client.submit(pair, "draft", "float32", "w1", 3, 4, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
+                            False, "int3", api_name="/run")
+    with pytest.raises(AppError):  # not a choice of the menu: Gradio refuses it in one line
+        refused.result(timeout=60)
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]

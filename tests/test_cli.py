@@ -155,3 +155,16 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, *base, "--drafter", "medusa")
     assert code == 2 and "no Medusa heads for" in err
+
+
+def test_an_int8_draft_through_the_cli_equals_plain_and_an_int8_target_runs(capsys, model_folder):
+    base = gen(model_folder, "--prompt", "w7 w8 w9", "--no-chat", "--max-new-tokens", "20", "--json")
+    code, out, _ = run_cli(capsys, *base)
+    plain = json.loads(out)["token_ids"]
+    code, out, err = run_cli(capsys, *base, "--draft", str(model_folder), "--draft-dtype", "int8", "--gamma", "4")
+    assert code == 0, err
+    assert json.loads(out)["token_ids"] == plain  # the target (float32) alone decides the output
+    code, out, err = run_cli(capsys, *gen(model_folder, "--prompt", "w7 w8 w9", "--no-chat", "--max-new-tokens", "8",
+                                          "--json"), "--dtype", "int8")
+    assert code == 0 and len(json.loads(out)["token_ids"]) == 8, err
+    assert_one_line_error(*run_cli(capsys, *base, "--draft-dtype", "int4")[::2], "--draft-dtype", "int4")

@@ -22,7 +22,7 @@ def run(target, prompt_ids, settings, draft=None):
     return list(stream(target, prompt_ids, settings, draft))
 
 
-@pytest.mark.parametrize("kind", ["same", "unrelated", "partial"])
+@pytest.mark.parametrize("kind", ["same", "unrelated", "partial", "int8"])
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_speculative_greedy_equals_plain(target, drafts, tokenizer, kind, prompt):
     ids = tokenizer.encode(prompt)
@@ -41,6 +41,8 @@ def test_acceptance_follows_the_draft(target, drafts, tokenizer):
     unrelated = summarize(run(target, ids, Settings(max_new_tokens=40, gamma=4), drafts["unrelated"]))
     partial = summarize(run(target, ids, Settings(max_new_tokens=40, gamma=4), drafts["partial"]))
     assert unrelated.acceptance_rate < partial.acceptance_rate < 1.0
+    int8 = summarize(run(target, ids, Settings(max_new_tokens=40, gamma=4), drafts["int8"]))
+    assert unrelated.acceptance_rate < int8.acceptance_rate < 1.0  # int8 weights: mostly the partial draft's guesses
 
 
 @pytest.mark.parametrize("kind", ["same", "partial", None])

@@ -68,6 +68,16 @@ def test_speculative_sampling_is_lossless(small, settings):
     assert chi_square_p(sampled_law(target, draft, prompt, settings), law, RUNS) > 1e-3
 
 
+def test_speculative_sampling_with_an_int8_draft_is_lossless(small):
+    """The draft's precision changes only its q; the rejection rule keeps the target's own law."""
+    from specviz.models.quantize import int8_dynamic
+
+    target, draft, prompt = small
+    quantized = loaded(int8_dynamic(perturbed(target.model, seed=12, scale=0.5)), target.tokenizer)
+    law = exact_two_token_law(target, prompt, SETTINGS[0])
+    assert chi_square_p(sampled_law(target, quantized, prompt, SETTINGS[0]), law, RUNS) > 1e-3
+
+
 def test_engine_test_catches_a_wrong_residual(small, monkeypatch):
     target, draft, prompt = small
     monkeypatch.setattr(verify, "residual", lambda p, q: p)

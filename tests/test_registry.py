@@ -96,7 +96,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     assert found["params"][:16] == ["pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k",
                                     "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
                                     "adaptive"]  # the published order stays; the new option comes after it
-    assert found["params"][16:] == ["toy_offset"]
+    assert found["params"][16:] == ["draft_dtype", "toy_offset"]
 
 
 def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):

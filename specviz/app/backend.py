@@ -12,7 +12,7 @@ import torch
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
 from ..errors import InvalidRequest, SpecvizError
-from ..models import encode_prompt
+from ..models import DTYPES, encode_prompt
 from ..record import TokenTexts, divergence, make_trace
 from ..settings import Settings
 from ..trace import Side
@@ -85,16 +85,24 @@ class Backend:
         with self._on_device():
             yield from self._compare(request, stopped)
 
+    def _load(self, request: RaceRequest) -> Iterator[str]:
+        """The pair at the precisions asked for (the draft's: the target's unless the request names another)."""
+        for precision in (request.dtype, request.draft_dtype):
+            if precision not in DTYPES and precision != "same":
+                raise InvalidRequest(f"precision must be one of {', '.join(DTYPES)}, got {precision!r}")
+        draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
+        return self.shelf.load(request.pair, request.dtype, draft_dtype=draft_dtype)
+
     def _race(self, request: RaceRequest, stopped: Stopped) -> Iterator[RaceView]:
         settings, chosen, options = self._check(request)
-        for line in self.shelf.load(request.pair, request.dtype):
+        for line in self._load(request):
             yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
         pair = self.shelf.current()
         began = time.perf_counter()  # the race's wall clock starts once the models are in
         prompt_ids = encode_prompt(pair.target, request.prompt)
         target, stop = pair.target, _Flag(stopped)
         view = RaceView(Lane(PLAIN), Lane(SPEC), TokenTexts(target.tokenizer), settings.greedy,
-                        message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {pair.dtype}",
+                        message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}",
                         mode=mode_text(chosen.words(options), settings), lossy=settings.lossy)
         sides = {
             PLAIN: decode(target, prompt_ids, settings, stop=stop),
@@ -116,7 +124,7 @@ class Backend:
     def _sweep(self, request: RaceRequest, gammas, stopped: Stopped) -> Iterator[SweepView]:
         settings, chosen, options = self._check(request)
         view = SweepView(gammas=tuple(gammas))
-        for line in self.shelf.load(request.pair, request.dtype):
+        for line in self._load(request):
             view.message = line
             yield view
         pair = self.shelf.current()
@@ -149,7 +157,7 @@ class Backend:
             except SpecvizError as exc:
                 entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
         view = CompareView(entries, settings.greedy)
-        for line in self.shelf.load(request.pair, request.dtype):
+        for line in self._load(request):
             view.message = line
             yield view
         pair = self.shelf.current()
@@ -183,4 +191,8 @@ class Backend:
 
 def _models(pair: LoadedPair) -> dict:
     return {"pair": pair.preset.label, "target": pair.preset.target, "draft": pair.preset.draft,
-            "precision": pair.dtype, "device": pair.target.device.type}
+            "precision": pair.dtype, "draft_precision": pair.draft_dtype, "device": pair.target.device.type}
+
+
+def _precision(pair: LoadedPair) -> str:
+    return pair.dtype if pair.draft_dtype in ("", pair.dtype) else f"{pair.dtype}, draft {pair.draft_dtype}"

@@ -31,6 +31,7 @@ class RaceRequest:
     seed: object = 0
     adaptive: object = False  # choose γ per step, up to `gamma`
     acceptance: str = "lossless"  # how a sampled step accepts drafts (settings.ACCEPTANCE_MODES)
+    draft_dtype: str = "same"  # the draft model's precision: "same" as the target's, or a precision of its own
     options: Mapping = field(default_factory=dict)  # drafter options by name; the chosen drafter's kind reads its own
 
     @classmethod

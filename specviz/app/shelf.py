@@ -56,9 +56,10 @@ def default_pairs(gpu: bool, custom: Optional[PairPreset] = None) -> list[PairPr
 @dataclass
 class LoadedPair:
     preset: PairPreset
-    dtype: str
+    dtype: str  # the target's precision
     target: LoadedModel  # what drafters load for it (Medusa heads) is kept with it: LoadedModel.companions
     draft: LoadedModel
+    draft_dtype: str = ""  # the draft's precision
 
 
 class ModelShelf:
@@ -79,17 +80,21 @@ class ModelShelf:
             raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(self.pairs)}")
         return self.pairs[label]
 
-    def get(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None) -> LoadedPair:
-        for _ in self.load(label, dtype, report):
+    def get(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None,
+            draft_dtype: str = "") -> LoadedPair:
+        for _ in self.load(label, dtype, report, draft_dtype):
             pass
         return self._loaded
 
-    def load(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None) -> Iterator[str]:
-        """Yield progress lines while loading; afterwards `current()` is the pair asked for."""
+    def load(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None,
+             draft_dtype: str = "") -> Iterator[str]:
+        """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision
+        is the target's unless `draft_dtype` says otherwise."""
         preset = self.preset(label)
+        draft_dtype = draft_dtype or dtype
         with self._lock:
             held = self._loaded
-            if held and held.preset == preset and held.dtype == dtype:
+            if held and held.preset == preset and held.dtype == dtype and held.draft_dtype == draft_dtype:
                 return
             self._loaded = None
             del held
@@ -104,11 +109,12 @@ class ModelShelf:
                     if role == "target":
                         target = load_model(name, dtype, self.device)
                     else:
-                        draft = load_model(name, dtype, self.device)
+                        draft = load_model(name, draft_dtype, self.device)
             finally:
                 self.loading = ""
             check_same_vocabulary(target, draft)
-            self._loaded = LoadedPair(preset, dtype, target, draft)
-            line = f"loaded {preset.label} ({dtype}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
+            self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)
+            precision = dtype if draft_dtype == dtype else f"{dtype}, draft {draft_dtype}"
+            line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)
             yield line

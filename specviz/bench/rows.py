@@ -28,6 +28,13 @@ class BenchRow:
     same_as_plain: Optional[bool] = None  # greedy: identical to the same library's plain output
     vs_transformers: Optional[float] = None  # tokens/s over transformers' counterpart (same prompt, γ, run)
     verify_costs: Optional[dict] = None  # plain rows: V(k)/V(1) measured after this prompt
+    draft_dtype: Optional[str] = None  # the draft model's precision, for the draft model and its transformers counterpart
+    c: Optional[float] = None  # drafting seconds per drafted token ÷ V(1), one target forward
+
+    @property
+    def name(self) -> str:
+        """The method as tables show it: with the draft's precision where there is a draft model."""
+        return self.method + (f" ({self.draft_dtype})" if self.draft_dtype else "")
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -22,7 +22,7 @@ from ..drafters.kinds import DrafterKind
 from ..drafters.registry import build_drafter, kinds
 from ..errors import InvalidRequest
 from ..events import depth_acceptance
-from ..flags import add_model_options, add_option_flags, given_options
+from ..flags import PRECISIONS, add_model_options, add_option_flags, given_options
 from ..runtime import ASSETS
 from ..settings import MAX_GAMMA, Settings
 from ..theory import iid_speedup, predicted_speedup
@@ -45,7 +45,7 @@ def add_bench_options(p) -> None:
     p.add_argument("--oracle-alphas", default="0.5,0.8,0.95", help="acceptance rates of the oracle drafter")
     p.add_argument("--repeats", type=int, default=2, help="runs per cell, fastest kept")
     p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
-    add_model_options(p)
+    add_model_options(p, several_drafts=True)
     p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
     add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-max N, ...) for the cells that run it
 
@@ -95,6 +95,7 @@ class Plan:
     temperatures: list[float]
     alphas: list[float]
     prompts: list[tuple[str, object]]
+    draft_dtypes: list[str]  # the draft model runs at each of these precisions
 
 
 def plan_from(args) -> Plan:
@@ -117,7 +118,10 @@ def plan_from(args) -> Plan:
     options = {k.name: k.parse(given.get(k.name, {})) for k in methods}
     for k in methods:
         k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
-    return Plan(methods, options, gammas, temperatures, alphas, prompts)
+    draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
+    if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
+        raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")
+    return Plan(methods, options, gammas, temperatures, alphas, prompts, draft_dtypes)
 
 
 class Bench:
@@ -129,20 +133,22 @@ class Bench:
 
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
         self.target = load_model(args.target, args.dtype, args.device)
-        self.draft = None
+        self.drafts = {}  # precision -> the draft model at it
         if any(k.needs_draft for k in plan.methods):
-            self.draft = load_model(args.draft, args.dtype, args.device)
-            check_same_vocabulary(self.target, self.draft)
+            for precision in plan.draft_dtypes:
+                self.drafts[precision] = load_model(args.draft, precision, args.device)
+                check_same_vocabulary(self.target, self.drafts[precision])
+        self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
         self.longest = {k.name: build_drafter(k.name, Settings(), None, self.target, self.draft,
                                               plan.options[k.name]).longest for k in plan.methods if k.name != ORACLE}
 
-    def ours(self, ids, settings, kind="none", options=None):
-        return lambda: measure(self.target, ids, settings, kind, self.draft, options)
+    def ours(self, ids, settings, kind="none", options=None, draft=None):
+        return lambda: measure(self.target, ids, settings, kind, draft or self.draft, options)
 
-    def theirs(self, ids, settings, method=None, gamma=None):
-        return lambda: transformers_run(self.target, ids, settings, method, gamma, self.draft, 3, self.clock)
+    def theirs(self, ids, settings, method=None, gamma=None, draft=None):
+        return lambda: transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
 
     def warm_up(self) -> None:
         from ..models import encode_prompt
@@ -150,27 +156,30 @@ class Bench:
         warm = encode_prompt(self.target, "Say hi.")
         for k in [None, *[k for k in self.plan.methods if k.name != ORACLE]]:
             name = k.name if k else "none"
-            measure(self.target, warm, Settings(max_new_tokens=8, gamma=2), name, self.draft,
-                    self.plan.options.get(name))
+            for draft in (self.drafts.values() if k and k.needs_draft else [self.draft]):
+                measure(self.target, warm, Settings(max_new_tokens=8, gamma=2), name, draft, self.plan.options.get(name))
         if self.hf:
             transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
 
     def cells(self, settings: Settings, plain_ids: list[int]):
-        """(row name, γ label, its settings, drafter name, options) for one prompt and temperature."""
+        """(row name, γ label, its settings, drafter name, options, draft precision or None) for one prompt and
+        temperature; a drafter that needs a draft model runs once per draft precision."""
         gammas = self.plan.gammas
         for k in self.plan.methods:
             if k.name == ORACLE:
                 if not settings.greedy:
                     continue
-                variants = [(f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a})) for a in self.plan.alphas]
+                variants = [(f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a}), None)
+                            for a in self.plan.alphas]
             else:
-                variants = [(k.name, self.plan.options[k.name])]
+                variants = [(k.name, self.plan.options[k.name], d) for d in (self.drafts if k.needs_draft else [None])]
             deepest = self.longest.get(k.name) or MAX_GAMMA
-            for name, options in variants:
+            for name, options, precision in variants:
                 for gamma in [*gammas, "adaptive"]:
                     g = min(max(gammas), deepest) if gamma == "adaptive" else gamma
                     if g <= deepest:
-                        yield name, gamma, replace(settings, gamma=g, adaptive=gamma == "adaptive"), k.name, options
+                        at = replace(settings, gamma=g, adaptive=gamma == "adaptive")
+                        yield name, gamma, at, k.name, options, precision
 
     def prompt_rows(self, kind_name: str, prompt, temperature: float, log) -> list[BenchRow]:
         """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make."""
@@ -184,13 +193,15 @@ class Bench:
         log(f"[{kind_name}, T={temperature:g}] plain {tps(opening['specviz']):.2f} tok/s"
             + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
         measured = []
-        for name, gamma, at, drafter, options in self.cells(settings, opening["specviz"]["ids"]):
+        for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
             other = COUNTERPART.get(drafter) if self.hf else None
-            fns = {"specviz": self.ours(ids, at, drafter, options)}
+            draft = self.drafts.get(precision)
+            fns = {"specviz": self.ours(ids, at, drafter, options, draft)}
             if other and (gamma != "adaptive" or drafter == "draft"):  # their adaptive: assisted generation's defaults
-                fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma)
+                fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
             best = fastest(fns, self.args.repeats)
-            measured.append((name, gamma, other, best))
+            measured.append((name, gamma, other, best, precision))
+            name = name + (f" ({precision})" if precision else "")
             log(f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
                 f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
         # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
@@ -209,16 +220,17 @@ class Bench:
         if hf_plain is not None:
             rows.append(BenchRow(**common, method="transformers plain", gamma=None, library="transformers",
                                  tps=tps(hf_plain), speedup=1.0, vs_transformers=tps(plain) / tps(hf_plain)))
-        for name, gamma, other, best in measured:
-            rows += self._cell_rows(common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy)
-            log(f"  {name} γ={gamma}: {rows[-1].speedup:.2f}x, efficiency {_f(rows[-1].efficiency)}"
+        for name, gamma, other, best, precision in measured:
+            rows += self._cell_rows(common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy, precision)
+            log(f"  {rows[-1].name} γ={gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, efficiency {_f(rows[-1].efficiency)}"
                 + (f", {other} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
                    if "hf" in best else ""))
         return rows
 
-    def _cell_rows(self, common, name, gamma, other, best, plain, hf_plain, costs, greedy) -> list[BenchRow]:
+    def _cell_rows(self, common, name, gamma, other, best, plain, hf_plain, costs, greedy, precision) -> list[BenchRow]:
         run, events = best["specviz"], best["specviz"]["events"]
         forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
+        drafted = sum(len(e.proposed) for e in events)
         speedup = tps(run) / tps(plain)
         predicted = predicted_speedup(events, costs, forward_1)
         decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
@@ -228,13 +240,14 @@ class Bench:
                        iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
                        mean_gamma=sum(e.gamma for e in events) / len(events),
                        by_depth=depth_acceptance(events, max(self.plan.gammas)),
-                       same_as_plain=run["ids"] == plain["ids"] if greedy else None)
+                       same_as_plain=run["ids"] == plain["ids"] if greedy else None, draft_dtype=precision,
+                       c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None)
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])
         theirs = BenchRow(**common, method=other, gamma=gamma, library="transformers", tps=tps(best["hf"]),
                           speedup=tps(best["hf"]) / tps(hf_plain),
-                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None)
+                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None, draft_dtype=precision)
         return [theirs, row]
 
 
@@ -254,7 +267,7 @@ def cmd_bench(args) -> int:
     medusa = plan.options.get("medusa")
     heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
     meta = {"target": args.target, "draft": args.draft if bench.draft else None, "medusa": heads,
-            "dtype": args.dtype, "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
+            "dtype": args.dtype, "draft_dtypes": plan.draft_dtypes, "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
             "repeats": args.repeats, "gammas": plan.gammas, "methods": [k.name for k in plan.methods],
             "prompts": len(plan.prompts), "minutes": round((time.perf_counter() - began) / 60, 1),
             "when": time.strftime("%Y-%m-%d %H:%M")}

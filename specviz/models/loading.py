@@ -12,7 +12,7 @@ import torch
 from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, VocabularyMismatch
 from .offline import PRESETS, ensure_converted
 
-DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.float32}  # int8: float32, then quantised
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -45,7 +45,18 @@ class LoadedModel:
 
     @property
     def vocab_size(self) -> int:
-        return self.model.get_output_embeddings().weight.shape[0]
+        return output_weight(self.model).shape[0]
+
+
+def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
+    """A Linear layer's [out, in] weight as a float tensor, also when the layer is an int8 dynamic one."""
+    weight = linear.weight() if callable(linear.weight) else linear.weight
+    return weight.dequantize() if weight.is_quantized else weight
+
+
+def output_weight(model: torch.nn.Module) -> torch.Tensor:
+    """The LM head's [V, H] weight."""
+    return linear_weight(model.get_output_embeddings())
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -99,6 +110,8 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> Load
     if dtype not in DTYPES:
         raise InvalidRequest(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     where = resolve_device(device)
+    if dtype == "int8" and where.type != "cpu":
+        raise InvalidRequest(f"int8 runs on the CPU only (torch's int8 kernels); use bfloat16 on {where.type}")
     source, from_hub = locate(name)
     offline_reason = hub_unreachable_reason() if from_hub else None
     try:
@@ -112,6 +125,10 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> Load
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load '{name}': {reason[:300]}") from exc
     model.to(where).eval()
+    if dtype == "int8":
+        from .quantize import int8_dynamic
+
+        model = int8_dynamic(model)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
 
 

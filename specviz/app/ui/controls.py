@@ -6,7 +6,7 @@ import gradio as gr
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
 # never changes; options of drafters added later follow it, in menu order.
 API_ORDER = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k", "top_p", "seed",
-             "ngram_max", "candidates", "choice", "medusa_tree", "acceptance", "adaptive")
+             "ngram_max", "candidates", "choice", "medusa_tree", "acceptance", "adaptive", "draft_dtype")
 
 
 def option_widget(spec):

@@ -222,11 +222,12 @@ class Handlers:
         outputs.pop(self.screen.status, None)
         return outputs or {self.screen.compare_table: gr.skip()}
 
-    def load(self, pair_label, dtype_name):
+    def load(self, pair_label, dtype_name, draft_dtype="same"):
         try:
-            for line in self.backend.shelf.load(pair_label, dtype_name):
+            mixed = draft_dtype not in ("same", dtype_name)
+            for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype="" if not mixed else draft_dtype):
                 yield panels.status(line, "busy")
-            yield panels.status(f"ready: {pair_label} ({dtype_name})", "done")
+            yield panels.status(f"ready: {pair_label} ({dtype_name}{f', draft {draft_dtype}' if mixed else ''})", "done")
         except Exception as exc:
             yield failure(exc)
 

@@ -63,7 +63,11 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
             s.drafter = gr.Dropdown([(k.label, k.name) for k in kinds], value=kinds[0].name, label="Drafter",
                                     info="Who proposes tokens for the target to verify.", elem_id="sv-drafter")
             s.dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
-                               info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact.")
+                               info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact; int8 "
+                                    "(CPU) is an int8 model on both sides.")
+            s.draft_dtype = gr.Dropdown(["same", *dtypes], value="same", label="Draft precision",
+                                        info="An int8 draft costs less per guess; the target alone decides the "
+                                             "output.", elem_id="sv-draft-dtype")
             s.gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
                                 info="Tokens proposed per verification step.")
             s.adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
@@ -157,7 +161,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         controls = in_api_order(dict(
             pair=s.pair, drafter=s.drafter, dtype=s.dtype, prompt=s.prompt, gamma=s.gamma, max_new=s.max_new,
             temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed, acceptance=s.acceptance,
-            adaptive=s.adaptive, **options))
+            adaptive=s.adaptive, draft_dtype=s.draft_dtype, **options))
         race_outputs = [s.status, s.echo, s.plain_text, s.spec_text, s.rows, s.metrics, s.badge, s.race_plot, s.summary,
                         s.trace, s.step, s.download, s.snapshot]
         compare_outputs = [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
@@ -179,8 +183,9 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         boxes = list(option_boxes.values())
         s.drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes], s.drafter, boxes,
                          api_name=False, queue=False)
-        s.pair.change(h.load, [s.pair, s.dtype], [s.status], api_name="load", **device)
-        s.dtype.change(h.load, [s.pair, s.dtype], [s.status], api_name=False, **device)
+        s.pair.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name="load", **device)
+        for precision in (s.dtype, s.draft_dtype):
+            precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **device)
         s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
         demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
         s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")

@@ -82,7 +82,8 @@ def identity_badge(view: RaceView) -> str:
     return (f'<div class="sv-badge sv-badge-diff">\u2260 the two outputs part at token {d.position + 1}: plain chose '
             f'{visible(d.plain_token)}, speculative {visible(d.spec_token)}. The target\'s top two there: {top} '
             f'(margin {margin:.3f}). A near-tie like this can flip with the rounding of a different batch shape '
-            f'in bfloat16; choose float32 for a token-exact comparison.</div>')
+            f'in bfloat16, or in int8, whose activation scales depend on the batch; choose float32 for a token-exact '
+            f'comparison.</div>')
 
 
 def how_it_runs() -> str:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ...errors import SpecvizError
+from ...models.loading import linear_weight
 from ...runtime import ASSETS
 
 
@@ -48,7 +49,7 @@ class MedusaHeads(nn.Module):
         # the shortlist and its rows of the LM head are buffers, so .to() moves them with the heads
         self.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
         if self.shortlist is not None:
-            self.register_buffer("rows", lm_head.weight.detach()[self.shortlist].clone(), persistent=False)
+            self.register_buffer("rows", linear_weight(lm_head).detach()[self.shortlist].clone(), persistent=False)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] hidden states -> [K, ..., V'] logits, head k guessing k + 2 places ahead; V' is the
