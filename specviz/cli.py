@@ -151,13 +151,14 @@ def cmd_generate(args) -> int:
         chosen.check_for(options, args.target)
     quiet_transformers()
     from .events import summarize
-    from .models import check_same_vocabulary, encode_prompt, load_model
+    from .models import encode_prompt, load_model
+    from .models.vocabulary import check_draft_fits
 
     target = load_model(args.target, args.dtype, args.device)
     draft = None
     if chosen and chosen.needs_draft:
         draft = load_model(args.draft, args.draft_dtype or args.dtype, args.device)
-        check_same_vocabulary(target, draft)
+        check_draft_fits(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
 
     events, ids, shown = [], [], ""

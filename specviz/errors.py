@@ -22,7 +22,7 @@ class OfflinePackageError(SpecvizError):
 
 
 class VocabularyMismatch(SpecvizError):
-    """Target and draft do not share one vocabulary, so draft tokens mean nothing to the target."""
+    """Target and draft spell no ordinary token the same way, so the draft's guesses cannot be bridged."""
 
 
 class TreeAttentionUnsupported(SpecvizError):

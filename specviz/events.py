@@ -69,6 +69,7 @@ class StepEvent:
     gamma: int = 0  # draft length asked of the drafter this step (adaptive γ: chosen per step; 0 = a plain step)
     forward_tokens: int = 1  # tokens in the verify forward: the last token plus every draft or tree node
     detail: Optional[StepDetail] = None  # how the verdict came about (a drafting step); None for a plain step
+    draft_tokens: Optional[tuple[str, ...]] = None  # a draft with another tokenizer: its guess in its own tokens
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"
@@ -99,6 +100,7 @@ class StepEvent:
             data["candidates"] = tuple(tuple(c) for c in data["candidates"])
         if data.get("detail") is not None:
             data["detail"] = StepDetail.from_json(data["detail"])
+        data["draft_tokens"] = _tuple(data.get("draft_tokens"))
         return StepEvent(**data)
 
 

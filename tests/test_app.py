@@ -153,3 +153,14 @@ def test_an_int8_draft_races_and_the_target_still_decides(client, pair):
     with pytest.raises(AppError):  # not a choice of the menu: Gradio refuses it in one line
         refused.result(timeout=60)
     assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+def test_any_target_and_draft_can_be_named_and_raced(client, app_server):
+    target_folder, draft_folder = app_server[1].split(" ← ")
+    menu, status = client.predict(target_folder, target_folder, api_name="/add_pair")
+    label = menu["value"]  # the pair menu, updated: the new pair among its choices, chosen
+    assert label == f"{target_folder} ← {target_folder}" and [label, label] in menu["choices"] and "pair:" in status
+    final = run(client, label, max_new=12).result(timeout=120)
+    assert final[SUMMARY]["finished"] and final[SUMMARY]["identical"] is True
+    _, status = client.predict("", draft_folder, api_name="/add_pair")
+    assert "error: name both a target and a draft" in status

@@ -69,7 +69,8 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     target, draft = pair_folders
     code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads),
                  "--kinds", "code,chat", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
-                 "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--out", str(tmp_path)])
+                 "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--draft-dtype", "float32,int8",
+                 "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, err
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
@@ -81,6 +82,9 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
     assert not any(r["method"].startswith("oracle") for r in ours if r["temperature"] > 0)
     assert all(r["efficiency"] > 0 and r["predicted"] > 0 for r in ours)
+    drafted = [r for r in ours if r["method"] == "draft"]  # the draft model at each precision, with its cost c
+    assert {r["draft_dtype"] for r in drafted} == {"float32", "int8"} and all(r["c"] > 0 for r in drafted)
+    assert {r["draft_dtype"] for r in rows if r["method"] == "transformers assisted"} == {"float32", "int8"}
     oracle = {(r["method"], r["gamma"]): r for r in greedy if r["kind"] == "code"}
     assert oracle[("oracle α=1", 3)]["tau"] == 4.0 and oracle[("oracle α=0", 3)]["tau"] == 1.0
     theirs = {(r["method"], r["gamma"]) for r in rows if r["library"] == "transformers" and r["kind"] == "code"}
@@ -89,6 +93,7 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     assert all(r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None)
     report = (tmp_path / "bench.md").read_text()
     assert report.strip() == out.strip() and "### Targets" in report and "| chat | 0.7 | medusa | adaptive |" in report
+    assert "### α and c per drafter and precision" in report and f"draft ({draft} int8)" in report
     html = (tmp_path / "bench.html").read_text()
     assert "plotly" in html and "efficiency of draft" in html and "<script>alert" not in html
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from ..errors import InvalidRequest, OfflinePackageError
-from ..models import LoadedModel, check_same_vocabulary, load_model
+from ..models import LoadedModel, load_model
+from ..models.vocabulary import check_draft_fits
 from ..models.offline import PRESETS, converted_path, locate_parts
 
 
@@ -32,6 +33,9 @@ class PairPreset:
 
 
 OFFLINE_QWEN = PairPreset("Qwen2.5-Coder 1.5B ← 0.5B (offline, CPU)", "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
+# A draft with another tokenizer (49,152 ids against Qwen's 151,936): bridged through text (drafters/cross_tokenizer.py).
+OFFLINE_CROSS = PairPreset("Qwen2.5-Coder 1.5B ← SmolLM2 135M (offline, CPU, another tokenizer)",
+                           "qwen2.5-coder-1.5b-instruct", "smollm2-135m-instruct")
 HUB_PAIRS = (
     PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
@@ -45,11 +49,11 @@ HUB_PAIRS = (
 def default_pairs(gpu: bool, custom: Optional[PairPreset] = None) -> list[PairPreset]:
     """The presets in menu order; the first is the default: a custom pair, else the GPU pair on a GPU,
     else the offline pair when its packages are installed, else the smallest Hub pair."""
-    pairs = [OFFLINE_QWEN, *HUB_PAIRS]
+    pairs = [OFFLINE_QWEN, OFFLINE_CROSS, *HUB_PAIRS]
     if gpu:
-        pairs = [*HUB_PAIRS, OFFLINE_QWEN]
+        pairs = [*HUB_PAIRS, OFFLINE_QWEN, OFFLINE_CROSS]
     elif not OFFLINE_QWEN.offline_ready():
-        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], HUB_PAIRS[3], OFFLINE_QWEN]
+        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], HUB_PAIRS[3], OFFLINE_QWEN, OFFLINE_CROSS]
     return [custom, *pairs] if custom else pairs
 
 
@@ -74,6 +78,16 @@ class ModelShelf:
 
     def current(self) -> Optional[LoadedPair]:
         return self._loaded
+
+    def add(self, target: str, draft: str) -> str:
+        """A pair of any target and any draft, by name (offline preset, folder or Hub id), added to the menu; its
+        label. Nothing loads yet: the first run with it loads it, or says in one line why it cannot."""
+        target, draft = str(target or "").strip(), str(draft or "").strip()
+        if not target or not draft:
+            raise InvalidRequest("name both a target and a draft (an offline preset, a model folder or a Hub id)")
+        preset = PairPreset(f"{target} ← {draft}", target, draft)
+        self.pairs.setdefault(preset.label, preset)
+        return preset.label
 
     def preset(self, label: str) -> PairPreset:
         if label not in self.pairs:
@@ -112,7 +126,7 @@ class ModelShelf:
                         draft = load_model(name, draft_dtype, self.device)
             finally:
                 self.loading = ""
-            check_same_vocabulary(target, draft)
+            check_draft_fits(target, draft)
             self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)
             precision = dtype if draft_dtype == dtype else f"{dtype}, draft {draft_dtype}"
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"

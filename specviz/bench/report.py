@@ -55,7 +55,7 @@ def summary_table(rows) -> str:
         adaptive = [r for r in rs if r.gamma == "adaptive"]
         theirs = [r for r in rows if r.library == "transformers" and r.kind == kind and r.temperature == t
                   and r.gamma is not None and r.method == COUNTERPART.get(rs[0].method)
-                  and r.draft_dtype == rs[0].draft_dtype]
+                  and r.draft_dtype == rs[0].draft_dtype and r.draft_name == rs[0].draft_name]
         their = {g: _mean(r.speedup for r in grs) for (g,), grs in _groups(theirs, "gamma").items()}
         their_fixed = {g: s for g, s in their.items() if g != "adaptive"}
         their_text = "" if not their else (

@@ -30,11 +30,12 @@ class BenchRow:
     verify_costs: Optional[dict] = None  # plain rows: V(k)/V(1) measured after this prompt
     draft_dtype: Optional[str] = None  # the draft model's precision, for the draft model and its transformers counterpart
     c: Optional[float] = None  # drafting seconds per drafted token ÷ V(1), one target forward
+    draft_name: Optional[str] = None  # which draft model, for the draft model and its transformers counterpart
 
     @property
     def name(self) -> str:
-        """The method as tables show it: with the draft's precision where there is a draft model."""
-        return self.method + (f" ({self.draft_dtype})" if self.draft_dtype else "")
+        """The method as tables show it: with the draft model and its precision where there is one."""
+        return self.method + (f" ({self.draft_name} {self.draft_dtype})" if self.draft_dtype else "")
 
     def to_json(self) -> dict:
         return asdict(self)

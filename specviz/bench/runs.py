@@ -29,6 +29,8 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
         cfg.num_assistant_tokens_schedule = "constant" if gamma else default.num_assistant_tokens_schedule
         cfg.assistant_confidence_threshold = 0.0 if gamma else default.assistant_confidence_threshold
         kwargs["assistant_model"] = draft.model
+        if draft.tokenizer.get_vocab() != target.tokenizer.get_vocab():  # universal assisted decoding
+            kwargs.update(tokenizer=target.tokenizer, assistant_tokenizer=draft.tokenizer)
     elif method == "transformers prompt lookup":
         kwargs.update(prompt_lookup_num_tokens=gamma, max_matching_ngram_size=ngram_max)
     torch.manual_seed(settings.seed)

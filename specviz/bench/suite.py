@@ -35,7 +35,8 @@ ORACLE = "oracle"  # the set-acceptance-rate drafter: run once per --oracle-alph
 def add_bench_options(p) -> None:
     names = ",".join(k.name for k in kinds())
     p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
-    p.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct")
+    p.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct",
+                   help="draft model(s), comma-separated (another tokenizer than the target's is bridged)")
     p.add_argument("--methods", default=names, help="drafters to run, from " + names)
     p.add_argument("--gammas", default="1-8", help="fixed γ values, e.g. 1-8 or 2,4; adaptive always runs too")
     p.add_argument("--kinds", default="code,extraction,prose,chat", help="prompt kinds from assets/prompts.json")
@@ -95,7 +96,7 @@ class Plan:
     temperatures: list[float]
     alphas: list[float]
     prompts: list[tuple[str, object]]
-    draft_dtypes: list[str]  # the draft model runs at each of these precisions
+    drafts: list[tuple[str, str]]  # (draft model, precision): the draft-model drafter runs with each
 
 
 def plan_from(args) -> Plan:
@@ -121,7 +122,8 @@ def plan_from(args) -> Plan:
     draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
     if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
         raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")
-    return Plan(methods, options, gammas, temperatures, alphas, prompts, draft_dtypes)
+    drafts = [(name.strip(), d) for name in args.draft.split(",") if name.strip() for d in draft_dtypes]
+    return Plan(methods, options, gammas, temperatures, alphas, prompts, drafts)
 
 
 class Bench:
@@ -129,15 +131,16 @@ class Bench:
 
     def __init__(self, plan: Plan, args):
         from ..engine import make_clock
-        from ..models import check_same_vocabulary, load_model
+        from ..models import load_model
+        from ..models.vocabulary import check_draft_fits
 
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
         self.target = load_model(args.target, args.dtype, args.device)
-        self.drafts = {}  # precision -> the draft model at it
+        self.drafts = {}  # (draft model, precision) -> it, loaded
         if any(k.needs_draft for k in plan.methods):
-            for precision in plan.draft_dtypes:
-                self.drafts[precision] = load_model(args.draft, precision, args.device)
-                check_same_vocabulary(self.target, self.drafts[precision])
+            for name, precision in plan.drafts:
+                self.drafts[name, precision] = load_model(name, precision, args.device)
+                check_draft_fits(self.target, self.drafts[name, precision])
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
@@ -162,8 +165,8 @@ class Bench:
             transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
 
     def cells(self, settings: Settings, plain_ids: list[int]):
-        """(row name, γ label, its settings, drafter name, options, draft precision or None) for one prompt and
-        temperature; a drafter that needs a draft model runs once per draft precision."""
+        """(row name, γ label, its settings, drafter name, options, (draft model, precision) or None) for one prompt
+        and temperature; a drafter that needs a draft model runs once per draft model and precision."""
         gammas = self.plan.gammas
         for k in self.plan.methods:
             if k.name == ORACLE:
@@ -201,7 +204,7 @@ class Bench:
                 fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
             best = fastest(fns, self.args.repeats)
             measured.append((name, gamma, other, best, precision))
-            name = name + (f" ({precision})" if precision else "")
+            name = name + (f" ({' '.join(precision)})" if precision else "")
             log(f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
                 f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
         # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
@@ -240,14 +243,16 @@ class Bench:
                        iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
                        mean_gamma=sum(e.gamma for e in events) / len(events),
                        by_depth=depth_acceptance(events, max(self.plan.gammas)),
-                       same_as_plain=run["ids"] == plain["ids"] if greedy else None, draft_dtype=precision,
+                       same_as_plain=run["ids"] == plain["ids"] if greedy else None,
+                       draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None,
                        c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None)
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])
         theirs = BenchRow(**common, method=other, gamma=gamma, library="transformers", tps=tps(best["hf"]),
                           speedup=tps(best["hf"]) / tps(hf_plain),
-                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None, draft_dtype=precision)
+                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None,
+                          draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None)
         return [theirs, row]
 
 
@@ -267,7 +272,7 @@ def cmd_bench(args) -> int:
     medusa = plan.options.get("medusa")
     heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
     meta = {"target": args.target, "draft": args.draft if bench.draft else None, "medusa": heads,
-            "dtype": args.dtype, "draft_dtypes": plan.draft_dtypes, "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
+            "dtype": args.dtype, "drafts": [f"{n} {d}" for n, d in plan.drafts], "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
             "repeats": args.repeats, "gammas": plan.gammas, "methods": [k.name for k in plan.methods],
             "prompts": len(plan.prompts), "minutes": round((time.perf_counter() - began) / 60, 1),
             "when": time.strftime("%Y-%m-%d %H:%M")}

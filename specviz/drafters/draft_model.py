@@ -9,6 +9,8 @@ from ..engine.static_lm import open_lm
 from ..engine.step import BaseDrafter, Proposal, Verdict
 from ..errors import InvalidRequest
 from ..settings import MAX_GAMMA, Settings
+from ..models.vocabulary import check_draft_fits, same_vocabulary
+from .cross_tokenizer import CrossTokenizerDrafter
 from .kinds import DrafterKind
 
 
@@ -49,11 +51,14 @@ class DraftModelDrafter(BaseDrafter):
         self.lm.truncate(self._base + min(verdict.accepted, self._count - 1))
 
 
-def _build(options, ctx) -> DraftModelDrafter:
+def _build(options, ctx):
     if ctx.draft is None:
         raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
+    if not same_vocabulary(ctx.target, ctx.draft):  # another tokenizer: bridged through text
+        check_draft_fits(ctx.target, ctx.draft)
+        return CrossTokenizerDrafter(ctx.draft, ctx.target, ctx.settings, ctx.generator)
     return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size)
 
 
-KIND = DrafterKind("draft", "draft model", "a smaller model of the same vocabulary drafts γ tokens, one forward each",
-                   _build, needs_draft=True, order=10)
+KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "
+                   "one is bridged through text)", _build, needs_draft=True, order=10)

@@ -26,6 +26,7 @@ class Proposal:
     q: Optional["torch.Tensor"] = None  # [g, V] drafter probabilities of a single sampled chain; None: point masses
     forwards: int = 0  # drafter model forwards spent on this proposal
     shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
+    spelled: Optional[tuple[str, ...]] = None  # the guess in the drafter's own tokens, when its tokenizer is another
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, VocabularyMismatch
+from ..errors import InvalidRequest, ModelLoadError, ModelNotFound
 from .offline import PRESETS, ensure_converted
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.float32}  # int8: float32, then quantised
@@ -130,15 +130,6 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> Load
 
         model = int8_dynamic(model)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
-
-
-def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
-    """A draft token id must mean the same string to both models."""
-    if target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
-        raise VocabularyMismatch(
-            f"draft '{draft.name}' does not share the vocabulary of target '{target.name}' "
-            f"({len(draft.tokenizer)} vs {len(target.tokenizer)} tokens); pick a draft from the same model family"
-        )
 
 
 def encode_prompt(loaded: LoadedModel, text: str | list[dict], chat: bool = True) -> list[int]:

@@ -52,8 +52,16 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
     else:  # adaptive γ chose a plain step (γ 0), a drafter found nothing to propose, or plain decoding itself
         drafted = "plain step" + (" (γ 0)" if event.gamma == 0 else " (nothing proposed)")
     return (f'<div class="sv-row" data-step="{event.index}"><span class="sv-step">{event.index + 1}</span>'
-            f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}</span>'
+            f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}{_spelled(event)}</span>'
             f'<span class="sv-note">{drafted}</span></div>')
+
+
+def _spelled(event: StepEvent) -> str:
+    """A draft with another tokenizer: its guess in its own tokens, beside the target tokens it became."""
+    if not event.draft_tokens:
+        return ""
+    chips = "".join(_token(t, "candidate") for t in event.draft_tokens)
+    return f'<span class="sv-spelled"><span class="sv-note">drafted as</span> {chips}</span>'
 
 
 def _losers(event: StepEvent, text_of: TokenText) -> str:

@@ -231,5 +231,13 @@ class Handlers:
         except Exception as exc:
             yield failure(exc)
 
+    def add_pair(self, target: str, draft: str):
+        """A pair named by the visitor joins the menu and becomes the choice (which loads it)."""
+        try:
+            label = self.backend.shelf.add(target, draft)
+        except SpecvizError as exc:
+            return gr.skip(), failure(exc)
+        return gr.Dropdown(choices=list(self.backend.shelf.pairs), value=label), panels.status(f"pair: {label}", "info")
+
     def stop(self, request: gr.Request):
         self.board.stop(request.session_hash)

@@ -59,7 +59,14 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                               placeholder="Prompt (Ctrl+Enter runs)", scale=6, label="Prompt", render=False)
         with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar"):
             s.pair = gr.Dropdown(pair_labels, value=pair_labels[0], label="Model pair (target ← draft)",
-                                 info="Loaded once and kept; switching loads the new pair.")
+                                 info="Loaded once and kept; switching loads the new pair.", allow_custom_value=True,
+                                 elem_id="sv-pair")
+            with gr.Accordion("Any target, any draft", open=False):
+                s.any_target = gr.Textbox(label="target", placeholder="offline preset, model folder or Hub id",
+                                          elem_id="sv-any-target")
+                s.any_draft = gr.Textbox(label="draft (any tokenizer)", placeholder="e.g. smollm2-135m-instruct",
+                                         elem_id="sv-any-draft")
+                s.add_pair = gr.Button("Use this pair", size="sm", elem_id="sv-add-pair")
             s.drafter = gr.Dropdown([(k.label, k.name) for k in kinds], value=kinds[0].name, label="Drafter",
                                     info="Who proposes tokens for the target to verify.", elem_id="sv-drafter")
             s.dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
@@ -187,6 +194,8 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         for precision in (s.dtype, s.draft_dtype):
             precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **device)
         s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
+        s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair",
+                         queue=False)
         demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
         s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")
     return demo

@@ -1,0 +1,95 @@
+"""A draft model whose tokenizer is not the target's (SmolLM2 drafting for Qwen, or any two models).
+
+The draft reads the committed text in its own tokens: before every proposal the target's text is encoded again
+with the draft's tokenizer, and the draft's cache is kept up to the longest prefix it shares with what it held.
+Its guesses reach the target in one of two ways:
+
+- greedy: the draft writes γ tokens of its own, freely; their text, encoded with the target's tokenizer, is the chain
+  the target checks (universal assisted decoding). The greedy rule needs no q, so the output is exactly the target's.
+- sampling: the draft samples only among the tokens both vocabularies spell the same way, its q renormalised over
+  them and carried onto the target's ids (token-level intersection). Then q is a distribution over the target's
+  vocabulary and the usual rejection rule keeps the target's distribution exactly.
+"""
+
+import torch
+
+from ..engine.cached_lm import CachedLM
+from ..engine.sampling import choose, probabilities
+from ..engine.static_lm import open_lm
+from ..engine.step import BaseDrafter, Proposal
+from ..models import LoadedModel
+from ..models.vocabulary import shared_tokens
+from ..settings import MAX_GAMMA, Settings
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class CrossTokenizerDrafter(BaseDrafter):
+    def __init__(self, draft: LoadedModel, target: LoadedModel, settings: Settings, generator: torch.Generator):
+        self.draft, self.target, self.settings, self.generator = draft, target, settings, generator
+        draft_ids, target_ids = shared_tokens(target, draft)
+        self.width = draft.vocab_size
+        self.to_target = torch.full((self.width,), -1, dtype=torch.long)  # draft id -> target id, -1: not shared
+        self.to_target[torch.tensor(draft_ids, dtype=torch.long)] = torch.tensor(target_ids, dtype=torch.long)
+        self.shared = (self.to_target >= 0).to(draft.device)
+        self.to_target = self.to_target.to(draft.device)
+        self.lm: CachedLM | None = None
+        self.cached: list[int] = []  # the draft ids whose keys and values the draft's cache holds, in order
+
+    def start(self, prompt_ids: list[int], target=None) -> None:
+        self.prompt_len, self.prompt_text = len(prompt_ids), self.target.tokenizer.decode(prompt_ids)
+        room = len(self.draft.tokenizer.encode(self.prompt_text, add_special_tokens=False))
+        self.lm = open_lm(self.draft.model, room + 4 * self.settings.max_new_tokens + MAX_GAMMA + 64)
+        self.cached = []
+
+    def _resync(self, tokens: list[int]) -> list[int]:
+        """The committed text in the draft's tokens; the cache cut back to what it shares with them, never holding the
+        last one (a proposal starts by feeding at least one token)."""
+        text = self.prompt_text + self.target.tokenizer.decode(tokens[self.prompt_len:])
+        want = self.draft.tokenizer.encode(text, add_special_tokens=False)
+        keep = min(common_prefix(self.cached, want), len(want) - 1)
+        self.lm.truncate(keep)
+        self.cached = self.cached[:keep]
+        return want
+
+    def _next(self, feed: list[int]) -> torch.Tensor:
+        logits = self.lm.extend(torch.tensor(feed, device=self.draft.device), last_only=True)[:, : self.width]
+        self.cached += feed
+        return logits
+
+    def on_target(self, probs: torch.Tensor) -> torch.Tensor:
+        """[1, V_draft] probabilities, zero outside the shared tokens -> the same over the target's ids."""
+        out = torch.zeros(1, self.target.vocab_size, device=probs.device)
+        return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
+
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
+        want = self._resync(tokens)
+        feed = want[len(self.cached):]
+        if self.settings.greedy:
+            own = []
+            for _ in range(gamma):
+                x = int(self._next(feed).argmax(-1))
+                own.append(x)
+                feed = [x]
+            text = self.draft.tokenizer.decode(own)
+            chain = self.target.tokenizer.encode(text, add_special_tokens=False)[:gamma]
+            spelled = tuple(self.draft.tokenizer.decode([t]) for t in own)
+            return Proposal((tuple(chain),), forwards=gamma, spelled=spelled) if chain else None
+        own, q = [], []
+        for _ in range(gamma):
+            probs = probabilities(self._next(feed).masked_fill(~self.shared, float("-inf")), self.settings)
+            x = choose(probs, self.settings, self.generator)
+            q.append(self.on_target(probs))
+            own.append(x)
+            feed = x.tolist()
+        own = torch.cat(own)
+        chain = tuple(self.to_target[own].tolist())
+        spelled = tuple(self.draft.tokenizer.decode([t]) for t in own.tolist())
+        return Proposal((chain,), torch.cat(q), forwards=gamma, spelled=spelled)

@@ -1,0 +1,69 @@
+"""Two tokenizers side by side: whether they are one vocabulary, and which tokens they spell the same way.
+
+A token is compared by the bytes it stands for, so byte-level BPE ("Ġhello") and SentencePiece ("▁hello") spellings
+of " hello" meet; special tokens by their text. A draft with another tokenizer can draft for a target when they
+share some ordinary tokens (drafters/cross_tokenizer.py); with none in common it cannot.
+"""
+
+from ..errors import VocabularyMismatch
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's printable stand-ins for bytes (Ġ for a space, Ċ for a newline, ...), back to the bytes."""
+    visible = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes, extra = list(visible), 0
+    for b in range(256):
+        if b not in visible:
+            visible.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(visible, codes)}
+
+
+BYTE_DECODER = _byte_decoder()  # a constant table
+
+
+def token_bytes(tokenizer) -> list[bytes | None]:
+    """Per id, the bytes the token stands for (special tokens: their text); None for an id with no token."""
+    vocab = tokenizer.get_vocab()
+    special = set(tokenizer.all_special_tokens) | {str(t) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()}
+    byte_level = any("Ġ" in t for t in list(vocab)[:5000])
+    decoder = BYTE_DECODER
+    out: list[bytes | None] = [None] * (max(vocab.values()) + 1)
+    for token, i in vocab.items():
+        if token in special:
+            out[i] = token.encode()
+        elif byte_level and all(c in decoder for c in token):
+            out[i] = bytes(decoder[c] for c in token)
+        elif token.startswith("<0x") and token.endswith(">") and len(token) == 6:  # SentencePiece byte fallback
+            out[i] = bytes([int(token[3:5], 16)])
+        else:
+            out[i] = token.replace("▁", " ").encode()
+    return out
+
+
+def same_vocabulary(target, draft) -> bool:
+    """A draft token id means the same string to both models."""
+    return target.tokenizer.get_vocab() == draft.tokenizer.get_vocab()
+
+
+def shared_tokens(target, draft) -> tuple[list[int], list[int]]:
+    """(draft ids, target ids), aligned: the tokens both spell the same way. Computed once per pair of models."""
+    def compute():
+        target_of = {b: i for i, b in enumerate(token_bytes(target.tokenizer)) if b}
+        pairs = [(i, target_of[b]) for i, b in enumerate(token_bytes(draft.tokenizer)) if b and b in target_of]
+        return [d for d, _ in pairs], [t for _, t in pairs]
+    return draft.companion(("shared-tokens", target.name), compute)
+
+
+def check_draft_fits(target, draft) -> None:
+    """The same vocabulary, or enough in common to draft across tokenizers; else one line saying so."""
+    if same_vocabulary(target, draft):
+        return
+    special = set(draft.tokenizer.all_special_tokens)
+    draft_ids, _ = shared_tokens(target, draft)
+    ordinary = [i for i in draft_ids if draft.tokenizer.convert_ids_to_tokens(i) not in special]
+    if not ordinary:
+        raise VocabularyMismatch(
+            f"draft '{draft.name}' shares no vocabulary with target '{target.name}' (no ordinary token is spelled the "
+            f"same in both), so its guesses cannot be bridged; pick another draft")
