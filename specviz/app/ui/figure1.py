@@ -51,9 +51,9 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
         drafted = f"γ {event.gamma} · {event.accepted}/{len(event.proposed)} accepted"
     else:  # adaptive γ chose a plain step (γ 0), a drafter found nothing to propose, or plain decoding itself
         drafted = "plain step" + (" (γ 0)" if event.gamma == 0 else " (nothing proposed)")
+    inside = "".join(cells) + _losers(event, text_of) + _spelled(event)
     return (f'<div class="sv-row" data-step="{event.index}"><span class="sv-step">{event.index + 1}</span>'
-            f'<span class="sv-cells">{"".join(cells)}{_losers(event, text_of)}{_spelled(event)}</span>'
-            f'<span class="sv-note">{drafted}</span></div>')
+            f'<span class="sv-cells">{inside}</span><span class="sv-note">{drafted}</span></div>')
 
 
 def _spelled(event: StepEvent) -> str:
