@@ -54,7 +54,7 @@ class CrossTokenizerDrafter(BaseDrafter):
         last one (a proposal starts by feeding at least one token)."""
         text = self.prompt_text + self.target.tokenizer.decode(tokens[self.prompt_len:])
         want = self.draft.tokenizer.encode(text, add_special_tokens=False)
-        keep = min(common_prefix(self.cached, want), len(want) - 1)
+        keep = max(0, min(common_prefix(self.cached, want), len(want) - 1))
         self.lm.truncate(keep)
         self.cached = self.cached[:keep]
         return want
