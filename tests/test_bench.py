@@ -68,7 +68,7 @@ def test_the_oracle_drafter_needs_greedy(target):
 def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, tmp_path):
     target, draft = pair_folders
     code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads),
-                 "--kinds", "code,chat", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
+                 "--kinds", "code,chat,context-120", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
                  "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--draft-dtype", "float32,int8",
                  "--out", str(tmp_path)])
     out, err = capsys.readouterr()
@@ -76,7 +76,7 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
     ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
     greedy = [r for r in ours if r["temperature"] == 0]
-    methods = {"draft", "ngram", "history", "medusa", "oracle α=0", "oracle α=1"}
+    methods = {"draft", "ngram", "history", "suffix", "medusa", "oracle α=0", "oracle α=1"}
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
         (m, g) for m in methods for g in (1, 3, "adaptive")}
     assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
@@ -89,21 +89,26 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     assert oracle[("oracle α=1", 3)]["tau"] == 4.0 and oracle[("oracle α=0", 3)]["tau"] == 1.0
     theirs = {(r["method"], r["gamma"]) for r in rows if r["library"] == "transformers" and r["kind"] == "code"}
     assert {("transformers plain", None), ("transformers assisted", 1), ("transformers assisted", "adaptive"),
-            ("transformers prompt lookup", 3)} <= theirs
+            ("transformers prompt lookup", 3), ("transformers prompt lookup", "adaptive")} <= theirs
     assert all(r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None)
     report = (tmp_path / "bench.md").read_text()
     assert report.strip() == out.strip() and "### Targets" in report and "| chat | 0.7 | medusa | adaptive |" in report
     assert "### α and c per drafter and precision" in report and f"draft ({draft} int8)" in report
+    assert "geometric mean over 6 kinds × temperatures" in report  # code, chat, context-120 at T 0 and 0.7
+    long = [r for r in rows if r["kind"] == "context-120"]
+    assert long and all(50 <= r["prompt_tokens"] <= 200 for r in long)  # about the asked length (words, here)
+    assert "plain decoding at a " + str(long[0]["prompt_tokens"]) + "-token prompt, T 0:" in report
     html = (tmp_path / "bench.html").read_text()
     assert "plotly" in html and "efficiency of draft" in html and "<script>alert" not in html
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,medusa,oracle, got 'draft,magic'"),
+    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,suffix,medusa,oracle, got 'draft,magic'"),
     (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
     (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
     (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),
-    (["--kinds", "poetry"], "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat"),
+    (["--kinds", "poetry"], "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
+     "translation, summarization, qa, math, rag, multi_turn, or context-N (a prompt of about N tokens)"),
 ])
 def test_bench_refuses_bad_input_in_one_line(capsys, pair_folders, flags, message):
     code = main(["bench", "--target", str(pair_folders[0]), *flags])

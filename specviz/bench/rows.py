@@ -31,6 +31,7 @@ class BenchRow:
     draft_dtype: Optional[str] = None  # the draft model's precision, for the draft model and its transformers counterpart
     c: Optional[float] = None  # drafting seconds per drafted token ÷ V(1), one target forward
     draft_name: Optional[str] = None  # which draft model, for the draft model and its transformers counterpart
+    prompt_tokens: Optional[int] = None  # the prompt's length in the target's tokens (chat template included)
 
     @property
     def name(self) -> str:

@@ -14,7 +14,8 @@ def measure(target, prompt_ids, settings, kind="none", draft=None, options=None)
 
 def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draft=None, ngram_max=3, clock=None):
     """transformers' generate: plain (method None), "transformers assisted" (γ, or None for its own default
-    schedule) or "transformers prompt lookup" (γ), with the same sampling settings as ours."""
+    schedule) or "transformers prompt lookup" (γ, or None for its recommended 10 tokens and its default n-gram
+    size), with the same sampling settings as ours."""
     import torch
     from transformers import GenerationConfig
 
@@ -31,8 +32,8 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
         kwargs["assistant_model"] = draft.model
         if draft.tokenizer.get_vocab() != target.tokenizer.get_vocab():  # universal assisted decoding
             kwargs.update(tokenizer=target.tokenizer, assistant_tokenizer=draft.tokenizer)
-    elif method == "transformers prompt lookup":
-        kwargs.update(prompt_lookup_num_tokens=gamma, max_matching_ngram_size=ngram_max)
+    elif method == "transformers prompt lookup":  # γ None: the setting its documentation recommends (10 tokens)
+        kwargs.update(prompt_lookup_num_tokens=gamma or 10, max_matching_ngram_size=ngram_max if gamma else None)
     torch.manual_seed(settings.seed)
     start = clock()
     with torch.inference_mode():

@@ -74,13 +74,33 @@ def parse_numbers(text: str, flag: str, example: str) -> list[float]:
         raise InvalidRequest(f"{flag} must look like {example}, got {text!r}") from None
 
 
+CONTEXT = "context-"  # a kind "context-N": one prompt of about N tokens, for the sweep over prompt length
+WORDS_PER_TOKEN = 0.75  # English prose in the Qwen and SmolLM2 tokenizers, near enough to aim at a length
+
+
 def load_prompts(kinds_: list[str], per_kind: int) -> list[tuple[str, object]]:
     """(kind, prompt) pairs; a prompt is a text or, for chat, a list of messages ending with the user's turn."""
     table = json.loads((ASSETS / "prompts.json").read_text())
-    unknown = [k for k in kinds_ if k not in table]
+    unknown = [k for k in kinds_ if k not in table and not _context_length(k)]
     if unknown:
-        raise InvalidRequest(f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}")
-    return [(k, prompt) for k in kinds_ for prompt in table[k][:per_kind]]
+        raise InvalidRequest(f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}, or {CONTEXT}N "
+                             f"(a prompt of about N tokens)")
+    return [(k, context_prompt(table, _context_length(k))) if _context_length(k) else (k, prompt)
+            for k in kinds_ for prompt in table.get(k, [None])[:per_kind]]
+
+
+def _context_length(kind: str) -> int:
+    tail = kind[len(CONTEXT):] if kind.startswith(CONTEXT) else ""
+    return int(tail) if tail.isdigit() and int(tail) > 0 else 0
+
+
+def context_prompt(table: dict, tokens: int) -> str:
+    """About `tokens` tokens of the shipped articles and passages, then a request to continue them: decoding then
+    attends over a context of that length, as after a long document or a long chat."""
+    source = " ".join(p for kind in ("summarization", "rag") for p in table[kind]).split()
+    words = max(1, round(tokens * WORDS_PER_TOKEN) - 30)  # the chat template and the request take ~40 tokens
+    text = " ".join((source * (words // len(source) + 1))[:words])
+    return f"{text}\n\nContinue the text above with one more paragraph in the same style."
 
 
 def prompt_label(prompt) -> str:
@@ -193,14 +213,14 @@ class Bench:
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
         plain_runs = lambda: {"specviz": self.ours(ids, settings), **({"hf": self.theirs(ids, settings)} if self.hf else {})}  # noqa: E731
         opening = fastest(plain_runs(), self.args.repeats)
-        log(f"[{kind_name}, T={temperature:g}] plain {tps(opening['specviz']):.2f} tok/s"
+        log(f"[{kind_name}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
             + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
         measured = []
         for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
             other = COUNTERPART.get(drafter) if self.hf else None
             draft = self.drafts.get(precision)
             fns = {"specviz": self.ours(ids, at, drafter, options, draft)}
-            if other and (gamma != "adaptive" or drafter == "draft"):  # their adaptive: assisted generation's defaults
+            if other and (gamma != "adaptive" or drafter in ("draft", "ngram")):  # their adaptive: their defaults
                 fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
             best = fastest(fns, self.args.repeats)
             measured.append((name, gamma, other, best, precision))
@@ -217,7 +237,7 @@ class Bench:
         log(f"[{kind_name}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline (mean time of "
             f"opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
             + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
-        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature)
+        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature, prompt_tokens=len(ids))
         rows = [BenchRow(**common, method="plain", gamma=None, library="specviz", tps=tps(plain), speedup=1.0, tau=1.0,
                          verify_costs=costs)]
         if hf_plain is not None:
