@@ -90,6 +90,7 @@ class DraftContext:
     settings: Any  # Settings
     generator: Any  # the torch.Generator the verification draws from too
     draft: Any = None  # the draft LoadedModel, for a kind that needs one
+    memory: Any = None  # the caller's RunMemory (suffix_index.py), for a kind that drafts from earlier runs
 
 
 @dataclass(frozen=True)

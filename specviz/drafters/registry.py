@@ -58,19 +58,20 @@ def option_owners() -> Iterator[tuple[DrafterKind, object]]:
             yield k, spec
 
 
-def build_drafter(name: str, settings, generator, target, draft=None, options=None):
+def build_drafter(name: str, settings, generator, target, draft=None, options=None, memory=None):
     """The drafter `name` for one generation of `target` (a LoadedModel); None for plain decoding. `options` is the
-    kind's Options, or a mapping that may hold other kinds' options too."""
+    kind's Options, or a mapping that may hold other kinds' options too. `memory`: the caller's RunMemory, for a
+    kind that drafts from earlier runs (others ignore it)."""
     if name == PLAIN:
         return None
     k = kind(name)
-    return k.build(k.parse(options), DraftContext(target, settings, generator, draft))
+    return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
 
 
 def decode(target, prompt_ids: list[int], settings, drafter: str = PLAIN, draft=None,
-           options: Optional[Options | dict] = None, stop=None):
+           options: Optional[Options | dict] = None, stop=None, memory=None):
     """generate() with the drafter named `drafter`, sharing one generator seeded from the settings: what the CLI, the
     app and the benchmark all run. The drafter is built at once, so a bad option fails before the first step."""
     generator = new_generator(target.device, settings.seed)
-    return generate(target, prompt_ids, settings, build_drafter(drafter, settings, generator, target, draft, options),
-                    generator, stop)
+    built = build_drafter(drafter, settings, generator, target, draft, options, memory)
+    return generate(target, prompt_ids, settings, built, generator, stop)

@@ -27,6 +27,7 @@ class Proposal:
     forwards: int = 0  # drafter model forwards spent on this proposal
     shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
     spelled: Optional[tuple[str, ...]] = None  # the guess in the drafter's own tokens, when its tokenizer is another
+    origin: Optional[str] = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
