@@ -1,10 +1,14 @@
 """Lookup drafters (n-gram prompt lookup, history lookup): what they propose, and that the target's
 greedy output comes out unchanged through tree verification."""
 
+import math
+import random
+
 import pytest
 
 from specviz.drafters.history import HistoryDrafter
 from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.suffix_index import KEY_LENGTH, MATCH_CAP
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate
 from specviz.events import generated_ids
@@ -15,23 +19,50 @@ PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w
 
 
 def test_ngram_proposes_what_followed_the_most_recent_longest_match():
-    def first(seq, gamma):  # a fresh run each time: the drafter indexes one growing text per start()
-        return NgramDrafter(max_n=3).propose(seq, gamma)
+    def first(seq, gamma, shortest=1):  # a fresh run each time: the drafter indexes one growing text per start()
+        return NgramDrafter(shortest).propose(seq, gamma)
 
     seq = [1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3]
-    assert first(seq, 2).candidates == ((8, 5),)  # "1 2 3" last seen before 8 5
-    assert first([1, 2, 3, 7, 2, 3], 3).candidates == ((7, 2, 3),)  # falls back to n = 2
+    assert first(seq, 2).candidates == ((8, 5),)  # "1 2 3" twice: the most recent wins the tie
+    assert first([1, 2, 3, 7, 2, 3], 3).candidates == ((7, 2, 3),)  # the longest match is "2 3"
     assert first([4, 5, 6], 3) is None  # nothing matched: a plain step
-    assert first([4, 9, 9], 5).candidates == ((9,),)  # n = 1; only what exists is proposed
+    assert first([4, 9, 9], 5).candidates == ((9,),)  # only what exists is proposed
+    assert first([7, 1, 8, 1], 8).candidates == ((8, 1),)  # a one-token match drafts 2 deep, not γ
+    assert first([1, 2, 3, 4, 5, 6, 7, 1, 2, 3], 8).candidates == ((4, 5, 6, 7, 1, 2),)  # 3 matched: 6 deep
+    assert first([1, 2, 3, 4, 5, 6, 7, 1, 2, 3], 4).candidates == ((4, 5, 6, 7),)  # γ caps it
+    long = [5, 1, 2, 3, 4, 5, 6, 9, 0, 1, 2, 3, 4, 5, 6]  # a 6-token match, past the index's 4-grams
+    assert first(long, 8).candidates == ((9, 0, 1, 2, 3, 4, 5, 6),)
+    assert first([1, 2, 3, 7, 2, 3], 3, shortest=3) is None  # the longest match is shorter than asked for
+    assert first([1, 2, 3, 7, 1, 2, 3], 3, shortest=3).candidates == ((7, 1, 2),)
 
 
-def scan_ngram(tokens, max_n, gamma):
-    """The definition, by brute force: the longest suffix's most recent earlier match, with a token after it."""
-    for n in range(min(max_n, len(tokens) - 1), 0, -1):
-        for start in range(len(tokens) - n - 1, -1, -1):
-            if tokens[start : start + n] == tokens[-n:]:
-                return tokens[start + n : start + n + gamma]
-    return None
+def test_ngram_says_where_its_draft_came_from():
+    d = NgramDrafter()
+    d.start([1, 2, 3, 4])
+    assert d.propose([1, 2, 3, 4, 2], 2).origin == "the prompt"  # "2" followed by "3" in the prompt
+    assert d.propose([1, 2, 3, 4, 2, 5, 9, 5], 2).origin == "this output"  # "5" followed by "9" in the output
+
+
+def matches(text, shortest=1, cap=MATCH_CAP):
+    """By brute force: (the longest match, every earlier end where the text's end matches that long). An end needs a
+    token after it, and a match counts at most `cap` tokens."""
+    found = {}
+    for end in range(1, len(text)):
+        length = 0
+        while length < min(cap, end) and text[end - 1 - length] == text[-1 - length]:
+            length += 1
+        if length:
+            found[end] = length
+    longest = max(found.values(), default=0)
+    return (longest, sorted(e for e, n in found.items() if n == longest)) if longest >= shortest else (0, [])
+
+
+def scan_ngram(text, gamma, shortest=1):
+    """The definition: the longest match's most recent occurrence, continued ceil(2 × its length) deep, γ at most."""
+    longest, ends = matches(text, shortest)
+    if not ends:
+        return None
+    return text[ends[-1] : ends[-1] + min(gamma, math.ceil(2 * longest))]
 
 
 def scan_history(output, m, gamma):
@@ -43,18 +74,34 @@ def scan_history(output, m, gamma):
     return found[:m] or None
 
 
-def test_lookup_indexes_follow_a_growing_text_like_a_full_scan():
-    import random
-
-    rng = random.Random(0)
-    text = [rng.randrange(6) for _ in range(300)]
-    ngram, history = NgramDrafter(max_n=3), HistoryDrafter(m=4)
+@pytest.mark.parametrize("alphabet", [2, 3, 6])
+def test_lookup_indexes_follow_a_growing_text_like_a_full_scan(alphabet):
+    rng = random.Random(alphabet)
+    text = [rng.randrange(alphabet) for _ in range(300)] + [1] * 80 + [rng.randrange(alphabet) for _ in range(60)]
+    shortest = rng.choice([1, 2, 3])
+    ngram, history = NgramDrafter(shortest), HistoryDrafter(m=4)
     ngram.start(text[:20]), history.start(text[:20])
-    for end in range(20, 300, 3):  # one drafter, step after step, as the engine calls it
-        a, b = ngram.propose(text[:end], 4), scan_ngram(text[:end], 3, 4)
-        assert (None if a is None else list(a.candidates[0])) == b
+    lengths = set()
+    for end in range(20, len(text), 3):  # one drafter, step after step, as the engine calls it
+        gamma = rng.randrange(1, 9)
+        a, b = ngram.propose(text[:end], gamma), scan_ngram(text[:end], gamma, shortest)
+        assert (None if a is None else list(a.candidates[0])) == b, end
+        lengths.add(matches(text[:end])[0])
         h = history.propose(text[:end], 4)
         assert (None if h is None else [list(c) for c in h.candidates]) == scan_history(text[20:end], 4, 4)
+    # matches shorter than the index's longest keys, longer ones (extended backwards), and ones beyond the cap
+    assert min(lengths) < KEY_LENGTH and any(KEY_LENGTH < n < MATCH_CAP for n in lengths) and MATCH_CAP in lengths
+
+
+def test_the_index_forgets_a_text_it_was_not_given():
+    """A text that parts from the indexed one (a drafter reused without start()) is indexed from where they part."""
+    rng = random.Random(7)
+    d = NgramDrafter()
+    for _ in range(30):
+        text = [rng.randrange(4) for _ in range(rng.randrange(1, 60))]
+        for end in range(1, len(text) + 1, 5):
+            a = d.propose(text[:end], 5)
+            assert (None if a is None else list(a.candidates[0])) == scan_ngram(text[:end], 5), (text, end)
 
 
 def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_the_output():
@@ -63,6 +110,7 @@ def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_t
     out = [4, 1, 5, 4, 2, 6, 4, 1, 5, 9, 4]
     proposal = d.propose([7, 7, 7] + out, 3)
     assert proposal.q is None and proposal.candidates == ((1, 5, 9), (2, 6, 4), (1, 5, 4))  # most recent first
+    assert proposal.origin == "this output"
     assert HistoryDrafter(m=1).propose(out, 2).candidates == ((1, 5),)
     d.start([])
     assert d.propose([3, 4], 3) is None  # the last token never occurred before

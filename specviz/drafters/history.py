@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..engine.step import BaseDrafter, Proposal
 from .kinds import DrafterKind, Options, option
+from .suffix_index import OUTPUT
 
 MAX_CANDIDATES = 16
 
@@ -45,7 +46,7 @@ class HistoryDrafter(BaseDrafter):
                 candidates.append(follow)
             if len(candidates) == self.m:
                 break
-        return Proposal(tuple(candidates)) if candidates else None
+        return Proposal(tuple(candidates), origin=OUTPUT) if candidates else None
 
 
 @dataclass(frozen=True)
