@@ -1,0 +1,71 @@
+"""Suffix decoding: find the longest earlier match of the text's end, in this run (prompt and output) and in earlier
+runs kept in the caller's RunMemory, and verify the most frequent continuations of all equally long matches together
+as a token tree. A long match drafts deep; a repeated task copies a whole earlier answer in a few steps. No second
+model and no probabilities: every candidate is a point mass."""
+
+from dataclasses import dataclass
+
+from ..engine.step import BaseDrafter, Proposal, Verdict
+from .kinds import DrafterKind, Options, option
+from .suffix_index import RunMemory, draft_depth, frequent_tree, longest_match
+
+
+class SuffixDrafter(BaseDrafter):
+    """Begins a run in the memory at start(); the run holds only committed tokens: those the engine passes to
+    propose(), and after each verdict the accepted draft tokens and the target's own token."""
+
+    def __init__(self, depth_per_token: float = 2, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None,
+                 eos_ids=()):
+        self.depth_per_token, self.nodes, self.runs = depth_per_token, nodes, runs
+        self.memory = RunMemory(max_runs=0) if memory is None else memory  # private: this run alone
+        self.eos_ids = frozenset(eos_ids)
+        self.run = None
+        self.last: tuple[tuple[int, ...], ...] = ()  # the last proposal's candidates
+
+    def max_nodes(self, gamma: int) -> int:
+        return self.nodes
+
+    def start(self, prompt_ids: list[int], target=None) -> None:
+        self.run, self.last = self.memory.begin(prompt_ids), ()
+
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
+        if self.run is None:
+            self.start([])
+        self.run.follow(tokens)
+        self.last = ()
+        found = longest_match(self.run, self.memory.earlier(self.run, self.runs))
+        if not found:
+            return None
+        candidates, origin = frequent_tree(found, draft_depth(found[0].length, self.depth_per_token, gamma), self.nodes)
+        if not candidates:
+            return None
+        self.last = candidates
+        return Proposal(candidates, origin=origin)
+
+    def observe(self, verdict: Verdict) -> None:
+        if not self.last:
+            return
+        committed = [*self.last[verdict.winner][: verdict.accepted], verdict.next_token]
+        end = next((i + 1 for i, t in enumerate(committed) if t in self.eos_ids), len(committed))
+        self.run.extend(committed[:end])  # nothing after an EOS is ever emitted
+        self.last = ()
+
+
+@dataclass(frozen=True)
+class SuffixOptions(Options):
+    suffix_factor: int = option(2, "suffix depth per matched token", "a match of m tokens drafts up to m × this "
+                                "many tokens deep (γ caps it)", low=1, high=8)
+    suffix_nodes: int = option(16, "suffix tree nodes", "the most draft tokens verified together in one step",
+                               low=1, high=64)
+    suffix_runs: int = option(16, "earlier runs searched", "the most recent earlier runs drafted from, as far as the "
+                              "caller keeps them (0: this run only)", low=0, high=64)
+
+
+def _build(options: SuffixOptions, ctx) -> SuffixDrafter:
+    return SuffixDrafter(options.suffix_factor, options.suffix_nodes, options.suffix_runs, ctx.memory,
+                         ctx.target.eos_ids)
+
+
+KIND = DrafterKind("suffix", "suffix decoding (across runs)", "the most frequent continuations of the longest earlier "
+                   "match, in this run and earlier ones, verified together as a token tree", _build, SuffixOptions,
+                   order=35)
