@@ -13,7 +13,7 @@ from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
 from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.settings import Settings
-from specviz.engine.static_lm import StaticLM, graphs_allowed, open_lm, wants_static
+from specviz.engine.static_lm import STATIC_ON_CPU_FROM, StaticLM, graphs_allowed, open_lm, wants_static
 from specviz.engine.tree import build_tree
 from tiny import loaded, perturbed, tiny_llama
 
@@ -55,9 +55,12 @@ def test_a_forward_past_the_capacity_is_refused(target):
         lm.extend(torch.tensor([7, 8, 9]))
 
 
-def test_the_fast_path_is_chosen_on_cuda_or_when_forced(tokenizer, monkeypatch):
+def test_the_fast_path_is_chosen_on_cuda_for_long_contexts_or_when_forced(tokenizer, monkeypatch):
     model = tiny_llama(len(tokenizer), seed=1)
-    assert not wants_static(model) and type(open_lm(model, 16)) is CachedLM  # CPU: the dynamic cache
+    assert not wants_static(model, 16) and type(open_lm(model, 16)) is CachedLM  # CPU, short: the dynamic cache
+    assert type(open_lm(model, STATIC_ON_CPU_FROM)) is StaticLM  # CPU, long: allocated once
+    model.specviz_static = False
+    assert type(open_lm(model, STATIC_ON_CPU_FROM)) is CachedLM
     model.specviz_static = True
     assert type(open_lm(model, 16)) is StaticLM
     assert not graphs_allowed(torch.device("cpu"))
