@@ -70,6 +70,7 @@ class StepEvent:
     forward_tokens: int = 1  # tokens in the verify forward: the last token plus every draft or tree node
     detail: Optional[StepDetail] = None  # how the verdict came about (a drafting step); None for a plain step
     draft_tokens: Optional[tuple[str, ...]] = None  # a draft with another tokenizer: its guess in its own tokens
+    origin: Optional[str] = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"

@@ -114,3 +114,29 @@ def test_medusa_needs_heads_for_the_pair_and_loads_them_once(pair_folders, pair_
     list(backend.sweep(request(drafter="medusa"), gammas=(1, 2)))
     assert backend.shelf.current().target.companions == heads
     assert all(backend.shelf.current().target.companions[k] is v for k, v in heads.items())
+
+
+def test_each_visitor_drafts_only_from_their_own_earlier_runs(backend):
+    """Suffix decoding copies from earlier runs, and its rejected drafts are shown on screen: one session's runs
+    must never be drafted from in another's."""
+    ask = request(drafter="suffix", prompt="w4 w9 w2 w7", max_new_tokens=30, gamma=8)
+    first = list(backend.race(ask, session="alice"))[-1]
+    again = list(backend.race(ask, session="alice"))[-1]
+    other = list(backend.race(ask, session="bob"))[-1]
+    assert first.spec.tokens == again.spec.tokens == other.spec.tokens == first.plain.tokens
+    assert any(e.origin == "an earlier run" for e in again.spec.events)
+    assert not any(e.origin == "an earlier run" for e in first.spec.events + other.spec.events)
+    tau = lambda view: len(view.spec.tokens) / len(view.spec.events)  # noqa: E731
+    assert tau(again) > 2 * tau(other)  # bob's run is a first run, like alice's first
+    backend.forget("alice")
+    fresh = list(backend.race(ask, session="alice"))[-1]
+    assert not any(e.origin == "an earlier run" for e in fresh.spec.events)
+
+
+def test_the_sweep_and_the_comparison_leave_the_visitors_memory_as_it_was(backend):
+    ask = request(drafter="suffix", prompt="w3 w8 w5", max_new_tokens=12)
+    list(backend.race(ask, session="carol"))
+    kept = [list(run.tokens) for run in backend.memory("carol").runs]
+    list(backend.sweep(ask, gammas=[2, 4], session="carol"))
+    list(backend.compare(ask, session="carol"))
+    assert [list(run.tokens) for run in backend.memory("carol").runs] == kept

@@ -108,9 +108,25 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
     (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),
     (["--kinds", "poetry"], "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
-     "translation, summarization, qa, math, rag, multi_turn, or context-N (a prompt of about N tokens)"),
+     "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt of about "
+     "N tokens)"),
 ])
 def test_bench_refuses_bad_input_in_one_line(capsys, pair_folders, flags, message):
     code = main(["bench", "--target", str(pair_folders[0]), *flags])
     _, err = capsys.readouterr()
     assert code == 2 and err.strip() == message
+
+
+def test_a_repetition_workload_runs_in_order_and_drafts_from_earlier_runs(capsys, pair_folders, tmp_path):
+    target, _ = pair_folders
+    code = main(["bench", "--target", str(target), "--methods", "suffix,history,ngram", "--kinds", "repeat_sql",
+                 "--prompts-per-kind", "3", "--max-new-tokens", "10", "--gammas", "4", "--temperatures", "0",
+                 "--repeats", "2", "--dtype", "float32", "--no-transformers", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    suffix = [r for r in rows if r["method"] == "suffix"]
+    assert sorted({r["run_index"] for r in suffix}) == [0, 1, 2] and all(r["same_as_plain"] for r in suffix)
+    assert "### Runs in order: drafting from earlier runs" in out and "| repeat_sql | 0 | 3 |" in out
+    assert "suffix decoding from the third run on (1 runs, best γ each)" in out
+    assert "suffix decoding on a first run with nothing cached, adaptive γ" in out

@@ -15,6 +15,7 @@ from specviz.cli import main
 from specviz.drafters.registry import decode
 from specviz.record import TokenTexts, divergence, make_trace
 from specviz.settings import Settings
+from specviz.events import StepEvent
 from specviz.trace import VERSION, Side, Trace, TraceError
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -156,3 +157,21 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
         assert any(e.detail and e.detail.trials for e in trace.sides[1].events)
         if trace.greedy:  # recorded with greedy decoding: the speculative side wrote the target's own tokens
             assert trace.sides[1].tokens == trace.sides[0].tokens
+
+
+def test_a_copied_draft_says_where_it_came_from_on_screen_and_in_the_trace(target, tokenizer):
+    from specviz.app.ui.figure1 import step_row
+    from specviz.drafters.suffix_index import RunMemory
+
+    memory, ids = RunMemory(), tokenizer.encode("w4 w9 w2 w7")
+    settings = Settings(max_new_tokens=20, gamma=6)
+    list(decode(target, ids, settings, "suffix", memory=memory))
+    events = list(decode(target, ids, settings, "suffix", memory=memory))
+    copied = [e for e in events if e.origin == "an earlier run"]
+    assert copied, "the second run drafts from the first"
+    text_of = TokenTexts(tokenizer)
+    assert "from an earlier run" in step_row(copied[0], text_of)
+    assert "The draft was copied from an earlier run." in explain_step(copied[0], text_of)
+    assert StepEvent.from_json(copied[0].to_json()) == copied[0]
+    plain_row = [e for e in events if not e.proposed]
+    assert all("from " not in step_row(e, text_of) for e in plain_row)

@@ -1,8 +1,10 @@
 """The app's device side: loads pairs, runs the race and the γ sweep, explains divergences. Uses torch;
 the UI only sees the pure-Python views of race.py and sweep.py."""
 
+import copy
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Iterator
@@ -11,6 +13,7 @@ import torch
 
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
+from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..models import DTYPES, encode_prompt
 from ..record import TokenTexts, divergence, make_trace
@@ -22,6 +25,8 @@ from .shelf import LoadedPair, ModelShelf
 from .sweep import SweepView
 
 Stopped = Callable[[], bool]
+SESSIONS_REMEMBERED = 64  # visitors whose earlier runs are kept for drafting (least recently active forgotten)
+RUNS_REMEMBERED = 64  # earlier runs kept per visitor
 
 
 class _Flag:  # the engine's StopFlag protocol over a callable
@@ -34,6 +39,23 @@ class Backend:
         self.shelf = shelf
         self._running = 0  # generations under way on the device (the app lets one at a time in)
         self._count = threading.Lock()
+        # Earlier runs per visitor, for drafters that copy from them. A run's rejected drafts are on screen, so one
+        # visitor's runs must never be drafted from in another's session: each session has its own memory.
+        self._memories: OrderedDict[str, RunMemory] = OrderedDict()
+
+    def memory(self, session: str) -> RunMemory:
+        """This visitor's earlier runs (made on first use; the least recently active visitor's are dropped)."""
+        with self._count:
+            found = self._memories.pop(session, None) or RunMemory(RUNS_REMEMBERED)
+            self._memories[session] = found
+            while len(self._memories) > SESSIONS_REMEMBERED:
+                self._memories.popitem(last=False)
+            return found
+
+    def forget(self, session: str) -> None:
+        """The visitor left: drop their earlier runs."""
+        with self._count:
+            self._memories.pop(session, None)
 
     def busy(self) -> str:
         """What a run started now would wait for, in words; empty when the device is free."""
@@ -69,21 +91,25 @@ class Backend:
         chosen.check_for(options, preset.target)
         return settings, chosen, options
 
-    def race(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[RaceView]:
-        """Views while loading, then after every decoding step of either side; the last one is final."""
+    def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
+        """Views while loading, then after every decoding step of either side; the last one is final. The
+        speculative side drafts from, and joins, the session's earlier runs."""
         with self._on_device():
-            yield from self._race(request, stopped)
+            yield from self._race(request, stopped, self.memory(session))
 
-    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False) -> Iterator[SweepView]:
-        """Plain once, then speculative at every γ on the current prompt; a view after each run."""
+    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False,
+              session: str = "") -> Iterator[SweepView]:
+        """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
+        session's earlier runs as they were before the sweep (its own runs are not remembered)."""
         with self._on_device():
-            yield from self._sweep(request, gammas, stopped)
+            yield from self._sweep(request, gammas, stopped, self.memory(session))
 
-    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False) -> Iterator[CompareView]:
+    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[CompareView]:
         """Plain decoding once, then every drafter the app offers with the same settings, one after the other; a view
-        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead."""
+        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
+        Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
         with self._on_device():
-            yield from self._compare(request, stopped)
+            yield from self._compare(request, stopped, self.memory(session))
 
     def _load(self, request: RaceRequest) -> Iterator[str]:
         """The pair at the precisions asked for (the draft's: the target's unless the request names another)."""
@@ -93,7 +119,7 @@ class Backend:
         draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
         return self.shelf.load(request.pair, request.dtype, draft_dtype=draft_dtype)
 
-    def _race(self, request: RaceRequest, stopped: Stopped) -> Iterator[RaceView]:
+    def _race(self, request: RaceRequest, stopped: Stopped, memory: RunMemory) -> Iterator[RaceView]:
         settings, chosen, options = self._check(request)
         for line in self._load(request):
             yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
@@ -106,7 +132,7 @@ class Backend:
                         mode=mode_text(chosen.words(options), settings), lossy=settings.lossy)
         sides = {
             PLAIN: decode(target, prompt_ids, settings, stop=stop),
-            SPEC: decode(target, prompt_ids, settings, chosen.name, pair.draft, options, stop),
+            SPEC: decode(target, prompt_ids, settings, chosen.name, pair.draft, options, stop, memory),
         }
         with torch.inference_mode():
             for _ in interleave(sides, {PLAIN: view.plain, SPEC: view.spec}, stopped):
@@ -121,7 +147,7 @@ class Backend:
                                 view.wall_s, view.stopped, "the app")
         yield view
 
-    def _sweep(self, request: RaceRequest, gammas, stopped: Stopped) -> Iterator[SweepView]:
+    def _sweep(self, request: RaceRequest, gammas, stopped: Stopped, memory: RunMemory) -> Iterator[SweepView]:
         settings, chosen, options = self._check(request)
         view = SweepView(gammas=tuple(gammas))
         for line in self._load(request):
@@ -140,12 +166,13 @@ class Backend:
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
                 at = replace(settings, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
-                view.runs[gamma] = list(decode(target, prompt_ids, at, chosen.name, pair.draft, options, stop))
+                view.runs[gamma] = list(decode(target, prompt_ids, at, chosen.name, pair.draft, options, stop,
+                                               copy.deepcopy(memory)))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"
         yield view
 
-    def _compare(self, request: RaceRequest, stopped: Stopped) -> Iterator[CompareView]:
+    def _compare(self, request: RaceRequest, stopped: Stopped, memory: RunMemory) -> Iterator[CompareView]:
         settings = request.settings()
         preset = self.shelf.preset(request.pair)
         entries = []
@@ -174,7 +201,8 @@ class Backend:
                 view.message = f"{entry.words.split(';')[0]}"
                 yield view
                 try:
-                    entry.events = list(decode(target, prompt_ids, settings, entry.name, pair.draft, entry.options, stop))
+                    entry.events = list(decode(target, prompt_ids, settings, entry.name, pair.draft, entry.options, stop,
+                                               copy.deepcopy(memory)))
                 except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
                     entry.note = f"failed: {exc}"
                     continue

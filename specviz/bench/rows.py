@@ -32,6 +32,7 @@ class BenchRow:
     c: Optional[float] = None  # drafting seconds per drafted token ÷ V(1), one target forward
     draft_name: Optional[str] = None  # which draft model, for the draft model and its transformers counterpart
     prompt_tokens: Optional[int] = None  # the prompt's length in the target's tokens (chat template included)
+    run_index: int = 0  # the prompt's place among its kind's prompts, which run in order (0: the first)
 
     @property
     def name(self) -> str:

@@ -1,15 +1,19 @@
 """One run as the benchmark records it, for specviz and for transformers' generate, and the fastest of several."""
 
+import copy
+
 from ..drafters.registry import decode
 from ..events import generated_ids, summarize
 
 
-def measure(target, prompt_ids, settings, kind="none", draft=None, options=None) -> dict:
-    """One specviz run: ids, seconds (prefill + decode), its events and metrics."""
-    events = list(decode(target, prompt_ids, settings, kind, draft, options))
+def measure(target, prompt_ids, settings, kind="none", draft=None, options=None, memory=None) -> dict:
+    """One specviz run: ids, seconds (prefill + decode), its events and metrics. A drafter that remembers runs
+    drafts from a copy of `memory`, returned with this run in it, so that a repeated measurement never sees itself."""
+    memory = copy.deepcopy(memory)
+    events = list(decode(target, prompt_ids, settings, kind, draft, options, memory=memory))
     m = summarize(events)
     return {"ids": generated_ids(events), "seconds": m.total_s, "decode_s": m.decode_s, "events": events,
-            "alpha": m.acceptance_rate, "tau": m.mean_tokens_per_step}
+            "alpha": m.acceptance_rate, "tau": m.mean_tokens_per_step, "memory": memory}
 
 
 def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draft=None, ngram_max=3, clock=None):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..drafters.kinds import DrafterKind
-from ..drafters.registry import build_drafter, kinds
+from ..drafters.registry import build_drafter, kind, kinds
+from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest
 from ..events import depth_acceptance
 from ..flags import PRECISIONS, add_model_options, add_option_flags, given_options
@@ -163,12 +164,15 @@ class Bench:
                 check_draft_fits(self.target, self.drafts[name, precision])
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
+        # earlier runs, for drafters that remember them: one memory per kind, temperature, drafter and γ, so the
+        # prompts of a kind, run in order, can draft from the ones before (and a cell never from another cell's runs)
+        self.memories: dict[tuple, RunMemory] = {}
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
         self.longest = {k.name: build_drafter(k.name, Settings(), None, self.target, self.draft,
                                               plan.options[k.name]).longest for k in plan.methods if k.name != ORACLE}
 
-    def ours(self, ids, settings, kind="none", options=None, draft=None):
-        return lambda: measure(self.target, ids, settings, kind, draft or self.draft, options)
+    def ours(self, ids, settings, kind="none", options=None, draft=None, memory=None):
+        return lambda: measure(self.target, ids, settings, kind, draft or self.draft, options, memory)
 
     def theirs(self, ids, settings, method=None, gamma=None, draft=None):
         return lambda: transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
@@ -204,7 +208,7 @@ class Bench:
                         at = replace(settings, gamma=g, adaptive=gamma == "adaptive")
                         yield name, gamma, at, k.name, options, precision
 
-    def prompt_rows(self, kind_name: str, prompt, temperature: float, log) -> list[BenchRow]:
+    def prompt_rows(self, kind_name: str, prompt, temperature: float, log, run_index: int = 0) -> list[BenchRow]:
         """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make."""
         from ..models import encode_prompt
         from .costs import relative_forward_costs
@@ -213,16 +217,20 @@ class Bench:
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
         plain_runs = lambda: {"specviz": self.ours(ids, settings), **({"hf": self.theirs(ids, settings)} if self.hf else {})}  # noqa: E731
         opening = fastest(plain_runs(), self.args.repeats)
-        log(f"[{kind_name}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
+        log(f"[{kind_name} #{run_index + 1}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
             + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
         measured = []
         for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
             other = COUNTERPART.get(drafter) if self.hf else None
             draft = self.drafts.get(precision)
-            fns = {"specviz": self.ours(ids, at, drafter, options, draft)}
+            remembers = kind(drafter).remembers
+            memory = self.memories.setdefault((kind_name, temperature, name, gamma), RunMemory(64)) if remembers else None
+            fns = {"specviz": self.ours(ids, at, drafter, options, draft, memory)}
             if other and (gamma != "adaptive" or drafter in ("draft", "ngram")):  # their adaptive: their defaults
                 fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
             best = fastest(fns, self.args.repeats)
+            if remembers:  # the kept run joins the memory; the repeats that lost are forgotten
+                self.memories[kind_name, temperature, name, gamma] = best["specviz"]["memory"]
             measured.append((name, gamma, other, best, precision))
             name = name + (f" ({' '.join(precision)})" if precision else "")
             log(f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
@@ -237,7 +245,8 @@ class Bench:
         log(f"[{kind_name}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline (mean time of "
             f"opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
             + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
-        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature, prompt_tokens=len(ids))
+        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature, prompt_tokens=len(ids),
+                      run_index=run_index)
         rows = [BenchRow(**common, method="plain", gamma=None, library="specviz", tps=tps(plain), speedup=1.0, tau=1.0,
                          verify_costs=costs)]
         if hf_plain is not None:
@@ -286,9 +295,11 @@ def cmd_bench(args) -> int:
     bench.warm_up()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows, began = [], time.perf_counter()
+    seen: dict[str, int] = {}
     for kind_name, prompt in plan.prompts:
+        seen[kind_name] = run_index = seen.get(kind_name, -1) + 1  # the prompts of a kind run in file order
         for temperature in plan.temperatures:
-            rows += bench.prompt_rows(kind_name, prompt, temperature, log)
+            rows += bench.prompt_rows(kind_name, prompt, temperature, log, run_index)
     medusa = plan.options.get("medusa")
     heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
     meta = {"target": args.target, "draft": args.draft if bench.draft else None, "medusa": heads,

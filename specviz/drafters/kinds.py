@@ -105,6 +105,7 @@ class DrafterKind:
     describe: Optional[Callable[[Any], str]] = None  # its words on screen, given the options (default: the label)
     order: int = 100  # position in menus
     menu: bool = True  # offered by the CLI and the app; False: a measuring tool of the benchmark only
+    remembers: bool = False  # drafts from the caller's earlier runs (DraftContext.memory), so run order matters
 
     def parse(self, values: Optional[Mapping]) -> Options:
         return values if isinstance(values, self.options) else self.options.parse(values or {})

@@ -68,4 +68,4 @@ def _build(options: SuffixOptions, ctx) -> SuffixDrafter:
 
 KIND = DrafterKind("suffix", "suffix decoding (across runs)", "the most frequent continuations of the longest earlier "
                    "match, in this run and earlier ones, verified together as a token tree", _build, SuffixOptions,
-                   order=35)
+                   order=35, remembers=True)

@@ -121,5 +121,5 @@ def _event(index, tree, verdict: Verdict, detail, eos, room, proposal) -> StepEv
         p=tuple(p), q=None if q is None else tuple(q), draft_s=0.0, verify_s=0.0, step_s=0.0,
         draft_forwards=proposal.forwards if proposal else 0, finish=finish,
         candidates=candidates, winner=verdict.winner if candidates else None, detail=detail,
-        draft_tokens=proposal.spelled if proposal else None,
+        draft_tokens=proposal.spelled if proposal else None, origin=proposal.origin if proposal else None,
     )

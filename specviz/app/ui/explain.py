@@ -40,6 +40,8 @@ def explain_step(event: Optional[StepEvent], text_of: TokenText, total: int = 0)
     d = event.detail
     kept = f"{event.accepted} of {len(event.proposed)} drafted token{'s' * (len(event.proposed) != 1)} kept"
     head += f"γ {event.gamma}, {event.forward_tokens} tokens in one target forward; {escape(kept)}.</div>"
+    if event.origin:
+        head += f'<p class="sv-origin">The draft was copied from {escape(event.origin)}.</p>'
     rule = d.rule if d.rule in ("greedy", "typical") else ("sampled" if event.q is not None else "point")
     parts = [head, f'<p class="sv-rule">{escape(RULES[rule])}</p>', _candidates(event, text_of)]
     for k, lead in enumerate(d.leading):

@@ -140,9 +140,12 @@ class Handlers:
         flag = self.board.fresh(request.session_hash)
         req = request_of(values)
         try:
-            yield from self.stream(self.backend.race(req, flag.is_set), req.prompt)
+            yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
         except Exception as exc:  # one message on screen; the server keeps serving
             yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
+
+    def leave(self, request: gr.Request) -> None:
+        self.backend.forget(request.session_hash)
 
     def waiting(self) -> str:
         """Shown at once when Run is pressed, before the run gets the device."""
@@ -188,7 +191,7 @@ class Handlers:
     def sweep(self, request: gr.Request, progress=gr.Progress(), **values):
         flag = self.board.fresh(request.session_hash)
         try:
-            for view in self.backend.sweep(request_of(values), stopped=flag.is_set):
+            for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
                 progress(view.progress(), desc=view.message)
                 yield panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"), charts.sweep_chart(view)
         except Exception as exc:
@@ -197,7 +200,7 @@ class Handlers:
     def compare(self, request: gr.Request, progress=gr.Progress(), **values):
         flag = self.board.fresh(request.session_hash)
         try:
-            for view in self.backend.compare(request_of(values), stopped=flag.is_set):
+            for view in self.backend.compare(request_of(values), stopped=flag.is_set, session=request.session_hash):
                 progress(view.progress(), desc=view.message)
                 yield self.compare_outputs(view)
         except Exception as exc:

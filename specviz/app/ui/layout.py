@@ -197,6 +197,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair",
                          queue=False)
         demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
+        demo.unload(h.leave)  # the visitor's earlier runs, kept for drafting, go with them
         s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")
     return demo
 
