@@ -58,5 +58,6 @@ class HistoryOptions(Options):
 
 
 KIND = DrafterKind("history", "history lookup (tree)", "earlier continuations of the last token in the output, "
-                   "verified together as a token tree",
+                   "verified together as a token tree; it pays where the output repeats itself (lists, repeated "
+                   "code), rarely elsewhere",
                    lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed), HistoryOptions, order=30)

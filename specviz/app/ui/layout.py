@@ -6,6 +6,7 @@ pure-Python views (race.py, sweep.py, compare.py) and handlers.py turns them int
 """
 
 import json
+from html import escape
 from types import SimpleNamespace
 
 import gradio as gr
@@ -69,6 +70,9 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                 s.add_pair = gr.Button("Use this pair", size="sm", elem_id="sv-add-pair")
             s.drafter = gr.Dropdown([(k.label, k.name) for k in kinds], value=kinds[0].name, label="Drafter",
                                     info="Who proposes tokens for the target to verify.", elem_id="sv-drafter")
+            summaries = {k.name: f'<span class="sv-note">{escape(k.summary[:1].upper() + k.summary[1:])}.</span>'
+                         for k in kinds}
+            s.drafter_note = gr.HTML(summaries[kinds[0].name], elem_id="sv-drafter-note")
             s.dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
                                info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact; int8 "
                                     "(CPU) is an int8 model on both sides.")
@@ -188,8 +192,8 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         s.rows.pick(h.pick, s.trace, [s.step, s.explanation, s.tabs], api_name=False, queue=False)
         s.trace.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
         boxes = list(option_boxes.values())
-        s.drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes], s.drafter, boxes,
-                         api_name=False, queue=False)
+        s.drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes] + [summaries.get(name, "")],
+                         s.drafter, boxes + [s.drafter_note], api_name=False, queue=False)
         s.pair.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name="load", **device)
         for precision in (s.dtype, s.draft_dtype):
             precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **device)
