@@ -83,6 +83,10 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         page.get_by_role("option", name="n-gram prompt lookup").click()
         page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=10_000)
         assert not page.get_by_text("Medusa heads (tree): options").is_visible()
+        # and a line under the menu says how the chosen drafter drafts (history lookup: where it pays)
+        page.locator("#sv-drafter input").click()
+        page.get_by_role("option", name="history lookup (tree)").click()
+        page.locator("#sv-drafter-note", has_text="repeats itself").wait_for(timeout=10_000)
     finally:
         page.close()
 

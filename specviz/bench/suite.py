@@ -242,8 +242,8 @@ class Bench:
         hf_plain = bracketed(opening["hf"], closing["hf"]) if self.hf else None
         ks = sorted({*range(1, max(self.plan.gammas) + 2), 12, 17, 25, 33})
         costs = relative_forward_costs(self.target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
-        log(f"[{kind_name}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline (mean time of "
-            f"opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
+        log(f"[{kind_name} #{run_index + 1}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline "
+            f"(mean time of opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
             + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
         common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature, prompt_tokens=len(ids),
                       run_index=run_index)
