@@ -167,7 +167,7 @@ class Backend:
                 yield view
                 at = replace(settings, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
                 view.runs[gamma] = list(decode(target, prompt_ids, at, chosen.name, pair.draft, options, stop,
-                                               copy.deepcopy(memory)))
+                                               _snapshot(chosen, memory)))
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"
         yield view
@@ -202,7 +202,7 @@ class Backend:
                 yield view
                 try:
                     entry.events = list(decode(target, prompt_ids, settings, entry.name, pair.draft, entry.options, stop,
-                                               copy.deepcopy(memory)))
+                                               _snapshot(kind(entry.name), memory)))
                 except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
                     entry.note = f"failed: {exc}"
                     continue
@@ -215,6 +215,12 @@ class Backend:
         view.trace = make_trace("comparison", request.prompt, prompt_ids, settings, _models(pair), sides, view.text_of,
                                 view.wall_s, view.stopped, "the app")
         yield view
+
+
+def _snapshot(chosen: DrafterKind, memory: RunMemory):
+    """The session's earlier runs as they are now, for a run that must not add to them; copied only for a drafter
+    that reads them."""
+    return copy.deepcopy(memory) if chosen.remembers else None
 
 
 def _models(pair: LoadedPair) -> dict:

@@ -163,14 +163,14 @@ def targets(rows) -> list[str]:
 
 
 def markdown_report(rows, meta) -> str:
+    in_order = runs_in_order_table(rows)
     title = (f"specviz bench: {meta['target']}" + (f" ← {meta['draft']}" if meta.get("draft") else "")
              + f", {meta['dtype']}, {meta['device']}, {meta['max_new_tokens']} new tokens, best of {meta['repeats']}, "
              f"{meta['prompts']} prompts, {meta['minutes']} min, {meta['when']}")
     return "\n\n".join([f"## {title}", "### Targets\n\n" + "\n".join(f"- {line}" for line in targets(rows)),
                         "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
                         "### α and c per drafter and precision, and the speedup they predict\n\n" + alpha_c_table(rows),
-                        *(["### Runs in order: drafting from earlier runs\n\n" + runs_in_order_table(rows)]
-                          if runs_in_order_table(rows) else []),
+                        *(["### Runs in order: drafting from earlier runs\n\n" + in_order] if in_order else []),
                         "### Every cell (means over the prompts of a kind)\n\n" + cell_table(rows)])
 
 
