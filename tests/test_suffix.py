@@ -172,6 +172,21 @@ def test_a_drafter_searches_only_as_many_earlier_runs_as_asked():
     assert drafted == {0: None, 1: {(9,)}, 3: {(7,), (8,), (9,)}}
 
 
+def test_a_short_match_verifies_few_tokens_and_a_long_one_many():
+    memory = RunMemory()
+    for follow in range(10, 20):  # ten earlier runs: "1 2" then ten different continuations of 3 tokens
+        memory.begin([1, 2]).extend([follow, follow + 10, follow + 20])
+    drafter = SuffixDrafter(memory=memory, depth_per_token=2, nodes=16)
+    drafter.start([5, 2])
+    short = drafter.propose([5, 2], 8)  # matches "2" only: 2 tokens' worth of tree
+    assert len(build_tree(short.candidates).tokens) == 2 and max(map(len, short.candidates)) <= 2
+    drafter.start([1, 2])
+    long = drafter.propose([1, 2], 8)  # matches "1 2": up to 4 tokens
+    assert len(build_tree(long.candidates).tokens) == 4
+    drafter.nodes = 3  # the node budget caps what the match length allows
+    assert len(build_tree(drafter.propose([1, 2], 8).candidates).tokens) == 3
+
+
 class Watched:
     """A drafter whose proposals are kept, to see what it sent and where from."""
 

@@ -1,7 +1,9 @@
 """Suffix decoding: find the longest earlier match of the text's end, in this run (prompt and output) and in earlier
 runs kept in the caller's RunMemory, and verify the most frequent continuations of all equally long matches together
-as a token tree. A long match drafts deep; a repeated task copies a whole earlier answer in a few steps. No second
-model and no probabilities: every candidate is a point mass."""
+as a token tree. A long match drafts deep and wide, a short one a token or two: both the depth and the number of tree
+nodes are at most the suffix factor times the match length, so a guess backed by little evidence costs little to
+verify. A repeated task copies a whole earlier answer in a few steps. No second model and no probabilities: every
+candidate is a point mass."""
 
 from dataclasses import dataclass
 
@@ -36,7 +38,8 @@ class SuffixDrafter(BaseDrafter):
         found = longest_match(self.run, self.memory.earlier(self.run, self.runs))
         if not found:
             return None
-        candidates, origin = frequent_tree(found, draft_depth(found[0].length, self.depth_per_token, gamma), self.nodes)
+        size = draft_depth(found[0].length, self.depth_per_token, self.nodes)  # tokens this match is worth verifying
+        candidates, origin = frequent_tree(found, min(gamma, size), size)
         if not candidates:
             return None
         self.last = candidates
@@ -54,7 +57,7 @@ class SuffixDrafter(BaseDrafter):
 @dataclass(frozen=True)
 class SuffixOptions(Options):
     suffix_factor: int = option(2, "suffix depth per matched token", "a match of m tokens drafts up to m × this "
-                                "many tokens deep (γ caps it)", low=1, high=8)
+                                "many tokens, in depth (γ caps it) and in all (the node budget caps it)", low=1, high=8)
     suffix_nodes: int = option(16, "suffix tree nodes", "the most draft tokens verified together in one step",
                                low=1, high=64)
     suffix_runs: int = option(16, "earlier runs searched", "the most recent earlier runs drafted from, as far as the "
