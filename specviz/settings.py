@@ -7,6 +7,7 @@ from .errors import InvalidRequest
 
 MAX_NEW_TOKENS = 4096  # documented cap; also bounded by the model's context
 MAX_GAMMA = 32
+MAX_SEED = 2**63 - 1  # what torch's generators take as a non-negative seed
 # How drafted tokens are accepted when sampling (temperature 0 is always the exact greedy rule):
 # lossless keeps the target's distribution; typical (Medusa's) accepts any plausible token, lossy by design;
 # greedy insists on temperature 0.
@@ -35,8 +36,8 @@ class Settings:
             raise InvalidRequest(f"top-k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
         if not (0 < self.top_p <= 1):  # also rejects NaN
             raise InvalidRequest(f"top-p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.seed, int):
-            raise InvalidRequest(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise InvalidRequest(f"seed must be an integer in 0..2**63-1, got {self.seed!r}")
         if not isinstance(self.adaptive, bool):
             raise InvalidRequest(f"adaptive must be true or false, got {self.adaptive!r}")
         if self.acceptance not in ACCEPTANCE_MODES:
@@ -57,4 +58,9 @@ class Settings:
 def check_prompt(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("the prompt is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: half of a character, which no tokenizer can take
+        raise InvalidRequest(f"the prompt is not valid text: {text[exc.start]!r} at character {exc.start} is half of "
+                             "a character (a lone surrogate)") from None
     return text

@@ -5,6 +5,9 @@ import time
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
+from gradio_client.utils import Status
+
+from specviz.app.ui.handlers import StopBoard
 
 STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
 
@@ -55,9 +58,51 @@ def test_stop_halts_the_run_and_another_starts_at_once(client, pair):
     assert again["finished"] and not again["stopped"] and len(again["plain_tokens"]) == 8
 
 
+def test_stop_reaches_ones_own_run_while_it_waits_behind_another_visitors(app_server, pair):
+    url = app_server[0]
+    other, ours = Client(url, verbose=False), Client(url, verbose=False)
+    theirs = run(other, pair, max_new=4000)
+    deadline = time.time() + 120
+    while len(theirs.outputs()) < 2 and not theirs.done():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    mine = run(ours, pair, max_new=300)
+    while mine.status().code != Status.IN_QUEUE:  # ours waits for the device
+        assert time.time() < deadline and not mine.done()
+        time.sleep(0.05)
+    ours.predict(api_name="/stop")
+    other.predict(api_name="/stop")
+    summary = mine.result(timeout=60)[SUMMARY]
+    assert summary["stopped"] and len(summary["plain_tokens"]) < 300
+    assert theirs.result(timeout=60)[SUMMARY]["stopped"]
+    again = run(ours, pair, max_new=8).result(timeout=60)[SUMMARY]  # the stop was used up: the next run goes on
+    assert again["finished"] and not again["stopped"] and len(again["plain_tokens"]) == 8
+
+
+def test_the_stop_board_keeps_a_stop_for_a_waiting_run_and_for_nothing_else():
+    board = StopBoard()
+    board.arm("a")  # a click on Run: its run waits in the queue
+    board.stop("a")
+    with board.running("a") as flag:
+        assert flag.is_set()
+    board.stop("a")  # nothing armed or running, the device idle: nothing of ours can be waiting
+    with board.running("a") as flag:
+        assert not flag.is_set()
+    board.stop("a", device_busy=True)  # an API client's run may wait behind another visitor's
+    with board.running("b") as theirs, board.running("a") as flag:
+        assert flag.is_set() and not theirs.is_set()
+    board.stop("a", device_busy=True)
+    board.arm("a")  # a new click after the stop: a new intent
+    with board.running("a") as flag:
+        assert not flag.is_set()
+        board.stop("a")
+        assert flag.is_set()
+
+
 @pytest.mark.parametrize("change, words", [
     (dict(prompt="   "), "error: the prompt is empty"), (dict(top_k=-1), "error: top-k"),
     (dict(prompt="w1 " * 5000), "error: the prompt is 5000 tokens"),
+    (dict(seed=2**70), "error: seed must be an integer in 0..2**63-1"),
 ])
 def test_bad_input_gives_one_message_and_the_app_keeps_serving(client, pair, change, words):
     final = run(client, pair, **change).result(timeout=60)
@@ -71,6 +116,40 @@ def test_values_no_slider_can_make_are_refused_in_one_line(client, pair, change)
     with pytest.raises(AppError) as refused:
         run(client, pair, **change).result(timeout=60)
     assert "value" in str(refused.value).lower() and "\n" not in str(refused.value).strip()
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+def run_raw(client, url, **values) -> list:
+    """/run over plain HTTP with ASCII JSON, which can carry what gradio_client's UTF-8 encoder refuses (a lone
+    surrogate): every parameter at its default unless given; the final outputs."""
+    import json
+
+    import httpx
+
+    parameters = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"]
+    data = [values.get(p["parameter_name"], p["parameter_default"]) for p in parameters]
+    event = httpx.post(f"{url}gradio_api/call/run", content=json.dumps({"data": data}),
+                       headers={"content-type": "application/json"}, timeout=30).json()["event_id"]
+    stream = httpx.get(f"{url}gradio_api/call/run/{event}", timeout=60).text.splitlines()
+    done = stream.index("event: complete")
+    return json.loads(stream[done + 1].removeprefix("data: "))
+
+
+def test_a_lone_surrogate_in_the_prompt_gives_one_message(client, app_server, pair):
+    final = run_raw(client, app_server[0], pair=pair, prompt="w1 \ud800 w2", dtype="float32")
+    assert "error: the prompt is not valid text" in final[STATUS] and "sv-status-error" in final[STATUS]
+    assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(gamma="abc"), "γ (draft length) must be a number, got &#x27;abc&#x27;"),
+    (dict(temperature=[1]), "Temperature must be a number"), (dict(seed="x"), "Seed must be a number"),
+    (dict(candidates="<b>"), "must be a number, got &#x27;&lt;b&gt;&#x27;"),
+])
+def test_a_value_that_is_no_number_is_refused_naming_its_field(client, pair, change, words):
+    with pytest.raises(AppError) as refused:
+        run(client, pair, **change).result(timeout=60)
+    assert words in str(refused.value) and "\n" not in str(refused.value).strip()
     assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
 
 

@@ -3,6 +3,8 @@ the API takes every control. No torch: the kinds arrive as data from app.py."""
 
 import gradio as gr
 
+from . import fields
+
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
 # never changes; options of drafters added later follow it, in menu order.
 API_ORDER = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k", "top_p", "seed",
@@ -13,7 +15,7 @@ def option_widget(spec):
     """A slider for a bounded integer, a radio or a menu for a choice, else a text box."""
     common = dict(value=spec.default, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".")
     if spec.integer:
-        return gr.Slider(spec.low, spec.high, step=1, **common)
+        return fields.Slider(spec.low, spec.high, step=1, **common)
     if spec.choices and spec.strict and len(spec.choices) <= 3:
         return gr.Radio(list(spec.choices), **common)
     if spec.choices:

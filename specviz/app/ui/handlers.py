@@ -6,7 +6,9 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 from types import SimpleNamespace
 
 import gradio as gr
@@ -31,22 +33,48 @@ RACE_OUTPUTS = 13  # what race_outputs() returns: the /run API's nine, the trace
 
 
 class StopBoard:
-    """One stop flag per browser session, so Stop halts only that viewer's run."""
+    """Stop flags per browser session, so Stop halts only that viewer's runs, including one still waiting for the
+    device. A click arms the session's flag at once (before its run is queued) and the run takes that flag when it
+    starts, so a Stop pressed in between is kept. Stop sets the session's armed and running flags; a session with
+    neither (an API client, which has no click to arm) keeps the stop for its next run to start, but only if the
+    device was busy when it asked: otherwise nothing of theirs could have been waiting."""
 
     def __init__(self):
-        self._flags: dict[str, threading.Event] = {}
+        self._armed: dict[str, threading.Event] = {}  # armed by a click, not yet taken by its run
+        self._running: dict[str, set[threading.Event]] = {}
+        self._pending: set[str] = set()  # sessions whose next run starts stopped
         self._lock = threading.Lock()
 
-    def fresh(self, session: str) -> threading.Event:
+    def arm(self, session: str) -> None:
+        """A click: the run it queues gets a fresh flag; an earlier Stop does not carry over to it."""
         with self._lock:
-            self._flags[session] = flag = threading.Event()
-        return flag
+            self._armed[session] = threading.Event()
+            self._pending.discard(session)
 
-    def stop(self, session: str) -> None:
+    @contextmanager
+    def running(self, session: str) -> Iterator[threading.Event]:
+        """The flag of a run starting now: the one its click armed, else a new one (set if a stop waits for it)."""
         with self._lock:
-            flag = self._flags.get(session)
-        if flag is not None:
-            flag.set()
+            flag = self._armed.pop(session, None) or threading.Event()
+            if session in self._pending:
+                self._pending.discard(session)
+                flag.set()
+            self._running.setdefault(session, set()).add(flag)
+        try:
+            yield flag
+        finally:
+            with self._lock:
+                self._running[session].discard(flag)
+                if not self._running[session]:
+                    del self._running[session]
+
+    def stop(self, session: str, device_busy: bool = False) -> None:
+        with self._lock:
+            flags = [*self._running.get(session, ()), *([self._armed[session]] if session in self._armed else [])]
+            for flag in flags:
+                flag.set()
+            if not flags and device_busy:
+                self._pending.add(session)
 
 
 def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
@@ -137,31 +165,33 @@ class Handlers:
                 yield self.race_outputs(view, prompt, chart)
 
     def race(self, request: gr.Request, **values):
-        flag = self.board.fresh(request.session_hash)
         req = request_of(values)
-        try:
-            yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
-        except Exception as exc:  # one message on screen; the server keeps serving
-            yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
+        with self.board.running(request.session_hash) as flag:
+            try:
+                yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
+            except Exception as exc:  # one message on screen; the server keeps serving
+                yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
 
     def leave(self, request: gr.Request) -> None:
         self.backend.forget(request.session_hash)
 
-    def waiting(self) -> str:
-        """Shown at once when Run is pressed, before the run gets the device."""
+    def waiting(self, request: gr.Request) -> str:
+        """Shown at once when Run is pressed, before the run gets the device (and a Stop from now on reaches it)."""
+        self.board.arm(request.session_hash)
         busy = self.backend.busy()
         return panels.status(busy or "starting…", "busy")
 
     def replay(self, chosen: str, uploaded, speed: str, request: gr.Request):
-        flag = self.board.fresh(request.session_hash)
-        try:
-            path = uploaded or chosen
-            if not path:
-                raise InvalidRequest("choose a recorded run or upload a trace file first")
-            trace = Trace.load(path)
-            yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
-        except Exception as exc:
-            yield (failure(exc), *[gr.skip()] * (RACE_OUTPUTS - 1))
+        self.board.arm(request.session_hash)  # not queued: it starts at once
+        with self.board.running(request.session_hash) as flag:
+            try:
+                path = uploaded or chosen
+                if not path:
+                    raise InvalidRequest("choose a recorded run or upload a trace file first")
+                trace = Trace.load(path)
+                yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
+            except Exception as exc:
+                yield (failure(exc), *[gr.skip()] * (RACE_OUTPUTS - 1))
 
     def downloads(self, trace: Trace) -> tuple[str, str]:
         """The run as a trace file and as a snapshot page, for the two download buttons."""
@@ -188,23 +218,33 @@ class Handlers:
         return step, self.explain(step, trace), gr.Tabs(selected="explain")
 
     # -- the γ sweep and the comparison of every drafter --
+    def arm(self, request: gr.Request) -> None:
+        """A click on the sweep or Compare all, before it is queued: a Stop from now on reaches its run."""
+        self.board.arm(request.session_hash)
+
+    def to_comparison(self, request: gr.Request):
+        """A click on Compare all: arm Stop for it, and show the comparison tab while it waits."""
+        self.board.arm(request.session_hash)
+        return gr.Tabs(selected="compare")
+
     def sweep(self, request: gr.Request, progress=gr.Progress(), **values):
-        flag = self.board.fresh(request.session_hash)
-        try:
-            for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
-                progress(view.progress(), desc=view.message)
-                yield panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"), charts.sweep_chart(view)
-        except Exception as exc:
-            yield failure(exc), gr.skip()
+        with self.board.running(request.session_hash) as flag:
+            try:
+                for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
+                    progress(view.progress(), desc=view.message)
+                    yield (panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"),
+                           charts.sweep_chart(view))
+            except Exception as exc:
+                yield failure(exc), gr.skip()
 
     def compare(self, request: gr.Request, progress=gr.Progress(), **values):
-        flag = self.board.fresh(request.session_hash)
-        try:
-            for view in self.backend.compare(request_of(values), stopped=flag.is_set, session=request.session_hash):
-                progress(view.progress(), desc=view.message)
-                yield self.compare_outputs(view)
-        except Exception as exc:
-            yield {self.screen.status: failure(exc)}
+        with self.board.running(request.session_hash) as flag:
+            try:
+                for view in self.backend.compare(request_of(values), stopped=flag.is_set, session=request.session_hash):
+                    progress(view.progress(), desc=view.message)
+                    yield self.compare_outputs(view)
+            except Exception as exc:
+                yield {self.screen.status: failure(exc)}
 
     def compare_outputs(self, view: CompareView) -> dict:
         s = self.screen
@@ -243,4 +283,4 @@ class Handlers:
         return gr.Dropdown(choices=list(self.backend.shelf.pairs), value=label), panels.status(f"pair: {label}", "info")
 
     def stop(self, request: gr.Request):
-        self.board.stop(request.session_hash)
+        self.board.stop(request.session_hash, device_busy=bool(self.backend.busy()))

@@ -13,7 +13,7 @@ import gradio as gr
 
 from ...runtime import ASSETS
 from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS
-from . import charts, panels
+from . import charts, fields, panels
 from .controls import in_api_order, option_panels
 from .explain import explain_step
 from .figure1 import legend
@@ -79,13 +79,13 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
             s.draft_dtype = gr.Dropdown(["same", *dtypes], value="same", label="Draft precision",
                                         info="An int8 draft costs less per guess; the target alone decides the "
                                              "output.", elem_id="sv-draft-dtype")
-            s.gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
+            s.gamma = fields.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
                                 info="Tokens proposed per verification step.")
             s.adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
                                      info="Choose γ before every step from measured acceptance and costs; γ 0 (a plain "
                                           "step) when speculation cannot pay.")
-            s.max_new = gr.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens")
-            s.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
+            s.max_new = fields.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens")
+            s.temperature = fields.Slider(0, 2, value=0, step=0.05, label="Temperature",
                                       info="0 = greedy (outputs comparable token by token).")
             options, option_boxes = option_panels(kinds, kinds[0].name)
             with gr.Accordion("More settings", open=False):
@@ -93,9 +93,9 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                                         info="lossless: rejection sampling keeps the target's distribution. typical "
                                              "(Medusa's): accepts any plausible token, lossy by design. greedy: exact, "
                                              "temperature 0 only.")
-                s.top_k = gr.Number(0, precision=0, label="Top-k", info="0 switches it off.")
-                s.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
-                s.seed = gr.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
+                s.top_k = fields.Number(0, precision=0, label="Top-k", info="0 switches it off.")
+                s.top_p = fields.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
+                s.seed = fields.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
             with gr.Accordion("Example prompts", open=False):
                 for key, label in EXAMPLE_KINDS:
                     gr.Examples([[p] for p in prompts[key]], inputs=[s.prompt], label=label)
@@ -177,10 +177,11 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                         s.trace, s.step, s.download, s.snapshot]
         compare_outputs = [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
         device = dict(concurrency_id="device", concurrency_limit=1)  # one generation on the device at a time
-        s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(
+        s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(  # waiting() arms Stop at the click
             h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **device)
-        s.sweep.click(h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **device)
-        s.compare.click(lambda: gr.Tabs(selected="compare"), None, s.tabs, api_name=False, queue=False,
+        s.sweep.click(h.arm, None, None, api_name=False, queue=False).then(
+            h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **device)
+        s.compare.click(h.to_comparison, None, s.tabs, api_name=False, queue=False,
                         js="() => { document.querySelector('#sv-tabs').scrollIntoView({behavior: 'smooth'}); }").then(
             h.compare, inputs_kwargs=controls, outputs=compare_outputs, api_name="compare", **device)
         s.replay.click(h.replay, [s.recorded, s.upload, s.speed], race_outputs, api_name="replay",
