@@ -4,7 +4,7 @@ import pytest
 
 from specviz.app.backend import Backend, TokenTexts, divergence
 from specviz.engine import generate
-from specviz.errors import InvalidRequest
+from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids
 from specviz.app.race import RaceRequest
 from specviz.settings import Settings
@@ -43,6 +43,25 @@ def test_the_pair_loads_once_and_stays(backend):
     held = backend.shelf.current()
     assert list(backend.shelf.load("tiny", "float32")) == []  # nothing to do
     assert backend.shelf.current() is held
+
+
+def test_a_pair_that_cannot_load_leaves_the_loaded_pair_in_place(pair_folders, tmp_path, monkeypatch):
+    target, draft = pair_folders
+    shelf = ModelShelf([PairPreset("tiny", str(target), str(draft)), PairPreset("hub", "someone/not-cached", str(draft)),
+                        PairPreset("no model", str(tmp_path), str(draft))], "cpu")
+    backend = Backend(shelf)
+    list(backend.race(request(max_new_tokens=2)))
+    held = shelf.current()
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: the Hub is unreachable
+    for label, words in (("hub", "not reachable"), ("no model", "no config.json")):
+        with pytest.raises(SpecvizError, match=words) as failed:
+            list(backend.race(request(pair=label, max_new_tokens=2)))
+        assert "\n" not in str(failed.value) and shelf.current() is held, label
+    with pytest.raises(InvalidRequest, match="dtype"):
+        list(shelf.load("hub", "float16"))
+    assert shelf.current() is held
+    views = list(backend.race(request(max_new_tokens=2)))  # the next run finds the pair loaded
+    assert views[-1].finished and not any(v.message.startswith("loading") for v in views)
 
 
 def test_a_bad_request_fails_before_anything_loads(pair_folders):

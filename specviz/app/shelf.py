@@ -8,6 +8,7 @@ from typing import Callable, Iterator, Optional
 
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
+from ..models.loading import check_loadable, check_precision
 from ..models.vocabulary import check_draft_fits
 from ..models.offline import PRESETS, converted_path, locate_parts
 
@@ -67,7 +68,10 @@ class LoadedPair:
 
 
 class ModelShelf:
-    """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before."""
+    """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before, once the new
+    pair has passed every check that needs no weights. One pair is held at a time: a run names its pair, and a run
+    that finds another pair loaded (another visitor switched) loads its own before it starts. Loads and runs take
+    the device one at a time, so a switch never happens during a run."""
 
     def __init__(self, pairs: list[PairPreset], device: str = "auto"):
         self.pairs = {p.label: p for p in pairs}
@@ -110,11 +114,18 @@ class ModelShelf:
             held = self._loaded
             if held and held.preset == preset and held.dtype == dtype and held.draft_dtype == draft_dtype:
                 return
-            self._loaded = None
-            del held
-            gc.collect()
             began = time.perf_counter()
             try:
+                # What can fail before weights are read fails while the pair in use is still loaded, so a pair
+                # that cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload.
+                self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
+                for precision in (dtype, draft_dtype):
+                    check_precision(precision, self.device)
+                for name in (preset.target, preset.draft):
+                    check_loadable(name)
+                self._loaded = None
+                del held
+                gc.collect()
                 for step, (role, name) in enumerate((("target", preset.target), ("draft", preset.draft)), 1):
                     line = f"loading {role} {name} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
                     self.loading = line

@@ -104,16 +104,36 @@ def locate(name: str) -> tuple[str, bool]:
     raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")
 
 
-def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def check_precision(dtype: str, device: str = "auto") -> torch.device:
+    """The device a model in `dtype` would load on, or why it cannot."""
     if dtype not in DTYPES:
         raise InvalidRequest(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     where = resolve_device(device)
     if dtype == "int8" and where.type != "cpu":
         raise InvalidRequest(f"int8 runs on the CPU only (torch's int8 kernels); use bfloat16 on {where.type}")
+    return where
+
+
+def check_loadable(name: str) -> tuple[str, bool, str | None]:
+    """Everything about loading `name` that can fail before any weights are read: (what from_pretrained opens,
+    whether it comes from the Hub, why the Hub is unreachable or None). A Hub model with no network and no local
+    copy is refused here, so a caller can keep what it holds until a load can actually happen."""
     source, from_hub = locate(name)
     offline_reason = hub_unreachable_reason() if from_hub else None
+    if offline_reason:
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(source, "config.json"), str):
+            raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
+                                 f"and the model is not in the local cache; use an offline preset or a local folder")
+    return source, from_hub, offline_reason
+
+
+def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = check_precision(dtype, device)
+    source, from_hub, offline_reason = check_loadable(name)
     try:
         # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
