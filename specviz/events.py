@@ -7,7 +7,7 @@ cannot tell plain from speculative except by what the events contain.
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional
 
-NEXT_KINDS = ("correction", "bonus", "plain")
+NEXT_KINDS = ("correction", "bonus", "plain", "end")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class StepEvent:
     proposed: tuple[int, ...]  # draft tokens shown to the target
     accepted: int  # length of the accepted prefix of `proposed`
     next_token: Optional[int]  # token the target added; None when an accepted draft token ended the run
-    next_kind: str  # correction (resampled after a rejection) | bonus (all accepted) | plain (nothing proposed)
+    next_kind: str  # correction (after a rejection) | bonus (all accepted) | plain (nothing proposed) | end (no token
+    #                 of the target's own: an accepted draft token was EOS)
     p: tuple[float, ...]  # target probability of each proposed token
     q: Optional[tuple[float, ...]]  # drafter probability of each proposed token; None for deterministic drafters
     draft_s: float

@@ -169,12 +169,36 @@ def test_typical_acceptance_follows_its_definition():
     sharp = torch.tensor([0.97, 0.01, 0.01, 0.005, 0.003, 0.002])  # low entropy: the bar is ε
     assert typical_threshold(sharp, 0.09, 0.3) == pytest.approx(0.09)
     tree = build_tree([[1, 2], [3], [4, 5]])
-    # root row: token 1 at 0.30, 3 at 0.40, 4 at 0.02 -> 1 and 3 pass; the likelier (3) is taken
+    # root row: token 1 at 0.30, 3 at 0.40, 4 at 0.02 -> 1 and 3 pass. After 1 the row is flat (bar 0.05), so 2 at
+    # 1/6 passes too: the longest passing prefix is 1 2, though 3 is the likelier first token
     root = torch.tensor([0.10, 0.30, 0.08, 0.40, 0.02, 0.10])
     p = torch.stack([root, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
     v = verify_typical(p, tree)
-    assert [tree.tokens[n] for n in v.path] == [3] and v.next_token == 0  # argmax of a flat row: the first
+    assert [tree.tokens[n] for n in v.path] == [1, 2] and v.next_token == 0  # argmax of a flat row: the first
+    assert [(t.token, t.accepted) for t in v.trials] == [(1, True), (2, True)]
+    sharp_after_1 = torch.tensor([0.95, 0.01, 0.01, 0.01, 0.01, 0.01])  # now 2 fails after 1: equal lengths, 3 wins
+    p = torch.stack([root, sharp_after_1, *[torch.full((6,), 1 / 6)] * (len(tree.tokens) - 1)])
+    v = verify_typical(p, tree)
+    assert [tree.tokens[n] for n in v.path] == [3] and v.next_token == 0
     below = torch.tensor([0.90, 0.04, 0.02, 0.02, 0.01, 0.01])  # no candidate clears 0.09
     p = torch.stack([below, *[torch.full((6,), 1 / 6)] * len(tree.tokens)])
     v = verify_typical(p, tree)
     assert v.path == () and v.next_token == 0
+
+
+def test_typical_acceptance_measures_the_distribution_before_top_k_and_top_p():
+    from specviz.engine.sampling import probabilities, typical_distribution
+    from specviz.engine.verify import verify
+    from specviz.settings import Settings
+
+    logits = torch.log(torch.tensor([[0.40, 0.35, 0.25], [0.34, 0.33, 0.33]]))
+    typical = Settings(temperature=1.0, top_k=1, acceptance="typical")
+    assert typical_distribution(logits, Settings(temperature=1.0, top_k=1)) is None  # lossless does not use it
+    assert typical_distribution(logits, Settings(temperature=1.0, acceptance="typical")) is None  # nothing is cut
+    untruncated = typical_distribution(logits, typical)
+    assert torch.allclose(untruncated, torch.softmax(logits, dim=-1))
+    p = probabilities(logits, typical)  # top-k 1: token 1 has p = 0 after the cut, 0.35 before it
+    tree = build_tree([[1]])
+    generator = torch.Generator().manual_seed(0)
+    assert verify(p, tree, None, typical, generator).path == ()
+    assert verify(p, tree, None, typical, generator, untruncated).path == (0,)

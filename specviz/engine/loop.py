@@ -15,7 +15,7 @@ from ..models import LoadedModel
 from ..settings import Settings
 from .adaptive import GammaController
 from .explain import step_detail
-from .sampling import probabilities
+from .sampling import probabilities, typical_distribution
 from .static_lm import open_lm
 from .step import Drafter, Verdict
 from .tree import EMPTY
@@ -76,8 +76,10 @@ def generate(
         # 2. Verify: one target forward over [last token, every drafted node] gives p_1..p_{n+1}, each node's row
         #    conditioned on the prefix and its own ancestors. The rule keeps a path of drafts and adds the target's own
         #    next token: exactly what the target alone would produce (verify.py states each rule's math).
-        p = probabilities(lm.extend_tree(tokens[-1], tree), settings)
-        verdict = verify(p, tree, proposal.q if proposal else None, settings, generator)
+        logits = lm.extend_tree(tokens[-1], tree)
+        p = probabilities(logits, settings)
+        verdict = verify(p, tree, proposal.q if proposal else None, settings, generator,
+                         typical_distribution(logits, settings))
         detail = step_detail(p, tree, verdict, proposal.q if proposal else None, settings)  # for the screen
         # 3. Roll back: the cache keeps the last token and the accepted path, as if only they had ever been fed.
         lm.keep(len(tokens), list(verdict.path))
@@ -103,16 +105,17 @@ def _event(index, tree, verdict: Verdict, detail, eos, room, proposal) -> StepEv
     """The step as everyone sees it: the winning candidate's tokens, how many held, and the target's token."""
     proposed = list(tree.candidate(verdict.winner)) if tree.paths else []
     accepted, next_token, p, q = verdict.accepted, verdict.next_token, verdict.p, verdict.q
-    kind = "plain" if not proposed else "bonus" if accepted == len(proposed) else "correction"
     finish = None
     hit = next((i for i, t in enumerate(proposed[:accepted]) if t in eos), None)
-    if hit is not None:  # an accepted draft token was EOS: the run ends there, nothing follows it
+    if hit is not None:  # an accepted draft token was EOS: the run ends there; nothing after it was ever tested
         proposed, accepted, next_token, finish = proposed[: hit + 1], hit + 1, None, "eos"
         p, q = p[: hit + 1], None if q is None else q[: hit + 1]
         detail = replace(detail, trials=tuple(t for t in detail.trials if t.depth <= hit + 1),
                          leading=detail.leading[: hit + 1])
     elif next_token in eos:
         finish = "eos"
+    kind = ("plain" if not proposed else "end" if next_token is None else
+            "bonus" if accepted == len(proposed) else "correction")
     if finish is None and accepted + (next_token is not None) >= room:
         finish = "length"
     candidates = tree.candidates if len(tree.paths) > 1 else None

@@ -28,6 +28,14 @@ def probabilities(logits: torch.Tensor, settings: Settings) -> torch.Tensor:
     return torch.softmax(logits, dim=-1)
 
 
+def typical_distribution(logits: torch.Tensor, settings: Settings) -> torch.Tensor | None:
+    """What typical acceptance measures against: the target's distribution at the run's temperature before any top-k
+    or top-p cut. None when the run does not use it, or when probabilities() already returns exactly that."""
+    if not settings.lossy or (settings.top_k == 0 and settings.top_p >= 1.0):
+        return None
+    return torch.softmax(logits.float() / settings.temperature, dim=-1)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of [n, V] probabilities, drawn with the request's own generator."""
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

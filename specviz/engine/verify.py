@@ -6,6 +6,7 @@ child per node. Which rule runs follows from the settings (greedy at temperature
 Medusa's typical acceptance when asked for) and, for lossless, from whether the drafter sampled with a q.
 """
 
+import math
 from dataclasses import replace
 
 import torch
@@ -18,12 +19,14 @@ from .tree import ROOT, TokenTree, build_tree
 
 
 def verify(p: torch.Tensor, tree: TokenTree, q: torch.Tensor | None, settings: Settings,
-           generator: torch.Generator) -> Verdict:
+           generator: torch.Generator, untruncated: torch.Tensor | None = None) -> Verdict:
+    """`untruncated`: the target's distribution at the run's temperature before top-k and top-p, for typical
+    acceptance (None: the same as p)."""
     if not tree.tokens:  # a plain step: the target's own token
         return Verdict((), int(choose(p[:1], settings, generator)[0]))
     draft = None if q is None else torch.tensor(tree.tokens, device=p.device)  # a sampled chain
     if settings.greedy or settings.acceptance == "typical":  # typical: lossy by design; the user asked for it
-        verdict = verify_greedy(p, tree) if settings.greedy else verify_typical(p, tree)
+        verdict = verify_greedy(p, tree) if settings.greedy else verify_typical(p if untruncated is None else untruncated, tree)
         if q is None:
             return verdict
         q_x = q[torch.arange(len(draft)), draft].tolist()
@@ -126,21 +129,25 @@ def typical_threshold(probs: torch.Tensor, epsilon: float, delta: float) -> floa
 
 
 def verify_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delta: float = 0.3) -> Verdict:
-    """Lossy by design (Medusa's typical acceptance): walk down, taking the most likely child whose p(x) clears
-    min(ε, δ·exp(−H)) at its parent; the token after the accepted path is the target's argmax there."""
-    node, path, trials = ROOT, [], []
-    while True:
-        row = p[_row(node)]
-        bar = typical_threshold(row, epsilon, delta)
-        kids = tree.children(node)
-        probs = dict(zip(kids, row[[tree.tokens[c] for c in kids]].tolist())) if kids else {}
-        passing = [c for c in kids if probs[c] > bar]
-        taken = max(passing, key=probs.get) if passing else None
-        trials += [Trial(tree.depths[c], tree.tokens[c], probs[c], 1.0, c == taken, bar=bar) for c in kids]
-        if taken is None:
-            return _verdict(p, tree, path, int(row.argmax()), tuple(trials))
-        node = taken
-        path.append(node)
+    """Lossy by design (Medusa's typical acceptance). A drafted token passes when the target gives it more than
+    min(ε, δ·exp(−H)) at its parent, p being the target's distribution at the run's temperature before any top-k or
+    top-p cut; the longest candidate prefix that passes throughout is accepted (between equally long ones, the
+    likelier); the token after it is the target's argmax there."""
+    rows = [_row(tree.parents[n]) for n in range(len(tree.tokens))]
+    bars = {row: typical_threshold(p[row], epsilon, delta) for row in set(rows)}
+    probs = p[rows, list(tree.tokens)].tolist()
+    reach: dict[int, tuple[int, float]] = {}  # a node whose path from the root passes throughout: (depth, log p)
+    for n, parent in enumerate(tree.parents):  # parents come before their children
+        above = (0, 0.0) if parent == ROOT else reach.get(parent)
+        if above is not None and probs[n] > bars[rows[n]]:
+            reach[n] = (above[0] + 1, above[1] + math.log(probs[n]))
+    end = max(reach, key=reach.get) if reach else None
+    path = [] if end is None else list(tree.path_to(end))
+    shown = _verdict(p, tree, path, 0)
+    tried = tree.paths[shown.winner][: len(path) + 1]  # the shown candidate up to its first failing token
+    trials = tuple(Trial(tree.depths[n], tree.tokens[n], probs[n], 1.0, n in reach and i < len(path), bar=bars[rows[n]])
+                   for i, n in enumerate(tried))
+    return replace(shown, next_token=int(p[_row(path[-1] if path else ROOT)].argmax()), trials=trials)
 
 
 def _row(node: int) -> int:
