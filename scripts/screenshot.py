@@ -3,7 +3,9 @@
     python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img]
 
 race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
-pair). explain.png: the step explanation of a rejected step of the recorded sampled prose run, replayed at 4×."""
+pair). why.png: that race's "Why this speedup" tab. explain.png: the step explanation of a rejected step of the
+recorded sampled prose run, replayed at 4×; replay.png and replay-broken.png: that step's rule replayed 10,000 times,
+and a broken rule replayed."""
 
 import argparse
 import shutil
@@ -33,6 +35,10 @@ def main():
         page.screenshot(path=str(out / "race.png"))
         page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=args.timeout_s * 1000)
         print(page.inner_text("#sv-status"), "|", page.inner_text("#sv-badge"))
+        page.get_by_role("tab", name="Why this speedup").click()
+        page.wait_for_selector("#sv-position-chart .js-plotly-plot", timeout=60_000)
+        page.locator("#sv-tabs").screenshot(path=str(out / "why.png"))
+        print(page.inner_text("#sv-diagnosis"))
 
         page.get_by_role("tab", name="Recorded runs").click()
         page.locator("#sv-recorded input").click()
@@ -45,6 +51,16 @@ def main():
         page.locator("#sv-explain .sv-bar-r").first.wait_for()
         page.locator("#sv-tabs").screenshot(path=str(out / "explain.png"))
         print(page.locator("#sv-explain .sv-explain-head").inner_text())
+        for name, rule, verdict in (("replay.png", 0, "ms: the emitted tokens follow"),
+                                    ("replay-broken.png", 2, "do not follow")):
+            page.locator("#sv-replay-rule input").click()
+            page.get_by_role("option").nth(rule).click()
+            page.click("#sv-replay-step")
+            page.locator("#sv-replay-verdict", has_text=verdict).wait_for()
+            page.wait_for_selector("#sv-replay-chart .js-plotly-plot .legendtext", timeout=60_000)
+            page.locator("#sv-replay-verdict").scroll_into_view_if_needed()
+            page.locator("#sv-tabs").screenshot(path=str(out / name))
+            print(page.inner_text("#sv-replay-verdict"))
         browser.close()
 
 

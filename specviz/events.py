@@ -119,9 +119,18 @@ class Metrics:
     prefill_s: float
     decode_s: float
     total_s: float  # prefill + decode
+    # k = 1, 2, ...: (steps that tested a k-th draft token, those of them that accepted it). A step tests its k-th
+    # token when it drafted one and accepted the k − 1 before it.
+    by_position: tuple[tuple[int, int], ...] = ()
+    accepted_lengths: tuple[int, ...] = ()  # drafting steps by the drafts they accepted: 0, 1, ..., the longest draft
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def acceptance_by_position(self) -> list[Optional[float]]:
+        """α_k, k = 1, 2, ...: of the steps that tested a k-th draft token, the share that accepted it."""
+        return [accepted / tested if tested else None for tested, accepted in self.by_position]
 
 
 def summarize(events: Iterable[StepEvent]) -> Metrics:
@@ -143,7 +152,27 @@ def summarize(events: Iterable[StepEvent]) -> Metrics:
         prefill_s=prefill_s,
         decode_s=decode_s,
         total_s=prefill_s + decode_s,
+        by_position=position_counts(events),
+        accepted_lengths=accepted_lengths(events),
     )
+
+
+def position_counts(events: list[StepEvent], depth: Optional[int] = None) -> tuple[tuple[int, int], ...]:
+    """(tested, accepted) for each draft position k = 1..depth (default: the longest draft)."""
+    depth = max((len(e.proposed) for e in events), default=0) if depth is None else depth
+    out = []
+    for k in range(1, depth + 1):
+        tested = [e for e in events if len(e.proposed) >= k and e.accepted >= k - 1]
+        out.append((len(tested), sum(e.accepted >= k for e in tested)))
+    return tuple(out)
+
+
+def accepted_lengths(events: list[StepEvent]) -> tuple[int, ...]:
+    drafted = [e for e in events if e.proposed]
+    counts = [0] * (1 + max((len(e.proposed) for e in drafted), default=-1))
+    for e in drafted:
+        counts[e.accepted] += 1
+    return tuple(counts)
 
 
 def generated_ids(events: Iterable[StepEvent]) -> list[int]:
@@ -153,9 +182,4 @@ def generated_ids(events: Iterable[StepEvent]) -> list[int]:
 def depth_acceptance(events: Iterable[StepEvent], depth: int) -> list[Optional[float]]:
     """α by draft position: of the steps that drafted a k-th token and accepted the k − 1 before it, the share that
     accepted it too (k = 1..depth). For Medusa, position k + 1 is head k's guess."""
-    events = list(events)
-    out = []
-    for k in range(1, depth + 1):
-        tried = [e for e in events if len(e.proposed) >= k and e.accepted >= k - 1]
-        out.append(sum(e.accepted >= k for e in tried) / len(tried) if tried else None)
-    return out
+    return [accepted / tested if tested else None for tested, accepted in position_counts(list(events), depth)]

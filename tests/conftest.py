@@ -72,15 +72,16 @@ def pair_heads(pair_folders):
     return save_medusa(heads, pair_folders[0].parent / "heads", str(pair_folders[0]))
 
 
-@pytest.fixture(scope="session")
-def app_server(pair_folders, pair_heads):
-    """`python app.py` serving the tiny pair on a free port: (url, the pair's menu label)."""
+def serve(pair_folders, pair_heads):
+    """`python app.py` serving the tiny pair on a free port: (the process, its url)."""
     import socket
     import subprocess
+    import tempfile
     import time
 
     from gradio_client import Client
 
+    log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a long soak must never block on a full pipe
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -88,20 +89,28 @@ def app_server(pair_folders, pair_heads):
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft),
                              "--medusa", str(pair_heads)],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"app.py exited: {proc.stderr.read()[-2000:]}")
+            log.seek(0)
+            raise RuntimeError(f"app.py exited: {log.read()[-2000:]}")
         try:
             Client(url, verbose=False)
-            break
+            return proc, url
         except Exception:
             if time.time() > deadline:
                 proc.kill()
                 raise
             time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def app_server(pair_folders, pair_heads):
+    """The app serving the tiny pair, shared by the app and browser tests: (url, the pair's menu label)."""
+    proc, url = serve(pair_folders, pair_heads)
+    target, draft = pair_folders
     yield url, f"{target} ← {draft}"
     proc.terminate()
     proc.wait(timeout=30)

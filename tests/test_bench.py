@@ -91,9 +91,14 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     assert {("transformers plain", None), ("transformers assisted", 1), ("transformers assisted", "adaptive"),
             ("transformers prompt lookup", 3), ("transformers prompt lookup", "adaptive")} <= theirs
     assert all(r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None)
+    references = [r for r in rows if r["method"] == "transformers plain" and r["temperature"] == 0]
+    assert references and all(r["same_as_plain"] is True for r in references)  # specviz's plain = their generate
+    assert "specviz's plain output identical to transformers' greedy generate: 3 of 3 prompts" in out
     report = (tmp_path / "bench.md").read_text()
     assert report.strip() == out.strip() and "### Targets" in report and "| chat | 0.7 | medusa | adaptive |" in report
     assert "### α and c per drafter and precision" in report and f"draft ({draft} int8)" in report
+    assert "### Acceptance by draft position" in report and "| α_1 | α_2 | α_3 |" in report
+    assert "| code | 0 | oracle α=1 | 3 | 1.00 | 1.00 | 1.00 | 1.00 |" in report  # always accepted, at every position
     assert "geometric mean over 6 kinds × temperatures" in report  # code, chat, context-120 at T 0 and 0.7
     long = [r for r in rows if r["kind"] == "context-120"]
     assert long and all(50 <= r["prompt_tokens"] <= 200 for r in long)  # about the asked length (words, here)

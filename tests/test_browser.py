@@ -3,6 +3,7 @@ screenful at 1440×900 and 1280×720, a rejected step is explained with p, q and
 a downloaded trace replays to the same screen, its snapshot opens offline, presenter mode and the keyboard work, and a
 queued run says what it waits for. Markup in the prompt stays text throughout. Screenshots go to test-artifacts/."""
 
+import json
 import os
 import shutil
 import threading
@@ -77,6 +78,15 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         page.wait_for_selector("#sv-race-chart .js-plotly-plot .legendtext", timeout=30_000)
         assert page.locator("#sv-race-chart .legendtext").all_text_contents() == ["plain", "speculative"]
 
+        # why this speedup: the diagnosis line, where each side's time went, acceptance by draft position
+        page.get_by_role("tab", name="Why this speedup").click()
+        page.locator("#sv-diagnosis", has_text="predicted").wait_for(timeout=30_000)
+        assert "measured" in page.inner_text("#sv-diagnosis")
+        page.wait_for_selector("#sv-position-chart .js-plotly-plot .legendtext", timeout=30_000)
+        assert any("i.i.d. theory" in t for t in page.locator("#sv-position-chart .legendtext").all_text_contents())
+        parts = page.locator("#sv-time-chart .legendtext").all_text_contents()
+        assert sorted(parts) == ["draft", "overhead", "prefill", "verify"]
+        shot(page, f"why-{width}x{height}.png")
         # the chosen drafter's options fold out below the menu; the others' stay out of the way
         assert not page.get_by_text("n-gram prompt lookup: options").is_visible()
         page.locator("#sv-drafter input").click()
@@ -87,6 +97,27 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         page.locator("#sv-drafter input").click()
         page.get_by_role("option", name="history lookup (tree)").click()
         page.locator("#sv-drafter-note", has_text="repeats itself").wait_for(timeout=10_000)
+    finally:
+        page.close()
+
+
+def test_an_example_sets_the_drafter_and_gamma_measured_best_for_its_kind(app_server, browser):
+    from specviz.app.ui.examples import EXAMPLE_KINDS
+    from specviz.runtime import ASSETS
+
+    example = next(e for e in EXAMPLE_KINDS if e.key == "summarization")
+    prompt = json.loads((ASSETS / "prompts.json").read_text())["summarization"][0]
+    page = open_page(browser, app_server[0])
+    try:
+        page.locator("#sv-examples").get_by_text("Example prompts").click()
+        page.get_by_text(example.title()).wait_for(timeout=10_000)
+        page.locator("#sv-examples").get_by_text(prompt[:40]).first.click()
+        page.wait_for_function("document.querySelector('#sv-prompt textarea').value.length > 1000", timeout=10_000)
+        assert page.locator("#sv-prompt textarea").input_value() == prompt
+        assert page.locator("#sv-drafter input").input_value() == "suffix decoding (across runs)"
+        assert page.get_by_label("number input for γ (draft length)").input_value() == str(example.gamma)
+        assert page.locator("#sv-adaptive input").is_checked() == example.adaptive
+        page.get_by_text("suffix decoding (across runs): options").wait_for(state="visible", timeout=10_000)
     finally:
         page.close()
 
@@ -114,6 +145,35 @@ def test_a_rejected_step_is_explained_with_p_q_and_the_residual(app_server, brow
         page.close()
 
 
+@pytest.mark.parametrize("width, height", [(1440, 900), (1280, 720)])
+def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server, browser, width, height):
+    from specviz.rule_replay import CHAIN_RULES
+
+    page = open_page(browser, app_server[0], width, height)
+    try:
+        race(page, temperature=1, done="#sv-badge .sv-badge-info")
+        page.locator("#sv-fig1 .sv-row", has=page.locator("del.sv-rej")).first.click()
+        page.locator("#sv-replay-rule input:not([disabled])").wait_for(timeout=10_000)
+        page.click("#sv-replay-step")
+        verdict = page.locator("#sv-replay-verdict")
+        verdict.get_by_text("follow the target's p").wait_for(timeout=10_000)
+        assert "10,000 replays" in verdict.inner_text()
+        page.wait_for_selector("#sv-replay-chart .js-plotly-plot .legendtext", timeout=30_000)
+        legend = page.locator("#sv-replay-chart .legendtext").all_text_contents()
+        assert legend == ["emitted in 10,000 replays", "target's p", "drafter's q"]
+        broken = list(CHAIN_RULES)[1]
+        page.locator("#sv-replay-rule input").click()
+        page.get_by_role("option", name=broken).click()
+        page.click("#sv-replay-step")
+        verdict.get_by_text("do not follow the target's p").wait_for(timeout=10_000)
+        page.locator("#sv-replay-chart").scroll_into_view_if_needed()
+        box = page.locator("#sv-replay-chart").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width
+        shot(page, f"replay-{width}x{height}.png")
+    finally:
+        page.close()
+
+
 def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
     page = open_page(browser, app_server[0])
     try:
@@ -126,7 +186,8 @@ def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
         assert names == ["plain", "draft", "ngram", "history", "suffix", "medusa"]
         for i in range(rows.count()):  # every drafter ran: a speed and the identity verdict in each row
             cells = rows.nth(i).locator("td").all_inner_texts()
-            assert cells[1] != "–" and "yes" in cells[6], cells
+            assert cells[1] != "–" and "yes" in cells[7], cells  # identical to plain
+            assert i == 0 or cells[4].count("·") >= 1, cells  # α by position, for every drafter
         assert page.locator("#sv-compare-chart .js-plotly-plot").count() == 1
         shot(page, "compare.png", full=True)
     finally:

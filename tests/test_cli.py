@@ -54,6 +54,30 @@ def test_json_output(capsys, model_folder):
     assert {s["next_kind"] for s in data["steps"]} <= {"bonus", "plain"}
     for key in ("tokens_per_s", "mean_tokens_per_step", "target_forwards", "draft_forwards", "draft_s", "verify_s", "total_s"):
         assert key in data["metrics"]
+    positions = data["metrics"]["by_position"]  # drafting for itself: every tested position accepted
+    assert len(positions) == 3 and all(tested == accepted > 0 for tested, accepted in positions)
+    assert sum(data["metrics"]["accepted_lengths"]) == sum(bool(s["proposed"]) for s in data["steps"])
+
+
+def test_the_text_output_gives_acceptance_by_position(capsys, model_folder, tmp_path):
+    unrelated = tmp_path / "unrelated"
+    tiny_llama(62, seed=2).save_pretrained(unrelated)
+    word_tokenizer([f"w{i}" for i in range(60)]).save_pretrained(unrelated)
+    code, _, err = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
+                                        "--max-new-tokens", "24", "--gamma", "3"))
+    assert code == 0, err
+    line = next(x for x in err.splitlines() if x.startswith("alpha by draft position: "))
+    entries = line.removeprefix("alpha by draft position: ").split(", ")
+    assert [e.split(":")[0] for e in entries] == ["1", "2", "3"] and "/" in entries[0]
+    assert not any(x.startswith("why: ") for x in err.splitlines())  # no plain run, nothing to compare with
+    code, out, err = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
+                                          "--max-new-tokens", "24", "--gamma", "3", "--diagnose"))
+    why = next(x for x in err.splitlines() if x.startswith("why: speedup "))
+    assert "measured" in why and "predicted" in why
+    code, out, _ = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
+                                        "--max-new-tokens", "24", "--gamma", "3", "--diagnose", "--json"))
+    found = json.loads(out)["diagnosis"]
+    assert found["measured"] > 0 and found["culprit"] in ("", "acceptance", "draft", "verify", "overhead")
 
 
 def test_plain_and_speculative_agree_through_the_cli(capsys, model_folder):

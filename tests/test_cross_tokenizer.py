@@ -14,7 +14,7 @@ from specviz.errors import VocabularyMismatch
 from specviz.events import generated_ids
 from specviz.models.vocabulary import check_draft_fits, shared_tokens, token_bytes
 from specviz.settings import Settings
-from stats import chi_square_p
+from specviz.stats import chi_square_p
 from test_engine_sampling import RUNS, exact_two_token_law
 from tiny import loaded, tiny_llama, word_tokenizer
 

@@ -12,7 +12,7 @@ from specviz.engine import generate, new_generator
 from specviz.events import generated_ids
 from specviz.engine.sampling import probabilities
 from specviz.settings import Settings
-from stats import chi_square_p
+from specviz.stats import chi_square_p
 from tiny import loaded, perturbed, tiny_llama, word_tokenizer
 
 RUNS = 3000

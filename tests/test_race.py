@@ -6,6 +6,7 @@ from specviz.errors import InvalidRequest
 from specviz.events import StepEvent
 from specviz.app.race import Lane, RaceRequest, interleave
 from specviz.app.sweep import SweepView
+from specviz.settings import Settings
 from specviz.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
 
 
@@ -92,3 +93,12 @@ def test_sweep_view_points_and_theory():
     assert theory.alpha == pytest.approx((4 + 4) / (4 + 4 + 4)) and theory.c == pytest.approx(0.05 / 0.2)
     assert theory.speedups[0] == pytest.approx(expected_speedup(theory.alpha, 1, theory.c))
     assert view.best_measured() == 1 and view.progress() == 1.0
+
+
+def test_a_sampled_adaptive_run_says_a_seed_does_not_repeat_it():
+    from specviz.app.race import mode_text
+
+    said = "the same seed need not repeat a sampled run"
+    assert said in mode_text("draft model", Settings(temperature=0.8, adaptive=True))
+    assert said not in mode_text("draft model", Settings(temperature=0.8))
+    assert said not in mode_text("draft model", Settings(adaptive=True))  # greedy: the same at every γ

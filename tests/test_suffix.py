@@ -18,7 +18,7 @@ from specviz.engine.step import Verdict
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
-from stats import chi_square_p
+from specviz.stats import chi_square_p
 from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]

@@ -31,6 +31,7 @@ class CompareRow:
     target_forwards: Optional[int]
     identical: Optional[bool]  # greedy runs only
     note: str
+    by_position: tuple[Optional[float], ...] = ()  # α_k, k = 1, 2, ...
 
 
 @dataclass
@@ -61,7 +62,7 @@ class CompareView:
             speedup = m.tokens_per_s / base.tokens_per_s if base and base.tokens_per_s else None
             identical = (e.divergence is None) if self.greedy else None
             rows.append(CompareRow(e.name, m.tokens_per_s, speedup, m.acceptance_rate, m.mean_tokens_per_step,
-                                   m.target_forwards, identical, e.note))
+                                   m.target_forwards, identical, e.note, tuple(m.acceptance_by_position)))
         return rows
 
 

@@ -85,6 +85,24 @@ def alpha_c_table(rows) -> str:
     return "\n".join(lines)
 
 
+def position_table(rows) -> str:
+    """Per kind, temperature and drafter, at its largest fixed γ: α_k by draft position (means over prompts), beside
+    the pooled α that the i.i.d. theory assumes at every position."""
+    ours = [r for r in rows if r.library == "specviz" and r.by_depth and r.gamma not in (None, "adaptive")]
+    if not ours:
+        return ""
+    depth = max(len(r.by_depth) for r in ours)
+    lines = ["| kind | T | drafter | γ | pooled α | " + " | ".join(f"α_{k}" for k in range(1, depth + 1)) + " |",
+             "|---|---|---|---|---|" + "---|" * depth]
+    for (kind, t, name), rs in _groups(ours, "kind", "temperature", "name").items():
+        gamma = max(r.gamma for r in rs)
+        at = [r for r in rs if r.gamma == gamma]
+        by_k = [_mean(r.by_depth[k] for r in at if k < len(r.by_depth)) if k < gamma else None for k in range(depth)]
+        lines.append(f"| {kind} | {t:g} | {name} | {gamma} | {_f(_mean(r.alpha for r in at))} | "
+                     + " | ".join(_f(a) if a is not None else "" for a in by_k) + " |")
+    return "\n".join(lines)
+
+
 def runs_in_order_table(rows) -> str:
     """Kinds whose prompts are one task asked again with small changes, run in order: per run, each lookup drafter's
     τ and speedup at its best γ (fixed or adaptive), so drafting from earlier runs shows as the runs go on."""
@@ -135,6 +153,17 @@ def targets(rows) -> list[str]:
         lines.append(f"specviz's best over transformers' plain decoding, geometric mean over {len(kinds_best)} kinds × "
                      f"temperatures: {statistics.geometric_mean(kinds_best):.2f}x (range {min(kinds_best):.2f}–"
                      f"{max(kinds_best):.2f}; target ≥ 1.60x)")
+    diagnosed = [(r.diagnosed / r.decode_speedup, r) for r in ours if r.diagnosed and r.decode_speedup]
+    if diagnosed:
+        close = sum(abs(ratio - 1) <= 0.15 for ratio, _ in diagnosed)
+        ratio, worst = max(diagnosed, key=lambda pair: abs(pair[0] - 1))
+        lines.append(f"the diagnosis's predicted speedup within 15% of the measured one (decode time): {close} of "
+                     f"{len(diagnosed)} cells; furthest {ratio:.2f} ({worst.name}, {worst.kind}, γ {worst.gamma}) "
+                     "(target: every cell)")
+    references = [r.same_as_plain for r in rows if r.method == "transformers plain" and r.same_as_plain is not None]
+    if references:
+        lines.append(f"specviz's plain output identical to transformers' greedy generate: {sum(references)} of "
+                     f"{len(references)} prompts (an independent reference; in bfloat16 a near-tie may round apart)")
     for (kind, t), rs in _groups([r for r in rows if r.method == "transformers plain"], "kind", "temperature").items():
         if kind.startswith("context-"):
             lines.append(f"plain decoding at a {rs[0].prompt_tokens}-token prompt, T {t:g}: "
@@ -163,13 +192,15 @@ def targets(rows) -> list[str]:
 
 
 def markdown_report(rows, meta) -> str:
-    in_order = runs_in_order_table(rows)
+    in_order, positions = runs_in_order_table(rows), position_table(rows)
     title = (f"specviz bench: {meta['target']}" + (f" ← {meta['draft']}" if meta.get("draft") else "")
              + f", {meta['dtype']}, {meta['device']}, {meta['max_new_tokens']} new tokens, best of {meta['repeats']}, "
              f"{meta['prompts']} prompts, {meta['minutes']} min, {meta['when']}")
     return "\n\n".join([f"## {title}", "### Targets\n\n" + "\n".join(f"- {line}" for line in targets(rows)),
                         "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
                         "### α and c per drafter and precision, and the speedup they predict\n\n" + alpha_c_table(rows),
+                        *(["### Acceptance by draft position (at each drafter's largest γ)\n\n" + positions]
+                          if positions else []),
                         *(["### Runs in order: drafting from earlier runs\n\n" + in_order] if in_order else []),
                         "### Every cell (means over the prompts of a kind)\n\n" + cell_table(rows)])
 

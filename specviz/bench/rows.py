@@ -33,6 +33,8 @@ class BenchRow:
     draft_name: Optional[str] = None  # which draft model, for the draft model and its transformers counterpart
     prompt_tokens: Optional[int] = None  # the prompt's length in the target's tokens (chat template included)
     run_index: int = 0  # the prompt's place among its kind's prompts, which run in order (0: the first)
+    diagnosed: Optional[float] = None  # the app's diagnosis: speedup predicted from α and the step costs measured
+    decode_speedup: Optional[float] = None  # measured over decode time only, as the diagnosis compares it
 
     @property
     def name(self) -> str:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..diagnosis import diagnose
 from ..drafters.kinds import DrafterKind
 from ..drafters.registry import build_drafter, kind, kinds
 from ..drafters.suffix_index import RunMemory
@@ -250,8 +251,10 @@ class Bench:
         rows = [BenchRow(**common, method="plain", gamma=None, library="specviz", tps=tps(plain), speedup=1.0, tau=1.0,
                          verify_costs=costs)]
         if hf_plain is not None:
+            # An independent reference: transformers' own greedy generate must write what specviz's plain decoding wrote.
             rows.append(BenchRow(**common, method="transformers plain", gamma=None, library="transformers",
-                                 tps=tps(hf_plain), speedup=1.0, vs_transformers=tps(plain) / tps(hf_plain)))
+                                 tps=tps(hf_plain), speedup=1.0, vs_transformers=tps(plain) / tps(hf_plain),
+                                 same_as_plain=plain["ids"] == hf_plain["ids"] if settings.greedy else None))
         for name, gamma, other, best, precision in measured:
             rows += self._cell_rows(common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy, precision)
             log(f"  {rows[-1].name} γ={gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, efficiency {_f(rows[-1].efficiency)}"
@@ -266,6 +269,7 @@ class Bench:
         speedup = tps(run) / tps(plain)
         predicted = predicted_speedup(events, costs, forward_1)
         decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
+        found = diagnose(plain["events"], events, forward_1)
         row = BenchRow(**common, method=name, gamma=gamma, library="specviz", tps=tps(run), speedup=speedup,
                        alpha=run["alpha"], tau=run["tau"], per_tau=speedup / run["tau"], predicted=predicted,
                        efficiency=decode_speedup / predicted if predicted else None,
@@ -274,7 +278,8 @@ class Bench:
                        by_depth=depth_acceptance(events, max(self.plan.gammas)),
                        same_as_plain=run["ids"] == plain["ids"] if greedy else None,
                        draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None,
-                       c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None)
+                       c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
+                       diagnosed=found.predicted if found else None, decode_speedup=decode_speedup)
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])

@@ -25,17 +25,23 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 class DraftModelDrafter(BaseDrafter):
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
+        self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
         self.lm: CachedLM | None = None
+        self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
         self._base = self._count = 0
 
     def start(self, prompt_ids: list[int], target=None) -> None:
         self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + MAX_GAMMA + 1)
-        if len(prompt_ids) > 1:
+        self.blind = any(t >= self.readable for t in prompt_ids)
+        if len(prompt_ids) > 1 and not self.blind:
             self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
 
-    def propose(self, tokens: list[int], gamma: int) -> Proposal:
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         # The cache may lag behind `tokens` (tokens accepted last step, the target's own token):
         # the first forward feeds all of them at once, then one drafted token per forward.
+        self.blind = self.blind or any(t >= self.readable for t in tokens[self.lm.length :])
+        if self.blind:  # a draft with fewer embedding rows than the target has ids: plain steps, still exact
+            return None
         self._base, self._count = len(tokens), gamma
         feed = torch.tensor(tokens[self.lm.length :])
         drafted, dists = [], []

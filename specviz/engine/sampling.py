@@ -19,12 +19,13 @@ def probabilities(logits: torch.Tensor, settings: Settings) -> torch.Tensor:
         kth = torch.topk(logits, settings.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if settings.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)
         sorted_probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the tokens ranked above it already cover top_p (the top one always stays).
+        # Drop a token when the tokens ranked above it already cover top_p (the top one always stays); a token tied
+        # with the last one kept stays too, so neither the sort's order nor the ids decide between equals.
         drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= settings.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
+        floor = sorted_logits.masked_fill(drop_sorted, float("inf")).amin(dim=-1, keepdim=True)
+        logits = logits.masked_fill(logits < floor, float("-inf"))
     return torch.softmax(logits, dim=-1)
 
 

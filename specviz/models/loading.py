@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InvalidRequest, ModelLoadError, ModelNotFound
+from .integrity import folder_problem
 from .offline import PRESETS, ensure_converted
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.float32}  # int8: float32, then quantised
@@ -119,6 +120,12 @@ def check_loadable(name: str) -> tuple[str, bool, str | None]:
     whether it comes from the Hub, why the Hub is unreachable or None). A Hub model with no network and no local
     copy is refused here, so a caller can keep what it holds until a load can actually happen."""
     source, from_hub = locate(name)
+    if not from_hub:
+        problem = folder_problem(Path(source))
+        if problem:
+            fix = (f"rebuild it with `python -m specviz prepare --rebuild {name}`" if name in PRESETS else
+                   "restore the file or fetch the model again")
+            raise ModelLoadError(f"cannot load '{name}': {problem} in {source}; {fix}")
     offline_reason = hub_unreachable_reason() if from_hub else None
     if offline_reason:
         from huggingface_hub import try_to_load_from_cache

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OfflinePackageError
+from .integrity import MANIFEST, file_sizes
 
 CACHE_ENV = "SPECVIZ_CACHE"
 _CHUNK = 1 << 22
@@ -118,23 +119,31 @@ def assemble(preset: OfflinePreset, dest: Path) -> Path:
     return dest
 
 
-def ensure_converted(preset: OfflinePreset, log=None) -> Path:
-    """Return a Hugging Face folder for the preset, converting the GGUF on first use."""
+def ensure_converted(preset: OfflinePreset, log=None, rebuild: bool = False) -> Path:
+    """Return a Hugging Face folder for the preset, converting the GGUF on first use (or when asked to rebuild it).
+    The folder appears whole or not at all: it is built in a temporary folder beside it and moved into place, and a
+    failure (a full disk, a folder that cannot be written) leaves nothing behind and says so in one line."""
     final = converted_path(preset)
-    if (final / "specviz-source.json").is_file():
+    if (final / MANIFEST).is_file() and not rebuild:
         return final
     log = log or (lambda msg: print(msg, file=sys.stderr))
     locate_parts(preset)  # fail fast, before any work, if a package is missing
-    final.parent.mkdir(parents=True, exist_ok=True)
-    log(f"specviz: converting offline model '{preset.name}' once (about a minute); cache: {final}")
-    with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{preset.name}-") as tmp:
-        gguf = assemble(preset, Path(tmp) / "model.gguf")
-        out = Path(tmp) / "hf"
-        _dequantise(gguf, out)
-        (out / "specviz-source.json").write_text(json.dumps({"preset": preset.name, "gguf_sha256": preset.sha256}))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(out, final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        log(f"specviz: converting offline model '{preset.name}' once (about a minute); cache: {final}")
+        with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{preset.name}-") as tmp:
+            gguf = assemble(preset, Path(tmp) / "model.gguf")
+            out = Path(tmp) / "hf"
+            _dequantise(gguf, out)
+            manifest = {"preset": preset.name, "gguf_sha256": preset.sha256, "files": file_sizes(out)}
+            (out / MANIFEST).write_text(json.dumps(manifest))  # last: only a finished conversion has it
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(out, final)
+    except OSError as exc:
+        raise OfflinePackageError(f"cannot write the converted model '{preset.name}' to {final.parent}: "
+                                  f"{exc.strerror or exc}; free some space or set {CACHE_ENV} to a writable folder "
+                                  "(nothing was left half-written)") from None
     return final
 
 

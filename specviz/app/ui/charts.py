@@ -1,9 +1,15 @@
-"""Plotly charts: the race's tokens/s over each side's own time, and the γ sweep with theory drawn over it."""
+"""Plotly charts: the race's tokens/s over each side's own time, the γ sweep with theory drawn over it, Compare all,
+and a step's acceptance rule replayed."""
+
+from html import escape
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...events import StepEvent
+from ...events import StepEvent, summarize
+from ...diagnosis import time_split
+from ...rule_replay import ReplayedStep
+from ...theory import per_token_alpha
 from ..race import RaceView
 from ..sweep import SweepView
 
@@ -75,4 +81,64 @@ def compare_chart(rows) -> go.Figure:
                            text=[f"{r.speedup:.2f}×" if r.speedup else "" for r in done], textposition="outside",
                            marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done]))
     fig.update_layout(title="tokens/s on this prompt (label: speedup over plain)", yaxis_title="tokens/s", **_LAYOUT)
+    return fig
+
+
+_SHOWN = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192"}
+
+
+def replay_chart(replay: ReplayedStep) -> go.Figure:
+    """What the replayed rule emitted, as shares, beside the target's p (and the drafter's q) of the same tokens."""
+    labels, seen = [], set()
+    for label in replay.labels:  # two tokens may read the same: keep them apart
+        shown = escape("".join(_SHOWN.get(c, c) for c in label) or "\u2205")
+        while shown in seen:
+            shown += "\u200b"
+        seen.add(shown)
+        labels.append(shown)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[c / replay.n for c in replay.counts], name=f"emitted in {replay.n:,} replays",
+                         marker_color=SPEC_COLOUR))
+    fig.add_trace(go.Bar(x=labels, y=list(replay.p), name="target's p", marker_color=PLAIN_COLOUR))
+    if replay.q is not None:
+        fig.add_trace(go.Bar(x=labels, y=list(replay.q), name="drafter's q", marker_color=THEORY_COLOUR))
+    fig.update_layout(title=f"χ² test of the emitted tokens against p: p-value {replay.p_value:.3g}", barmode="group",
+                      yaxis_title="share", **_LAYOUT)
+    return fig
+
+
+def position_chart(events: list[StepEvent]) -> go.Figure:
+    """α_k for each draft position of one run, against the flat line the i.i.d. theory assumes, and how many drafts
+    each step accepted."""
+    m = summarize(events)
+    alphas, ks = m.acceptance_by_position, list(range(1, len(m.by_position) + 1))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("acceptance by draft position (α_k)", "drafts accepted per step"))
+    fig.add_trace(go.Bar(x=ks, y=alphas, name="α_k measured", marker_color=SPEC_COLOUR,
+                         text=[f"{a}/{t}" for t, a in m.by_position], textposition="outside"), row=1, col=1)
+    alpha = per_token_alpha(events)
+    if alpha is not None and ks:
+        fig.add_trace(go.Scatter(x=[0.5, ks[-1] + 0.5], y=[alpha, alpha], mode="lines", name=f"i.i.d. theory: α = "
+                                 f"{alpha:.2f} at every position", line=dict(color=THEORY_COLOUR, dash="dash", width=3)),
+                      row=1, col=1)
+    fig.add_trace(go.Bar(x=list(range(len(m.accepted_lengths))), y=list(m.accepted_lengths), name="steps",
+                         marker_color=PLAIN_COLOUR, showlegend=False), row=1, col=2)
+    fig.update_xaxes(title_text="draft position k", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="drafts accepted", dtick=1, row=1, col=2)
+    fig.update_yaxes(range=[0, 1.15], row=1, col=1)
+    fig.update_layout(title="where the drafter's guesses hold" + ("" if ks else " (no step drafted)"), **_LAYOUT)
+    return fig
+
+
+SPLIT_COLOURS = {"prefill": "#cccccc", "draft": THEORY_COLOUR, "verify": SPEC_COLOUR, "overhead": "#d55e00"}
+
+
+def time_chart(view: RaceView) -> go.Figure:
+    """Where each side's own time went: prefill, drafting, verify forwards (plain: its forwards), overhead."""
+    splits = {"plain": time_split(view.plain.events), "speculative": time_split(view.spec.events)}
+    fig = go.Figure()
+    for part, colour in SPLIT_COLOURS.items():
+        values = [getattr(split, part) for split in splits.values()]
+        fig.add_trace(go.Bar(y=list(splits), x=values, name=part, orientation="h", marker_color=colour,
+                             text=[f"{v:.1f} s" if v >= 0.05 else "" for v in values], textposition="inside"))
+    fig.update_layout(title="where each side's own time went", barmode="stack", xaxis_title="seconds", **_LAYOUT)
     return fig

@@ -15,6 +15,7 @@ import gradio as gr
 
 from ...errors import InvalidRequest, SpecvizError
 from ...events import summarize
+from ...rule_replay import replay_step, rules_for
 from ...runtime import ASSETS
 from ...trace import Trace
 from ..compare import CompareView, from_trace
@@ -29,7 +30,7 @@ UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine neve
 CHART_EVERY_S = 1.0  # building a plotly figure costs ~17 ms on a laptop CPU: the chart refreshes less often
 MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
 RECORDED = ASSETS / "traces"
-RACE_OUTPUTS = 13  # what race_outputs() returns: the /run API's nine, the trace, the step slider, two downloads
+RACE_OUTPUTS = 16  # race_outputs(): the /run API's nine, the trace, the step slider, two downloads, why this speedup
 
 
 class StopBoard:
@@ -153,7 +154,9 @@ class Handlers:
                 charts.race_chart(view) if chart else gr.skip(), race_summary(view),
                 view.trace if finished else gr.skip(),
                 gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
-                *(self.downloads(view.trace) if finished else (gr.skip(), gr.skip())))
+                *(self.downloads(view.trace) if finished else (gr.skip(), gr.skip())),
+                *((panels.diagnosis(view), charts.time_chart(view), charts.position_chart(view.spec.events)) if finished
+                  else (gr.skip(),) * 3))
 
     def stream(self, views, prompt: str):
         shown = charted = 0.0
@@ -200,13 +203,35 @@ class Handlers:
         stem.with_suffix(".html").write_text(snapshot_html(trace), encoding="utf-8")
         return str(stem.with_suffix(".json")), str(stem.with_suffix(".html"))
 
-    # -- explaining one step of the speculative side --
+    # -- explaining one step of the speculative side, and replaying its acceptance rule --
+    @staticmethod
+    def _step(step, trace: Trace | None):
+        """The speculative side's event at the 1-based `step` (clamped), or None."""
+        events = trace.sides[1].events if trace is not None and len(trace.sides) > 1 else []
+        return events[min(max(int(step or 1), 1), len(events)) - 1] if events else None
+
     def explain(self, step, trace: Trace | None) -> str:
-        if trace is None or len(trace.sides) < 2:
-            return explain_step(None, str)
-        events = trace.sides[1].events
-        index = min(max(int(step or 1), 1), len(events)) - 1
-        return explain_step(events[index], trace.text_of, len(events)) if events else explain_step(None, str)
+        event = self._step(step, trace)
+        return explain_step(event, trace.text_of, len(trace.sides[1].events)) if event else explain_step(None, str)
+
+    def replay_choices(self, step, trace: Trace | None):
+        rules = list(rules_for(self._step(step, trace)))
+        return gr.Dropdown(choices=rules, value=rules[0] if rules else None, interactive=bool(rules))
+
+    def replay_rule(self, step, trace: Trace | None, rule: str):
+        event = self._step(step, trace)
+        rules = rules_for(event)
+        if not rules:
+            return panels.status("only a sampled step verified by the lossless rule can be replayed: run with a "
+                                 "temperature above 0 and pick a step that drafted", "info"), gr.skip()
+        replayed = replay_step(event, trace.text_of, rule if rule in rules else next(iter(rules)))
+        fits = replayed.p_value > 1e-3
+        line = (f"{replayed.rule.split(':')[0]}, draft position {replayed.position}: {replayed.n:,} replays in "
+                f"{replayed.seconds * 1000:.0f} ms: "
+                + ("the emitted tokens follow the target's p (χ² p-value {:.2g}): this rule keeps the target's "
+                   "distribution" if fits else "the emitted tokens do not follow the target's p (χ² p-value {:.2g}): "
+                   "this rule changes what the model would write").format(replayed.p_value))
+        return panels.status(line, "done" if fits else "error"), charts.replay_chart(replayed)
 
     def nudge(self, step, trace: Trace | None, by: int):
         count = len(trace.sides[1].events) if trace is not None and len(trace.sides) > 1 else 1

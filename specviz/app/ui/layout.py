@@ -15,12 +15,12 @@ from ...runtime import ASSETS
 from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS
 from . import charts, fields, panels
 from .controls import in_api_order, option_panels
+from .examples import EXAMPLE_KINDS, example_rows
 from .explain import explain_step
 from .figure1 import legend
 from .handlers import Handlers, recorded_runs
 from ..replay import SPEEDS
 
-EXAMPLE_KINDS = (("code", "Code"), ("extraction", "Extraction / summary of a passage"), ("prose", "Free prose"))
 
 # Runs once in the browser: presenter mode from the URL, Ctrl+Enter in the prompt runs, ← → step through Figure 1.
 CLIENT_JS = """() => {
@@ -96,9 +96,15 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                 s.top_k = fields.Number(0, precision=0, label="Top-k", info="0 switches it off.")
                 s.top_p = fields.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
                 s.seed = fields.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
-            with gr.Accordion("Example prompts", open=False):
-                for key, label in EXAMPLE_KINDS:
-                    gr.Examples([[p] for p in prompts[key]], inputs=[s.prompt], label=label)
+            with gr.Accordion("Example prompts (each sets the drafter and γ measured best for it)", open=False,
+                              elem_id="sv-examples"):
+                offered = {k.name for k in kinds}
+                for example in EXAMPLE_KINDS:
+                    rows = example_rows(example, prompts)
+                    if example.drafter in offered:
+                        gr.Examples(rows, inputs=[s.prompt, s.drafter, s.gamma, s.adaptive], label=example.title())
+                    else:  # a screen without that drafter: the prompts alone
+                        gr.Examples([row[:1] for row in rows], inputs=[s.prompt], label=example.label)
 
         with gr.Row(elem_classes="sv-top"):
             gr.HTML('<div class="sv-title">specviz <span class="sv-sub">speculative decoding you can see</span></div>',
@@ -133,9 +139,23 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                     s.step = gr.Slider(1, 2, value=1, step=1, label="step of the speculative side", elem_id="sv-step")
                     s.next = gr.Button("▶", elem_id="sv-step-next", size="sm", scale=0, min_width=50)
                 s.explanation = gr.HTML(explain_step(None, str), elem_id="sv-explain")
+                with gr.Row(equal_height=True):
+                    s.replay_rule = gr.Dropdown([], label="replay this step's acceptance rule, with no model",
+                                                elem_id="sv-replay-rule", scale=4, interactive=False)
+                    s.replay_step = gr.Button("Replay it 10,000 times", elem_id="sv-replay-step", scale=1)
+                s.replay_verdict = gr.HTML(elem_id="sv-replay-verdict")
+                s.replay_plot = gr.Plot(charts.placeholder("a sampled step's rule, replayed: what it emits against p"),
+                                        elem_id="sv-replay-chart")
             with gr.Tab("tokens/s", id="chart"):
                 s.race_plot = gr.Plot(charts.placeholder("tokens/s of both sides appear here during a run"),
                                       label="tokens/s", elem_id="sv-race-chart")
+            with gr.Tab("Why this speedup", id="why"):
+                s.diagnosis = gr.HTML(panels.diagnosis(None), elem_id="sv-diagnosis")
+                with gr.Row():
+                    s.time_plot = gr.Plot(charts.placeholder("after a run: where each side's time went"),
+                                          label="time", elem_id="sv-time-chart")
+                    s.position_plot = gr.Plot(charts.placeholder("after a run: how acceptance decays along the draft"),
+                                              label="acceptance by position", elem_id="sv-position-chart")
             with gr.Tab("Compare drafters", id="compare"):
                 gr.HTML('<p class="sv-note">“Compare all” runs plain decoding once, then every drafter with the '
                         'current settings, one after the other.</p>')
@@ -174,7 +194,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
             temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed, acceptance=s.acceptance,
             adaptive=s.adaptive, draft_dtype=s.draft_dtype, **options))
         race_outputs = [s.status, s.echo, s.plain_text, s.spec_text, s.rows, s.metrics, s.badge, s.race_plot, s.summary,
-                        s.trace, s.step, s.download, s.snapshot]
+                        s.trace, s.step, s.download, s.snapshot, s.diagnosis, s.time_plot, s.position_plot]
         compare_outputs = [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
         device = dict(concurrency_id="device", concurrency_limit=1)  # one generation on the device at a time
         s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(  # waiting() arms Stop at the click
@@ -192,6 +212,10 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         s.next.click(lambda v, t: h.nudge(v, t, +1), [s.step, s.trace], s.step, api_name=False, queue=False)
         s.rows.pick(h.pick, s.trace, [s.step, s.explanation, s.tabs], api_name=False, queue=False)
         s.trace.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
+        for source in (s.step, s.trace):  # the rules a step can be replayed with follow the step shown
+            source.change(h.replay_choices, [s.step, s.trace], s.replay_rule, api_name=False, queue=False)
+        s.replay_step.click(h.replay_rule, [s.step, s.trace, s.replay_rule], [s.replay_verdict, s.replay_plot],
+                            api_name=False, queue=False)
         boxes = list(option_boxes.values())
         s.drafter.change(lambda name: [gr.update(visible=n == name) for n in option_boxes] + [summaries.get(name, "")],
                          s.drafter, boxes + [s.drafter_note], api_name=False, queue=False)

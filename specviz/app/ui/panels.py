@@ -4,6 +4,7 @@ Every piece of model or user text goes through html.escape."""
 from html import escape
 from typing import Optional
 
+from ...diagnosis import diagnose
 from ...events import Metrics, summarize
 from ..race import RaceView
 from .figure1 import origin_text, visible
@@ -100,15 +101,25 @@ def waiting_text(note: str) -> str:
 
 def compare_table(rows) -> str:
     """Every drafter on one prompt: speed, acceptance, steps and whether greedy output stayed the target's own."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in ("drafter", "tokens/s", "speedup", "α", "τ", "target forwards",
-                                                     "identical to plain", ""))
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("drafter", "tokens/s", "speedup", "α", "α by position 1, 2, …",
+                                                     "τ", "target forwards", "identical to plain", ""))
     body = []
     for r in rows:
         same = "–" if r.identical is None else "\u2714 yes" if r.identical else "\u2260 no"
+        by_position = " · ".join(_fmt(a, "{:.2f}") for a in r.by_position[:8])
         cells = [r.name, _fmt(r.tokens_per_s, "{:.2f}"), _fmt(r.speedup, "{:.2f}×"), _fmt(r.alpha, "{:.2f}"),
-                 _fmt(r.tau, "{:.2f}"), _fmt(r.target_forwards, "{}"), same, r.note]
+                 by_position, _fmt(r.tau, "{:.2f}"), _fmt(r.target_forwards, "{}"), same, r.note]
         body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     if not body:
-        body = ['<tr><td colspan="8" class="sv-waiting">press the button: plain decoding once, then every drafter '
+        body = ['<tr><td colspan="9" class="sv-waiting">press the button: plain decoding once, then every drafter '
                 'with the current settings</td></tr>']
     return f'<table class="sv-metrics sv-compare"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def diagnosis(view) -> str:
+    """One line: the speedup measured and predicted, and, when speculation lost, the term that lost it."""
+    found = diagnose(view.plain.events, view.spec.events) if view is not None else None
+    if found is None:
+        return '<div class="sv-note">after a run that drafted: why its speedup came out as it did</div>'
+    kind = "sv-diag-lost" if found.culprit else "sv-diag-paid"
+    return f'<div class="sv-diagnosis {kind}">{escape(found.line())}</div>'

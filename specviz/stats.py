@@ -1,4 +1,5 @@
-"""Chi-square goodness of fit, self-contained (Wilson-Hilferty approximation of the p-value)."""
+"""Chi-square goodness of fit, self-contained (Wilson-Hilferty approximation of the p-value): what the tests use to
+check sampled laws, and what the app uses when it replays a step's acceptance rule. Pure Python."""
 
 import math
 from collections import Counter
