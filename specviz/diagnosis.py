@@ -71,10 +71,8 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: Option
     if not plain or not drafted:
         return None
     unit = unit or sum(e.step_s for e in plain) / sum(len(e.tokens) for e in plain)  # V(1): a plain step per token
-    steps = len(spec)
-    draft = sum(e.draft_s for e in spec) / steps / unit
-    verify = sum(e.verify_s for e in spec) / steps / unit
-    overhead = sum(max(0.0, e.step_s - e.draft_s - e.verify_s) for e in spec) / steps / unit
+    steps, split = len(spec), time_split(spec)
+    draft, verify, overhead = (seconds / steps / unit for seconds in (split.draft, split.verify, split.overhead))
     tokens = sum(len(e.tokens) for e in spec)
     measured = (tokens / sum(e.step_s for e in spec)) * unit
     alpha = per_token_alpha(spec) or 0.0
@@ -82,12 +80,11 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: Option
     predicted = expected / (steps * (draft + verify + overhead))
     c = sum(e.draft_s for e in drafted) / sum(len(e.proposed) for e in drafted) / unit
     base, slope = _fit([(e.forward_tokens, e.verify_s / unit) for e in spec])
-    per_step_overhead = overhead
 
     def model(gamma: int) -> float:  # the speedup a fixed γ would give with these α and costs
         if gamma == 0:
             return 1.0
-        cost = gamma * c + base + slope * (gamma + 1) + per_step_overhead
+        cost = gamma * c + base + slope * (gamma + 1) + overhead
         return expected_tokens_per_step(alpha, gamma) / cost
 
     best = max(GAMMAS, key=model)

@@ -6,12 +6,13 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...events import StepEvent, summarize
 from ...diagnosis import time_split
+from ...events import StepEvent, summarize
 from ...rule_replay import ReplayedStep
 from ...theory import per_token_alpha
 from ..race import RaceView
 from ..sweep import SweepView
+from .figure1 import WHITESPACE
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
 _LAYOUT = dict(template="plotly_white", font=dict(size=15), margin=dict(l=50, r=20, t=50, b=45), height=340,
@@ -84,14 +85,11 @@ def compare_chart(rows) -> go.Figure:
     return fig
 
 
-_SHOWN = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192"}
-
-
 def replay_chart(replay: ReplayedStep) -> go.Figure:
     """What the replayed rule emitted, as shares, beside the target's p (and the drafter's q) of the same tokens."""
     labels, seen = [], set()
     for label in replay.labels:  # two tokens may read the same: keep them apart
-        shown = escape("".join(_SHOWN.get(c, c) for c in label) or "\u2205")
+        shown = escape("".join(WHITESPACE.get(c, c) for c in label) or "\u2205")
         while shown in seen:
             shown += "\u200b"
         seen.add(shown)

@@ -12,7 +12,7 @@ from ...events import StepEvent
 
 TokenText = Callable[[int], str]  # token id -> the text it stands for
 
-_VISIBLE = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"}
+WHITESPACE = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"}
 ORIGIN_CLASS = {"accepted": "sv-acc", "rejected": "sv-rej", "correction": "sv-cor", "bonus": "sv-bonus", "plain": "sv-plain",
                 "candidate": "sv-cand"}
 LEGEND_LABELS = {"accepted": "accepted draft", "rejected": "rejected draft", "correction": "target's correction",
@@ -24,7 +24,7 @@ def visible(text: str) -> str:
     """HTML for a token with its whitespace drawn: space ·, newline ↵, tab →; everything escaped."""
     if text == "":
         return '<span class="sv-empty">\u2205</span>'
-    return "".join(f'<span class="sv-ws">{_VISIBLE[c]}</span>' if c in _VISIBLE else escape(c) for c in text)
+    return "".join(f'<span class="sv-ws">{WHITESPACE[c]}</span>' if c in WHITESPACE else escape(c) for c in text)
 
 
 def _token(text: str, origin: str, title: str = "", inner: str | None = None) -> str:
