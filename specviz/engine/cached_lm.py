@@ -19,30 +19,47 @@ def takes_custom_mask(model: torch.nn.Module) -> bool:
 class CachedLM:
     """Keeps `length` tokens in a DynamicCache for one sequence (batch 1).
 
-    With keep_hidden, `last_hidden` is the final hidden state at the last cached position (what Medusa heads
-    read): each forward's hidden rows are kept until the next one, and rollback picks the right row.
+    With keep_hidden, the hidden state of every cache entry is kept beside it (what Medusa and EAGLE read):
+    `last_hidden` is the last entry's, `hidden(start, end)` a range; rollback forgets rows with their entries and
+    compaction moves them with theirs. keep_hidden may name the layers to keep, as indexes into transformers'
+    hidden_states (0 = embeddings, -1 = the final, normed state); several are concatenated per row.
     """
 
-    def __init__(self, model: torch.nn.Module, keep_hidden: bool = False):
+    def __init__(self, model: torch.nn.Module, keep_hidden: bool | tuple[int, ...] = False):
         self.model = model
         self.device = model.device
         self.cache = DynamicCache(config=model.config)
         self.length = 0
-        self.keep_hidden = keep_hidden
-        self.last_hidden: torch.Tensor | None = None
-        self._rows: torch.Tensor | None = None  # hidden states of the last forward, one row per cache entry it added
-        self._rows_start = 0
+        self.hidden_layers = (-1,) if keep_hidden is True else tuple(keep_hidden or ())
+        self.keep_hidden = bool(self.hidden_layers)
+        self._hidden: torch.Tensor | None = None  # [capacity, H * layers]: row i belongs to cache entry i
 
-    def _remember(self, hidden: torch.Tensor | None, start: int) -> None:
-        """Keep a forward's [q, H] final hidden rows (None without keep_hidden); row 0 is cache entry `start`."""
-        if self.keep_hidden:
-            self._rows, self._rows_start = hidden, start
-            self.last_hidden = hidden[-1]
+    @property
+    def last_hidden(self) -> torch.Tensor | None:
+        return None if self._hidden is None or self.length == 0 else self._hidden[self.length - 1]
 
-    def _last_entry_is(self, entry: int) -> None:
-        if self._rows is not None:
-            row = entry - self._rows_start
-            self.last_hidden = self._rows[row] if 0 <= row < len(self._rows) else None
+    def hidden(self, start: int, end: int) -> torch.Tensor:
+        """[end - start, H * layers] kept hidden rows of cache entries start..end-1."""
+        assert self._hidden is not None and 0 <= start <= end <= self.length
+        return self._hidden[start:end]
+
+    def _rows_of(self, out) -> torch.Tensor | None:
+        """A forward's [q, H * layers] hidden rows, the kept layers side by side (None without keep_hidden)."""
+        if not self.keep_hidden:
+            return None
+        return torch.cat([out.hidden_states[i][0] for i in self.hidden_layers], dim=-1)
+
+    def _remember(self, rows: torch.Tensor | None, start: int) -> None:
+        """Keep a forward's hidden rows (nothing without keep_hidden); row 0 belongs to cache entry `start`."""
+        if rows is None:
+            return
+        end = start + len(rows)
+        if self._hidden is None or end > len(self._hidden):  # grow by doubling: amortised O(1) per token
+            grown = rows.new_empty(max(end, 64, 0 if self._hidden is None else 2 * len(self._hidden)), rows.shape[-1])
+            if self._hidden is not None:
+                grown[: len(self._hidden)] = self._hidden
+            self._hidden = grown
+        self._hidden[start:end] = rows
 
     @torch.inference_mode()
     def extend(self, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
@@ -59,7 +76,7 @@ class CachedLM:
             logits_to_keep=1 if last_only else 0,  # 0 keeps all
             output_hidden_states=self.keep_hidden,
         )
-        self._remember(out.hidden_states[-1][0] if self.keep_hidden else None, self.length)
+        self._remember(self._rows_of(out), self.length)
         self.length += n
         return out.logits[0]
 
@@ -69,7 +86,6 @@ class CachedLM:
         if length < self.length:
             self._drop_tail(length)
             self.length = length
-            self._last_entry_is(length - 1)
 
     def _drop_tail(self, length: int) -> None:
         """Free the cache entries from `length` on (self.length still counts them)."""
@@ -100,7 +116,7 @@ class CachedLM:
             raise TreeAttentionUnsupported(
                 f"{type(self.model).__name__} does not accept a custom 4D attention mask ({exc}); "
                 "use a single-candidate drafter with this model") from exc
-        self._remember(out.hidden_states[-1][0] if self.keep_hidden else None, self.length)
+        self._remember(self._rows_of(out), self.length)
         self.length += 1 + len(tree.tokens)
         return out.logits[0]
 
@@ -110,10 +126,11 @@ class CachedLM:
         Only the kept entries move, in place, to start, start + 1, ...; then the tail is cropped (no cache copy)."""
         if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
             return self.truncate(start + len(offsets))
-        self._last_entry_is(start + offsets[-1])
         n, source = len(offsets), start + torch.tensor(offsets, dtype=torch.long, device=self.device)
         for layer in self.cache.layers:
             layer.keys[..., start : start + n, :] = layer.keys.index_select(-2, source)
             layer.values[..., start : start + n, :] = layer.values.index_select(-2, source)
+        if self._hidden is not None:
+            self._hidden[start : start + n] = self._hidden.index_select(0, source)
         self._drop_tail(start + n)
         self.length = start + n

@@ -40,6 +40,13 @@ def new_generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
+def hidden_layers(drafter: Optional[Drafter]) -> tuple[int, ...]:
+    """Which of the target's hidden states the drafter reads (none, or e.g. (-1,): the final one)."""
+    if drafter is None or not drafter.reads_hidden:
+        return ()
+    return tuple(getattr(drafter, "hidden_layers", (-1,)))
+
+
 def generate(
     target: LoadedModel,
     prompt_ids: list[int],
@@ -53,7 +60,7 @@ def generate(
     generator = generator or new_generator(target.device, settings.seed)
     budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
     widest = 1 + (drafter.max_nodes(settings.gamma) if drafter else 0)  # the most one verify forward adds
-    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=bool(drafter and drafter.reads_hidden))
+    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=hidden_layers(drafter))
 
     began = clock()
     if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds

@@ -40,7 +40,7 @@ def graphs_allowed(device: torch.device) -> bool:
     return device.type == "cuda" and not zero_gpu and os.environ.get("SPECVIZ_CUDA_GRAPHS", "1") != "0"
 
 
-def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool = False) -> CachedLM:
+def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False) -> CachedLM:
     """The LM wrapper a generation should use: static (GPU, long contexts) or dynamic (short contexts on a CPU)."""
     return StaticLM(model, capacity, keep_hidden) if wants_static(model, capacity) else CachedLM(model, keep_hidden)
 
@@ -49,7 +49,7 @@ class StaticLM(CachedLM):
     """CachedLM on a transformers StaticCache of `capacity` entries: its own extend and extend_tree (a full-width
     mask, graph replay); truncate and keep are CachedLM's, with nothing to free."""
 
-    def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool = False):
+    def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False):
         super().__init__(model, keep_hidden)
         self.capacity = capacity
         self.cache = StaticCache(config=model.config, max_cache_len=capacity)
@@ -92,7 +92,7 @@ class StaticLM(CachedLM):
         pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
 
     def _forward(self, ids, positions, mask, last_only: bool):
-        """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H] last hidden states, eager or by graph replay."""
+        """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H * layers] kept hidden rows, eager or by graph replay."""
         self._reset_write_position()
         q, key = ids.shape[-1], (ids.shape[-1], last_only)
         if not self.graphs_on or q > LARGEST_GRAPH or not self.cache.layers[0].is_initialized:
@@ -121,7 +121,7 @@ class StaticLM(CachedLM):
     def _call(self, ids, positions, mask, last_only: bool):
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
                          use_cache=True, logits_to_keep=1 if last_only else 0, output_hidden_states=self.keep_hidden)
-        return out.logits[0], out.hidden_states[-1][0] if self.keep_hidden else None
+        return out.logits[0], self._rows_of(out)
 
     def _capture(self, ids, positions, mask, last_only: bool):
         """Warm up on a side stream (as CUDA graph capture requires), then record one forward on static buffers.

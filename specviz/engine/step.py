@@ -56,7 +56,8 @@ class Verdict:
 
 
 class Drafter(Protocol):
-    reads_hidden: bool  # it reads the target's last hidden state, so the target's cache must keep it
+    reads_hidden: bool  # it reads the target's hidden states, so the target's cache must keep them
+    hidden_layers: tuple[int, ...]  # which (indexes into transformers' hidden_states; -1: the final, normed one)
 
     def max_nodes(self, gamma: int) -> int:
         """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
@@ -75,6 +76,7 @@ class BaseDrafter:
     """Defaults for the protocol: a chain of up to γ tokens, no hidden state, nothing to set up or forget."""
 
     reads_hidden = False
+    hidden_layers = (-1,)
     longest: Optional[int] = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
 
     def max_nodes(self, gamma: int) -> int:
