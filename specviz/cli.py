@@ -119,6 +119,9 @@ def build_parser() -> Parser:
     train.add_argument("--local-tokens", type=int, default=200_000, help="how many ids of --local-text to read")
     train.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
     add_model_options(train)
+    from .drafters.eagle.command import add_train_eagle
+
+    add_train_eagle(sub, add_model_options)
     return parser
 
 
@@ -133,6 +136,10 @@ def main(argv=None) -> int:
             return cmd_snapshot(args)
         if args.command == "train-medusa":
             return cmd_train_medusa(args)
+        if args.command == "train-eagle":
+            from .drafters.eagle.command import cmd_train_eagle
+
+            return cmd_train_eagle(args, _fail, read_prompt_list)
         from .bench.suite import cmd_bench
 
         return cmd_bench(args)
@@ -287,7 +294,8 @@ def cmd_train_medusa(args) -> int:
         return _fail("train-medusa trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
     quiet_transformers()
     from .drafters.medusa.heads import save_medusa
-    from .drafters.medusa.train import load_texts, local_texts, save_texts, self_distilled_texts, train_heads
+    from .drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
+    from .drafters.medusa.train import train_heads
     from .models import load_model
 
     prompts = read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")

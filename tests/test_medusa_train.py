@@ -6,7 +6,8 @@ from specviz.engine import generate
 from specviz.events import generated_ids, summarize
 from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.medusa.heads import load_medusa, save_medusa
-from specviz.drafters.medusa.train import self_distilled_texts, train_heads
+from specviz.drafters.distill import self_distilled_texts
+from specviz.drafters.medusa.train import train_heads
 from specviz.settings import Settings
 
 
@@ -42,7 +43,8 @@ def test_shortlisted_training_keeps_only_answer_ids_and_stays_exact(target, toke
 
 
 def test_local_text_is_teacher_forced_with_the_base_models_own_labels(target, tokenizer, tmp_path):
-    from specviz.drafters.medusa.train import _rows, local_texts
+    from specviz.drafters.distill import local_texts
+    from specviz.drafters.medusa.train import _rows
 
     (tmp_path / "a.txt").write_text(" ".join(f"w{(i * 7) % 60}" for i in range(80)))
     texts = local_texts(target, [str(tmp_path)], tokens=50, chunk=30)

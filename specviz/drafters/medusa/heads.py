@@ -16,6 +16,7 @@ from torch import nn
 from ...errors import SpecvizError
 from ...models.loading import linear_weight
 from ...runtime import ASSETS
+from ..head_files import locate_heads as shared_locate
 
 
 class MedusaCheckpointError(SpecvizError):
@@ -110,23 +111,8 @@ def shipped_heads(base_name: str) -> Path | None:
 
 
 def locate_heads(spec: str | Path) -> Path:
-    """A local heads folder, or a Hub repo id (owner/name) fetched into the Hugging Face cache; with the Hub
-    off or unreachable (checked the way models are), only the local cache can serve it."""
-    from ...models.loading import hub_offline, hub_unreachable_reason, looks_like_hub_id
-
-    folder = Path(spec).expanduser()
-    if folder.exists() or not looks_like_hub_id(str(spec)):
-        return folder
-    cache_only = hub_offline() or hub_unreachable_reason() is not None
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(str(spec), allow_patterns=["config.json", "medusa_lm_head.*", SHORTLIST_FILE],
-                                      local_files_only=cache_only))
-    except Exception as exc:  # offline, no such repo, ...: one line
-        where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
-        raise MedusaCheckpointError(f"cannot fetch Medusa heads '{spec}' from {where}: "
-                                    f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
+    return shared_locate(spec, ["config.json", "medusa_lm_head.*", SHORTLIST_FILE], "Medusa heads",
+                         MedusaCheckpointError)
 
 
 def load_medusa(folder: str | Path, base) -> MedusaHeads:
