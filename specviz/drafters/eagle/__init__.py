@@ -1,0 +1,58 @@
+"""EAGLE: a one-layer head drafts at the feature level from the target's own hidden states, as a chain or as
+EAGLE-2's dynamic tree (head.py: the head; drafter.py: drafting; checkpoint.py: the published layouts and
+specviz's own; train.py: self-distillation on a CPU)."""
+
+from dataclasses import dataclass
+
+from ...errors import InvalidRequest
+from ..kinds import DrafterKind, Options, option
+
+TREES = ("dynamic", "chain")
+
+
+@dataclass(frozen=True)
+class EagleOptions(Options):
+    eagle: object = option("", "EAGLE heads", "heads folder or Hub id (EAGLE-1/2 or EAGLE-3 layout, or specviz's "
+                           "own); default: the heads shipped for an offline target", app=False)
+    eagle_tree: str = option("dynamic", "EAGLE tree", "dynamic (EAGLE-2: grow the most confident branches, keep the "
+                             "best nodes) or chain (the head's top guess at each depth)", choices=TREES)
+    eagle_nodes: int = option(16, "EAGLE tree nodes", "the most draft tokens a dynamic tree sends to verification",
+                              low=2, high=64)
+
+
+def _location(options: EagleOptions, target_name: str):
+    from .checkpoint import shipped_eagle
+
+    where = options.eagle or shipped_eagle(target_name)
+    if not where:
+        raise InvalidRequest(f"no EAGLE heads for '{target_name}': none ship with specviz for it; give some "
+                             "(--eagle HEADS, or a pair with heads) or train them with train-eagle")
+    return where
+
+
+def _build(options: EagleOptions, ctx):
+    from .checkpoint import load_eagle
+    from .drafter import EagleDrafter
+    from .head import EagleHead
+
+    if isinstance(options.eagle, tuple):  # (head, hidden layers) already loaded, as tests pass them
+        head, layers = options.eagle
+    elif isinstance(options.eagle, EagleHead):
+        head, layers = options.eagle, (-1,)
+    else:  # a location: loaded once per target and kept with it
+        where = _location(options, ctx.target.name)
+        head, layers = ctx.target.companion(("eagle", str(where)), lambda: load_eagle(where, ctx.target))
+    return EagleDrafter(head, layers, options.eagle_tree, options.eagle_nodes)
+
+
+def _precheck(options: EagleOptions, target_name: str) -> None:
+    if isinstance(options.eagle, str):
+        _location(options, target_name)
+
+
+KIND = DrafterKind("eagle", "EAGLE head (dynamic tree)", "a one-layer head predicts the target's next hidden state "
+                   "from its last one; the target's own LM head turns it into tokens, grown into a tree",
+                   _build, EagleOptions, precheck=_precheck,
+                   describe=lambda o: f"EAGLE head, {o.eagle_tree} tree" + (f" of {o.eagle_nodes} nodes"
+                                                                            if o.eagle_tree == "dynamic" else ""),
+                   order=45)

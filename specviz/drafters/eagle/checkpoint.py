@@ -1,0 +1,175 @@
+"""EAGLE checkpoints: the published layouts read strictly, and specviz's own heads written and read.
+
+A folder holds config.json and the weights (model.safetensors or pytorch_model.bin). The layout is read from the
+weight names: `layers.0.*` + `fc` is EAGLE-1/2 (fc over [embedding, feature], a bias, no input norm);
+`midlayer.*` + `lm_head`, `d2t`, `t2d` is EAGLE-3 (a draft vocabulary, three target layers). An `embed_tokens`
+copy is allowed and must fit the target (the target's own embedding is used). specviz's heads are EAGLE-1's
+layout plus `head_vocab.json`, a shortlist of ids the head scores. Every key, every shape, the architecture and
+the named base must fit, or the folder is refused in one line.
+"""
+
+import copy
+import json
+from pathlib import Path
+
+import torch
+
+from ...errors import SpecvizError
+from ...runtime import ASSETS
+from ..head_files import locate_heads
+from .head import EagleHead
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+SHORTLIST_FILE = "head_vocab.json"
+SHIPPED = ASSETS / "eagle"  # trained heads for the offline presets
+SHAPE_FIELDS = ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
+                "rms_norm_eps", "attention_bias", "mlp_bias")
+
+
+class EagleCheckpointError(SpecvizError):
+    """An EAGLE checkpoint is missing, damaged, or does not fit the target model."""
+
+
+def shipped_eagle(base_name: str) -> Path | None:
+    name = str(base_name)
+    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
+        return None
+    folder = SHIPPED / name
+    return folder if (folder / "config.json").is_file() else None
+
+
+def read_state(folder: Path) -> dict[str, torch.Tensor]:
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file():
+            try:
+                if name.endswith(".safetensors"):
+                    from safetensors.torch import load_file
+
+                    return load_file(str(path))
+                return torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as exc:  # truncated, not a weights file, ...
+                raise EagleCheckpointError(f"cannot read {path}: {(str(exc).splitlines() or [type(exc).__name__])[0][:160]}"
+                                           ) from None
+    raise EagleCheckpointError(f"no EAGLE weights in {folder}: expected {' or '.join(WEIGHT_FILES)}")
+
+
+def layout_of(state: dict) -> str:
+    if any(k.startswith("midlayer.") for k in state):
+        return "eagle3"
+    if any(k.startswith("layers.0.") for k in state) and "fc.weight" in state:
+        return "eagle1"
+    raise EagleCheckpointError("EAGLE weights have unexpected names (expected 'fc.*' with 'layers.0.*' for EAGLE-1/2 "
+                               "or 'midlayer.*' for EAGLE-3)")
+
+
+def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
+    """The target hidden states an EAGLE-3 head reads (indexes into hidden_states): low, middle and high."""
+    return (2, num_layers // 2, num_layers - 3)
+
+
+def head_config(saved: dict, target_config, layout: str):
+    """The layer's config: the target's, with the head's own sizes; what would not fit the target is refused."""
+    model_type = saved.get("model_type")
+    if model_type and model_type != target_config.model_type:
+        raise EagleCheckpointError(f"these EAGLE heads are for a {model_type} target, not {target_config.model_type}")
+    if saved.get("hidden_size", target_config.hidden_size) != target_config.hidden_size:
+        raise EagleCheckpointError(f"EAGLE heads of width {saved['hidden_size']} do not fit a target of hidden size "
+                                   f"{target_config.hidden_size}")
+    if saved.get("target_hidden_size", target_config.hidden_size) != target_config.hidden_size:
+        raise EagleCheckpointError("EAGLE heads whose width differs from the target's (target_hidden_size) are not "
+                                   "supported")
+    vocab = saved.get("vocab_size", target_config.vocab_size)
+    if vocab != target_config.vocab_size:
+        raise EagleCheckpointError(f"these EAGLE heads were made for a vocabulary of {vocab} ids; the target has "
+                                   f"{target_config.vocab_size}")
+    theta = saved.get("rope_theta")
+    ours = (getattr(target_config, "rope_parameters", None) or {}).get("rope_theta", getattr(target_config, "rope_theta", None))
+    if theta is not None and ours is not None and float(theta) != float(ours):
+        raise EagleCheckpointError(f"these EAGLE heads use rope_theta {theta}; the target uses {ours}")
+    config = copy.deepcopy(target_config)
+    for name in SHAPE_FIELDS:
+        if name in saved and saved[name] is not None:
+            setattr(config, name, saved[name])
+    config.num_hidden_layers = 1
+    config.layer_types = ["full_attention"]
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
+    """Heads from a folder or Hub id, strictly checked against the target (a LoadedModel). Returns the head and the
+    target hidden states it reads."""
+    folder = locate_heads(where, ["config.json", "*.safetensors", "pytorch_model.bin", SHORTLIST_FILE],
+                          "EAGLE heads", EagleCheckpointError)
+    if not (folder / "config.json").is_file():
+        raise EagleCheckpointError(f"'{folder}' is not an EAGLE checkpoint (no config.json)")
+    try:
+        saved = json.loads((folder / "config.json").read_text())
+        assert isinstance(saved, dict)
+    except (ValueError, AssertionError):
+        raise EagleCheckpointError(f"{folder / 'config.json'} is not a JSON object") from None
+    named = str(saved.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
+    if named and named != str(target.name).rstrip("/").split("/")[-1].lower():
+        raise EagleCheckpointError(f"these EAGLE heads were trained for '{saved['base_model_name_or_path']}', "
+                                   f"not '{target.name}'")
+    state = read_state(folder)
+    layout = layout_of(state)
+    model = target.model
+    config = head_config(saved, model.config, layout)
+    embed = state.pop("embed_tokens.weight", None)
+    if embed is not None and tuple(embed.shape) != tuple(model.get_input_embeddings().weight.shape):
+        raise EagleCheckpointError(f"EAGLE weight embed_tokens.weight has shape {tuple(embed.shape)}; the target's "
+                                   f"embedding is {tuple(model.get_input_embeddings().weight.shape)}")
+    draft_vocab = state["lm_head.weight"].shape[0] if layout == "eagle3" and "lm_head.weight" in state else 0
+    shortlist = _read_shortlist(folder, config.vocab_size)
+    if shortlist is not None and layout != "eagle1":
+        raise EagleCheckpointError("a vocabulary shortlist (head_vocab.json) goes with EAGLE-1-layout heads only")
+    head = EagleHead(config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist)
+    expected = head.state_dict()
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise EagleCheckpointError(f"EAGLE weights ({layout}) do not fit: missing {missing[:3]}, unexpected {extra[:3]}")
+    for key, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            raise EagleCheckpointError(f"EAGLE weight {key} has shape {tuple(tensor.shape)}; target '{target.name}' "
+                                       f"needs {tuple(expected[key].shape)}")
+    if layout == "eagle3" and not bool(((state["d2t"] + torch.arange(draft_vocab)) < config.vocab_size).all()):
+        raise EagleCheckpointError("EAGLE-3 d2t maps draft ids outside the target's vocabulary")
+    head.load_state_dict(state, strict=True)
+    dtype = model.get_input_embeddings().weight.dtype
+    layers = eagle3_layers(model.config.num_hidden_layers) if layout == "eagle3" else (-1,)
+    return head.to(device=target.device, dtype=dtype).eval(), layers
+
+
+def _read_shortlist(folder: Path, vocab: int) -> torch.Tensor | None:
+    path = folder / SHORTLIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        ids = json.loads(path.read_text())
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise EagleCheckpointError(f"{path} must be a non-empty JSON list of token ids below {vocab}")
+    return torch.tensor(ids)
+
+
+def save_eagle(head: EagleHead, folder, base_name: str, dtype: torch.dtype | None = None, extra: dict | None = None) -> Path:
+    """config.json (the layer's sizes, the base's name) + model.safetensors (+ head_vocab.json for a shortlist)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    c = head.config
+    config = {"base_model_name_or_path": base_name, "model_type": c.model_type, "hidden_size": c.hidden_size,
+              "vocab_size": c.vocab_size, "num_hidden_layers": 1, "specviz_layout": head.layout,
+              **{name: getattr(c, name) for name in SHAPE_FIELDS if getattr(c, name, None) is not None}, **(extra or {})}
+    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    save_file({k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
+               for k, v in head.state_dict().items()},
+              str(folder / WEIGHT_FILES[0]))
+    if head.shortlist is not None:
+        (folder / SHORTLIST_FILE).write_text(json.dumps(head.shortlist.tolist()) + "\n")
+    return folder

@@ -1,0 +1,162 @@
+"""The EAGLE drafter: the head drafts at the feature level, as a chain or as EAGLE-2's dynamic tree.
+
+The head keeps its own KV cache over pairs (f_i, x_{i+1}), i = 0, 1, ...: the committed ones, whose features are
+the target's (kept beside the target's cache, moved with it on rollback), then this step's drafts. Each step:
+
+1. feed the pairs committed since the last step (the target's true features): the last output guesses the
+   feature after the last token, so its scores rank the first draft token;
+2. chain: feed the best token back with that guess, γ − 1 times. Dynamic tree (EAGLE-2): keep a frontier of
+   nodes scored by their path's log-probability under the head; at each depth feed the `width` best frontier
+   nodes in one forward (each sees the committed pairs and its own ancestors, at position = depth), and give
+   each its `width` best children;
+3. re-rank every node made by its path score and keep the best `nodes` of them (a child never outscores its
+   parent, so the kept set is a tree); its root-to-leaf paths go to the engine's tree verification;
+4. drop the drafts from the head's cache: the next step starts again from the committed pairs.
+"""
+
+import torch
+from transformers import DynamicCache
+
+from ...engine.step import BaseDrafter, Proposal
+from .head import EagleHead
+
+BEAM = 4  # frontier nodes expanded per depth, and children kept per node
+
+
+class EagleDrafter(BaseDrafter):
+    reads_hidden = True
+
+    def __init__(self, head: EagleHead, hidden_layers: tuple[int, ...], tree: str = "dynamic", nodes: int = 16,
+                 width: int = BEAM):
+        self.head, self.hidden_layers = head, tuple(hidden_layers)
+        self.tree, self.nodes, self.width = tree, nodes, width
+        self.target_lm = None
+        self.cache = None
+        self.fed = 0  # committed pairs in the head's cache
+        self.last = None  # the head's feature after the last committed pair
+        self._device = head.fc.weight.device
+        self._min = torch.finfo(head.fc.weight.dtype).min
+
+    def max_nodes(self, gamma: int) -> int:
+        if self.tree == "chain":
+            return gamma
+        return min(self.nodes, self.width + (gamma - 1) * self.width * self.width)
+
+    def start(self, prompt_ids: list[int], target) -> None:
+        self.target_lm, self.cache, self.fed, self.last = target, DynamicCache(), 0, None
+        self._catch_up(prompt_ids)  # the prompt's pairs: counted as prefill
+
+    @torch.inference_mode()
+    def _catch_up(self, tokens: list[int]) -> None:
+        """Step 1 (and rollback): the head's cache back to the committed pairs, then every new committed pair fed."""
+        self._forget_drafts()
+        end = self.target_lm.length  # pairs i < end: the target's feature f_i and the token after it
+        if end <= self.fed:
+            return
+        ids = torch.tensor([tokens[self.fed + 1 : end + 1]], device=self._device)
+        features = self.target_lm.hidden(self.fed, end)[None]
+        out = self._feed(features, ids, list(range(self.fed, end)), [[]] * (end - self.fed), causal=True)
+        self.fed, self.last = end, out[0, -1]
+
+    def _forget_drafts(self) -> None:
+        extra = self.cache.get_seq_length() - self.fed
+        if extra > 0:
+            self.cache.crop(-extra)  # transformers 5: a negative count removes that many entries
+
+    def _feed(self, features, ids, positions: list[int], ancestors: list[list[int]], causal: bool = False):
+        """One head forward over n new pairs after `self.fed` committed ones and any drafts already in its cache.
+        Each new row sees the committed pairs, the cache columns in its `ancestors` and itself (or, `causal`,
+        every earlier new row)."""
+        n, past = ids.shape[-1], self.cache.get_seq_length()
+        sees = torch.zeros(n, past + n, dtype=torch.bool)
+        sees[:, : self.fed] = True
+        for row, columns in enumerate(ancestors):
+            sees[row, columns] = True
+            sees[row, past + row] = True
+        if causal:
+            sees[:, past:] = torch.ones(n, n, dtype=torch.bool).tril()
+        mask = torch.zeros(sees.shape, dtype=self.head.fc.weight.dtype).masked_fill(~sees, self._min)
+        return self.head(features, ids, torch.tensor([positions], device=self._device),
+                         mask.to(self._device)[None, None], self.cache)
+
+    def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
+        """The head's k likeliest next tokens after each feature in [m, H]: log-probabilities and target ids."""
+        logp = torch.log_softmax(self.head.logits(hidden).float(), dim=-1)
+        top = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
+        return top.values.tolist(), self.head.token_ids(top.indices).tolist()
+
+    @torch.inference_mode()
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
+        if self.target_lm is None:
+            return None
+        self._catch_up(tokens)
+        if self.last is None:  # a one-token prompt: no feature yet, so a plain step
+            return None
+        grow = self._chain if self.tree == "chain" else self._dynamic_tree
+        candidates, forwards = grow(gamma)
+        self._forget_drafts()  # step 4
+        return Proposal(tuple(candidates), forwards=forwards)
+
+    def _chain(self, gamma: int):
+        feature, chain = self.last, []
+        for depth in range(1, gamma + 1):
+            token = self._best(feature[None], 1)[1][0][0]
+            chain.append(token)
+            if depth == gamma:
+                break
+            ids = torch.tensor([[token]], device=self._device)
+            past = self.cache.get_seq_length()
+            feature = self._feed(feature[None, None], ids, [self.fed + depth - 1],
+                                 [list(range(self.fed, past))])[0, -1]
+        return [chain], gamma
+
+    def _dynamic_tree(self, gamma: int):
+        nodes = self.grow_tree(gamma)
+        # step 3: the best `nodes` by path score; ties keep the earlier (shallower) node, so parents come first
+        kept = sorted(range(len(nodes)), key=lambda n: (-nodes[n][3], n))[: self.nodes]
+        inner = {nodes[n][1] for n in kept}
+        leaves = sorted((n for n in kept if n not in inner), key=lambda n: -nodes[n][3])
+        return [self._path(nodes, leaf) for leaf in leaves], gamma
+
+    def grow_tree(self, gamma: int) -> list[list]:
+        """Step 2 for a tree. A node is [token, parent (-1: the root), depth, path log-probability, the head's feature
+        after it (None until fed), its head-cache column]; parents come before their children."""
+        nodes: list[list] = []
+        values, ids = self._best(self.last[None], self.width)
+        frontier = [self._add(nodes, t, -1, 1, v) for v, t in zip(values[0], ids[0])]
+        for depth in range(2, gamma + 1):
+            expand = sorted(frontier, key=lambda n: -nodes[n][3])[: self.width]  # the most confident nodes
+            past = self.cache.get_seq_length()
+            parents = [nodes[n][1] for n in expand]
+            features = torch.stack([self.last if p < 0 else nodes[p][4] for p in parents])[None]
+            ancestors = [self._columns(nodes, p) for p in parents]
+            out = self._feed(features, torch.tensor([[nodes[n][0] for n in expand]], device=self._device),
+                             [self.fed + depth - 2] * len(expand), ancestors)[0]
+            for row, n in enumerate(expand):
+                nodes[n][4], nodes[n][5] = out[row], past + row
+            values, ids = self._best(out, self.width)
+            frontier = [self._add(nodes, t, n, depth, nodes[n][3] + v)
+                        for n, vs, ts in zip(expand, values, ids) for v, t in zip(vs, ts)]
+        return nodes
+
+    @staticmethod
+    def _add(nodes: list, token: int, parent: int, depth: int, score: float) -> int:
+        nodes.append([token, parent, depth, score, None, None])
+        return len(nodes) - 1
+
+    @staticmethod
+    def _columns(nodes: list, node: int) -> list[int]:
+        """The head-cache columns of `node` and its ancestors (all fed already); the root has none."""
+        columns = []
+        while node >= 0:
+            columns.append(nodes[node][5])
+            node = nodes[node][1]
+        return columns
+
+    @staticmethod
+    def _path(nodes: list, node: int) -> tuple[int, ...]:
+        path = []
+        while node >= 0:
+            path.append(nodes[node][0])
+            node = nodes[node][1]
+        return tuple(path[::-1])

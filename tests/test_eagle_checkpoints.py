@@ -1,0 +1,172 @@
+"""EAGLE checkpoints: synthetic ones written in the published layouts (names and shapes spelled out here, not taken
+from specviz's module) load and draft; damaged or mismatched ones are refused in one line; specviz's own round-trip."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from specviz.drafters.eagle.checkpoint import EagleCheckpointError, load_eagle, save_eagle
+from specviz.drafters.eagle.drafter import EagleDrafter
+from specviz.drafters.registry import decode
+from specviz.engine import generate
+from specviz.events import generated_ids
+from specviz.settings import Settings
+from test_eagle import random_head
+
+H, INTER, HEADS, KV = 64, 128, 4, 2  # the tiny target's sizes (tests/tiny.py)
+HEAD_DIM = H // HEADS
+
+
+def layer_weights(prefix: str, attention_in: int) -> dict:
+    return {
+        f"{prefix}.self_attn.q_proj.weight": (HEADS * HEAD_DIM, attention_in),
+        f"{prefix}.self_attn.k_proj.weight": (KV * HEAD_DIM, attention_in),
+        f"{prefix}.self_attn.v_proj.weight": (KV * HEAD_DIM, attention_in),
+        f"{prefix}.self_attn.o_proj.weight": (H, HEADS * HEAD_DIM),
+        f"{prefix}.mlp.gate_proj.weight": (INTER, H),
+        f"{prefix}.mlp.up_proj.weight": (INTER, H),
+        f"{prefix}.mlp.down_proj.weight": (H, INTER),
+        f"{prefix}.post_attention_layernorm.weight": (H,),
+    }
+
+
+def eagle1_shapes(vocab: int) -> dict:
+    """EAGLE-1/2 (e.g. yuhuili/EAGLE-Vicuna-7B-v1.3): fc over [embedding, feature] with a bias, one layer without
+    an input norm, and the embedding copied in."""
+    return {"fc.weight": (H, 2 * H), "fc.bias": (H,), "embed_tokens.weight": (vocab, H), **layer_weights("layers.0", H)}
+
+
+def eagle3_shapes(vocab: int, draft_vocab: int) -> dict:
+    return {"fc.weight": (H, 3 * H), **layer_weights("midlayer", 2 * H), "midlayer.input_layernorm.weight": (H,),
+            "midlayer.hidden_norm.weight": (H,), "norm.weight": (H,), "lm_head.weight": (draft_vocab, H)}
+
+
+def config(vocab: int, **extra) -> dict:
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": INTER,
+            "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
+            "vocab_size": vocab, "hidden_act": "silu", "torch_dtype": "float16", **extra}
+
+
+def write(folder, shapes: dict, cfg: dict, fmt: str = "bin", extra_tensors: dict | None = None):
+    folder.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(0)
+    state = {k: (torch.ones(s) if k.endswith("norm.weight") else torch.randn(s, generator=g) * 0.05).half()
+             for k, s in shapes.items()}
+    state.update(extra_tensors or {})
+    (folder / "config.json").write_text(json.dumps(cfg))
+    if fmt == "bin":
+        torch.save(state, folder / "pytorch_model.bin")
+    else:
+        save_file(state, str(folder / "model.safetensors"))
+    return folder
+
+
+def eagle3_maps(vocab: int, draft_vocab: int) -> dict:
+    chosen = torch.arange(0, vocab, 3)[:draft_vocab]  # the draft vocabulary: every third target id
+    t2d = torch.zeros(vocab, dtype=torch.bool)
+    t2d[chosen] = True
+    return {"d2t": chosen - torch.arange(draft_vocab), "t2d": t2d}
+
+
+@pytest.mark.parametrize("fmt", ["bin", "safetensors"])
+def test_an_eagle1_checkpoint_in_the_published_layout_loads_and_keeps_greedy_output(target, tokenizer, tmp_path, fmt):
+    folder = write(tmp_path / "e1", eagle1_shapes(target.vocab_size), config(target.vocab_size), fmt)
+    head, layers = load_eagle(folder, target)
+    assert head.layout == "eagle1" and layers == (-1,) and head.fc.bias is not None
+    ids = tokenizer.encode("w1 w2 w3 w4")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
+    events = decode(target, ids, Settings(max_new_tokens=30, gamma=4), "eagle", options={"eagle": str(folder)})
+    assert generated_ids(events) == plain
+
+
+def test_an_eagle3_checkpoint_loads_reads_three_layers_and_drafts_its_vocabulary(target, tokenizer, tmp_path):
+    vocab = target.vocab_size
+    folder = write(tmp_path / "e3", eagle3_shapes(vocab, 20), config(vocab, draft_vocab_size=20), "safetensors",
+                   eagle3_maps(vocab, 20))
+    head, layers = load_eagle(folder, target)
+    assert head.layout == "eagle3" and len(layers) == 3
+    ids = tokenizer.encode("w1 w2 w3 w4")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
+    events = list(generate(target, ids, Settings(max_new_tokens=30, gamma=3), EagleDrafter(head, layers)))
+    assert generated_ids(events) == plain
+    drafted = {t for e in events for c in (e.candidates or [e.proposed]) for t in c}
+    assert drafted and all(t % 3 == 0 for t in drafted)
+
+
+def _damage(name, target, tmp_path):
+    vocab = target.vocab_size
+    shapes, cfg, extra = eagle1_shapes(vocab), config(vocab), None
+    if name == "missing key":
+        del shapes["layers.0.mlp.up_proj.weight"]
+    elif name == "extra key":
+        shapes["layers.0.input_layernorm.weight"] = (H,)
+    elif name == "wrong shape":
+        shapes["layers.0.mlp.up_proj.weight"] = (INTER + 1, H)
+    elif name == "wrong width":
+        cfg["hidden_size"] = 2 * H
+    elif name == "another architecture":
+        cfg["model_type"] = "qwen2"
+    elif name == "another vocabulary":
+        cfg["vocab_size"] = vocab + 5
+    elif name == "another base":
+        cfg["base_model_name_or_path"] = "someone/other-model"
+    elif name == "unknown names":
+        shapes = {"head.0.weight": (H, H)}
+    elif name == "embedding of another size":
+        shapes["embed_tokens.weight"] = (vocab + 1, H)
+    elif name == "d2t out of range":
+        shapes, cfg = eagle3_shapes(vocab, 20), config(vocab, draft_vocab_size=20)
+        extra = eagle3_maps(vocab, 20)
+        extra["d2t"][-1] = vocab
+    folder = write(tmp_path / "bad", shapes, cfg, "safetensors", extra)
+    if name == "truncated file":
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif name == "no weights":
+        (folder / "model.safetensors").unlink()
+    elif name == "bad shortlist":
+        (folder / "head_vocab.json").write_text("[1, 2, -3]")
+    elif name == "config not an object":
+        (folder / "config.json").write_text("[1]")
+    return folder
+
+
+DAMAGES = {"missing key": "missing", "extra key": "unexpected", "wrong shape": "has shape", "wrong width": "width",
+           "another architecture": "qwen2 target", "another vocabulary": "vocabulary", "another base": "trained for",
+           "unknown names": "unexpected names", "embedding of another size": "embed_tokens", "d2t out of range": "d2t",
+           "truncated file": "cannot read", "no weights": "no EAGLE weights", "bad shortlist": "head_vocab.json",
+           "config not an object": "JSON object"}
+
+
+@pytest.mark.parametrize("name", list(DAMAGES))
+def test_a_damaged_or_mismatched_checkpoint_is_refused_in_one_line(target, tmp_path, name):
+    folder = _damage(name, target, tmp_path)
+    with pytest.raises(EagleCheckpointError, match=DAMAGES[name]) as caught:
+        load_eagle(folder, target)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_folder_that_is_no_checkpoint_and_a_missing_one_are_refused(target, tmp_path):
+    with pytest.raises(EagleCheckpointError, match="no config.json"):
+        load_eagle(tmp_path, target)
+    with pytest.raises(EagleCheckpointError, match="no config.json"):
+        load_eagle(tmp_path / "nowhere", target)
+
+
+def test_specvizs_own_heads_round_trip_with_their_shortlist(target, tokenizer, tmp_path):
+    shortlist = torch.arange(0, target.vocab_size, 2)
+    head = random_head(target, shortlist=shortlist)
+    folder = save_eagle(head, tmp_path / "ours", target.name)
+    loaded, layers = load_eagle(folder, target)
+    assert torch.equal(loaded.shortlist, shortlist) and layers == (-1,)
+    for key, value in head.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    hidden = torch.randn(3, H)
+    assert torch.allclose(loaded.logits(hidden), target.model.lm_head(hidden)[:, shortlist], atol=1e-5)
+    ids = tokenizer.encode("w7 w8 w9")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=25)))
+    events = list(generate(target, ids, Settings(max_new_tokens=25, gamma=4), EagleDrafter(loaded, layers)))
+    assert generated_ids(events) == plain
+    assert all(t % 2 == 0 for e in events for c in (e.candidates or []) for t in c)
