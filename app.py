@@ -24,14 +24,16 @@ def parse_args(argv=None):
     p.add_argument("--target", default=env("SPECVIZ_TARGET"), help="a pair of your own: target model")
     p.add_argument("--draft", default=env("SPECVIZ_DRAFT"), help="a pair of your own: draft model")
     p.add_argument("--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target")
+    p.add_argument("--eagle", default=env("SPECVIZ_EAGLE", ""), help="a pair of your own: EAGLE heads for its target")
     p.add_argument("--device", default=env("SPECVIZ_DEVICE", "auto"), choices=["auto", "cpu", "cuda"])
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
     args = p.parse_args(argv)
     if bool(args.target) != bool(args.draft):
         p.error("--target and --draft go together")
-    if args.medusa and not args.target:
-        p.error("--medusa belongs to a pair of your own (--target and --draft)")
+    for flag in ("medusa", "eagle"):
+        if getattr(args, flag) and not args.target:
+            p.error(f"--{flag} belongs to a pair of your own (--target and --draft)")
     return args
 
 
@@ -54,7 +56,7 @@ def build(args):
     gpu = torch.cuda.is_available() or spaces is not None
     custom = None
     if args.target:
-        brings = (("medusa", args.medusa),) if args.medusa else ()
+        brings = tuple((flag, getattr(args, flag)) for flag in ("medusa", "eagle") if getattr(args, flag))
         custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
     shelf = ModelShelf(pairs, args.device)

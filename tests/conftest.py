@@ -72,7 +72,22 @@ def pair_heads(pair_folders):
     return save_medusa(heads, pair_folders[0].parent / "heads", str(pair_folders[0]))
 
 
-def serve(pair_folders, pair_heads):
+@pytest.fixture(scope="session")
+def pair_eagle(pair_folders):
+    """An EAGLE head (random weights, specviz's layout) for the tiny pair's target: drafts, rarely accepted."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specviz.drafters.eagle.checkpoint import head_config, save_eagle
+    from specviz.drafters.eagle.head import EagleHead
+
+    target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
+    torch.manual_seed(0)
+    head = EagleHead(head_config({}, target.config, "eagle1"), "eagle1", target)
+    return save_eagle(head, pair_folders[0].parent / "eagle", str(pair_folders[0]))
+
+
+def serve(pair_folders, pair_heads, pair_eagle=None):
     """`python app.py` serving the tiny pair on a free port: (the process, its url)."""
     import socket
     import subprocess
@@ -88,7 +103,7 @@ def serve(pair_folders, pair_heads):
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft),
-                             "--medusa", str(pair_heads)],
+                             "--medusa", str(pair_heads), *(["--eagle", str(pair_eagle)] if pair_eagle else [])],
                             cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
@@ -107,9 +122,9 @@ def serve(pair_folders, pair_heads):
 
 
 @pytest.fixture(scope="session")
-def app_server(pair_folders, pair_heads):
+def app_server(pair_folders, pair_heads, pair_eagle):
     """The app serving the tiny pair, shared by the app and browser tests: (url, the pair's menu label)."""
-    proc, url = serve(pair_folders, pair_heads)
+    proc, url = serve(pair_folders, pair_heads, pair_eagle)
     target, draft = pair_folders
     yield url, f"{target} ← {draft}"
     proc.terminate()

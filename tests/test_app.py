@@ -212,6 +212,15 @@ def test_medusa_races_with_its_acceptance_mode_on_screen(client, pair):
     assert "error: greedy acceptance needs temperature 0" in refused[STATUS]
 
 
+def test_eagle_races_its_dynamic_tree_through_the_api(client, pair):
+    job = client.submit(pair, "eagle", "float32", "w5 w5 w5 w9", 4, 30, 0, 0, 1, 0, 3, 4, "recent", "sparse",
+                        "lossless", False, eagle_tree="dynamic", eagle_nodes=8, api_name="/run")
+    final = job.result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True and summary["lossy"] is False
+    assert "EAGLE head, dynamic tree of 8 nodes" in final[SPEC] and "sv-cand" in final[ROWS]
+
+
 def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair):
     final = run(client, pair, prompt="w1 w2 w3", drafter="draft", max_new=60, gamma=6, adaptive=True).result(timeout=120)
     summary = final[SUMMARY]

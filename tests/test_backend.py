@@ -135,6 +135,21 @@ def test_medusa_needs_heads_for_the_pair_and_loads_them_once(pair_folders, pair_
     assert all(backend.shelf.current().target.companions[k] is v for k, v in heads.items())
 
 
+def test_eagle_needs_heads_for_the_pair_and_races_identical_to_plain(pair_folders, pair_eagle):
+    target, draft = pair_folders
+    bare = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    with pytest.raises(InvalidRequest, match="no EAGLE heads for"):
+        list(bare.race(request(drafter="eagle")))
+    backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft), (("eagle", str(pair_eagle)),))], "cpu"))
+    final = list(backend.race(request(drafter="eagle", eagle_nodes=6)))[-1]
+    assert final.divergence is None and final.plain.tokens == final.spec.tokens
+    assert final.mode.startswith("EAGLE head, dynamic tree of 6 nodes") and not final.lossy
+    assert any(e.candidates for e in final.spec.events)
+    loaded = dict(backend.shelf.current().target.companions)  # the head: loaded once, kept with the pair's target
+    list(backend.sweep(request(drafter="eagle", eagle_tree="chain"), gammas=(1, 2)))
+    assert backend.shelf.current().target.companions == loaded
+
+
 def test_each_visitor_drafts_only_from_their_own_earlier_runs(backend):
     """Suffix decoding copies from earlier runs, and its rejected drafts are shown on screen: one session's runs
     must never be drafted from in another's."""

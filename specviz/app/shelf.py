@@ -41,9 +41,9 @@ HUB_PAIRS = (
     PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    # The published Medusa-1 heads (5 heads) for Vicuna-7B v1.3, with a 68M Llama drafter trained for Vicuna.
-    PairPreset("Vicuna 7B ← 68M, Medusa heads (Hub, GPU)", "lmsys/vicuna-7b-v1.3", "double7/vicuna-68m",
-               options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"),)),
+    # The published Medusa-1 heads (5 heads) and EAGLE head for Vicuna-7B v1.3, with a 68M Llama drafter for Vicuna.
+    PairPreset("Vicuna 7B ← 68M, Medusa and EAGLE heads (Hub, GPU)", "lmsys/vicuna-7b-v1.3", "double7/vicuna-68m",
+               options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"), ("eagle", "yuhuili/EAGLE-Vicuna-7B-v1.3"))),
 )
 
 

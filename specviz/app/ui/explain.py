@@ -19,7 +19,7 @@ RULES = {
                "token x with probability min(1, p(x)/q(x)): always when it likes x at least as much as the drafter did, "
                "otherwise in proportion. At the first rejection it draws its own token from what p has left over, "
                "norm(max(0, p − q)). Together this makes every token follow the target's own distribution exactly.",
-    "point": "Sampling, with a drafter that names tokens without probabilities (a lookup or Medusa's heads: q is a point "
+    "point": "Sampling, with a drafter that names tokens without probabilities (a lookup, Medusa's or EAGLE's heads: q is a point "
              "mass, q(x) = 1). The target keeps a candidate x with probability p(x); a rejected x is removed from p and "
              "the next candidate at that position is tried against what is left; when none is left, the target draws "
              "its own token from the remainder. The output follows the target's own distribution exactly.",
