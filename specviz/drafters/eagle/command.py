@@ -13,8 +13,11 @@ def add_train_eagle(sub, add_model_options) -> None:
     train.add_argument("--train-batch", type=int, default=8, help="windows per training step")
     train.add_argument("--window", type=int, default=128, help="pairs per training window")
     train.add_argument("--unroll", type=int, default=2, help="extra passes that feed the head its own guesses")
-    train.add_argument("--init", choices=("last-layer", "random"), default="last-layer",
-                       help="start the layer as a copy of the target's last decoder layer, or at random")
+    train.add_argument("--init", choices=("pass-through", "random"), default="pass-through",
+                       help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), "
+                            "or at random")
+    train.add_argument("--intermediate-size", type=int, default=0,
+                       help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)")
     train.add_argument("--shortlist", type=int, default=8192, help="the head scores only this many token ids (0: all)")
     train.add_argument("--tokens-per-prompt", type=int, default=224, help="length of each self-written answer")
     train.add_argument("--samples", type=int, default=2, help="answers per prompt: one greedy, the rest at T=0.7")
@@ -67,7 +70,7 @@ def cmd_train_eagle(args, fail, read_prompt_list) -> int:
         if cached:
             save_features(features, cached)
     head, report = train_eagle(base, features, args.steps, args.lr, args.train_batch, args.window, args.unroll,
-                               args.shortlist, init=args.init, progress=log)
+                               args.shortlist, init=args.init, intermediate=args.intermediate_size, progress=log)
     by_depth = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(report.acceptance))
     folder = save_eagle(head, args.out, args.base, dtype=base.model.dtype, extra={"specviz_training": {
         "steps": args.steps, "train_tokens": report.train_tokens, "held_out_positions": report.held_out_positions,

@@ -130,26 +130,27 @@ def _passes(head: EagleHead, feats, ids, unroll: int):
     return outs
 
 
-def _init_from_target(head: EagleHead, base: LoadedModel) -> None:
-    """Start the layer as a copy of the target's last decoder layer, and fc as 'pass the feature on'."""
-    last = base.model.get_decoder().layers[-1]
-    state = {k: v.float() for k, v in last.state_dict().items() if not k.startswith("input_layernorm")}
-    head.layers[0].load_state_dict(state, strict=True)
+def _init_pass_through(head: EagleHead) -> None:
+    """Start as 'the next feature is the last one': fc passes the feature on and the layer adds nothing yet."""
     hidden = head.config.hidden_size
+    layer = head.layers[0]
     with torch.no_grad():
-        head.fc.weight.normal_(0, 0.02 / math.sqrt(2))
+        head.fc.weight.normal_(0, 0.02)
         head.fc.weight[:, hidden:] += torch.eye(hidden)
         head.fc.bias.zero_()
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
 
 
 def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, lr: float = 5e-4,
                 batch: int = 8, width: int = 128, unroll: int = 2, shortlist: int = 8192, held_out: float = 0.1,
-                seed: int = 0, init: str = "last-layer", depth: int = 5,
+                seed: int = 0, init: str = "pass-through", depth: int = 5, intermediate: int = 0,
                 progress: Callable[[str], None] = lambda _: None) -> tuple[EagleHead, EagleReport]:
     """Steps 3-5 on cached features. Trains in float32 weights with bfloat16 matmuls on a CPU."""
     began = time.perf_counter()
     by_text = [Text(f.ids.tolist(), f.answer_from, f.group, f.teacher_forced) for f in features]
-    train_texts, _ = split_by_group(by_text, held_out, seed)
+    train_texts = [t for forced in (False, True)  # prompts and files are held out apart, each in the same share
+                   for t in split_by_group([t for t in by_text if t.teacher_forced == forced], held_out, seed)[0]]
     train_groups = {t.group for t in train_texts}
     train = [f for f in features if f.group in train_groups]
     test = [f for f in features if f.group not in train_groups and _greedy_answer(f)]
@@ -157,10 +158,10 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     vocab = model.get_output_embeddings().weight.shape[0]
     chosen = make_shortlist(train_texts, vocab, shortlist) if 0 < shortlist < vocab else None
     torch.manual_seed(seed)
-    config = head_config({}, model.config, "eagle1")
+    config = head_config({"intermediate_size": intermediate or model.config.intermediate_size}, model.config, "eagle1")
     head = EagleHead(config, "eagle1", model, shortlist=chosen).float()
-    if init == "last-layer":
-        _init_from_target(head, base)
+    if init == "pass-through":
+        _init_pass_through(head)
     where = torch.full((vocab,), -100, dtype=torch.long)
     where[chosen if chosen is not None else torch.arange(vocab)] = torch.arange(len(chosen) if chosen is not None else vocab)
     spans = _windows(train, width)
