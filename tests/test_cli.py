@@ -181,6 +181,31 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
     assert code == 2 and "no Medusa heads for" in err
 
 
+def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(capsys, model_folder, tmp_path):
+    base = ["generate", "--target", str(model_folder), "--prompt", "w5 w6 w5 w6", "--no-chat", "--max-new-tokens", "25",
+            "--dtype", "float32", "--json"]
+    plain = json.loads(run_cli(capsys, *base)[1])
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps(["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10 w11", "w12", "w13 w14 w15"]))
+    code, out, err = run_cli(capsys, "train-eagle", "--base", str(model_folder), "--out", str(tmp_path / "eagle"),
+                             "--prompts", str(texts), "--samples", "2", "--tokens-per-prompt",
+                             "40", "--steps", "5", "--window", "16", "--dtype", "float32")
+    assert code == 0 and "held-out chain acceptance by depth 1:" in out, err
+    config = json.loads((tmp_path / "eagle" / "config.json").read_text())
+    assert config["specviz_training"]["steps"] == 5 and len(config["specviz_training"]["held_out_acceptance_by_depth"]) == 5
+    for tree in ("dynamic", "chain"):
+        code, out, err = run_cli(capsys, *base, "--drafter", "eagle", "--eagle", str(tmp_path / "eagle"), "--gamma", "4",
+                                 "--eagle-tree", tree, "--eagle-nodes", "6")
+        assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"], err
+    for extra, words in ((["--eagle", str(tmp_path)], "not an EAGLE checkpoint"), ([], "no EAGLE heads for"),
+                         (["--eagle", str(tmp_path / "eagle"), "--eagle-nodes", "1"], "EAGLE tree nodes must be"),
+                         (["--eagle", str(tmp_path / "eagle"), "--eagle-tree", "bushy"], "invalid choice: 'bushy'")):
+        code, _, err = run_cli(capsys, *base, "--drafter", "eagle", *extra)
+        assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, "train-eagle", "--out", str(tmp_path / "x"), "--unroll", "-1")
+    assert code == 2 and err.strip() == "error: --unroll must be at least 0, got -1"
+
+
 def test_an_int8_draft_through_the_cli_equals_plain_and_an_int8_target_runs(capsys, model_folder):
     base = gen(model_folder, "--prompt", "w7 w8 w9", "--no-chat", "--max-new-tokens", "20", "--json")
     code, out, _ = run_cli(capsys, *base)
