@@ -65,9 +65,9 @@ def test_the_oracle_drafter_needs_greedy(target):
         build_drafter("oracle", Settings(temperature=0.5), None, target, options={"reference": [1], "alpha": 1.0})
 
 
-def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, tmp_path):
+def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, pair_eagle, tmp_path):
     target, draft = pair_folders
-    code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads),
+    code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle),
                  "--kinds", "code,chat,context-120", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
                  "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--draft-dtype", "float32,int8",
                  "--out", str(tmp_path)])
@@ -76,7 +76,7 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
     ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
     greedy = [r for r in ours if r["temperature"] == 0]
-    methods = {"draft", "ngram", "history", "suffix", "medusa", "oracle α=0", "oracle α=1"}
+    methods = {"draft", "ngram", "history", "suffix", "medusa", "eagle", "oracle α=0", "oracle α=1"}
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
         (m, g) for m in methods for g in (1, 3, "adaptive")}
     assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
@@ -108,7 +108,7 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,suffix,medusa,oracle, got 'draft,magic'"),
+    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,suffix,medusa,eagle,oracle, got 'draft,magic'"),
     (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
     (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
     (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),

@@ -183,7 +183,7 @@ def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
         page.wait_for_selector("#sv-status:has-text('comparison: done')", timeout=180_000)
         rows = page.locator("#sv-compare-table tbody tr")
         names = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
-        assert names == ["plain", "draft", "ngram", "history", "suffix", "medusa"]
+        assert names == ["plain", "draft", "ngram", "history", "suffix", "medusa", "eagle"]
         for i in range(rows.count()):  # every drafter ran: a speed and the identity verdict in each row
             cells = rows.nth(i).locator("td").all_inner_texts()
             assert cells[1] != "–" and "yes" in cells[7], cells  # identical to plain
