@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .errors import InvalidRequest, SpecvizError
 from .flags import add_model_options, add_option_flags, given_options
-from .runtime import ASSETS, quiet_transformers
+from .runtime import quiet_transformers
 from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt
 
 
@@ -100,28 +100,9 @@ def build_parser() -> Parser:
 
     add_bench_options(bench)
 
-    train = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
-    train.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
-    train.add_argument("--out", required=True, help="folder for config.json + medusa_lm_head.safetensors")
-    train.add_argument("--heads", type=int, default=4)
-    train.add_argument("--layers", type=int, default=1)
-    train.add_argument("--steps", type=int, default=300)
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--train-batch", type=int, default=64, help="rows per training step")
-    train.add_argument("--tokens-per-prompt", type=int, default=96, help="length of each self-written text")
-    train.add_argument("--samples", type=int, default=4, help="texts per prompt: one greedy, the rest sampled at T=0.7")
-    train.add_argument("--prompts", help="JSON file: a list of prompts or {kind: [prompts]} (default: assets/medusa_prompts.json)")
-    train.add_argument("--shortlist", type=int, default=8192,
-                       help="heads score only this many token ids (0 = the whole vocabulary)")
-    train.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
-    train.add_argument("--local-text", action="append", default=[], metavar="PATH",
-                       help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced")
-    train.add_argument("--local-tokens", type=int, default=200_000, help="how many ids of --local-text to read")
-    train.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
-    add_model_options(train)
-    from .drafters.eagle.command import add_train_eagle
+    from .train_cli import add_train_commands
 
-    add_train_eagle(sub, add_model_options)
+    add_train_commands(sub, add_model_options)
     return parser
 
 
@@ -134,12 +115,10 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "snapshot":
             return cmd_snapshot(args)
-        if args.command == "train-medusa":
-            return cmd_train_medusa(args)
-        if args.command == "train-eagle":
-            from .drafters.eagle.command import cmd_train_eagle
+        if args.command in ("train-medusa", "train-eagle"):
+            from .train_cli import cmd_train_eagle, cmd_train_medusa
 
-            return cmd_train_eagle(args, _fail, read_prompt_list)
+            return (cmd_train_medusa if args.command == "train-medusa" else cmd_train_eagle)(args)
         from .bench.suite import cmd_bench
 
         return cmd_bench(args)
@@ -267,56 +246,4 @@ def cmd_prepare(args) -> int:
             print(f"skipped: {exc}", file=sys.stderr)
             continue
         print(f"{name}: {ensure_converted(PRESETS[name], rebuild=args.rebuild)}")
-    return 0
-
-
-def read_prompt_list(path: Path) -> list[str]:
-    """Prompts from a JSON list, or from every list in a JSON object (keys starting with '_' are notes)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidRequest(f"cannot read prompts from {path}: {exc}") from None
-    lists = [data] if isinstance(data, list) else [v for k, v in data.items() if not k.startswith("_")] if isinstance(data, dict) else []
-    prompts = [p for group in lists if isinstance(group, list) for p in group if isinstance(p, str) and p.strip()]
-    if not prompts:
-        raise InvalidRequest(f"{path} holds no prompts (expected a JSON list of strings or {{kind: [strings]}})")
-    return prompts
-
-
-def cmd_train_medusa(args) -> int:
-    for name, value, low in (("--heads", args.heads, 1), ("--layers", args.layers, 1), ("--steps", args.steps, 1),
-                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1),
-                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1),
-                             ("--local-tokens", args.local_tokens, 1), ("--train-batch", args.train_batch, 1)):
-        if value < low:
-            return _fail(f"{name} must be at least {low}, got {value}")
-    if args.dtype == "int8":
-        return _fail("train-medusa trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
-    quiet_transformers()
-    from .drafters.medusa.heads import save_medusa
-    from .drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
-    from .drafters.medusa.train import train_heads
-    from .models import load_model
-
-    prompts = read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
-    base = load_model(args.base, args.dtype, args.device)
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    cache = Path(args.texts) if args.texts else None
-    if cache and cache.is_file():
-        texts = load_texts(cache)
-        log(f"read {len(texts)} texts from {cache}")
-    else:
-        log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
-        texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=log)
-        if cache:
-            save_texts(texts, cache)
-    if args.local_text:
-        texts += local_texts(base, args.local_text, args.local_tokens)
-        log(f"{sum(len(t.ids) for t in texts if t.teacher_forced)} ids of local text, teacher-forced")
-    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, batch=args.train_batch,
-                                shortlist=args.shortlist, progress=log)
-    folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
-    accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
-    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
-          f"{report.seconds:.0f} s; held-out top-1 {accuracy}")
     return 0

@@ -83,7 +83,7 @@ def pair_eagle(pair_folders):
 
     target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
     torch.manual_seed(0)
-    head = EagleHead(head_config({}, target.config, "eagle1"), "eagle1", target)
+    head = EagleHead(head_config({}, target.config), "eagle1", target)
     return save_eagle(head, pair_folders[0].parent / "eagle", str(pair_folders[0]))
 
 

@@ -21,7 +21,7 @@ from test_mutants import RUNS, SETTINGS as LAW_SETTINGS, exact_law, sampled, sen
 
 def random_head(target, layout="eagle1", seed=0, draft_vocab=0, shortlist=None):
     torch.manual_seed(seed)
-    head = EagleHead(head_config({}, target.model.config, layout), layout, target.model, draft_vocab=draft_vocab,
+    head = EagleHead(head_config({}, target.model.config), layout, target.model, draft_vocab=draft_vocab,
                      shortlist=shortlist).eval()
     if layout == "eagle3":
         with torch.no_grad():
@@ -56,15 +56,21 @@ def test_eagle3_drafts_only_mapped_ids(target, tokenizer):
     assert drafted and all(t % 3 == 0 for t in drafted)
 
 
+def started(target, head, tokens, nodes):
+    """A dynamic-tree drafter after the prompt `tokens`, as the engine leaves it: all but the last token cached."""
+    lm = CachedLM(target.model, keep_hidden=True)
+    lm.extend(torch.tensor(tokens[:-1]))
+    drafter = EagleDrafter(head, (-1,), "dynamic", nodes=nodes)
+    drafter.start(tokens, lm)
+    return lm, drafter
+
+
 def test_every_tree_node_gets_what_its_path_alone_gives(target, tokenizer):
     """The head's tree attention (mask, positions = depth, cache columns) against the head run causally over the
     committed pairs and the node's own path."""
     head = random_head(target, seed=4)
     tokens = tokenizer.encode("w3 w9 w27 w4 w16 w8")
-    lm = CachedLM(target.model, keep_hidden=True)
-    lm.extend(torch.tensor(tokens[:-1]))
-    drafter = EagleDrafter(head, (-1,), "dynamic", nodes=20)
-    drafter.start(tokens, lm)
+    lm, drafter = started(target, head, tokens, nodes=20)
     with torch.inference_mode():
         nodes = drafter.grow_tree(4)
     fed = [n for n in nodes if n[4] is not None]
@@ -90,14 +96,17 @@ def test_every_tree_node_gets_what_its_path_alone_gives(target, tokenizer):
 def test_the_kept_tree_is_the_best_scored_nodes_and_closed_under_parents(target, tokenizer):
     head = random_head(target, seed=5)
     tokens = tokenizer.encode("w1 w2 w3")
-    lm = CachedLM(target.model, keep_hidden=True)
-    lm.extend(torch.tensor(tokens[:-1]))
-    drafter = EagleDrafter(head, (-1,), "dynamic", nodes=7)
-    drafter.start(tokens, lm)
+    _, drafter = started(target, head, tokens, nodes=7)
     proposal = drafter.propose(tokens, 4)
     tree = build_tree(proposal.candidates)
     assert len(tree.tokens) == 7
     assert drafter.cache.get_seq_length() == drafter.fed == len(tokens) - 1  # drafts forgotten
+    with torch.inference_mode():  # the same growth again, from the same committed pairs
+        nodes = drafter.grow_tree(4)
+    best = sorted(range(len(nodes)), key=lambda n: (-nodes[n][3], n))[:7]
+    assert all(nodes[n][1] < 0 or nodes[n][1] in best for n in best)  # closed under parents
+    kept = {EagleDrafter._path(nodes, n) for n in best}
+    assert kept == {tuple(tree.tokens[m] for m in tree.path_to(node)) for node in range(len(tree.tokens))}
 
 
 def test_hidden_rows_follow_rollback_and_compaction(target, tokenizer):

@@ -4,7 +4,7 @@ specviz's own; train.py: self-distillation on a CPU)."""
 
 from dataclasses import dataclass
 
-from ...errors import InvalidRequest
+from ..heads_common import heads_for
 from ..kinds import DrafterKind, Options, option
 
 TREES = ("dynamic", "chain")
@@ -24,11 +24,7 @@ class EagleOptions(Options):
 def _location(options: EagleOptions, target_name: str):
     from .checkpoint import shipped_eagle
 
-    where = options.eagle or shipped_eagle(target_name)
-    if not where:
-        raise InvalidRequest(f"no EAGLE heads for '{target_name}': none ship with specviz for it; give some "
-                             "(--eagle HEADS, or a pair with heads) or train them with train-eagle")
-    return where
+    return heads_for(options.eagle, shipped_eagle(target_name), target_name, "EAGLE heads", "--eagle", "train-eagle")
 
 
 def _build(options: EagleOptions, ctx):

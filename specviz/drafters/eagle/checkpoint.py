@@ -16,11 +16,10 @@ import torch
 
 from ...errors import SpecvizError
 from ...runtime import ASSETS
-from ..head_files import locate_heads
+from ..heads_common import SHORTLIST_FILE, check_base, locate_heads, read_shortlist, shipped_folder, write_shortlist
 from .head import EagleHead
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-SHORTLIST_FILE = "head_vocab.json"
 SHIPPED = ASSETS / "eagle"  # trained heads for the offline presets
 SHAPE_FIELDS = ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
                 "rms_norm_eps", "attention_bias", "mlp_bias")
@@ -31,11 +30,7 @@ class EagleCheckpointError(SpecvizError):
 
 
 def shipped_eagle(base_name: str) -> Path | None:
-    name = str(base_name)
-    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
-        return None
-    folder = SHIPPED / name
-    return folder if (folder / "config.json").is_file() else None
+    return shipped_folder(SHIPPED, base_name)
 
 
 def read_state(folder: Path) -> dict[str, torch.Tensor]:
@@ -68,7 +63,7 @@ def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
     return (2, num_layers // 2, num_layers - 3)
 
 
-def head_config(saved: dict, target_config, layout: str):
+def head_config(saved: dict, target_config):
     """The layer's config: the target's, with the head's own sizes; what would not fit the target is refused."""
     model_type = saved.get("model_type")
     if model_type and model_type != target_config.model_type:
@@ -109,20 +104,17 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
         assert isinstance(saved, dict)
     except (ValueError, AssertionError):
         raise EagleCheckpointError(f"{folder / 'config.json'} is not a JSON object") from None
-    named = str(saved.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
-    if named and named != str(target.name).rstrip("/").split("/")[-1].lower():
-        raise EagleCheckpointError(f"these EAGLE heads were trained for '{saved['base_model_name_or_path']}', "
-                                   f"not '{target.name}'")
+    check_base(saved, target.name, "EAGLE heads", EagleCheckpointError)
     state = read_state(folder)
     layout = layout_of(state)
     model = target.model
-    config = head_config(saved, model.config, layout)
+    config = head_config(saved, model.config)
     embed = state.pop("embed_tokens.weight", None)
     if embed is not None and tuple(embed.shape) != tuple(model.get_input_embeddings().weight.shape):
         raise EagleCheckpointError(f"EAGLE weight embed_tokens.weight has shape {tuple(embed.shape)}; the target's "
                                    f"embedding is {tuple(model.get_input_embeddings().weight.shape)}")
     draft_vocab = state["lm_head.weight"].shape[0] if layout == "eagle3" and "lm_head.weight" in state else 0
-    shortlist = _read_shortlist(folder, config.vocab_size)
+    shortlist = read_shortlist(folder, config.vocab_size, EagleCheckpointError)
     if shortlist is not None and layout != "eagle1":
         raise EagleCheckpointError("a vocabulary shortlist (head_vocab.json) goes with EAGLE-1-layout heads only")
     head = EagleHead(config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist)
@@ -142,20 +134,6 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     return head.to(device=target.device, dtype=dtype).eval(), layers
 
 
-def _read_shortlist(folder: Path, vocab: int) -> torch.Tensor | None:
-    path = folder / SHORTLIST_FILE
-    if not path.is_file():
-        return None
-    try:
-        ids = json.loads(path.read_text())
-        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise EagleCheckpointError(f"{path} must be a non-empty JSON list of token ids below {vocab}")
-    return torch.tensor(ids)
-
-
 def save_eagle(head: EagleHead, folder, base_name: str, dtype: torch.dtype | None = None, extra: dict | None = None) -> Path:
     """config.json (the layer's sizes, the base's name) + model.safetensors (+ head_vocab.json for a shortlist)."""
     from safetensors.torch import save_file
@@ -170,6 +148,5 @@ def save_eagle(head: EagleHead, folder, base_name: str, dtype: torch.dtype | Non
     save_file({k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
                for k, v in head.state_dict().items()},
               str(folder / WEIGHT_FILES[0]))
-    if head.shortlist is not None:
-        (folder / SHORTLIST_FILE).write_text(json.dumps(head.shortlist.tolist()) + "\n")
+    write_shortlist(folder, head.shortlist)
     return folder

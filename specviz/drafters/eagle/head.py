@@ -19,7 +19,7 @@ embedding and RMSNorm, composed; no modeling file is copied):
 import torch
 from torch import nn
 
-from ...models.loading import linear_weight
+from ..heads_common import register_shortlist
 
 LAYOUTS = ("eagle1", "eagle3")
 
@@ -55,18 +55,11 @@ class EagleHead(nn.Module):
             self.lm_head = nn.Linear(hidden, draft_vocab, bias=False)
             self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.long))
             self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
-        self.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
-        if shortlist is not None:  # the shortlisted rows of the shared LM head (a buffer: .to() moves it)
-            self.register_buffer("rows", linear_weight(self._shared[1]).detach()[self.shortlist].clone(),
-                                 persistent=False)
+        register_shortlist(self, self._shared[1], shortlist)
 
     @property
     def layer(self) -> nn.Module:
         return self.layers[0] if self.layout == "eagle1" else self.midlayer
-
-    @property
-    def feature_size(self) -> int:
-        return self.fc.in_features - (self.config.hidden_size if self.layout == "eagle1" else 0)
 
     def forward(self, features: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                 cache=None) -> torch.Tensor:

@@ -88,19 +88,18 @@ def _windows(features: list[Features], width: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _batch(features: list[Features], spans, width: int, where: torch.Tensor):
-    """Pairs (f_i, x_{i+1}) of each window, the true next features f_{i+1}, the target's greedy token after
-    x_{i+1} as a shortlist index (-100 outside it), and which rows count (labels inside the answer)."""
-    feats, ids, nxt, labels, counts = [], [], [], [], []
+def _batch(features: list[Features], spans, width: int):
+    """Pairs (f_i, x_{i+1}) of each window, the true next features f_{i+1}, and which rows count (their label,
+    token i + 2, inside the answer)."""
+    feats, ids, nxt, counts = [], [], [], []
     for n, s in spans:
         f = features[n]
         rows = torch.arange(s, s + width)
         feats.append(f.hidden[rows])
         ids.append(f.ids[rows + 1])
         nxt.append(f.hidden[rows + 1])
-        labels.append(where[f.greedy[rows + 1]])
         counts.append(rows + 2 >= max(f.answer_from, 1))  # the label is token i + 2: an answer token
-    return torch.stack(feats), torch.stack(ids), torch.stack(nxt), torch.stack(labels), torch.stack(counts)
+    return torch.stack(feats), torch.stack(ids), torch.stack(nxt), torch.stack(counts)
 
 
 def _pass_mask(width: int, k: int, dtype) -> torch.Tensor:
@@ -158,12 +157,10 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     vocab = model.get_output_embeddings().weight.shape[0]
     chosen = make_shortlist(train_texts, vocab, shortlist) if 0 < shortlist < vocab else None
     torch.manual_seed(seed)
-    config = head_config({"intermediate_size": intermediate or model.config.intermediate_size}, model.config, "eagle1")
+    config = head_config({"intermediate_size": intermediate or model.config.intermediate_size}, model.config)
     head = EagleHead(config, "eagle1", model, shortlist=chosen).float()
     if init == "pass-through":
         _init_pass_through(head)
-    where = torch.full((vocab,), -100, dtype=torch.long)
-    where[chosen if chosen is not None else torch.arange(vocab)] = torch.arange(len(chosen) if chosen is not None else vocab)
     spans = _windows(train, width)
     progress(f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {width}), "
              f"{len(test)} held-out answers")
@@ -177,7 +174,7 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     head.train()
     for step in range(steps):
         pick = torch.randint(len(spans), (min(batch, len(spans)),), generator=generator).tolist()
-        feats, ids, nxt, labels, counts = _batch(train, [spans[i] for i in pick], width, where)
+        feats, ids, nxt, counts = _batch(train, [spans[i] for i in pick], width)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             outs = _passes(head, feats.float(), ids, unroll)
             with torch.no_grad():
@@ -200,7 +197,7 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
     head.eval()
-    acceptance, positions = chain_acceptance(head, test, depth, where)
+    acceptance, positions = chain_acceptance(head, test, depth)
     return head, EagleReport(steps, first, last, acceptance, positions, sum(len(f.ids) for f in train),
                              time.perf_counter() - began)
 
@@ -213,8 +210,7 @@ def _greedy_answer(f: Features) -> bool:
 
 
 @torch.no_grad()
-def chain_acceptance(head: EagleHead, texts: list[Features], depth: int, where: torch.Tensor | None = None
-                     ) -> tuple[tuple[float, ...], int]:
+def chain_acceptance(head: EagleHead, texts: list[Features], depth: int) -> tuple[tuple[float, ...], int]:
     """Step 5 on whole texts: the share of answer positions from which a greedy chain of the head's top guesses
     matches the target's greedy tokens for 1..depth tokens (the target's own tokens being the text's)."""
     hits = torch.zeros(depth)

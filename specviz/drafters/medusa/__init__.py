@@ -3,7 +3,7 @@ guesses is verified in one forward (heads.py: the heads and their checkpoints; t
 
 from dataclasses import dataclass
 
-from ...errors import InvalidRequest
+from ..heads_common import heads_for
 from ..kinds import DrafterKind, Options, option
 from .drafter import TREES, MedusaDrafter, medusa_tree
 
@@ -23,11 +23,7 @@ class MedusaOptions(Options):
 def _location(options: MedusaOptions, target_name: str):
     from .heads import shipped_heads
 
-    where = options.medusa or shipped_heads(target_name)
-    if not where:
-        raise InvalidRequest(f"no Medusa heads for '{target_name}': none ship with specviz for it; give some "
-                             "(--medusa HEADS, or a pair with heads) or train them with train-medusa")
-    return where
+    return heads_for(options.medusa, shipped_heads(target_name), target_name, "Medusa heads", "--medusa", "train-medusa")
 
 
 def _build(options: MedusaOptions, ctx) -> MedusaDrafter:

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from ...errors import SpecvizError
-from ...models.loading import linear_weight
 from ...runtime import ASSETS
-from ..head_files import locate_heads as shared_locate
+from ..heads_common import (SHORTLIST_FILE, check_base, locate_heads as shared_locate, read_shortlist,
+                            register_shortlist, shipped_folder, write_shortlist)
 
 
 class MedusaCheckpointError(SpecvizError):
@@ -47,10 +47,7 @@ class MedusaHeads(nn.Module):
             for _ in range(num_heads))
         self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
         self.num_layers = num_layers
-        # the shortlist and its rows of the LM head are buffers, so .to() moves them with the heads
-        self.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
-        if self.shortlist is not None:
-            self.register_buffer("rows", linear_weight(lm_head).detach()[self.shortlist].clone(), persistent=False)
+        register_shortlist(self, lm_head, shortlist)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] hidden states -> [K, ..., V'] logits, head k guessing k + 2 places ahead; V' is the
@@ -72,7 +69,6 @@ class MedusaHeads(nn.Module):
 
 
 WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
-SHORTLIST_FILE = "head_vocab.json"
 
 
 def read_state(folder: Path) -> dict[str, torch.Tensor]:
@@ -103,11 +99,7 @@ SHIPPED = ASSETS / "medusa"  # trained heads for the offline presets
 
 def shipped_heads(base_name: str) -> Path | None:
     """The heads folder specviz ships for an offline preset, if any."""
-    name = str(base_name)
-    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
-        return None
-    folder = SHIPPED / name
-    return folder if (folder / "config.json").is_file() else None
+    return shipped_folder(SHIPPED, base_name)
 
 
 def locate_heads(spec: str | Path) -> Path:
@@ -121,13 +113,11 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     if not (folder / "config.json").is_file():
         raise MedusaCheckpointError(f"'{folder}' is not a Medusa checkpoint (no config.json)")
     config = json.loads((folder / "config.json").read_text())
-    named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
-    if named and named != str(base.name).rstrip("/").split("/")[-1].lower():
-        raise MedusaCheckpointError(f"these heads were trained for '{config['base_model_name_or_path']}', not '{base.name}'")
+    check_base(config, base.name, "heads", MedusaCheckpointError)
     state = read_state(folder)
     heads, layers, compact = _shape_of(state)
     hidden, vocab = base.model.config.hidden_size, base.vocab_size
-    shortlist = _read_shortlist(folder, vocab)
+    shortlist = read_shortlist(folder, vocab, MedusaCheckpointError)
     module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None,
                          shortlist)
     expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
@@ -143,20 +133,6 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     return module.to(device=base.device, dtype=base.model.dtype).eval()
 
 
-def _read_shortlist(folder: Path, vocab: int) -> torch.Tensor | None:
-    path = folder / SHORTLIST_FILE
-    if not path.is_file():
-        return None
-    try:
-        ids = json.loads(path.read_text())
-        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise MedusaCheckpointError(f"{path} must be a non-empty JSON list of token ids below {vocab}")
-    return torch.tensor(ids)
-
-
 def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: torch.dtype | None = None) -> Path:
     """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear),
     plus head_vocab.json for a shortlist; `dtype` (e.g. bfloat16) halves the file of fp32-trained heads."""
@@ -169,6 +145,5 @@ def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: t
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     save_file({k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
               str(folder / WEIGHT_FILES[0]))
-    if heads.shortlist is not None:
-        (folder / SHORTLIST_FILE).write_text(json.dumps(heads.shortlist.tolist()) + "\n")
+    write_shortlist(folder, heads.shortlist)
     return folder

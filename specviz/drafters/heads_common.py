@@ -1,0 +1,84 @@
+"""What heads on a frozen target share (Medusa, EAGLE): where their folder comes from (shipped, local or the Hub),
+the checks on what it names, and the vocabulary shortlist that lets them score only some rows of the LM head.
+Each kind names its own files, words and error class."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..errors import InvalidRequest
+from ..models.loading import linear_weight
+
+SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads score
+
+
+def shipped_folder(root: Path, base_name: str) -> Path | None:
+    """The heads folder specviz ships under `root` for an offline preset, if any."""
+    name = str(base_name)
+    if not name or "/" in name or "\\" in name or name.startswith("."):  # a path or Hub id is not a preset name
+        return None
+    folder = root / name
+    return folder if (folder / "config.json").is_file() else None
+
+
+def heads_for(given, shipped: Path | None, target_name: str, what: str, flag: str, trainer: str):
+    """The heads location asked for, else the shipped one; neither: one line saying how to get some."""
+    where = given or shipped
+    if not where:
+        raise InvalidRequest(f"no {what} for '{target_name}': none ship with specviz for it; give some "
+                             f"({flag} HEADS, or a pair with heads) or train them with {trainer}")
+    return where
+
+
+def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -> Path:
+    """A local folder, or a Hub repo id (owner/name) whose `patterns` are fetched; with the Hub off or unreachable
+    (checked the way models are), only the local cache can serve it. Failures are one line of `error`."""
+    from ..models.loading import hub_offline, hub_unreachable_reason, looks_like_hub_id
+
+    folder = Path(str(spec)).expanduser()
+    if folder.exists() or not looks_like_hub_id(str(spec)):
+        return folder
+    cache_only = hub_offline() or hub_unreachable_reason() is not None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(spec), allow_patterns=patterns, local_files_only=cache_only))
+    except Exception as exc:  # offline, no such repo, ...: one line
+        where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
+        raise error(f"cannot fetch {what} '{spec}' from {where}: "
+                    f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
+
+
+def check_base(config: dict, target_name: str, what: str, error: type[Exception]) -> None:
+    """Heads whose config names another base model than the target are refused (a config naming none passes)."""
+    named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()
+    if named and named != str(target_name).rstrip("/").split("/")[-1].lower():
+        raise error(f"these {what} were trained for '{config['base_model_name_or_path']}', not '{target_name}'")
+
+
+def read_shortlist(folder: Path, vocab: int, error: type[Exception]) -> torch.Tensor | None:
+    path = folder / SHORTLIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        ids = json.loads(path.read_text())
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab for i in ids)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise error(f"{path} must be a non-empty JSON list of token ids below {vocab}")
+    return torch.tensor(ids)
+
+
+def write_shortlist(folder: Path, shortlist: torch.Tensor | None) -> None:
+    if shortlist is not None:
+        (folder / SHORTLIST_FILE).write_text(json.dumps(shortlist.tolist()) + "\n")
+
+
+def register_shortlist(module: torch.nn.Module, lm_head: torch.nn.Module | None, shortlist: torch.Tensor | None) -> None:
+    """`module.shortlist` (the ids, or None) and `module.rows`, their rows of the LM head: buffers, so .to() moves
+    them with the heads, kept out of the state dict (the shortlist has its own file)."""
+    module.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
+    if shortlist is not None:
+        module.register_buffer("rows", linear_weight(lm_head).detach()[module.shortlist].clone(), persistent=False)

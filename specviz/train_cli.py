@@ -1,0 +1,150 @@
+"""`train-medusa` and `train-eagle`: heads trained on a frozen model by self-distillation. Both share the flags that
+make the training text (prompts answered by the base, local files read teacher-forced, a cache of the texts), their
+checks and the gathering of that text; each adds its own. No torch at import: the CLI parses first."""
+
+import json
+import sys
+from pathlib import Path
+
+from .errors import InvalidRequest
+from .runtime import ASSETS, quiet_transformers
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def add_train_commands(sub, add_model_options) -> None:
+    medusa = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
+    _text_flags(medusa, "folder for config.json + medusa_lm_head.safetensors", steps=300, lr=1e-3, train_batch=64,
+                train_batch_help="rows per training step", tokens=96, samples=4, local_tokens=200_000,
+                text_word="text")
+    medusa.add_argument("--heads", type=int, default=4)
+    medusa.add_argument("--layers", type=int, default=1)
+    add_model_options(medusa)
+
+    eagle = sub.add_parser("train-eagle", help="train an EAGLE head on a frozen model by self-distillation")
+    _text_flags(eagle, "folder for config.json + model.safetensors (+ head_vocab.json)", steps=400, lr=5e-4,
+                train_batch=8, train_batch_help="windows per training step", tokens=224, samples=2,
+                local_tokens=90_000, text_word="answer")
+    eagle.add_argument("--window", type=int, default=128, help="pairs per training window")
+    eagle.add_argument("--unroll", type=int, default=2, help="extra passes that feed the head its own guesses")
+    eagle.add_argument("--init", choices=("pass-through", "random"), default="pass-through",
+                       help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), "
+                            "or at random")
+    eagle.add_argument("--intermediate-size", type=int, default=0,
+                       help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)")
+    eagle.add_argument("--features", metavar="FILE", help="keep the target's features here and reuse them when it exists")
+    add_model_options(eagle)
+
+
+def _text_flags(p, out_help: str, steps: int, lr: float, train_batch: int, train_batch_help: str, tokens: int,
+                samples: int, local_tokens: int, text_word: str) -> None:
+    p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
+    p.add_argument("--out", required=True, help=out_help)
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--train-batch", type=int, default=train_batch, help=train_batch_help)
+    p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
+    p.add_argument("--samples", type=int, default=samples,
+                   help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7")
+    p.add_argument("--prompts", help="JSON file: a list of prompts or {kind: [prompts]} "
+                                     "(default: assets/medusa_prompts.json, none of them a benchmark prompt)")
+    p.add_argument("--shortlist", type=int, default=8192, help="heads score only this many token ids (0 = the whole vocabulary)")
+    p.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
+    p.add_argument("--local-text", action="append", default=[], metavar="PATH",
+                   help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced")
+    p.add_argument("--local-tokens", type=int, default=local_tokens, help="how many ids of --local-text to read")
+    p.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
+
+
+def _check(args, command: str, *own: tuple[str, int, int]) -> list[str]:
+    """The shared checks and the command's own (flag, value, lowest); then the prompts, read before any model loads."""
+    for name, value, low in (("--steps", args.steps, 1), ("--train-batch", args.train_batch, 1), *own,
+                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1),
+                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1),
+                             ("--local-tokens", args.local_tokens, 1)):
+        if value < low:
+            raise InvalidRequest(f"{name} must be at least {low}, got {value}")
+    if args.dtype == "int8":
+        raise InvalidRequest(f"{command} trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
+    return read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
+
+
+def read_prompt_list(path: Path) -> list[str]:
+    """Prompts from a JSON list, or from every list in a JSON object (keys starting with '_' are notes)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidRequest(f"cannot read prompts from {path}: {exc}") from None
+    lists = [data] if isinstance(data, list) else [v for k, v in data.items() if not k.startswith("_")] if isinstance(data, dict) else []
+    prompts = [p for group in lists if isinstance(group, list) for p in group if isinstance(p, str) and p.strip()]
+    if not prompts:
+        raise InvalidRequest(f"{path} holds no prompts (expected a JSON list of strings or {{kind: [strings]}})")
+    return prompts
+
+
+def _texts(base, args, prompts: list[str]):
+    """The self-written answers (from --texts when it exists, else written and kept there) and the local text."""
+    from .drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
+
+    cache = Path(args.texts) if args.texts else None
+    if cache and cache.is_file():
+        texts = load_texts(cache)
+        _log(f"read {len(texts)} texts from {cache}")
+    else:
+        _log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
+        texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=_log)
+        if cache:
+            save_texts(texts, cache)
+    if args.local_text:
+        texts += local_texts(base, args.local_text, args.local_tokens)
+        _log(f"{sum(len(t.ids) for t in texts if t.teacher_forced)} ids of local text, teacher-forced")
+    return texts
+
+
+def cmd_train_medusa(args) -> int:
+    prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
+    quiet_transformers()
+    from .drafters.medusa.heads import save_medusa
+    from .drafters.medusa.train import train_heads
+    from .models import load_model
+
+    base = load_model(args.base, args.dtype, args.device)
+    texts = _texts(base, args, prompts)
+    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, batch=args.train_batch,
+                                shortlist=args.shortlist, progress=_log)
+    folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
+    accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
+    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
+          f"{report.seconds:.0f} s; held-out top-1 {accuracy}")
+    return 0
+
+
+def cmd_train_eagle(args) -> int:
+    """Texts, then the target's features (from --features when it exists, else read and kept there), then training."""
+    prompts = _check(args, "train-eagle", ("--window", args.window, 8), ("--unroll", args.unroll, 0))
+    quiet_transformers()
+    from .drafters.eagle.checkpoint import save_eagle
+    from .drafters.eagle.train import load_features, read_features, save_features, train_eagle
+    from .models import load_model
+
+    base = load_model(args.base, args.dtype, args.device)
+    cached = Path(args.features) if args.features else None
+    if cached and cached.is_file():
+        features = load_features(cached)
+        _log(f"read the features of {len(features)} texts from {cached}")
+    else:
+        features = read_features(base, _texts(base, args, prompts), progress=_log)
+        if cached:
+            save_features(features, cached)
+    head, report = train_eagle(base, features, args.steps, args.lr, args.train_batch, args.window, args.unroll,
+                               args.shortlist, init=args.init, intermediate=args.intermediate_size, progress=_log)
+    by_depth = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(report.acceptance))
+    folder = save_eagle(head, args.out, args.base, dtype=base.model.dtype, extra={"specviz_training": {
+        "steps": args.steps, "train_tokens": report.train_tokens, "held_out_positions": report.held_out_positions,
+        "held_out_acceptance_by_depth": [round(a, 4) for a in report.acceptance], "seconds": round(report.seconds)}})
+    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
+          f"{report.seconds:.0f} s; held-out chain acceptance by depth {by_depth} (tau of a 5-deep chain "
+          f"{report.tau:.2f}, {report.held_out_positions} positions)")
+    return 0
