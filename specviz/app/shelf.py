@@ -8,6 +8,7 @@ from typing import Callable, Iterator, Optional
 
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
+from ..models.device import check_fits, weight_bytes
 from ..models.loading import check_loadable, check_precision
 from ..models.vocabulary import check_draft_fits
 from ..models.offline import PRESETS, converted_path, locate_parts
@@ -67,6 +68,13 @@ class LoadedPair:
     draft_dtype: str = ""  # the draft's precision
 
 
+def held_bytes(pair: Optional[LoadedPair]) -> int:
+    """The bytes of a loaded pair's weights: what loading another pair in its place frees."""
+    if pair is None:
+        return 0
+    return sum(p.numel() * p.element_size() for m in (pair.target, pair.draft) for p in m.model.parameters())
+
+
 class ModelShelf:
     """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before, once the new
     pair has passed every check that needs no weights. One pair is held at a time: a run names its pair, and a run
@@ -119,10 +127,12 @@ class ModelShelf:
                 # What can fail before weights are read fails while the pair in use is still loaded, so a pair
                 # that cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload.
                 self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
-                for precision in (dtype, draft_dtype):
-                    check_precision(precision, self.device)
-                for name in (preset.target, preset.draft):
-                    check_loadable(name)
+                where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
+                found = [check_loadable(name) for name in (preset.target, preset.draft)]
+                sizes = [(name, weight_bytes(source, precision, local_only=bool(offline)))
+                         for name, precision, (source, _, offline) in zip((preset.target, preset.draft),
+                                                                           (dtype, draft_dtype), found)]
+                check_fits(sizes, where, freed=held_bytes(held))
                 self._loaded = None
                 del held
                 gc.collect()

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InvalidRequest, ModelLoadError, ModelNotFound
+from .device import resolve_device, zero_gpu
 from .integrity import folder_problem
 from .offline import PRESETS, ensure_converted
 
@@ -58,16 +59,6 @@ def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
 def output_weight(model: torch.nn.Module) -> torch.Tensor:
     """The LM head's [V, H] weight."""
     return linear_weight(model.get_output_embeddings())
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InvalidRequest("device 'cuda' was requested but no CUDA GPU is available")
-    if device not in ("cpu", "cuda"):
-        raise InvalidRequest(f"device must be auto, cpu or cuda, got {device!r}")
-    return torch.device(device)
 
 
 def looks_like_hub_id(name: str) -> bool:
@@ -144,7 +135,11 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> Load
     try:
         # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], local_files_only=bool(offline_reason))
+        # On a GPU the weights go straight to it in their precision; under ZeroGPU they are read on the CPU and
+        # placed with .to("cuda") below, which the `spaces` package intercepts in the main process.
+        straight = where.type == "cuda" and not zero_gpu()
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], local_files_only=bool(offline_reason),
+                                                     **({"device_map": str(where)} if straight else {}))
     except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
         if offline_reason:
             raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "

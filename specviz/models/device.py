@@ -1,0 +1,114 @@
+"""Which device runs the models, said in one line at start-up, and refused in one line when a GPU is there (or was
+asked for) but CUDA cannot start: a silent fall back to the CPU would make a GPU Space race at CPU speed."""
+
+import glob
+import os
+
+import torch
+
+from ..errors import SpecvizError
+
+
+class DeviceError(SpecvizError):
+    """A GPU was asked for, or is present, but this torch cannot use it."""
+
+
+def zero_gpu() -> bool:
+    """A ZeroGPU Space: a GPU is lent only inside `spaces.GPU` calls, so CUDA looks absent in the main process."""
+    return os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "true")
+
+
+def gpu_present() -> str:
+    """Why this machine should have a usable GPU ('' when nothing says so): its NVIDIA device files, or ZeroGPU."""
+    if zero_gpu():
+        return "SPACES_ZERO_GPU is set"
+    nodes = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    return f"{nodes[0]} exists" if nodes else ""
+
+
+def cuda_problem() -> str:
+    """Why CUDA cannot start with this torch, in words for the fix."""
+    if torch.version.cuda is None:
+        return (f"torch {torch.__version__} is a build without CUDA; install the CUDA 12.9 build "
+                f"(pip install -r requirements.txt)")
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # the driver's own words: too old for this CUDA, no device, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    else:
+        reason = "torch.cuda.is_available() is false"
+    return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) cannot start CUDA: {reason[:200]}; a CUDA 12.x "
+            f"build runs on NVIDIA drivers from R525 on, CUDA 13 needs R580")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """cuda when asked for or available; the CPU only when no GPU is asked for or present. ZeroGPU counts as cuda:
+    its models are placed there at start-up and run inside its GPU calls."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available() or zero_gpu():
+        return torch.device("cuda")
+    present = gpu_present()
+    if device == "cuda" or present:
+        asked = "device 'cuda' was requested" if device == "cuda" else f"a GPU is present ({present})"
+        raise DeviceError(f"{asked} but {cuda_problem()}; or run on the CPU with --device cpu")
+    return torch.device("cpu")
+
+
+def describe(device: torch.device, dtype: str) -> str:
+    """The start-up line: the device, the torch and CUDA versions, the precision."""
+    if device.type == "cuda" and not zero_gpu():
+        free, total = torch.cuda.mem_get_info()
+        where = f"cuda ({torch.cuda.get_device_name()}, {total / 2**30:.0f} GiB, {free / 2**30:.0f} GiB free)"
+    elif device.type == "cuda":
+        where = "cuda under ZeroGPU (a GPU is lent to each run)"
+    else:
+        where = f"cpu ({torch.get_num_threads()} threads)"
+    cuda = f", CUDA {torch.version.cuda}" if torch.version.cuda else ""
+    return f"device {where}; torch {torch.__version__}{cuda}; {dtype}"
+
+
+class OutOfMemory(SpecvizError):
+    """A pair whose weights would not fit in what the device has free."""
+
+
+HEADROOM = 1.2  # weights × this: room for the KV caches, activations and the allocator's slack
+
+
+def weight_bytes(source: str, dtype: str, local_only: bool = False) -> int:
+    """The bytes of a model's weights in `dtype`, from its config alone (built on the meta device: nothing read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    per = 2 if dtype == "bfloat16" else 4  # int8 models are read in float32 first, then quantised
+    return sum(p.numel() for p in model.parameters()) * per
+
+
+def free_bytes(device: torch.device) -> int | None:
+    """What the device has free for new weights (None when unknown). ZeroGPU holds weights in host memory until a
+    GPU call, so there and on the CPU it is the host's available memory."""
+    if device.type == "cuda" and not zero_gpu():
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_fits(models: list[tuple[str, int]], device: torch.device, freed: int = 0) -> None:
+    """Refuse, before anything is freed or read, a pair whose weights (name, bytes) would not fit in what `device`
+    has free plus `freed` (the pair it replaces)."""
+    available = free_bytes(device)
+    need = sum(size for _, size in models)
+    if available is None or need * HEADROOM <= available + freed:
+        return
+    parts = " + ".join(f"{name} {size / 1e9:.1f} GB" for name, size in models)
+    where = "GPU" if device.type == "cuda" and not zero_gpu() else "machine"
+    raise OutOfMemory(f"the pair needs about {need * HEADROOM / 1e9:.1f} GB ({parts} of weights, and room to run) but "
+                      f"the {where} has {(available + freed) / 1e9:.1f} GB free; choose a smaller pair or precision")
