@@ -1,7 +1,7 @@
 """specviz app: `python app.py` here, and what a Hugging Face Space runs.
 
 Flags (or environment): --host/SPECVIZ_HOST, --port/SPECVIZ_PORT (else GRADIO_SERVER_PORT, else PORT, else 7860),
---share, --target/--draft for a pair of your own (offline preset, folder or Hub id), --device, --no-preload.
+--share, --target/--draft for a pair of your own (offline preset, folder or Hub id), --device, --dtype, --no-preload.
 """
 
 try:  # ZeroGPU: `spaces` must be imported before torch; elsewhere it is absent and GPU work runs undecorated.
@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 
 
 def parse_args(argv=None):
@@ -26,6 +27,8 @@ def parse_args(argv=None):
     p.add_argument("--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target")
     p.add_argument("--eagle", default=env("SPECVIZ_EAGLE", ""), help="a pair of your own: EAGLE heads for its target")
     p.add_argument("--device", default=env("SPECVIZ_DEVICE", "auto"), choices=["auto", "cpu", "cuda"])
+    p.add_argument("--dtype", default=env("SPECVIZ_DTYPE", ""), choices=["", "bfloat16", "float32", "int8"],
+                   help="the precision loaded first (default bfloat16); under ZeroGPU the only one")
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
     args = p.parse_args(argv)
@@ -37,53 +40,94 @@ def parse_args(argv=None):
     return args
 
 
-def on_device(fn):
-    """ZeroGPU lends a GPU only inside decorated calls; a plain function everywhere else."""
-    return spaces.GPU(duration=180)(fn) if spaces is not None else fn
+def device_calls(shelf):
+    """The device side. Under ZeroGPU each call is a `spaces.GPU` call with a duration computed from its request
+    (the package runs it in a forked worker and pickles what goes in and out); elsewhere the calls run as they are."""
+    from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
+    from specviz.models.device import zero_gpu
+
+    calls = DeviceCalls(shelf)
+    if zero_gpu() and spaces is not None:
+        calls.race = spaces.GPU(duration=race_seconds)(calls.race)
+        calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
+        calls.divergence = spaces.GPU(duration=20)(calls.divergence)
+    return calls
 
 
 def build(args):
     """The app's Blocks for parsed flags: the pairs, the drafters the registry finds, the device side."""
-    import torch
-
     from specviz.app.backend import Backend
     from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
     from specviz.app.ui.layout import build_app
     from specviz.drafters.registry import kinds
+    from specviz.models.device import describe, resolve_device, zero_gpu
     from specviz.runtime import quiet_transformers
 
     quiet_transformers()
-    gpu = torch.cuda.is_available() or spaces is not None
+    device = resolve_device(args.device)  # a GPU that CUDA cannot start is refused here, in one line
+    gpu = device.type == "cuda"
     custom = None
     if args.target:
         brings = tuple((flag, getattr(args, flag)) for flag in ("medusa", "eagle") if getattr(args, flag))
         custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
-    shelf = ModelShelf(pairs, args.device)
-    backend = Backend(shelf)
-    backend.race, backend.sweep, backend.compare = (on_device(f) for f in (backend.race, backend.sweep, backend.compare))
     dtypes = ["bfloat16", "float32"] if gpu else ["bfloat16", "float32", "int8"]  # int8: torch's CPU kernels
-    if not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
-        threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0]), daemon=True).start()
+    if args.dtype in dtypes:
+        dtypes.insert(0, dtypes.pop(dtypes.index(args.dtype)))
+    print(f"specviz: {describe(device, dtypes[0])}", file=sys.stderr, flush=True)
+    shelf = ModelShelf(pairs, args.device)
+    if zero_gpu():
+        # ZeroGPU moves weights to the GPU only from the thread that imported `spaces`, and only before launch():
+        # the one pair this Space serves is loaded here, on the main thread, and no other can be loaded later.
+        pairs, dtypes = pairs[:1], dtypes[:1]
+        shelf.get(pairs[0].label, dtypes[0], report=_say)
+        shelf.pin(f"on ZeroGPU this Space serves {pairs[0].label} ({dtypes[0]}), placed on the GPU at start-up; its "
+                  f"owner picks another with SPECVIZ_TARGET and SPECVIZ_DRAFT")
+    elif not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
+        threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu), daemon=True).start()
+    backend = Backend(shelf, device_calls(shelf))
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
-    max_new = 256 if torch.cuda.is_available() else 64
-    return build_app(backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, max_new)
+    return build_app(backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64)
 
 
 def main(argv=None):
     from specviz.app.ui.layout import launch_options
 
+    from specviz.errors import SpecvizError
+
     args = parse_args(argv)
-    demo = build(args)
+    try:
+        demo = build(args)
+    except SpecvizError as exc:  # a GPU that cannot start, a pinned pair that cannot load: one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     demo.queue(max_size=args.queue_size)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, ssr_mode=False, **launch_options())
 
 
-def _preload(shelf, label, dtype):
+def _say(line):
+    print(f"specviz: {line}", file=sys.stderr, flush=True)
+
+
+def _preload(shelf, label, dtype, gpu):
     try:
-        shelf.get(label, dtype, report=lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True))
+        shelf.get(label, dtype, report=_say)
+        if gpu:  # CUDA's start-up (context, kernels, allocator) is paid here, not by the first visitor's plain side
+            began = time.perf_counter()
+            warm_up(shelf, label, dtype)
+            _say(f"warmed up on the GPU in {time.perf_counter() - began:.1f} s")
     except Exception as exc:  # shown again on the first run; the server keeps serving
-        print(f"specviz: could not preload {label}: {exc}", file=sys.stderr, flush=True)
+        _say(f"could not preload {label}: {exc}")
+
+
+def warm_up(shelf, label, dtype):
+    """One short race with the draft model, before any visitor's: both sides' first forwards run here."""
+    from specviz.app.device_calls import DeviceCalls
+    from specviz.app.race import RaceRequest
+
+    for packet in DeviceCalls(shelf).race(RaceRequest(label, "draft", dtype, "Say hello.", max_new_tokens=16)):
+        if packet.kind == "error":
+            raise RuntimeError(packet.message)
 
 
 if __name__ == "__main__":

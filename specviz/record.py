@@ -23,6 +23,14 @@ class TokenTexts:
         return self.seen[token]
 
 
+class TextTable(dict):
+    """id -> text for the ids someone already decoded (a device call sends them with its steps), called like
+    TokenTexts; an id it was never sent shows as <id>."""
+
+    def __call__(self, token: int) -> str:
+        return self.get(token, f"<{token}>")
+
+
 @torch.inference_mode()
 def divergence(target: LoadedModel, prompt_ids: list[int], plain: list[int], spec: list[int],
                text_of: Callable[[int], str]) -> Optional[Divergence]:

@@ -87,8 +87,8 @@ def pair_eagle(pair_folders):
     return save_eagle(head, pair_folders[0].parent / "eagle", str(pair_folders[0]))
 
 
-def serve(pair_folders, pair_heads, pair_eagle=None):
-    """`python app.py` serving the tiny pair on a free port: (the process, its url)."""
+def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
+    """`python app.py` serving the tiny pair on a free port (with `extra` flags, in `env`): (the process, its url)."""
     import socket
     import subprocess
     import tempfile
@@ -103,8 +103,9 @@ def serve(pair_folders, pair_heads, pair_eagle=None):
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft),
-                             "--medusa", str(pair_heads), *(["--eagle", str(pair_eagle)] if pair_eagle else [])],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True)
+                             "--medusa", str(pair_heads), *(["--eagle", str(pair_eagle)] if pair_eagle else []), *extra],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
+    proc.log = log
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while True:

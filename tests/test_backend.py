@@ -2,7 +2,8 @@
 
 import pytest
 
-from specviz.app.backend import Backend, TokenTexts, divergence
+from specviz.app.backend import Backend
+from specviz.record import TokenTexts, divergence
 from specviz.engine import generate
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids

@@ -1,26 +1,27 @@
-"""The app's device side: loads pairs, runs the race and the γ sweep, explains divergences. Uses torch;
-the UI only sees the pure-Python views of race.py and sweep.py."""
+"""The app's server side: per-visitor memories, loading pairs, and turning the device's calls (device_calls.py)
+into the pure-Python views of race.py, sweep.py and compare.py. Under ZeroGPU those calls run in a forked GPU
+worker: the server sends a request and plain data, rebuilds each view from the packets that come back, keeps each
+visitor's earlier runs itself, and stops a run by closing the call's generator (the worker ends at its next step)."""
 
-import copy
 import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Iterator
-
-import torch
+from typing import Callable, Iterator, Optional
 
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
+from ..drafters.registry import PLAIN as NO_DRAFTER, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
-from ..models import DTYPES, encode_prompt
-from ..record import TokenTexts, divergence, make_trace
+from .. import errors
+from ..models import DTYPES
+from ..record import TextTable, make_trace
 from ..settings import Settings
 from ..trace import Side
 from .compare import CompareView, Entry
-from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, interleave, mode_text
+from .device_calls import DeviceCalls, Packet, check_request
+from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, mode_text
 from .shelf import LoadedPair, ModelShelf
 from .sweep import SweepView
 
@@ -29,14 +30,12 @@ SESSIONS_REMEMBERED = 64  # visitors whose earlier runs are kept for drafting (l
 RUNS_REMEMBERED = 64  # earlier runs kept per visitor
 
 
-class _Flag:  # the engine's StopFlag protocol over a callable
-    def __init__(self, stopped: Stopped):
-        self.is_set = stopped
-
-
 class Backend:
-    def __init__(self, shelf: ModelShelf):
+    """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py)."""
+
+    def __init__(self, shelf: ModelShelf, calls: Optional[DeviceCalls] = None):
         self.shelf = shelf
+        self.calls = calls or DeviceCalls(shelf)
         self._running = 0  # generations under way on the device (the app lets one at a time in)
         self._count = threading.Lock()
         # Earlier runs per visitor, for drafters that copy from them. A run's rejected drafts are on screen, so one
@@ -76,40 +75,9 @@ class Backend:
                 self._running -= 1
 
     def _check(self, request: RaceRequest) -> tuple[Settings, DrafterKind, Options]:
-        """Everything checkable before a model loads: the settings, the drafter and its options (with what the pair
-        brings, such as its Medusa heads), and whether the drafter has what it needs for the pair's target."""
-        settings = request.settings()
         if request.drafter == NO_DRAFTER:
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
-        for other in kinds(menu_only=True):  # every option on the screen is checked, whichever drafter runs
-            other.parse(request.options)
-        chosen = kind(request.drafter)
-        if not chosen.menu:  # the benchmark's measuring tools are not raced
-            raise InvalidRequest(f"unknown drafter {request.drafter!r}")
-        preset = self.shelf.preset(request.pair)
-        options = chosen.parse({**request.options, **dict(preset.options)})
-        chosen.check_for(options, preset.target)
-        return settings, chosen, options
-
-    def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
-        """Views while loading, then after every decoding step of either side; the last one is final. The
-        speculative side drafts from, and joins, the session's earlier runs."""
-        with self._on_device():
-            yield from self._race(request, stopped, self.memory(session))
-
-    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False,
-              session: str = "") -> Iterator[SweepView]:
-        """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
-        session's earlier runs as they were before the sweep (its own runs are not remembered)."""
-        with self._on_device():
-            yield from self._sweep(request, gammas, stopped, self.memory(session))
-
-    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[CompareView]:
-        """Plain decoding once, then every drafter the app offers with the same settings, one after the other; a view
-        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
-        Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
-        with self._on_device():
-            yield from self._compare(request, stopped, self.memory(session))
+        return check_request(request, self.shelf)
 
     def _load(self, request: RaceRequest) -> Iterator[str]:
         """The pair at the precisions asked for (the draft's: the target's unless the request names another)."""
@@ -119,60 +87,99 @@ class Backend:
         draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
         return self.shelf.load(request.pair, request.dtype, draft_dtype=draft_dtype)
 
-    def _race(self, request: RaceRequest, stopped: Stopped, memory: RunMemory) -> Iterator[RaceView]:
+    def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
+        """Views while loading, then after every decoding step of either side; the last one is final. The
+        speculative side drafts from, and joins, the session's earlier runs."""
         settings, chosen, options = self._check(request)
-        for line in self._load(request):
-            yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
-        pair = self.shelf.current()
-        began = time.perf_counter()  # the race's wall clock starts once the models are in
-        prompt_ids = encode_prompt(pair.target, request.prompt)
-        target, stop = pair.target, _Flag(stopped)
-        view = RaceView(Lane(PLAIN), Lane(SPEC), TokenTexts(target.tokenizer), settings.greedy,
-                        message=f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}",
-                        mode=mode_text(chosen.words(options), settings), lossy=settings.lossy)
-        sides = {
-            PLAIN: decode(target, prompt_ids, settings, stop=stop),
-            SPEC: decode(target, prompt_ids, settings, chosen.name, pair.draft, options, stop, memory),
-        }
-        with torch.inference_mode():
-            for _ in interleave(sides, {PLAIN: view.plain, SPEC: view.spec}, stopped):
-                view.wall_s = time.perf_counter() - began
-                yield view
+        with self._on_device():
+            for line in self._load(request):
+                yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
+            pair, texts = self.shelf.current(), TextTable()
+            memory = self.memory(session) if chosen.remembers else None
+            view = RaceView(Lane(PLAIN), Lane(SPEC), texts, settings.greedy, mode=mode_text(chosen.words(options),
+                            settings), lossy=settings.lossy)
+            lanes, began, prompt_ids = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), []
+            call = self.calls.race(request, None if memory is None else memory.copy())
+            try:
+                for packet in call:
+                    ended = _take(packet, texts)
+                    if packet.kind == "start":
+                        prompt_ids = list(packet.prompt_ids)
+                        view.message = f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}"
+                        continue
+                    if packet.kind == "step":
+                        lanes[packet.lane].add(packet.event)
+                    elif ended:
+                        view.divergence = packet.divergence
+                        break
+                    view.wall_s = time.perf_counter() - began
+                    yield view
+                    if stopped():
+                        break
+            finally:
+                call.close()  # under ZeroGPU this ends the worker at its next step
             view.stopped = not (view.plain.done and view.spec.done)
-            if settings.greedy:
-                view.divergence = divergence(target, prompt_ids, view.plain.tokens, view.spec.tokens, view.text_of)
+            if view.stopped and settings.greedy:
+                view.divergence = self._parted(request, prompt_ids, view.plain.tokens, view.spec.tokens)
+            if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
+                memory.begin(prompt_ids).extend(view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
         sides = [Side("plain", "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
-        view.trace = make_trace("race", request.prompt, prompt_ids, settings, _models(pair), sides, view.text_of,
+        view.trace = make_trace("race", request.prompt, prompt_ids, settings, _models(pair), sides, texts,
                                 view.wall_s, view.stopped, "the app")
         yield view
 
-    def _sweep(self, request: RaceRequest, gammas, stopped: Stopped, memory: RunMemory) -> Iterator[SweepView]:
-        settings, chosen, options = self._check(request)
+    def _parted(self, request: RaceRequest, prompt_ids: list[int], plain: list[int], spec: list[int]):
+        """A stopped greedy run's divergence: a device call only where the outputs really part."""
+        if all(a == b for a, b in zip(plain, spec)):
+            return None
+        return self.calls.divergence(request, prompt_ids, plain, spec)
+
+    def _side(self, request: RaceRequest, stopped: Stopped, texts: TextTable, plain_ids=None,
+              memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+        """One side through the device (plain, or a drafter at the request's γ): its packets, the last one "end"
+        unless it was stopped. Errors raise here, in the server, as the SpecvizError they were."""
+        call = self.calls.decode(request, plain_ids, memory)
+        try:
+            for packet in call:
+                ended = _take(packet, texts)
+                yield packet
+                if ended or stopped():
+                    return
+        finally:
+            call.close()
+
+    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False,
+              session: str = "") -> Iterator[SweepView]:
+        """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
+        session's earlier runs as they were before the sweep (its own runs are not remembered)."""
+        settings, chosen, _ = self._check(request)
         view = SweepView(gammas=tuple(gammas))
-        for line in self._load(request):
-            view.message = line
-            yield view
-        pair = self.shelf.current()
-        prompt_ids = encode_prompt(pair.target, request.prompt)
-        target, stop = pair.target, _Flag(stopped)
-        with torch.inference_mode():
+        with self._on_device():
+            for line in self._load(request):
+                view.message = line
+                yield view
+            memory, texts = self.memory(session) if chosen.remembers else None, TextTable()
             view.message = "plain decoding (the baseline)"
             yield view
-            view.plain = list(decode(target, prompt_ids, settings, stop=stop))
+            plain = replace(request, drafter=NO_DRAFTER)
+            view.plain = [p.event for p in self._side(plain, stopped, texts) if p.kind == "step"]
             for gamma in view.gammas:
                 if stopped():
                     break
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
-                at = replace(settings, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
-                view.runs[gamma] = list(decode(target, prompt_ids, at, chosen.name, pair.draft, options, stop,
-                                               _snapshot(chosen, memory)))
+                at = replace(request, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
+                own = None if memory is None else memory.copy()
+                view.runs[gamma] = [p.event for p in self._side(at, stopped, texts, None, own) if p.kind == "step"]
         view.finished, view.stopped = True, stopped()
         view.message = "stopped" if view.stopped else "done"
         yield view
 
-    def _compare(self, request: RaceRequest, stopped: Stopped, memory: RunMemory) -> Iterator[CompareView]:
+    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[CompareView]:
+        """Plain decoding once, then every drafter the app offers with the same settings, one device call each; a view
+        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
+        Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
         settings = request.settings()
         preset = self.shelf.preset(request.pair)
         entries = []
@@ -184,43 +191,45 @@ class Backend:
             except SpecvizError as exc:
                 entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
         view = CompareView(entries, settings.greedy)
-        for line in self._load(request):
-            view.message = line
-            yield view
-        pair = self.shelf.current()
-        began = time.perf_counter()
-        prompt_ids = encode_prompt(pair.target, request.prompt)
-        view.text_of, target, stop = TokenTexts(pair.target.tokenizer), pair.target, _Flag(stopped)
-        with torch.inference_mode():
+        with self._on_device():
+            for line in self._load(request):
+                view.message = line
+                yield view
+            pair, began, texts = self.shelf.current(), time.perf_counter(), TextTable()
+            view.text_of, memory, prompt_ids = texts, self.memory(session), []
             view.message = "plain decoding (the baseline)"
             yield view
-            view.plain = list(decode(target, prompt_ids, settings, stop=stop))
+            for packet in self._side(replace(request, drafter=NO_DRAFTER), stopped, texts):
+                prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
+                view.plain += [packet.event] if packet.kind == "step" else []
+            plain_ids = [t for e in view.plain for t in e.tokens] if settings.greedy else None
             for entry in [e for e in entries if not e.note]:
                 if stopped():
                     break
                 view.message = f"{entry.words.split(';')[0]}"
                 yield view
+                remembers = kind(entry.name).remembers
                 try:
-                    entry.events = list(decode(target, prompt_ids, settings, entry.name, pair.draft, entry.options, stop,
-                                               _snapshot(kind(entry.name), memory)))
+                    for packet in self._side(replace(request, drafter=entry.name), stopped, texts, plain_ids,
+                                             memory.copy() if remembers else None):
+                        entry.events += [packet.event] if packet.kind == "step" else []
+                        entry.divergence = packet.divergence if packet.kind == "end" else entry.divergence
                 except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
-                    entry.note = f"failed: {exc}"
-                    continue
-                if settings.greedy:
-                    plain_ids = [t for e in view.plain for t in e.tokens]
-                    entry.divergence = divergence(target, prompt_ids, plain_ids, entry.tokens, view.text_of)
+                    entry.note, entry.events = f"failed: {exc}", []
         view.finished, view.stopped, view.wall_s = True, stopped(), time.perf_counter() - began
         view.message = "stopped" if view.stopped else "done"
         sides = [Side("plain", "", view.plain)] + [Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events]
-        view.trace = make_trace("comparison", request.prompt, prompt_ids, settings, _models(pair), sides, view.text_of,
+        view.trace = make_trace("comparison", request.prompt, prompt_ids, settings, _models(pair), sides, texts,
                                 view.wall_s, view.stopped, "the app")
         yield view
 
 
-def _snapshot(chosen: DrafterKind, memory: RunMemory):
-    """The session's earlier runs as they are now, for a run that must not add to them; copied only for a drafter
-    that reads them."""
-    return copy.deepcopy(memory) if chosen.remembers else None
+def _take(packet: Packet, texts: TextTable) -> bool:
+    """Keep a packet's token texts; raise the SpecvizError it carries; True once the call has ended."""
+    if packet.kind == "error":
+        raise getattr(errors, packet.error, SpecvizError)(packet.message)
+    texts.update(packet.texts)
+    return packet.kind == "end"
 
 
 def _models(pair: LoadedPair) -> dict:

@@ -96,6 +96,12 @@ class Lane:
     def tokens(self) -> list[int]:
         return [t for e in self.events for t in e.tokens]
 
+    def add(self, event: StepEvent) -> None:
+        """One more step: its time joins this side's own clock; a step that finished the run ends the lane."""
+        self.events.append(event)
+        self.clock_s += event.prefill_s + event.step_s
+        self.done = event.finish is not None
+
 
 @dataclass
 class RaceView:
@@ -123,11 +129,8 @@ def interleave(sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane],
             return
         name = min(running, key=lambda n: lanes[n].clock_s)
         event = next(sides[name], None)
-        lane = lanes[name]
         if event is None:
-            lane.done = True
+            lanes[name].done = True
             continue
-        lane.events.append(event)
-        lane.clock_s += event.prefill_s + event.step_s
-        lane.done = event.finish is not None
+        lanes[name].add(event)
         yield name

@@ -87,6 +87,12 @@ class ModelShelf:
         self._loaded: Optional[LoadedPair] = None
         self._lock = threading.Lock()
         self.loading = ""  # while a pair loads: what is loading, in words
+        self.pinned = ""  # when set, the held pair is the only one: why, for anyone who asks for another
+
+    def pin(self, why: str) -> None:
+        """Keep the held pair for good (ZeroGPU places weights on the GPU only at start-up): asking for another pair
+        or precision, or adding one, is refused with `why`."""
+        self.pinned = why
 
     def current(self) -> Optional[LoadedPair]:
         return self._loaded
@@ -94,6 +100,8 @@ class ModelShelf:
     def add(self, target: str, draft: str) -> str:
         """A pair of any target and any draft, by name (offline preset, folder or Hub id), added to the menu; its
         label. Nothing loads yet: the first run with it loads it, or says in one line why it cannot."""
+        if self.pinned:
+            raise InvalidRequest(self.pinned)
         target, draft = str(target or "").strip(), str(draft or "").strip()
         if not target or not draft:
             raise InvalidRequest("name both a target and a draft (an offline preset, a model folder or a Hub id)")
@@ -122,6 +130,8 @@ class ModelShelf:
             held = self._loaded
             if held and held.preset == preset and held.dtype == dtype and held.draft_dtype == draft_dtype:
                 return
+            if self.pinned:
+                raise InvalidRequest(self.pinned)
             began = time.perf_counter()
             try:
                 # What can fail before weights are read fails while the pair in use is still loaded, so a pair

@@ -192,6 +192,13 @@ class RunMemory:
         self.runs: deque[Document] = deque()
         self.begun = 0
 
+    def copy(self) -> "RunMemory":
+        """The same earlier runs for a run that must not change this memory: a run only ever adds a document of its
+        own and drops the oldest from its copy's list, so the documents themselves are shared, not copied."""
+        twin = RunMemory(self.max_runs)
+        twin.runs, twin.begun = deque(self.runs), self.begun
+        return twin
+
     def begin(self, prompt_ids: Sequence[int]) -> Document:
         """A new run, starting with its prompt; it is the most recent from now on."""
         run = Document(self.begun, len(prompt_ids))

@@ -1,0 +1,157 @@
+"""What runs on the device, as calls that a ZeroGPU Space can run in its GPU worker.
+
+Under ZeroGPU (`spaces.GPU`) each call runs in a process forked from the server: its arguments, its return value and
+every item it yields are pickled across, state it changes stays in the worker, and the server stops a generator by
+closing it (the worker then ends at its next yield). So a call takes a RaceRequest and plain data, and yields
+Packets of plain data: one decoding step each, with the text of the tokens it shows for the first time; never a
+tokenizer, a model or a closure. A SpecvizError comes back as a packet (the worker would reduce it to its class
+name). Elsewhere the same calls run in the server's process, unchanged.
+"""
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import torch
+
+from ..drafters.kinds import DrafterKind, Options
+from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
+from ..drafters.suffix_index import RunMemory
+from ..errors import InvalidRequest, SpecvizError
+from ..events import StepEvent
+from ..models import encode_prompt
+from ..record import TokenTexts, divergence, token_ids
+from ..settings import Settings
+from ..trace import Divergence
+from .race import PLAIN, SPEC, Lane, RaceRequest, interleave
+from .shelf import LoadedPair, ModelShelf
+
+# What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the
+# shared GPU, a draft's steps included), so the default race (2 sides × 256 tokens) asks for well under 60 s.
+CALL_START_S = 10
+SECONDS_PER_TOKEN = 0.06
+
+
+@dataclass(frozen=True)
+class Packet:
+    kind: str  # "start" (prompt_ids), "step" (lane, event, texts), "end" (divergence), "error" (error, message)
+    lane: str = ""
+    event: Optional[StepEvent] = None
+    texts: dict = field(default_factory=dict)  # token id -> its text, for ids this call has not sent before
+    prompt_ids: tuple[int, ...] = ()
+    divergence: Optional[Divergence] = None
+    error: str = ""  # the SpecvizError subclass's name
+    message: str = ""
+
+
+def check_request(request: RaceRequest, shelf: ModelShelf) -> tuple[Settings, DrafterKind, Options]:
+    """Everything checkable before a model loads: the settings, the drafter and its options (with what the pair
+    brings, such as its Medusa heads), and whether the drafter has what it needs for the pair's target."""
+    settings = request.settings()
+    for other in kinds(menu_only=True):  # every option on the screen is checked, whichever drafter runs
+        other.parse(request.options)
+    chosen = kind(request.drafter)
+    if not chosen.menu:  # the benchmark's measuring tools are not raced
+        raise InvalidRequest(f"unknown drafter {request.drafter!r}")
+    preset = shelf.preset(request.pair)
+    options = chosen.parse({**request.options, **dict(preset.options)})
+    chosen.check_for(options, preset.target)
+    return settings, chosen, options
+
+
+def race_seconds(request: RaceRequest, memory: Optional[RunMemory] = None) -> int:
+    """The GPU time a race asks for: both sides' tokens."""
+    return CALL_START_S + int(2 * _tokens(request) * SECONDS_PER_TOKEN)
+
+
+def decode_seconds(request: RaceRequest, plain_ids=None, memory: Optional[RunMemory] = None) -> int:
+    """The GPU time one side asks for (a step of the sweep or of Compare all)."""
+    return CALL_START_S + int(_tokens(request) * SECONDS_PER_TOKEN)
+
+
+def _tokens(request: RaceRequest) -> int:
+    try:
+        return max(1, int(request.max_new_tokens))
+    except (TypeError, ValueError):
+        return 1
+
+
+class _Texts:
+    """The text of each token id, sent once per call."""
+
+    def __init__(self, tokenizer):
+        self.text_of, self.sent = TokenTexts(tokenizer), set()
+
+    def new(self, event: StepEvent) -> dict[int, str]:
+        ids = token_ids([event]) - self.sent
+        self.sent |= ids
+        return {t: self.text_of(t) for t in sorted(ids)}
+
+
+class DeviceCalls:
+    """The device side of the app: each method is one call the server makes, with a request and plain data."""
+
+    def __init__(self, shelf: ModelShelf):
+        self.shelf = shelf
+
+    def _pair(self, request: RaceRequest) -> LoadedPair:
+        pair = self.shelf.current()
+        if pair is None or pair.preset.label != request.pair:  # the server loads the pair before it calls
+            raise InvalidRequest(f"the pair {request.pair!r} is not loaded on the device")
+        return pair
+
+    def race(self, request: RaceRequest, memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+        """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the
+        greedy divergence. `memory` is the visitor's earlier runs, for a drafter that reads them; the call may add
+        to it (the server keeps its own and adds the run itself)."""
+        try:
+            settings, chosen, options = check_request(request, self.shelf)
+            pair = self._pair(request)
+            prompt_ids = encode_prompt(pair.target, request.prompt)
+            yield Packet("start", prompt_ids=tuple(prompt_ids))
+            texts, lanes = _Texts(pair.target.tokenizer), {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
+            sides = {PLAIN: decode(pair.target, prompt_ids, settings),
+                     SPEC: decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory)}
+            with torch.inference_mode():
+                for name in interleave(sides, lanes):
+                    event = lanes[name].events[-1]
+                    yield Packet("step", lane=name, event=event, texts=texts.new(event))
+                parted = self._divergence(pair, prompt_ids, lanes[PLAIN].tokens, lanes[SPEC].tokens, settings)
+            yield Packet("end", divergence=parted)
+        except SpecvizError as exc:
+            yield Packet("error", error=type(exc).__name__, message=str(exc))
+
+    def decode(self, request: RaceRequest, plain_ids: Optional[list[int]] = None,
+               memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+        """One side: plain decoding (drafter 'none') or one drafter; a packet per step, then, for a greedy run given
+        the plain side's tokens, where it parted from them."""
+        try:
+            settings = request.settings()
+            chosen, options = None, None
+            if request.drafter != NO_DRAFTER:
+                settings, chosen, options = check_request(request, self.shelf)
+            pair = self._pair(request)
+            prompt_ids = encode_prompt(pair.target, request.prompt)
+            yield Packet("start", prompt_ids=tuple(prompt_ids))
+            texts, tokens = _Texts(pair.target.tokenizer), []
+            with torch.inference_mode():
+                steps = (decode(pair.target, prompt_ids, settings) if chosen is None else
+                         decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory))
+                for event in steps:
+                    tokens.extend(event.tokens)
+                    yield Packet("step", lane=request.drafter, event=event, texts=texts.new(event))
+                parted = self._divergence(pair, prompt_ids, plain_ids, tokens, settings) if plain_ids else None
+            yield Packet("end", divergence=parted)
+        except SpecvizError as exc:
+            yield Packet("error", error=type(exc).__name__, message=str(exc))
+
+    def divergence(self, request: RaceRequest, prompt_ids: list[int], plain: list[int],
+                   spec: list[int]) -> Optional[Divergence]:
+        """Where two greedy outputs part, with the target's top two there (for a run the server stopped)."""
+        pair = self._pair(request)
+        return self._divergence(pair, list(prompt_ids), plain, spec, request.settings())
+
+    @staticmethod
+    def _divergence(pair: LoadedPair, prompt_ids, plain, spec, settings: Settings) -> Optional[Divergence]:
+        if not settings.greedy:
+            return None
+        return divergence(pair.target, list(prompt_ids), list(plain), list(spec), TokenTexts(pair.target.tokenizer))
