@@ -103,3 +103,19 @@ def test_tests_and_docs_stay_out_of_the_upload():
     files = space_files(ROOT)
     assert "app.py" in files and "assets/eagle/qwen2.5-coder-1.5b-instruct/model.safetensors" in files
     assert not [f for f in files if f.split("/")[0] in ("tests", "docs", "scripts", ".ci") or "__pycache__" in f]
+
+
+@pytest.mark.parametrize("hardware", ["l4x1", "zero-a10g"])
+def test_the_upload_folder_is_built_and_passes_the_check(tmp_path, hardware):
+    out = tmp_path / "space"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "push_space.py"), "--dry-run", "--out", str(out),
+                           "--hardware", hardware], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (out / "assets" / "medusa").is_dir() and not (out / "tests").exists() and not (out / "docs").exists()
+    requirements = (out / "requirements.txt").read_text()
+    if hardware == "l4x1":
+        assert "torch==2.13.0+cu129" in requirements and "whl/cu129" in requirements
+    else:  # a torch version ZeroGPU supports, and the Python it runs
+        assert "torch==2.11.0" in requirements and "--extra-index-url" not in requirements
+        assert 'python_version: "3.12"' in (out / "README.md").read_text(encoding="utf-8")
+    assert check(out).returncode == 0
