@@ -121,13 +121,19 @@ def _preload(shelf, label, dtype, gpu):
 
 
 def warm_up(shelf, label, dtype):
-    """One short race with the draft model, before any visitor's: both sides' first forwards run here."""
+    """One short race with the draft model, before any visitor's: both sides' first forwards run here, and the CUDA
+    graphs of the caches it leaves are captured for every width a step of up to 8 drafts uses."""
     from specviz.app.device_calls import DeviceCalls
     from specviz.app.race import RaceRequest
+    from specviz.engine.static_lm import warm_graphs
 
-    for packet in DeviceCalls(shelf).race(RaceRequest(label, "draft", dtype, "Say hello.", max_new_tokens=16)):
+    ask = RaceRequest(label, "draft", dtype, "Say hello.", max_new_tokens=16)  # caches of the default race's size
+    for packet in DeviceCalls(shelf).race(ask):
         if packet.kind == "error":
             raise RuntimeError(packet.message)
+    pair = shelf.current()
+    for model in (pair.target.model, pair.draft.model):
+        warm_graphs(model)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ def main() -> int:
     plain_settings = Settings(max_new_tokens=args.tokens)
     for mode in ("dynamic", "static", "graphs"):
         fast_path((target, draft), mode)
-        measure(target, prompt, Settings(max_new_tokens=16))  # warm up (graphs are captured anew in every generation)
+        measure(target, prompt, Settings(max_new_tokens=16))  # warm up: caches and graphs are kept with the model
         plain = best(lambda: measure(target, prompt, plain_settings))
         reference = plain["ids"]
         v1 = plain["decode_s"] / len(plain["ids"])

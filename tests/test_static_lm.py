@@ -114,3 +114,35 @@ def test_a_graph_capture_that_fails_falls_back_to_eager_forwards(target):
         same(static.extend(torch.tensor([41, 7])), dynamic.extend(torch.tensor([41, 7])))
     assert not static.graphs_on
     same(static.extend(torch.tensor([3])), dynamic.extend(torch.tensor([3])))
+
+
+def test_a_static_cache_and_its_graphs_outlive_a_generation_and_are_never_shared(target, tokenizer):
+    """Generations of one model reuse the slot (cache, captured graphs) a finished one left, with output identical to
+    the dynamic cache's; two at once (a race's two sides) get two slots; a generation stopped midway gives its back."""
+    import gc
+
+    from specviz.engine.static_lm import free_slots, warm_graphs
+    from specviz.settings import Settings
+    from specviz.engine.loop import generate
+
+    model = tiny_llama(len(tokenizer), seed=1)
+    target_static = loaded(model, tokenizer)
+    model.specviz_static = True
+    prompt, settings = [3, 4, 5, 6], Settings(max_new_tokens=30)
+    first = [t for e in generate(target_static, prompt, settings) for t in e.tokens]
+    (key, free), = free_slots(model).items()
+    assert key == (256, ()) and len(free) == 1  # rounded up to 256 entries, and given back
+    slot = free[0]
+    again = [t for e in generate(target_static, prompt, settings) for t in e.tokens]
+    assert again == first and free == [slot]  # the same slot served the second generation
+    model.specviz_static = False
+    assert [t for e in generate(target_static, prompt, settings) for t in e.tokens] == first  # dynamic cache agrees
+    model.specviz_static = True
+    one, two = generate(target_static, prompt, settings), generate(target_static, prompt, settings)
+    next(one), next(two)  # both under way: two slots
+    assert free == [] and len(free_slots(model)[key]) == 0
+    one.close(), two.close()
+    del one, two
+    gc.collect()
+    assert len(free) == 2 and slot in free
+    assert warm_graphs(model) == 2 and len(free) == 2  # every free slot warmed (eagerly here: no CUDA) and back

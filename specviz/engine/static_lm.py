@@ -11,6 +11,7 @@ off for the rest of the generation (with a warning) instead of failing it or giv
 
 import os
 import warnings
+import weakref
 
 import torch
 from transformers import StaticCache
@@ -41,8 +42,29 @@ def graphs_allowed(device: torch.device) -> bool:
 
 
 def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False) -> CachedLM:
-    """The LM wrapper a generation should use: static (GPU, long contexts) or dynamic (short contexts on a CPU)."""
-    return StaticLM(model, capacity, keep_hidden) if wants_static(model, capacity) else CachedLM(model, keep_hidden)
+    """The LM wrapper a generation should use: static (GPU, long contexts) or dynamic (short contexts on a CPU). A
+    static one's capacity is rounded up, so that later generations of similar length reuse its cache and graphs."""
+    if not wants_static(model, capacity):
+        return CachedLM(model, keep_hidden)
+    step = 1024 if model.device.type == "cuda" else 256  # a CPU pays attention over the whole width: round finely
+    return StaticLM(model, -(-capacity // step) * step, keep_hidden)
+
+
+class _Slot:
+    """What a StaticLM keeps between generations: the cache, its captured graphs and their memory pool. A model
+    keeps its free slots by (capacity, kept hidden layers); a generation takes one and gives it back when its
+    StaticLM is gone, so graphs are captured once per loaded model and shape, and two generations of one model at
+    once (the two sides of a race) never share a cache."""
+
+    def __init__(self, model: torch.nn.Module, capacity: int):
+        self.cache = StaticCache(config=model.config, max_cache_len=capacity)
+        self.graphs: dict[tuple, tuple] = {}  # (q, last_only) -> (graph, input buffers, output tensors, eager)
+        self.pool = None  # one memory pool for all of this slot's graphs, made at the first capture
+        self.columns = torch.arange(capacity, device=model.device)
+
+
+def free_slots(model: torch.nn.Module) -> dict[tuple, list[_Slot]]:
+    return model.__dict__.setdefault("_specviz_slots", {})
 
 
 class StaticLM(CachedLM):
@@ -52,11 +74,11 @@ class StaticLM(CachedLM):
     def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False):
         super().__init__(model, keep_hidden)
         self.capacity = capacity
-        self.cache = StaticCache(config=model.config, max_cache_len=capacity)
+        free = free_slots(model).setdefault((capacity, self.hidden_layers), [])
+        self._slot = free.pop() if free else _Slot(model, capacity)
+        weakref.finalize(self, free.append, self._slot)  # back to the model's free slots once this one is gone
+        self.cache, self._graphs, self._columns = self._slot.cache, self._slot.graphs, self._slot.columns
         self.graphs_on = graphs_allowed(self.device)
-        self._graphs: dict[tuple, tuple] = {}  # (q, last_only) -> (graph, input buffers, output tensors)
-        self._pool = None  # one memory pool for all of this cache's graphs, made at the first capture
-        self._columns = torch.arange(capacity, device=self.device)
         self._hidden_mask = torch.finfo(model.dtype).min
 
     def _room_for(self, q: int) -> None:
@@ -135,9 +157,9 @@ class StaticLM(CachedLM):
                 eager = self._call(*inputs, last_only)[0]
         torch.cuda.current_stream(self.device).wait_stream(side)
         self._reset_write_position()
-        self._pool = self._pool or torch.cuda.graph_pool_handle()
+        self._slot.pool = self._slot.pool or torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        with torch.cuda.graph(graph, pool=self._slot.pool):
             outputs = self._call(*inputs, last_only)
         self._reset_write_position()
         return graph, inputs, outputs, eager.clone()
@@ -147,3 +169,19 @@ class StaticLM(CachedLM):
         for layer in self.cache.layers:
             if layer.is_initialized:
                 layer.cumulative_length.fill_(self.length)
+
+
+@torch.inference_mode()
+def warm_graphs(model: torch.nn.Module, widths=range(1, 10)) -> int:
+    """Capture, in every free slot of `model`, the graphs of forwards over each width (a plain step, a draft's
+    step, a verify of up to 8 drafts), so that no visitor's timed step pays for a capture; the number of slots."""
+    taken = [StaticLM(model, capacity, layers) for (capacity, layers), free in list(free_slots(model).items())
+             for _ in range(len(free))]
+    for lm in taken:
+        lm.extend(torch.zeros(8, dtype=torch.long))  # the cache is filled once, so later forwards may be captured
+        for q in widths:
+            for last_only in (True, False):
+                lm.length = 8
+                lm.extend(torch.zeros(q, dtype=torch.long), last_only)
+        lm.length = 0
+    return len(taken)
