@@ -175,3 +175,14 @@ def test_the_sweep_and_the_comparison_leave_the_visitors_memory_as_it_was(backen
     list(backend.sweep(ask, gammas=[2, 4], session="carol"))
     list(backend.compare(ask, session="carol"))
     assert [list(run.tokens) for run in backend.memory("carol").runs] == kept
+
+
+def test_a_stopped_run_whose_outputs_part_asks_the_device_where(backend):
+    """The server compares a stopped run's outputs itself and calls the device only where they really part."""
+    list(backend.race(request(max_new_tokens=2)))
+    prompt_ids = [5, 6, 7]
+    assert backend._parted(request(), prompt_ids, [8, 9, 10], [8, 9]) is None  # agree as far as both went
+    parted = backend._parted(request(), prompt_ids, [8, 9, 10], [8, 11, 10])
+    pair = backend.shelf.current()
+    assert parted == divergence(pair.target, prompt_ids, [8, 9, 10], [8, 11, 10], TokenTexts(pair.target.tokenizer))
+    assert parted.position == 1 and len(parted.top) == 2

@@ -134,33 +134,48 @@ def test_another_pair_is_refused_in_one_line(zero_app):
     assert "error: " in status and "on ZeroGPU this Space serves" in status
 
 
-def test_a_visitors_runs_come_back_from_the_worker(pair_folders, monkeypatch):
-    """The backend with its device calls wrapped by the fake package, in this process: the suffix drafter's memory of
-    the visitor's earlier runs is kept by the server, sent into each call, and the new run comes back."""
-    monkeypatch.syspath_prepend(FAKE)
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    sys.modules.pop("spaces", None)
-    import spaces
+VISITOR = """
+import json, sys
+import spaces
+from specviz.app.backend import Backend
+from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
+from specviz.app.race import RaceRequest
+from specviz.app.shelf import ModelShelf, PairPreset
 
-    from specviz.app.backend import Backend
-    from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
-    from specviz.app.race import RaceRequest
-    from specviz.app.shelf import ModelShelf, PairPreset
+shelf = ModelShelf([PairPreset("tiny", sys.argv[1], sys.argv[2])], "cpu")
+shelf.get("tiny", "float32")
+calls = DeviceCalls(shelf)
+calls.race = spaces.GPU(duration=race_seconds)(calls.race)
+calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
+backend = Backend(shelf, calls)
+ask = RaceRequest("tiny", "suffix", "float32", "w1 w2 w3 w4 w5", max_new_tokens=24, gamma=4)
+first = list(backend.race(ask, session="alice"))[-1]
+kept = [list(r.tokens) for r in backend.memory("alice").runs]
+again = list(backend.race(ask, session="alice"))[-1]
+print(json.dumps({"first": first.spec.tokens, "kept": kept, "again": again.spec.tokens,
+                  "origins": [e.origin for e in again.spec.events if e.proposed],
+                  "alice": len(backend.memory("alice").runs), "bob": len(backend.memory("bob").runs)}))
+"""
 
-    shelf = ModelShelf([PairPreset("tiny", str(pair_folders[0]), str(pair_folders[1]))], "cpu")
-    shelf.get("tiny", "float32")
-    calls = DeviceCalls(shelf)
-    calls.race = spaces.GPU(duration=race_seconds)(calls.race)
-    calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
-    backend = Backend(shelf, calls)
-    ask = RaceRequest("tiny", "suffix", "float32", "w1 w2 w3 w4 w5", max_new_tokens=24, gamma=4)
-    first = list(backend.race(ask, session="alice"))[-1]
-    assert [list(r.tokens) for r in backend.memory("alice").runs][-1][-24:] == first.spec.tokens
-    again = list(backend.race(ask, session="alice"))[-1]
-    assert again.spec.tokens == first.spec.tokens
-    assert any("an earlier run" in (e.origin or "") for e in again.spec.events if e.proposed)
-    assert len(backend.memory("alice").runs) == 2 and not backend.memory("bob").runs
-    sys.modules.pop("spaces", None)
+
+def test_a_visitors_runs_come_back_from_the_worker(pair_folders, tmp_path):
+    """The backend with its device calls wrapped by the fake package: the suffix drafter's memory of the visitor's
+    earlier runs is kept by the server, sent into each call, and the new run comes back. In a fresh process, as on a
+    Space, whose server forks its workers before it has computed anything (a process that has run torch's CPU
+    kernels can hang in a forked child)."""
+    import subprocess
+
+    env = zero_env(tmp_path / "log")
+    env["PYTHONPATH"] = os.pathsep.join([FAKE, str(Path(__file__).resolve().parent.parent)])
+    done = subprocess.run([sys.executable, "-c", VISITOR, *map(str, pair_folders)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["kept"][-1][-24:] == seen["first"]  # the run came back from the worker into the server's memory
+    assert seen["again"] == seen["first"]
+    assert "an earlier run" in seen["origins"]  # the second run drafted from the first, sent into its worker
+    assert seen["alice"] == 2 and seen["bob"] == 0
+    assert [c["task"] for c in calls(tmp_path / "log")] == ["race", "race"]
 
 
 def test_a_cpu_space_with_the_package_keeps_the_cpu_pair(tmp_path):

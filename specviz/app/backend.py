@@ -98,7 +98,7 @@ class Backend:
             memory = self.memory(session) if chosen.remembers else None
             view = RaceView(Lane(PLAIN), Lane(SPEC), texts, settings.greedy, mode=mode_text(chosen.words(options),
                             settings), lossy=settings.lossy)
-            lanes, began, prompt_ids = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), []
+            lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
             call = self.calls.race(request, None if memory is None else memory.copy())
             try:
                 for packet in call:
@@ -110,7 +110,7 @@ class Backend:
                     if packet.kind == "step":
                         lanes[packet.lane].add(packet.event)
                     elif ended:
-                        view.divergence = packet.divergence
+                        view.divergence, compared = packet.divergence, True
                         break
                     view.wall_s = time.perf_counter() - began
                     yield view
@@ -119,7 +119,7 @@ class Backend:
             finally:
                 call.close()  # under ZeroGPU this ends the worker at its next step
             view.stopped = not (view.plain.done and view.spec.done)
-            if view.stopped and settings.greedy:
+            if not compared and settings.greedy:  # stopped before the device compared the two sides
                 view.divergence = self._parted(request, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 memory.begin(prompt_ids).extend(view.spec.tokens)
