@@ -7,7 +7,7 @@ from .errors import InvalidRequest
 
 MAX_NEW_TOKENS = 4096  # documented cap; also bounded by the model's context
 MAX_GAMMA = 32
-MAX_SEED = 2**63 - 1  # what torch's generators take as a non-negative seed
+MAX_SEED = 2**32 - 1  # torch's CPU generator keeps a seed's low 32 bits only: 5 and 2**32 + 5 would give one run
 # How drafted tokens are accepted when sampling (temperature 0 is always the exact greedy rule):
 # lossless keeps the target's distribution; typical (Medusa's) accepts any plausible token, lossy by design;
 # greedy insists on temperature 0.
@@ -36,8 +36,9 @@ class Settings:
             raise InvalidRequest(f"top-k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
         if not (0 < self.top_p <= 1):  # also rejects NaN
             raise InvalidRequest(f"top-p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise InvalidRequest(f"seed must be an integer in 0..2**63-1, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise InvalidRequest(f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1: on a CPU torch keeps only the low "
+                                 f"32 bits of a seed), got {self.seed!r}")
         if not isinstance(self.adaptive, bool):
             raise InvalidRequest(f"adaptive must be true or false, got {self.adaptive!r}")
         if self.acceptance not in ACCEPTANCE_MODES:

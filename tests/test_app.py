@@ -102,7 +102,9 @@ def test_the_stop_board_keeps_a_stop_for_a_waiting_run_and_for_nothing_else():
 @pytest.mark.parametrize("change, words", [
     (dict(prompt="   "), "error: the prompt is empty"), (dict(top_k=-1), "error: top-k"),
     (dict(prompt="w1 " * 5000), "error: the prompt is 5000 tokens"),
-    (dict(seed=2**70), "error: seed must be an integer in 0..2**63-1"),
+    (dict(seed=2**70), f"error: seed must be an integer in 0..4294967295 (2**32 - 1: on a CPU torch keeps only the low 32 "
+                       f"bits of a seed), got {2**70}"),
+    (dict(seed=2**53 + 1), "got 9007199254740993"),  # the seed given, not a float's rounding of it
 ])
 def test_bad_input_gives_one_message_and_the_app_keeps_serving(client, pair, change, words):
     final = run(client, pair, **change).result(timeout=60)

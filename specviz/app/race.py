@@ -79,6 +79,11 @@ def _number(value, name: str) -> float:
 
 
 def _integer(value, name: str) -> int:
+    """An integer as given (never through a float, which would round 2**53 + 1 to 2**53), or a whole float or text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value)
     number = _number(value, name)
     if not number.is_integer():
         raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
