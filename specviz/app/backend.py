@@ -26,8 +26,13 @@ from .shelf import LoadedPair, ModelShelf
 from .sweep import SweepView
 
 Stopped = Callable[[], bool]
-SESSIONS_REMEMBERED = 64  # visitors whose earlier runs are kept for drafting (least recently active forgotten)
+# Visitors' earlier runs, kept for drafting, are bounded in tokens (about 800 bytes each with their index, measured):
+# a visitor keeps at most VISITOR_TOKENS, all visitors together TOTAL_TOKENS (~400 MiB at worst); past either, the
+# oldest runs and then the least recently active visitors are forgotten.
+SESSIONS_REMEMBERED = 64
 RUNS_REMEMBERED = 64  # earlier runs kept per visitor
+VISITOR_TOKENS = 32_768
+TOTAL_TOKENS = 524_288
 
 
 class Backend:
@@ -45,11 +50,23 @@ class Backend:
     def memory(self, session: str) -> RunMemory:
         """This visitor's earlier runs (made on first use; the least recently active visitor's are dropped)."""
         with self._count:
-            found = self._memories.pop(session, None) or RunMemory(RUNS_REMEMBERED)
+            found = self._memories.pop(session, None) or RunMemory(RUNS_REMEMBERED, VISITOR_TOKENS)
             self._memories[session] = found
             while len(self._memories) > SESSIONS_REMEMBERED:
                 self._memories.popitem(last=False)
             return found
+
+    def remember(self, session: str, prompt_ids: list[int], output: list[int]) -> None:
+        """A visitor's finished (or stopped) run joins their memory; past TOTAL_TOKENS in all, the least recently
+        active other visitors' memories go."""
+        memory = self.memory(session)
+        memory.remember(prompt_ids, output)
+        with self._count:
+            total = sum(m.tokens for m in self._memories.values())
+            for other in [s for s in self._memories if s != session]:  # least recently active first
+                if total <= TOTAL_TOKENS:
+                    break
+                total -= self._memories.pop(other).tokens
 
     def forget(self, session: str) -> None:
         """The visitor left: drop their earlier runs."""
@@ -122,7 +139,7 @@ class Backend:
             if not compared and settings.greedy:  # stopped before the device compared the two sides
                 view.divergence = self._parted(request, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
-                memory.begin(prompt_ids).extend(view.spec.tokens)
+                self.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
         sides = [Side("plain", "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace("race", request.prompt, prompt_ids, settings, _models(pair), sides, texts,

@@ -187,17 +187,31 @@ class RunMemory:
     """Earlier runs to draft from, owned by a caller and handed to each generation: the `max_runs` most recent
     earlier runs are kept (the oldest evicted first), beside the run in progress, which is indexed as it grows."""
 
-    def __init__(self, max_runs: int = 16):
-        self.max_runs = max_runs
+    def __init__(self, max_runs: int = 16, max_tokens: Optional[int] = None):
+        self.max_runs, self.max_tokens = max_runs, max_tokens
         self.runs: deque[Document] = deque()
         self.begun = 0
+
+    @property
+    def tokens(self) -> int:
+        """Tokens held, prompts included: what the memory's size grows with (its index keeps a few entries each)."""
+        return sum(len(run.tokens) for run in self.runs)
 
     def copy(self) -> "RunMemory":
         """The same earlier runs for a run that must not change this memory: a run only ever adds a document of its
         own and drops the oldest from its copy's list, so the documents themselves are shared, not copied."""
-        twin = RunMemory(self.max_runs)
+        twin = RunMemory(self.max_runs, self.max_tokens)
         twin.runs, twin.begun = deque(self.runs), self.begun
         return twin
+
+    def remember(self, prompt_ids: Sequence[int], output: Sequence[int]) -> None:
+        """A finished run joins the memory; the oldest runs go while the memory holds more than max_tokens (the
+        newest run always stays, cut to its last max_tokens tokens if it alone is longer)."""
+        prompt, output = list(prompt_ids), list(output)
+        cut = 0 if self.max_tokens is None else max(0, len(prompt) + len(output) - self.max_tokens)
+        self.begin(prompt[cut:]).extend(output[max(0, cut - len(prompt)):])
+        while self.max_tokens is not None and len(self.runs) > 1 and self.tokens > self.max_tokens:
+            self.runs.popleft()
 
     def begin(self, prompt_ids: Sequence[int]) -> Document:
         """A new run, starting with its prompt; it is the most recent from now on."""

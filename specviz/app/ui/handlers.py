@@ -69,6 +69,12 @@ class StopBoard:
                 if not self._running[session]:
                     del self._running[session]
 
+    def forget(self, session: str) -> None:
+        """The session ended: nothing of it is kept (a run still under way keeps its own flag until it ends)."""
+        with self._lock:
+            self._armed.pop(session, None)
+            self._pending.discard(session)
+
     def stop(self, session: str, device_busy: bool = False) -> None:
         with self._lock:
             flags = [*self._running.get(session, ()), *([self._armed[session]] if session in self._armed else [])]
@@ -177,6 +183,7 @@ class Handlers:
 
     def leave(self, request: gr.Request) -> None:
         self.backend.forget(request.session_hash)
+        self.board.forget(request.session_hash)
 
     def waiting(self, request: gr.Request) -> str:
         """Shown at once when Run is pressed, before the run gets the device (and a Stop from now on reaches it)."""

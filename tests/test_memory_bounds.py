@@ -1,0 +1,60 @@
+"""A shared Space's memory of visitors' runs is bounded in tokens, per visitor and in all, and goes when they leave."""
+
+import random
+import time
+import tracemalloc
+
+from specviz.app import backend as backend_module
+from specviz.app.backend import Backend
+from specviz.app.shelf import ModelShelf
+from specviz.app.ui.handlers import StopBoard
+from specviz.drafters.suffix_index import RunMemory
+
+
+def text(n: int, rng: random.Random) -> list[int]:
+    return [rng.randrange(150_000) for _ in range(n)]  # all n-grams distinct: the index's worst case
+
+
+def test_a_visitors_memory_keeps_its_newest_runs_within_its_token_budget():
+    rng, memory = random.Random(0), RunMemory(64, max_tokens=5_000)
+    runs = [(text(100, rng), text(1_900, rng)) for _ in range(4)]
+    for prompt, output in runs:
+        memory.remember(prompt, output)
+    assert memory.tokens <= 5_000 and [r.tokens for r in memory.runs] == [p + o for p, o in runs[-2:]]
+    long_prompt, long_output = text(1_000, rng), text(6_000, rng)
+    memory.remember(long_prompt, long_output)  # alone longer than the budget: its last 5,000 tokens stay
+    (kept,) = memory.runs
+    assert kept.tokens == long_output[-5_000:] and kept.prompt_length == 0
+
+
+def test_all_visitors_together_stay_within_the_total_and_under_1_gib_at_worst():
+    rng, backend = random.Random(1), Backend(ModelShelf([]))
+    tracemalloc.start()
+    began = time.perf_counter()
+    try:
+        for visitor in range(24):  # 24 visitors, each filling their budget with runs of 2,048 tokens
+            for _ in range(backend_module.VISITOR_TOKENS // 2_048 + 1):
+                backend.remember(f"v{visitor}", text(64, rng), text(1_984, rng))
+        held = sum(m.tokens for m in backend._memories.values())
+        size = tracemalloc.get_traced_memory()[0]
+        assert held <= backend_module.TOTAL_TOKENS and "v23" in backend._memories and "v0" not in backend._memories
+        assert all(m.tokens <= backend_module.VISITOR_TOKENS for m in backend._memories.values())
+        assert size < 2**30, f"{size / 2**20:.0f} MiB for {held} tokens"
+        print(f"{held} tokens held in {size / 2**20:.0f} MiB ({size / held:.0f} bytes a token), "
+              f"{time.perf_counter() - began:.1f} s")
+        for visitor in list(backend._memories):  # everyone leaves
+            backend.forget(visitor)
+        assert not backend._memories and tracemalloc.get_traced_memory()[0] < size / 20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_session_that_ends_leaves_no_stop_flags_behind():
+    board = StopBoard()
+    board.arm("a")
+    board.stop("b", device_busy=True)  # kept for b's next run
+    with board.running("c"):
+        board.forget("c")  # a run under way keeps its own flag until it ends
+    for session in ("a", "b"):
+        board.forget(session)
+    assert not board._armed and not board._pending and not board._running
