@@ -120,3 +120,47 @@ def test_a_draft_with_no_vocabulary_in_common_is_refused_in_one_line(target):
     with pytest.raises(VocabularyMismatch, match="shares no vocabulary") as refused:
         check_draft_fits(target, stranger)
     assert "\n" not in str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def duplicate_cross(small_cross):
+    """A draft whose vocabulary spells some target tokens twice, as SentencePiece's byte fallback does: "a" and
+    "<0x61>", "b" and "<0x62>" (each byte piece with weights of its own, so it carries real probability)."""
+    target, _, prompt = small_cross
+    draft = relabelled(target, ["f", "e", "d", "<0x61>", "c", "b", "a", "<0x62>", "z"], seed=13, noise=0.5)
+    return target, draft, prompt
+
+
+def test_duplicate_spellings_are_mapped_to_one_target_token(duplicate_cross):
+    target, draft, _ = duplicate_cross
+    pairs = dict(zip(*shared_tokens(target, draft)))
+    vocab, target_vocab = draft.tokenizer.get_vocab(), target.tokenizer.get_vocab()
+    assert pairs[vocab["<0x61>"]] == pairs[vocab["a"]] == target_vocab["a"]
+    assert pairs[vocab["<0x62>"]] == pairs[vocab["b"]] == target_vocab["b"]
+
+
+def test_sampling_with_duplicate_spellings_is_lossless(duplicate_cross):
+    target, draft, prompt = duplicate_cross
+    counts = cross_law(target, draft, prompt, SAMPLED)
+    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) > 1e-3
+
+
+def test_keeping_one_duplicate_is_caught(duplicate_cross, monkeypatch):
+    """The mutant: q of a target token is one of its draft spellings' probabilities, not their sum."""
+    target, draft, prompt = duplicate_cross
+
+    def keep_one(self, probs):
+        out = torch.zeros(1, self.target.vocab_size, device=probs.device)
+        return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
+
+    monkeypatch.setattr(CrossTokenizerDrafter, "on_target", keep_one)
+    counts = cross_law(target, draft, prompt, SAMPLED)
+    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) < 1e-6
+
+
+def test_greedy_with_duplicate_spellings_equals_plain(duplicate_cross):
+    target, draft, prompt = duplicate_cross
+    settings = Settings(max_new_tokens=20, gamma=3)
+    plain = generated_ids(generate(target, prompt, settings))
+    drafter = CrossTokenizerDrafter(draft, target, settings, new_generator(target.device, 0))
+    assert generated_ids(generate(target, prompt, settings, drafter)) == plain

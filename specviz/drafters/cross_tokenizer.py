@@ -7,7 +7,8 @@ Its guesses reach the target in one of two ways:
 - greedy: the draft writes γ tokens of its own, freely; their text, encoded with the target's tokenizer, is the chain
   the target checks (universal assisted decoding). The greedy rule needs no q, so the output is exactly the target's.
 - sampling: the draft samples only among the tokens both vocabularies spell the same way, its q renormalised over
-  them and carried onto the target's ids (token-level intersection). Then q is a distribution over the target's
+  them and carried onto the target's ids (token-level intersection; where several draft tokens spell one target
+  token, as a character and its byte-fallback piece do, their probabilities add up). Then q is a distribution over the target's
   vocabulary and the usual rejection rule keeps the target's distribution exactly.
 """
 
@@ -34,10 +35,13 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class CrossTokenizerDrafter(BaseDrafter):
     def __init__(self, draft: LoadedModel, target: LoadedModel, settings: Settings, generator: torch.Generator):
         self.draft, self.target, self.settings, self.generator = draft, target, settings, generator
-        draft_ids, target_ids = shared_tokens(target, draft)
         self.width = draft.vocab_size
+        # Ids a tokenizer knows past its model's rows (added tokens, trimmed embeddings) are never drafted.
+        pairs = [(d, t) for d, t in zip(*shared_tokens(target, draft)) if d < self.width and t < target.vocab_size]
         self.to_target = torch.full((self.width,), -1, dtype=torch.long)  # draft id -> target id, -1: not shared
-        self.to_target[torch.tensor(draft_ids, dtype=torch.long)] = torch.tensor(target_ids, dtype=torch.long)
+        if pairs:
+            draft_ids, target_ids = zip(*pairs)
+            self.to_target[torch.tensor(draft_ids, dtype=torch.long)] = torch.tensor(target_ids, dtype=torch.long)
         self.shared = (self.to_target >= 0).to(draft.device)
         self.to_target = self.to_target.to(draft.device)
         self.lm: CachedLM | None = None
@@ -65,9 +69,10 @@ class CrossTokenizerDrafter(BaseDrafter):
         return logits
 
     def on_target(self, probs: torch.Tensor) -> torch.Tensor:
-        """[1, V_draft] probabilities, zero outside the shared tokens -> the same over the target's ids."""
+        """[1, V_draft] probabilities, zero outside the shared tokens -> the same over the target's ids. Several draft
+        tokens can spell one target token (a character as a piece and as a byte, say): its q is their sum."""
         out = torch.zeros(1, self.target.vocab_size, device=probs.device)
-        return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
+        return out.index_add_(1, self.to_target[self.shared], probs[:, self.shared])
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         want = self._resync(tokens)
