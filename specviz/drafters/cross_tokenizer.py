@@ -64,6 +64,10 @@ class CrossTokenizerDrafter(BaseDrafter):
         return want
 
     def _next(self, feed: list[int]) -> torch.Tensor:
+        need = len(self.cached) + len(feed)
+        if need > getattr(self.lm, "capacity", need):  # the draft splits the text finer than planned: a larger
+            self.lm = open_lm(self.draft.model, 2 * need)  # cache, refilled with what the old one held
+            feed, self.cached = self.cached + feed, []
         logits = self.lm.extend(torch.tensor(feed, device=self.draft.device), last_only=True)[:, : self.width]
         self.cached += feed
         return logits
