@@ -54,6 +54,16 @@ def device_calls(shelf):
     return calls
 
 
+def added_pairs(env) -> str:
+    """Whether visitors may name pairs of their own ("on"), else why not: off on a public Space (any visitor could
+    make it download any model) unless its owner sets SPECVIZ_ADD_PAIRS=1; on elsewhere unless set to 0."""
+    default = "0" if env.get("SPACE_ID") else "1"
+    if env.get("SPECVIZ_ADD_PAIRS", default) == "1":
+        return "on"
+    return ("naming a pair of your own is off on this Space; its owner can turn it on with SPECVIZ_ADD_PAIRS=1"
+            if env.get("SPACE_ID") else "naming a pair of your own is off (SPECVIZ_ADD_PAIRS=0)")
+
+
 def build(args):
     """The app's Blocks for parsed flags: the pairs, the drafters the registry finds, the device side."""
     from specviz.app.backend import Backend
@@ -75,7 +85,7 @@ def build(args):
     if args.dtype in dtypes:
         dtypes.insert(0, dtypes.pop(dtypes.index(args.dtype)))
     print(f"specviz: {describe(device, dtypes[0])}", file=sys.stderr, flush=True)
-    shelf = ModelShelf(pairs, args.device)
+    shelf = ModelShelf(pairs, args.device, added_pairs(os.environ))
     if zero_gpu():
         # ZeroGPU moves weights to the GPU only from the thread that imported `spaces`, and only before launch():
         # the one pair this Space serves is loaded here, on the main thread, and no other can be loaded later.

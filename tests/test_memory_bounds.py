@@ -1,8 +1,11 @@
-"""A shared Space's memory of visitors' runs is bounded in tokens, per visitor and in all, and goes when they leave."""
+"""A shared Space's memory of visitors' runs is bounded in tokens, per visitor and in all, and goes when they leave;
+the pairs visitors name are their own, limited, off on a public Space unless its owner turns them on."""
 
 import random
 import time
 import tracemalloc
+
+import pytest
 
 from specviz.app import backend as backend_module
 from specviz.app.backend import Backend
@@ -58,3 +61,33 @@ def test_a_session_that_ends_leaves_no_stop_flags_behind():
     for session in ("a", "b"):
         board.forget(session)
     assert not board._armed and not board._pending and not board._running
+
+
+def test_added_pairs_belong_to_their_session_within_a_limit_and_go_with_it():
+    from specviz.app.shelf import ADDED_PER_SESSION, PairPreset
+    from specviz.errors import InvalidRequest
+
+    shelf = ModelShelf([PairPreset("preset", "t", "d")])
+    mine = [shelf.add(f"t{i}", "d", "alice") for i in range(ADDED_PER_SESSION)]
+    with pytest.raises(InvalidRequest, match=f"at most {ADDED_PER_SESSION} pairs"):
+        shelf.add("one", "more", "alice")
+    assert shelf.choices("alice") == ["preset", *mine] and shelf.choices("bob") == ["preset"]
+    assert shelf.preset(mine[0], "alice").target == "t0"
+    with pytest.raises(InvalidRequest) as refused:
+        shelf.preset(mine[0], "bob")  # another visitor's pair: unknown to bob, and not listed to him
+    assert str(refused.value) == f"unknown model pair {mine[0]!r}; choose one of: preset"
+    shelf.forget("alice")
+    assert shelf.choices("alice") == ["preset"]
+
+
+def test_a_public_space_does_not_let_visitors_name_pairs_unless_its_owner_says_so():
+    import app
+
+    from specviz.errors import InvalidRequest
+
+    assert app.added_pairs({}) == "on" and app.added_pairs({"SPECVIZ_ADD_PAIRS": "0"}) != "on"
+    assert app.added_pairs({"SPACE_ID": "someone/specviz", "SPECVIZ_ADD_PAIRS": "1"}) == "on"
+    off = app.added_pairs({"SPACE_ID": "someone/specviz"})
+    shelf = ModelShelf([], added_pairs=off)
+    with pytest.raises(InvalidRequest, match="off on this Space; its owner can turn it on"):
+        shelf.add("t", "d", "alice")

@@ -91,9 +91,10 @@ class Backend:
             with self._count:
                 self._running -= 1
 
-    def _check(self, request: RaceRequest) -> tuple[Settings, DrafterKind, Options]:
+    def _check(self, request: RaceRequest, session: str) -> tuple[Settings, DrafterKind, Options]:
         if request.drafter == NO_DRAFTER:
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
+        self.shelf.preset(request.pair, session)  # a preset, or a pair this visitor added: never another's
         return check_request(request, self.shelf)
 
     def _load(self, request: RaceRequest) -> Iterator[str]:
@@ -107,7 +108,7 @@ class Backend:
     def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final. The
         speculative side drafts from, and joins, the session's earlier runs."""
-        settings, chosen, options = self._check(request)
+        settings, chosen, options = self._check(request, session)
         with self._on_device():
             for line in self._load(request):
                 yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
@@ -170,7 +171,7 @@ class Backend:
               session: str = "") -> Iterator[SweepView]:
         """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
         session's earlier runs as they were before the sweep (its own runs are not remembered)."""
-        settings, chosen, _ = self._check(request)
+        settings, chosen, _ = self._check(request, session)
         view = SweepView(gammas=tuple(gammas))
         with self._on_device():
             for line in self._load(request):
@@ -198,7 +199,7 @@ class Backend:
         before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
         Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
         settings = request.settings()
-        preset = self.shelf.preset(request.pair)
+        preset = self.shelf.preset(request.pair, session)
         entries = []
         for k in kinds(menu_only=True):
             options = k.parse({**request.options, **dict(preset.options)})

@@ -75,15 +75,21 @@ def held_bytes(pair: Optional[LoadedPair]) -> int:
     return sum(p.numel() * p.element_size() for m in (pair.target, pair.draft) for p in m.model.parameters())
 
 
+ADDED_PER_SESSION = 4
+
+
 class ModelShelf:
     """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before, once the new
     pair has passed every check that needs no weights. One pair is held at a time: a run names its pair, and a run
     that finds another pair loaded (another visitor switched) loads its own before it starts. Loads and runs take
     the device one at a time, so a switch never happens during a run."""
 
-    def __init__(self, pairs: list[PairPreset], device: str = "auto"):
+    def __init__(self, pairs: list[PairPreset], device: str = "auto", added_pairs: str = "on"):
         self.pairs = {p.label: p for p in pairs}
         self.device = device
+        # Pairs a visitor names belong to their session (at most ADDED_PER_SESSION); `added_pairs` is "on", or why not.
+        self.added_pairs = added_pairs
+        self._added: dict[str, dict[str, PairPreset]] = {}  # session -> label -> pair
         self._loaded: Optional[LoadedPair] = None
         self._lock = threading.Lock()
         self.loading = ""  # while a pair loads: what is loading, in words
@@ -97,22 +103,45 @@ class ModelShelf:
     def current(self) -> Optional[LoadedPair]:
         return self._loaded
 
-    def add(self, target: str, draft: str) -> str:
-        """A pair of any target and any draft, by name (offline preset, folder or Hub id), added to the menu; its
-        label. Nothing loads yet: the first run with it loads it, or says in one line why it cannot."""
+    def add(self, target: str, draft: str, session: str = "") -> str:
+        """A pair of any target and any draft, by name (offline preset, folder or Hub id), added to this session's
+        menu; its label. Nothing loads yet: the first run with it loads it, or says in one line why it cannot."""
         if self.pinned:
             raise InvalidRequest(self.pinned)
+        if self.added_pairs != "on":
+            raise InvalidRequest(self.added_pairs)
         target, draft = str(target or "").strip(), str(draft or "").strip()
         if not target or not draft:
             raise InvalidRequest("name both a target and a draft (an offline preset, a model folder or a Hub id)")
         preset = PairPreset(f"{target} ← {draft}", target, draft)
-        self.pairs.setdefault(preset.label, preset)
+        if preset.label in self.pairs:
+            return preset.label
+        own = self._added.setdefault(session, {})
+        if preset.label not in own and len(own) >= ADDED_PER_SESSION:
+            raise InvalidRequest(f"a session adds at most {ADDED_PER_SESSION} pairs; reload the page to start afresh")
+        own[preset.label] = preset
         return preset.label
 
-    def preset(self, label: str) -> PairPreset:
-        if label not in self.pairs:
-            raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(self.pairs)}")
-        return self.pairs[label]
+    def choices(self, session: str = "") -> list[str]:
+        """The menu one visitor sees: the presets, then the pairs they added."""
+        return [*self.pairs, *self._added.get(session, {})]
+
+    def forget(self, session: str) -> None:
+        """The visitor left: the pairs they added go (a loaded one stays loaded until another is asked for)."""
+        self._added.pop(session, None)
+
+    def preset(self, label: str, session: Optional[str] = None) -> PairPreset:
+        """A preset, or a pair the session added; with no session (the device side, after the server has checked
+        the visitor's request), a pair any session added. An unknown label's error lists only what the asker may
+        choose."""
+        if label in self.pairs:
+            return self.pairs[label]
+        added = self._added.get(session, {}) if session is not None else {
+            k: v for own in self._added.values() for k, v in own.items()}
+        if label in added:
+            return added[label]
+        mine = self.choices(session) if session is not None else list(self.pairs)
+        raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(mine)}")
 
     def get(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None,
             draft_dtype: str = "") -> LoadedPair:

@@ -184,6 +184,7 @@ class Handlers:
     def leave(self, request: gr.Request) -> None:
         self.backend.forget(request.session_hash)
         self.board.forget(request.session_hash)
+        self.backend.shelf.forget(request.session_hash)
 
     def waiting(self, request: gr.Request) -> str:
         """Shown at once when Run is pressed, before the run gets the device (and a Stop from now on reaches it)."""
@@ -297,8 +298,9 @@ class Handlers:
         outputs.pop(self.screen.status, None)
         return outputs or {self.screen.compare_table: gr.skip()}
 
-    def load(self, pair_label, dtype_name, draft_dtype="same"):
+    def load(self, pair_label, dtype_name, draft_dtype="same", request: gr.Request = None):
         try:
+            self.backend.shelf.preset(pair_label, request.session_hash if request else "")
             mixed = draft_dtype not in ("same", dtype_name)
             for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype="" if not mixed else draft_dtype):
                 yield panels.status(line, "busy")
@@ -306,13 +308,15 @@ class Handlers:
         except Exception as exc:
             yield failure(exc)
 
-    def add_pair(self, target: str, draft: str):
-        """A pair named by the visitor joins the menu and becomes the choice (which loads it)."""
+    def add_pair(self, target: str, draft: str, request: gr.Request):
+        """A pair named by the visitor joins their own menu and becomes the choice (which loads it)."""
+        session = request.session_hash
         try:
-            label = self.backend.shelf.add(target, draft)
+            label = self.backend.shelf.add(target, draft, session)
         except SpecvizError as exc:
             return gr.skip(), failure(exc)
-        return gr.Dropdown(choices=list(self.backend.shelf.pairs), value=label), panels.status(f"pair: {label}", "info")
+        choices = self.backend.shelf.choices(session)
+        return gr.Dropdown(choices=choices, value=label), panels.status(f"pair: {label}", "info")
 
     def stop(self, request: gr.Request):
         self.board.stop(request.session_hash, device_busy=bool(self.backend.busy()))

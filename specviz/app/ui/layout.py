@@ -223,8 +223,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
         for precision in (s.dtype, s.draft_dtype):
             precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **device)
         s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
-        s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair",
-                         queue=False)
+        s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair")
         demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
         demo.unload(h.leave)  # the visitor's earlier runs, kept for drafting, go with them
         s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")
