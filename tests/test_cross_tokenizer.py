@@ -101,18 +101,20 @@ def cross_law(target, draft, prompt, settings):
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
+def law_p(cross) -> float:
+    """The chi-square p-value of a (target, draft, prompt)'s first two speculative tokens against the target's law."""
+    target, draft, prompt = cross
+    return chi_square_p(cross_law(target, draft, prompt, SAMPLED), exact_two_token_law(target, prompt, SAMPLED), RUNS)
+
+
 def test_sampling_with_another_tokenizer_is_lossless(small_cross):
-    target, draft, prompt = small_cross
-    counts = cross_law(target, draft, prompt, SAMPLED)
-    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) > 1e-3
+    assert law_p(small_cross) > 1e-3
 
 
 def test_a_wrong_mapping_of_q_is_caught(small_cross, monkeypatch):
-    target, draft, prompt = small_cross
     right = CrossTokenizerDrafter.on_target
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", lambda self, probs: right(self, probs).roll(1, dims=-1))
-    counts = cross_law(target, draft, prompt, SAMPLED)
-    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) < 1e-6
+    assert law_p(small_cross) < 1e-6
 
 
 def test_a_draft_with_no_vocabulary_in_common_is_refused_in_one_line(target):
@@ -140,22 +142,17 @@ def test_duplicate_spellings_are_mapped_to_one_target_token(duplicate_cross):
 
 
 def test_sampling_with_duplicate_spellings_is_lossless(duplicate_cross):
-    target, draft, prompt = duplicate_cross
-    counts = cross_law(target, draft, prompt, SAMPLED)
-    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) > 1e-3
+    assert law_p(duplicate_cross) > 1e-3
 
 
 def test_keeping_one_duplicate_is_caught(duplicate_cross, monkeypatch):
     """The mutant: q of a target token is one of its draft spellings' probabilities, not their sum."""
-    target, draft, prompt = duplicate_cross
-
     def keep_one(self, probs):
         out = torch.zeros(1, self.target.vocab_size, device=probs.device)
         return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
 
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", keep_one)
-    counts = cross_law(target, draft, prompt, SAMPLED)
-    assert chi_square_p(counts, exact_two_token_law(target, prompt, SAMPLED), RUNS) < 1e-6
+    assert law_p(duplicate_cross) < 1e-6
 
 
 def test_greedy_with_duplicate_spellings_equals_plain(duplicate_cross):

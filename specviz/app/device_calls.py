@@ -125,9 +125,9 @@ class DeviceCalls:
         """One side: plain decoding (drafter 'none') or one drafter; a packet per step, then, for a greedy run given
         the plain side's tokens, where it parted from them."""
         try:
-            settings = request.settings()
-            chosen, options = None, None
-            if request.drafter != NO_DRAFTER:
+            if request.drafter == NO_DRAFTER:
+                settings, chosen, options = request.settings(), None, None
+            else:
                 settings, chosen, options = check_request(request, self.shelf)
             pair = self._pair(request)
             prompt_ids = encode_prompt(pair.target, request.prompt)
