@@ -10,6 +10,7 @@ from specviz.events import generated_ids
 from specviz.app.race import RaceRequest
 from specviz.settings import Settings
 from specviz.app.shelf import ModelShelf, PairPreset
+from tiny import tiny_llama, word_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +49,18 @@ def test_the_pair_loads_once_and_stays(backend):
 
 def test_a_pair_that_cannot_load_leaves_the_loaded_pair_in_place(pair_folders, tmp_path, monkeypatch):
     target, draft = pair_folders
+    stranger = tmp_path / "stranger"  # a real model whose tokenizer shares no token with the target's
+    tiny_llama(12, seed=3).save_pretrained(stranger)
+    word_tokenizer([f"x{i}" for i in range(10)]).save_pretrained(stranger)
     shelf = ModelShelf([PairPreset("tiny", str(target), str(draft)), PairPreset("hub", "someone/not-cached", str(draft)),
-                        PairPreset("no model", str(tmp_path), str(draft))], "cpu")
+                        PairPreset("no model", str(tmp_path / "empty"), str(draft)),
+                        PairPreset("stranger", str(target), str(stranger))], "cpu")
+    (tmp_path / "empty").mkdir()
     backend = Backend(shelf)
     list(backend.race(request(max_new_tokens=2)))
     held = shelf.current()
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: the Hub is unreachable
-    for label, words in (("hub", "not reachable"), ("no model", "no config.json")):
+    for label, words in (("hub", "not reachable"), ("no model", "no config.json"), ("stranger", "shares no vocabulary")):
         with pytest.raises(SpecvizError, match=words) as failed:
             list(backend.race(request(pair=label, max_new_tokens=2)))
         assert "\n" not in str(failed.value) and shelf.current() is held, label

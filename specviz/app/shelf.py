@@ -9,8 +9,8 @@ from typing import Callable, Iterator, Optional
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
 from ..models.device import check_fits, weight_bytes
-from ..models.loading import check_loadable, check_precision
-from ..models.vocabulary import check_draft_fits
+from ..models.loading import check_loadable, check_precision, load_tokenizer
+from ..models.vocabulary import check_tokenizers_fit
 from ..models.offline import PRESETS, converted_path, locate_parts
 
 
@@ -172,6 +172,9 @@ class ModelShelf:
                          for name, precision, (source, _, offline) in zip((preset.target, preset.draft),
                                                                            (dtype, draft_dtype), found)]
                 check_fits(sizes, where, freed=held_bytes(held))
+                self.loading = f"checking the tokenizers of {preset.label}"
+                check_tokenizers_fit(*(load_tokenizer(source, offline) for source, _, offline in found),
+                                     preset.target, preset.draft)
                 self._loaded = None
                 del held
                 gc.collect()
@@ -186,7 +189,6 @@ class ModelShelf:
                         draft = load_model(name, draft_dtype, self.device)
             finally:
                 self.loading = ""
-            check_draft_fits(target, draft)
             self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)
             precision = dtype if draft_dtype == dtype else f"{dtype}, draft {draft_dtype}"
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"

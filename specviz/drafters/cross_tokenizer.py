@@ -35,14 +35,19 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class CrossTokenizerDrafter(BaseDrafter):
     def __init__(self, draft: LoadedModel, target: LoadedModel, settings: Settings, generator: torch.Generator):
         self.draft, self.target, self.settings, self.generator = draft, target, settings, generator
-        self.width = draft.vocab_size
+        self.width, self.readable = draft.vocab_size, draft.readable
+        self.target_rows = min(target.vocab_size, target.readable)  # ids the target can be fed and can produce
         # Ids a tokenizer knows past its model's rows (added tokens, trimmed embeddings) are never drafted.
-        pairs = [(d, t) for d, t in zip(*shared_tokens(target, draft)) if d < self.width and t < target.vocab_size]
+        pairs = [(d, t) for d, t in zip(*shared_tokens(target, draft)) if d < self.width and t < self.target_rows]
         self.to_target = torch.full((self.width,), -1, dtype=torch.long)  # draft id -> target id, -1: not shared
         if pairs:
             draft_ids, target_ids = zip(*pairs)
             self.to_target[torch.tensor(draft_ids, dtype=torch.long)] = torch.tensor(target_ids, dtype=torch.long)
         self.shared = (self.to_target >= 0).to(draft.device)
+        named = [i for i in draft.tokenizer.get_vocab().values() if i < self.width]
+        self.named = torch.zeros(self.width, dtype=torch.bool)  # ids with a token (not padding rows): greedy's choice
+        self.named[torch.tensor(named, dtype=torch.long)] = True
+        self.named = self.named.to(draft.device)
         self.to_target = self.to_target.to(draft.device)
         self.lm: CachedLM | None = None
         self.cached: list[int] = []  # the draft ids whose keys and values the draft's cache holds, in order
@@ -57,7 +62,8 @@ class CrossTokenizerDrafter(BaseDrafter):
         """The committed text in the draft's tokens; the cache cut back to what it shares with them, never holding the
         last one (a proposal starts by feeding at least one token)."""
         text = self.prompt_text + self.target.tokenizer.decode(tokens[self.prompt_len:])
-        want = self.draft.tokenizer.encode(text, add_special_tokens=False)
+        # A token the draft's model has no row for (an added token, a trimmed vocabulary) is left out of what it reads.
+        want = [t for t in self.draft.tokenizer.encode(text, add_special_tokens=False) if t < self.readable]
         keep = max(0, min(common_prefix(self.cached, want), len(want) - 1))
         self.lm.truncate(keep)
         self.cached = self.cached[:keep]
@@ -84,11 +90,13 @@ class CrossTokenizerDrafter(BaseDrafter):
         if self.settings.greedy:
             own = []
             for _ in range(gamma):
-                x = int(self._next(feed).argmax(-1))
+                x = int(self._next(feed).masked_fill(~self.named, float("-inf")).argmax(-1))
                 own.append(x)
                 feed = [x]
             text = self.draft.tokenizer.decode(own)
             chain = self.target.tokenizer.encode(text, add_special_tokens=False)[:gamma]
+            cut = next((i for i, t in enumerate(chain) if t >= self.target_rows), len(chain))
+            chain = chain[:cut]  # past an id the target cannot read nothing could be accepted: the target never writes it
             spelled = tuple(self.draft.tokenizer.decode([t]) for t in own)
             return Proposal((tuple(chain),), forwards=gamma, spelled=spelled) if chain else None
         own, q = [], []

@@ -56,6 +56,7 @@ def generate(
     stop: Optional[StopFlag] = None,
 ) -> Iterator[StepEvent]:
     """Yield one StepEvent per target forward until EOS, the token budget, or a stop request."""
+    target.check_readable(prompt_ids)
     clock = make_clock(target.device)
     generator = generator or new_generator(target.device, settings.seed)
     budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))

@@ -49,6 +49,19 @@ class LoadedModel:
     def vocab_size(self) -> int:
         return output_weight(self.model).shape[0]
 
+    @property
+    def readable(self) -> int:
+        """How many ids the model can be fed: its embedding rows (its tokenizer may know more)."""
+        return self.model.get_input_embeddings().num_embeddings
+
+    def check_readable(self, ids: list[int]) -> None:
+        """One line for a prompt holding a token the tokenizer knows but the model has no embedding row for."""
+        bad = next((i for i in ids if i >= self.readable), None)
+        if bad is not None:
+            raise InvalidRequest(f"the prompt holds token {bad} ({self.tokenizer.convert_ids_to_tokens(bad)!r}), which "
+                                 f"the tokenizer knows but '{self.name}' cannot read (it has {self.readable} embedding "
+                                 f"rows); remove that text from the prompt")
+
 
 def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
     """A Linear layer's [out, in] weight as a float tensor, also when the layer is an int8 dynamic one."""
@@ -127,14 +140,21 @@ def check_loadable(name: str) -> tuple[str, bool, str | None]:
     return source, from_hub, offline_reason
 
 
+def load_tokenizer(source: str, offline_reason: str | None = None):
+    """The tokenizer of what check_loadable found; with the Hub unreachable, only from the local cache."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
+
+
 def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     where = check_precision(dtype, device)
     source, from_hub, offline_reason = check_loadable(name)
     try:
         # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
+        tokenizer = load_tokenizer(source, offline_reason)
         # On a GPU the weights go straight to it in their precision; under ZeroGPU they are read on the CPU and
         # placed with .to("cuda") below, which the `spaces` package intercepts in the main process.
         straight = where.type == "cuda" and not zero_gpu()

@@ -47,23 +47,34 @@ def same_vocabulary(target, draft) -> bool:
     return target.tokenizer.get_vocab() == draft.tokenizer.get_vocab()
 
 
+def spelled_alike(target_tokenizer, draft_tokenizer) -> tuple[list[int], list[int]]:
+    """(draft ids, target ids), aligned: the tokens both tokenizers spell the same way."""
+    target_of = {b: i for i, b in enumerate(token_bytes(target_tokenizer)) if b}
+    pairs = [(i, target_of[b]) for i, b in enumerate(token_bytes(draft_tokenizer)) if b and b in target_of]
+    return [d for d, _ in pairs], [t for _, t in pairs]
+
+
 def shared_tokens(target, draft) -> tuple[list[int], list[int]]:
-    """(draft ids, target ids), aligned: the tokens both spell the same way. Computed once per pair of models."""
-    def compute():
-        target_of = {b: i for i, b in enumerate(token_bytes(target.tokenizer)) if b}
-        pairs = [(i, target_of[b]) for i, b in enumerate(token_bytes(draft.tokenizer)) if b and b in target_of]
-        return [d for d, _ in pairs], [t for _, t in pairs]
-    return draft.companion(("shared-tokens", target.name), compute)
+    """spelled_alike for two loaded models, computed once per pair of models."""
+    return draft.companion(("shared-tokens", target.name), lambda: spelled_alike(target.tokenizer, draft.tokenizer))
 
 
 def check_draft_fits(target, draft) -> None:
     """The same vocabulary, or enough in common to draft across tokenizers; else one line saying so."""
-    if same_vocabulary(target, draft):
-        return
-    special = set(draft.tokenizer.all_special_tokens)
-    draft_ids, _ = shared_tokens(target, draft)
-    ordinary = [i for i in draft_ids if draft.tokenizer.convert_ids_to_tokens(i) not in special]
-    if not ordinary:
+    if not same_vocabulary(target, draft):
+        check_common_tokens(shared_tokens(target, draft)[0], draft.tokenizer, target.name, draft.name)
+
+
+def check_tokenizers_fit(target_tokenizer, draft_tokenizer, target_name: str, draft_name: str) -> None:
+    """check_draft_fits from the tokenizers alone, before any weights are read."""
+    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        draft_ids, _ = spelled_alike(target_tokenizer, draft_tokenizer)
+        check_common_tokens(draft_ids, draft_tokenizer, target_name, draft_name)
+
+
+def check_common_tokens(draft_ids: list[int], draft_tokenizer, target_name: str, draft_name: str) -> None:
+    special = set(draft_tokenizer.all_special_tokens)
+    if not any(draft_tokenizer.convert_ids_to_tokens(i) not in special for i in draft_ids):
         raise VocabularyMismatch(
-            f"draft '{draft.name}' shares no vocabulary with target '{target.name}' (no ordinary token is spelled the "
+            f"draft '{draft_name}' shares no vocabulary with target '{target_name}' (no ordinary token is spelled the "
             f"same in both), so its guesses cannot be bridged; pick another draft")
