@@ -2,7 +2,9 @@
 drafters, some stopped and some refused. Every run must be answered, the server's resident memory must stay flat
 after a warm-up, and no thread may be left behind. The figures are printed (pytest -s shows them)."""
 
+import os
 import random
+import re
 import threading
 import time
 from pathlib import Path
@@ -105,3 +107,56 @@ def test_200_runs_from_4_sessions_are_all_answered_with_flat_memory_and_no_stray
     assert {"finished", "stopped", "error", "refused"} <= set(tally)  # every path was taken
     assert rss - warm_rss < max(40.0, 0.05 * warm_rss)  # flat: no growth per run
     assert count <= warm_threads + 4  # no thread left behind per run
+
+
+def left_lines(proc) -> list[tuple[int, int]]:
+    """(visitors, tokens) from each 'a visitor left' line the server has logged."""
+    proc.log.seek(0)
+    return [(int(m[1]), int(m[2])) for m in re.finditer(r"a visitor left; (\d+) visitors' earlier runs hold (\d+) tokens",
+                                                       proc.log.read())]
+
+
+def wait_for_leaves(proc, count: int) -> list[tuple[int, int]]:
+    deadline = time.time() + 60
+    while len(lines := left_lines(proc)) < count and time.time() < deadline:
+        time.sleep(0.2)
+    return lines
+
+
+SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 4, 3, 2, 1500
+
+
+def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pair_heads):
+    """Batches of visitors, each with long suffix runs (all remembered for drafting); when they leave, the server says
+    it holds nothing of theirs, and its resident memory after the last batch is what it was after the first."""
+    proc, url = serve(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
+    pair, rng, resident, began = f"{pair_folders[0]} ← {pair_folders[1]}", random.Random(5), [], time.time()
+    try:
+        time.sleep(2)
+        before = len(left_lines(proc))  # serve()'s own probe of the server was a visitor too
+        for batch in range(SOAK_BATCHES):
+            # A gradio_client Client is a session as a browser tab is one: it holds the session's heartbeat stream
+            # open, and close() ends it, so the server's unload handler runs for the session.
+            visits = [Client(url, verbose=False) for _ in range(SOAK_VISITORS)]
+            for visit in visits:
+                for _ in range(SOAK_RUNS):
+                    prompt = " ".join(f"w{rng.randrange(60)}" for _ in range(12))
+                    final = run(visit, pair, prompt=prompt, drafter="suffix", max_new=SOAK_TOKENS).result(300)
+                    assert final[SUMMARY]["finished"], final[STATUS]
+            for i, visit in enumerate(visits):
+                visit.close()
+                left = before + batch * SOAK_VISITORS + i + 1
+                lines = wait_for_leaves(proc, left)
+                assert len(lines) == left, "the server never saw the visitor leave"
+                visitors, tokens = lines[-1]
+                assert visitors == SOAK_VISITORS - i - 1  # the others' runs are still held until they leave too
+                assert (tokens > 0) == (visitors > 0), lines[-1]
+            resident.append(resident_mib(proc.pid))
+        held = SOAK_VISITORS * SOAK_RUNS * SOAK_TOKENS
+        print(f"\nsessions soak: {SOAK_BATCHES} batches of {SOAK_VISITORS} visitors, each {SOAK_RUNS} runs of "
+              f"{SOAK_TOKENS} tokens (a batch holds over {held} tokens before it leaves) in {time.time() - began:.0f} s; "
+              f"resident memory after each batch left: {', '.join(f'{r:.0f}' for r in resident)} MiB")
+        assert resident[-1] - resident[0] < max(30.0, 0.05 * resident[0])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -68,10 +68,12 @@ class Backend:
                     break
                 total -= self._memories.pop(other).tokens
 
-    def forget(self, session: str) -> None:
-        """The visitor left: drop their earlier runs."""
+    def forget(self, session: str) -> str:
+        """The visitor left: drop their earlier runs. What the others' memories still hold, in words (for the log)."""
         with self._count:
             self._memories.pop(session, None)
+            held = sum(m.tokens for m in self._memories.values())
+            return f"a visitor left; {len(self._memories)} visitors' earlier runs hold {held} tokens"
 
     def busy(self) -> str:
         """What a run started now would wait for, in words; empty when the device is free."""

@@ -2,10 +2,12 @@
 downloaded as. Each handler streams the pure-Python views of the backend (or of a recorded trace) into HTML and
 charts; any failure becomes one line in the status box. No torch here."""
 
+import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -142,6 +144,10 @@ class Handlers:
     def __init__(self, backend, screen: SimpleNamespace):
         self.backend, self.screen, self.board = backend, screen, StopBoard()
         self.files = Path(tempfile.mkdtemp(prefix="specviz-downloads-"))  # this server's downloadable runs
+        # A session's last run is held as the path of its trace file, not as a Trace: Gradio keeps a closed session's
+        # state for an hour, and a long run's events in memory are megabytes. The few read last stay parsed.
+        self._parsed: OrderedDict[str, Trace] = OrderedDict()
+        self._parsing = threading.Lock()
 
     # -- the race, live or replayed: the first nine outputs are the /run API's, in its published order --
     def race_outputs(self, view: RaceView, prompt: str, chart: bool = True) -> tuple:
@@ -155,12 +161,13 @@ class Handlers:
             status = panels.status(f"running… {view.message}" if started else view.message, "busy")
         finished = view.finished and view.trace is not None
         step = first_rejection(view.spec.events) if finished else None
+        files = self.downloads(view.trace) if finished else (gr.skip(), gr.skip())
         return (status, panels.prompt_echo(prompt), panels.lane_text(view, "plain"), panels.lane_text(view, "spec"),
                 figure1(view), panels.metrics_strip(view), panels.identity_badge(view),
                 charts.race_chart(view) if chart else gr.skip(), race_summary(view),
-                view.trace if finished else gr.skip(),
+                files[0],
                 gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
-                *(self.downloads(view.trace) if finished else (gr.skip(), gr.skip())),
+                *files,
                 *((panels.diagnosis(view), charts.time_chart(view), charts.position_chart(view.spec.events)) if finished
                   else (gr.skip(),) * 3))
 
@@ -182,7 +189,7 @@ class Handlers:
                 yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
 
     def leave(self, request: gr.Request) -> None:
-        self.backend.forget(request.session_hash)
+        print(f"specviz: {self.backend.forget(request.session_hash)}", file=sys.stderr, flush=True)
         self.board.forget(request.session_hash)
         self.backend.shelf.forget(request.session_hash)
 
@@ -209,7 +216,24 @@ class Handlers:
         stem = self.files / f"specviz-{trace.kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         trace.save(stem.with_suffix(".json"))
         stem.with_suffix(".html").write_text(snapshot_html(trace), encoding="utf-8")
+        self._keep(str(stem.with_suffix(".json")), trace)
         return str(stem.with_suffix(".json")), str(stem.with_suffix(".html"))
+
+    def _keep(self, path: str, trace: Trace) -> Trace:
+        with self._parsing:
+            self._parsed[path] = trace
+            self._parsed.move_to_end(path)
+            while len(self._parsed) > 4:
+                self._parsed.popitem(last=False)
+        return trace
+
+    def trace(self, held: str | None) -> Trace | None:
+        """The run a session holds (the path its trace was saved to), or None."""
+        if not held:
+            return None
+        with self._parsing:
+            parsed = self._parsed.get(held)
+        return self._keep(held, parsed or Trace.load(held))
 
     # -- explaining one step of the speculative side, and replaying its acceptance rule --
     @staticmethod
@@ -218,15 +242,17 @@ class Handlers:
         events = trace.sides[1].events if trace is not None and len(trace.sides) > 1 else []
         return events[min(max(int(step or 1), 1), len(events)) - 1] if events else None
 
-    def explain(self, step, trace: Trace | None) -> str:
+    def explain(self, step, held: str | None) -> str:
+        trace = self.trace(held)
         event = self._step(step, trace)
         return explain_step(event, trace.text_of, len(trace.sides[1].events)) if event else explain_step(None, str)
 
-    def replay_choices(self, step, trace: Trace | None):
-        rules = list(rules_for(self._step(step, trace)))
+    def replay_choices(self, step, held: str | None):
+        rules = list(rules_for(self._step(step, self.trace(held))))
         return gr.Dropdown(choices=rules, value=rules[0] if rules else None, interactive=bool(rules))
 
-    def replay_rule(self, step, trace: Trace | None, rule: str):
+    def replay_rule(self, step, held: str | None, rule: str):
+        trace = self.trace(held)
         event = self._step(step, trace)
         rules = rules_for(event)
         if not rules:
@@ -241,14 +267,15 @@ class Handlers:
                    "this rule changes what the model would write").format(replayed.p_value))
         return panels.status(line, "done" if fits else "error"), charts.replay_chart(replayed)
 
-    def nudge(self, step, trace: Trace | None, by: int):
+    def nudge(self, step, held: str | None, by: int):
+        trace = self.trace(held)
         count = len(trace.sides[1].events) if trace is not None and len(trace.sides) > 1 else 1
         return min(max(int(step or 1) + by, 1), max(count, 1))
 
-    def pick(self, trace: Trace | None, evt: gr.EventData):
+    def pick(self, held: str | None, evt: gr.EventData):
         """A click on a Figure-1 row: that step, explained, in the explanation tab."""
         step = int(getattr(evt, "step", 0)) + 1
-        return step, self.explain(step, trace), gr.Tabs(selected="explain")
+        return step, self.explain(step, held), gr.Tabs(selected="explain")
 
     # -- the γ sweep and the comparison of every drafter --
     def arm(self, request: gr.Request) -> None:
@@ -291,8 +318,9 @@ class Handlers:
             out[s.download], out[s.snapshot] = self.downloads(view.trace)
         return out
 
-    def after_replay(self, trace: Trace | None) -> dict:
+    def after_replay(self, held: str | None) -> dict:
         """A replayed comparison also fills the comparison tab (at once: it holds finished runs only)."""
+        trace = self.trace(held)
         view = from_trace(trace) if trace is not None and trace.kind == "comparison" else None
         outputs = self.compare_outputs(view) if view else {}
         outputs.pop(self.screen.status, None)

@@ -186,7 +186,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
                 s.summary = gr.JSON(elem_id="sv-summary")
             with gr.Tab("How the race is run", id="how"):
                 gr.HTML(panels.how_it_runs())
-        s.trace = gr.State(None)
+        s.trace = gr.State(None)  # the path of the last run's trace file
 
         h = Handlers(backend, s)
         controls = in_api_order(dict(
@@ -230,6 +230,13 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
     return demo
 
 
+# Gradio keeps each session's component values and state after it closes (its state for an hour), up to this many
+# sessions, least recently used dropped first: at about 1 MB for a session whose last run was 1,500 tokens long.
+SESSIONS_KEPT = 256
+
+
 def launch_options() -> dict:
-    """Theme, stylesheet and the page's script: Gradio 6 takes them in launch(), not in Blocks()."""
-    return dict(theme=gr.themes.Soft(), css=(ASSETS / "specviz.css").read_text(), js=CLIENT_JS)
+    """Theme, stylesheet and the page's script (Gradio 6 takes them in launch(), not in Blocks()), and how many
+    sessions' screens the server keeps."""
+    return dict(theme=gr.themes.Soft(), css=(ASSETS / "specviz.css").read_text(), js=CLIENT_JS,
+                state_session_capacity=SESSIONS_KEPT)
