@@ -132,8 +132,7 @@ def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pa
     proc, url = serve(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
     pair, rng, resident, began = f"{pair_folders[0]} ← {pair_folders[1]}", random.Random(5), [], time.time()
     try:
-        time.sleep(2)
-        before = len(left_lines(proc))  # serve()'s own probe of the server was a visitor too
+        before = len(wait_for_leaves(proc, 1))  # serve()'s own probe of the server was a visitor too, and has left
         for batch in range(SOAK_BATCHES):
             # A gradio_client Client is a session as a browser tab is one: it holds the session's heartbeat stream
             # open, and close() ends it, so the server's unload handler runs for the session.
