@@ -23,6 +23,8 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class DraftModelDrafter(BaseDrafter):
+    stops_early = True
+
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
@@ -44,13 +46,19 @@ class DraftModelDrafter(BaseDrafter):
             return None
         self._base, self._count = len(tokens), gamma
         feed = torch.tensor(tokens[self.lm.length :])
-        drafted, dists = [], []
+        drafted, dists, confidence = [], [], []
         for _ in range(gamma):
             probs = probabilities(fit_vocab(self.lm.extend(feed, last_only=True), self.vocab_size), self.settings)
             feed = choose(probs, self.settings, self.generator)
             drafted.append(feed)
             dists.append(probs)
-        return Proposal((tuple(torch.cat(drafted).tolist()),), torch.cat(dists), forwards=gamma)
+            if self.keep_drafting is not None:  # the length is decided here, from the draft's own probabilities
+                confidence.append(float(probs[0, feed[0]]))
+                if not self.keep_drafting(confidence):
+                    break
+        self._count = len(drafted)
+        return Proposal((tuple(torch.cat(drafted).tolist()),), torch.cat(dists), forwards=len(drafted),
+                        confidence=tuple(confidence) or None)
 
     def observe(self, verdict: Verdict) -> None:
         # The last drafted token was never fed, so at most gamma - 1 drafts sit in the cache.

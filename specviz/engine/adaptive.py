@@ -5,13 +5,37 @@ and costs γ·d (drafting, d per token) + V(k) (one target forward over k tokens
 We pick γ* = argmax E(γ) / (γ·d + V(1 + n·γ)) over γ = 0..max, where n is how many nodes a step verifies per
 unit of γ (1 for a chain; more for a tree) and γ = 0 is a plain step: 1 token for V(1). Paper: E(γ)/(γc + 1),
 the same with V(k) = V(1). When no γ > 0 beats a plain step, decode plainly and probe again later so α can
-recover. Pure Python: every estimate comes from the step timings the engine already measures.
+recover. A drafter with its own probabilities (a draft model) is also asked after each token whether one more
+pays (keep_drafting): its probability for the token, calibrated on the run's verdicts, stands in for α there.
+Pure Python: every estimate comes from the step timings the engine already measures.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..theory import expected_tokens_per_step
+
+
+BINS = 10
+
+
+@dataclass
+class Calibration:
+    """How often a draft token holds, by the draft's own probability for it (ten bins, each starting from the
+    probability itself, worth two tests)."""
+    held: list = field(default_factory=lambda: [2 * (b + 0.5) / BINS for b in range(BINS)])
+    tested: list = field(default_factory=lambda: [2.0] * BINS)
+
+    def chance(self, confidence: float) -> float:
+        b = min(int(confidence * BINS), BINS - 1)
+        return self.held[b] / self.tested[b]
+
+    def observe(self, confidences: tuple, accepted: int) -> None:
+        """Drafts 1..accepted held; the one after them (if any) was the first rejected; later ones were never tested."""
+        for j, confidence in enumerate(confidences[: accepted + 1]):
+            b = min(int(confidence * BINS), BINS - 1)
+            self.tested[b] += 1
+            self.held[b] += j < accepted
 
 
 @dataclass
@@ -28,6 +52,8 @@ class GammaController:
     slope: float = 0.05  # V(k) = V(1)·(1 + slope·(k − 1))
     nodes_per_gamma: float = 1.0
     plain_run: int = 0  # plain steps chosen in a row
+    calibration: Calibration = field(default_factory=Calibration)
+    stops_early: bool = False  # the drafter asks keep_drafting() after each token: γ is then only the ceiling
 
     @property
     def alpha(self) -> float:
@@ -48,13 +74,33 @@ class GammaController:
         best = max(range(1, self.max_gamma + 1), key=self.rate)
         if self.rate(best) > self.rate(0) or self.plain_run >= self.probe_after:
             self.plain_run = 0
-            return best
+            return self.max_gamma if self.stops_early else best
         self.plain_run += 1
         return 0
 
+    def keep_drafting(self, confidences: list[float]) -> bool:
+        """Decided while drafting: after n drafts with these probabilities (the draft's own), whether one more raises
+        the step's expected tokens per second. With a_j the calibrated chance that draft j holds, all of the first j
+        hold with C_j = a_1·…·a_j; the step yields 1 + ΣC_j tokens for n·d + V(1 + n). The next draft is guessed to
+        hold as often as the last one did."""
+        n = len(confidences)
+        if n >= self.max_gamma:
+            return False
+        held, tokens = 1.0, 1.0
+        for confidence in confidences:
+            held *= self.calibration.chance(confidence)
+            tokens += held
+        d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
+        now = tokens / (n * d + self.verify_cost(1 + n))
+        more = (tokens + held * self.calibration.chance(confidences[-1])) / ((n + 1) * d + self.verify_cost(2 + n))
+        return more > now
+
     def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
-                draft_s: float, verify_s: float) -> None:
-        """One finished step: γ asked, k tokens verified, how many drafts held, and its two timings."""
+                draft_s: float, verify_s: float, confidences: Optional[tuple] = None) -> None:
+        """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its two timings,
+        and the draft's probability for each drafted token when the drafter stops early."""
+        if confidences:
+            self.calibration.observe(confidences, accepted)
         blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
         if forward_tokens <= 1:  # nothing was verified beyond the last token: a plain step
             self.forward_1 = blend(self.forward_1, verify_s)

@@ -72,10 +72,13 @@ def generate(
 
     tokens, produced, index = list(prompt_ids), 0, 0
     controller = GammaController(settings.gamma) if settings.adaptive and drafter is not None else None
+    if controller is not None and getattr(drafter, "stops_early", False):  # the draft length is decided while drafting
+        controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
     while produced < budget and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens). g is the set γ or, adaptive, the one with the most
-        #    expected tokens per second (adaptive.py; 0 = a plain step); it shrinks near the budget so no step overshoots.
+        #    expected tokens per second (adaptive.py; 0 = a plain step; a draft model may stop sooner, where its own
+        #    probabilities say the next token would not pay); it shrinks near the budget so no step overshoots.
         gamma = 0 if drafter is None else controller.next_gamma() if controller else settings.gamma
         gamma = max(0, min(gamma, budget - produced - 1))
         proposal = drafter.propose(tokens, gamma) if gamma > 0 else None  # None: a plain step
@@ -96,8 +99,9 @@ def generate(
         t2 = clock()
         shown = tree.paths[verdict.winner] if tree.paths else ()
         if controller is not None:
-            controller.observe(gamma, 1 + len(tree.tokens), verdict.accepted, verdict.accepted < len(shown),
-                               t1 - t0, t2 - t1)
+            depth = max(map(len, proposal.candidates)) if proposal else gamma
+            controller.observe(depth, 1 + len(tree.tokens), verdict.accepted, verdict.accepted < len(shown),
+                               t1 - t0, t2 - t1, proposal.confidence if proposal else None)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
         event = _event(index, tree, verdict, detail, target.eos_ids, budget - produced, proposal)
         tokens.extend(event.tokens)

@@ -28,6 +28,7 @@ class Proposal:
     shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
     spelled: Optional[tuple[str, ...]] = None  # the guess in the drafter's own tokens, when its tokenizer is another
     origin: Optional[str] = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
+    confidence: Optional[tuple[float, ...]] = None  # a chain drafter's own probability of each token, when it stopped by them
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
@@ -78,6 +79,8 @@ class BaseDrafter:
     reads_hidden = False
     hidden_layers = (-1,)
     longest: Optional[int] = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
+    stops_early = False  # it asks keep_drafting after each token (a draft model with adaptive γ)
+    keep_drafting = None  # set by the loop: (the draft's probabilities so far) -> whether one more token pays
 
     def max_nodes(self, gamma: int) -> int:
         return gamma
