@@ -79,10 +79,10 @@ class GammaController:
         return 0
 
     def keep_drafting(self, confidences: list[float]) -> bool:
-        """Decided while drafting: after n drafts with these probabilities (the draft's own), whether one more raises
-        the step's expected tokens per second. With a_j the calibrated chance that draft j holds, all of the first j
-        hold with C_j = a_1·…·a_j; the step yields 1 + ΣC_j tokens for n·d + V(1 + n). The next draft is guessed to
-        hold as often as the last one did."""
+        """Decided while drafting: after n drafts with these probabilities (the draft's own), whether drafting on
+        raises the step's expected tokens per second. With a_j the calibrated chance that draft j holds, all of the
+        first j hold with C_j = a_1·…·a_j; a step of m drafts yields 1 + ΣC_j tokens for m·d + V(1 + m). Drafts
+        after the n-th are guessed to hold as often as the n-th: go on if some m > n beats m = n."""
         n = len(confidences)
         if n >= self.max_gamma:
             return False
@@ -91,9 +91,13 @@ class GammaController:
             held *= self.calibration.chance(confidence)
             tokens += held
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
-        now = tokens / (n * d + self.verify_cost(1 + n))
-        more = (tokens + held * self.calibration.chance(confidences[-1])) / ((n + 1) * d + self.verify_cost(2 + n))
-        return more > now
+        now, a = tokens / (n * d + self.verify_cost(1 + n)), self.calibration.chance(confidences[-1])
+        for m in range(n + 1, self.max_gamma + 1):
+            held *= a
+            tokens += held
+            if tokens / (m * d + self.verify_cost(1 + m)) > now:
+                return True
+        return False
 
     def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
                 draft_s: float, verify_s: float, confidences: Optional[tuple] = None) -> None:
