@@ -149,7 +149,7 @@ def cmd_generate(args) -> int:
     target = load_model(args.target, args.dtype, args.device)
     draft = None
     if chosen and chosen.needs_draft:
-        draft = load_model(args.draft, args.draft_dtype or args.dtype, args.device)
+        draft = load_model(args.draft, draft_dtype(args, target), args.device)
         check_draft_fits(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
 
@@ -206,7 +206,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         words = mode_text(kind(drafter_name).words(options), settings)
         sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
     models = {"pair": f"{args.target} ← {args.draft}" if draft else args.target, "target": args.target,
-              "draft": args.draft, "precision": args.dtype, "draft_precision": args.draft_dtype or args.dtype,
+              "draft": args.draft, "precision": args.dtype, "draft_precision": draft_dtype(args, target),
               "device": target.device.type}
     made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
     trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
@@ -247,3 +247,11 @@ def cmd_prepare(args) -> int:
             continue
         print(f"{name}: {ensure_converted(PRESETS[name], rebuild=args.rebuild)}")
     return 0
+
+
+def draft_dtype(args, target) -> str:
+    """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
+    target's."""
+    from .models.loading import best_draft_dtype
+
+    return args.draft_dtype or best_draft_dtype(target.device) or args.dtype

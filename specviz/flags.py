@@ -13,7 +13,8 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False) 
                    help="the target's precision (and the draft's, unless --draft-dtype): bf16 is ~2x faster than "
                         "float32 on a CPU, exact checks use float32; int8 (CPU) is an int8 target, another model")
     p.add_argument("--draft-dtype", choices=None if several_drafts else list(PRECISIONS),
-                   help="the draft model's precision (default: --dtype); an int8 draft costs less per token, and the "
+                   help="the draft model's precision (default: " + ("--dtype" if several_drafts else
+                         "int8 on a CPU, where it measured fastest, else --dtype") + "); an int8 draft costs less per token, and the "
                         "target alone still decides the output" + (
                             "; several, comma-separated, run the draft model at each" if several_drafts else ""))
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])

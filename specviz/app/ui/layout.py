@@ -51,8 +51,10 @@ PICK_JS = ("element.addEventListener('click', (e) => { const row = e.target.clos
            "if (row) { trigger('pick', {step: Number(row.dataset.step)}); } });")
 
 
-def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new_default: int = 128) -> gr.Blocks:
-    """`kinds`: the drafter kinds to offer (drafters.registry.kinds(menu_only=True)), each with its option panel."""
+def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new_default: int = 128,
+              draft_default: str = "same") -> gr.Blocks:
+    """`kinds`: the drafter kinds to offer (drafters.registry.kinds(menu_only=True)), each with its option panel;
+    `draft_default`: the draft precision a run starts with ("same" as the target's, or one of `dtypes`)."""
     prompts = json.loads((ASSETS / "prompts.json").read_text())
     s = SimpleNamespace()
     with gr.Blocks(title="specviz: speculative decoding you can see") as demo:
@@ -76,7 +78,7 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
             s.dtype = gr.Radio(dtypes, value=dtypes[0], label="Precision",
                                info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact; int8 "
                                     "(CPU) is an int8 model on both sides.")
-            s.draft_dtype = gr.Dropdown(["same", *dtypes], value="same", label="Draft precision",
+            s.draft_dtype = gr.Dropdown(["same", *dtypes], value=draft_default, label="Draft precision",
                                         info="An int8 draft costs less per guess; the target alone decides the "
                                              "output.", elem_id="sv-draft-dtype")
             s.gamma = fields.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
