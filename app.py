@@ -89,7 +89,7 @@ def build(args):
     shelf = ModelShelf(pairs, args.device, added_pairs(os.environ))
     # The draft precision a race starts with: the one measured fastest here (int8 on a CPU), else the target's. A
     # ZeroGPU Space serves one pair at one precision, pinned below.
-    draft_default = "same" if zero_gpu() else best_draft_dtype(device) or "same"
+    draft_precision = "" if zero_gpu() else best_draft_dtype(device)  # "": the target's
     if zero_gpu():
         # ZeroGPU moves weights to the GPU only from the thread that imported `spaces`, and only before launch():
         # the one pair this Space serves is loaded here, on the main thread, and no other can be loaded later.
@@ -98,12 +98,12 @@ def build(args):
         shelf.pin(f"on ZeroGPU this Space serves {pairs[0].label} ({dtypes[0]}), placed on the GPU at start-up; its "
                   f"owner picks another with SPECVIZ_TARGET and SPECVIZ_DRAFT")
     elif not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
-        threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_default),
+        threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision),
                          daemon=True).start()
     backend = Backend(shelf, device_calls(shelf))
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     return build_app(backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64,
-                     draft_default)
+                     draft_precision or "same")
 
 
 def main(argv=None):
@@ -125,9 +125,9 @@ def _say(line):
     print(f"specviz: {line}", file=sys.stderr, flush=True)
 
 
-def _preload(shelf, label, dtype, gpu, draft_dtype="same"):
+def _preload(shelf, label, dtype, gpu, draft_dtype=""):
     try:
-        shelf.get(label, dtype, report=_say, draft_dtype="" if draft_dtype == "same" else draft_dtype)
+        shelf.get(label, dtype, report=_say, draft_dtype=draft_dtype)
         if gpu:  # CUDA's start-up (context, kernels, allocator) is paid here, not by the first visitor's plain side
             began = time.perf_counter()
             warm_up(shelf, label, dtype)

@@ -173,8 +173,8 @@ class ModelShelf:
                                                                            (dtype, draft_dtype), found)]
                 check_fits(sizes, where, freed=held_bytes(held))
                 self.loading = f"checking the tokenizers of {preset.label}"
-                check_tokenizers_fit(*(load_tokenizer(source, offline) for source, _, offline in found),
-                                     preset.target, preset.draft)
+                tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
+                check_tokenizers_fit(*tokenizers, preset.target, preset.draft)
                 self._loaded = None
                 del held
                 gc.collect()
@@ -184,9 +184,9 @@ class ModelShelf:
                     report(line)
                     yield line
                     if role == "target":
-                        target = load_model(name, dtype, self.device)
+                        target = load_model(name, dtype, self.device, tokenizers[0])
                     else:
-                        draft = load_model(name, draft_dtype, self.device)
+                        draft = load_model(name, draft_dtype, self.device, tokenizers[1])
             finally:
                 self.loading = ""
             self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)

@@ -44,7 +44,7 @@ class DraftModelDrafter(BaseDrafter):
         self.blind = self.blind or any(t >= self.readable for t in tokens[self.lm.length :])
         if self.blind:  # a draft with fewer embedding rows than the target has ids: plain steps, still exact
             return None
-        self._base, self._count = len(tokens), gamma
+        self._base = len(tokens)
         feed = torch.tensor(tokens[self.lm.length :])
         drafted, dists, confidence = [], [], []
         for _ in range(gamma):

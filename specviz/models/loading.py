@@ -153,14 +153,15 @@ def load_tokenizer(source: str, offline_reason: str | None = None):
     return AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
 
 
-def load_model(name: str, dtype: str = "bfloat16", device: str = "auto") -> LoadedModel:
+def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
+    """`tokenizer`: the model's, when the caller has already loaded it (load_tokenizer)."""
     from transformers import AutoModelForCausalLM
 
     where = check_precision(dtype, device)
     source, from_hub, offline_reason = check_loadable(name)
     try:
         # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
-        tokenizer = load_tokenizer(source, offline_reason)
+        tokenizer = tokenizer or load_tokenizer(source, offline_reason)
         # On a GPU the weights go straight to it in their precision; under ZeroGPU they are read on the CPU and
         # placed with .to("cuda") below, which the `spaces` package intercepts in the main process.
         straight = where.type == "cuda" and not zero_gpu()
