@@ -8,6 +8,7 @@ from specviz.drafters.distill import Text, split_by_group
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
 from specviz.drafters.eagle.drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
+from specviz.drafters.tree_growth import tokens_to
 from specviz.drafters.eagle.train import chain_acceptance, read_features, train_eagle
 from specviz.drafters.registry import decode
 from specviz.engine import generate
@@ -73,24 +74,24 @@ def test_every_tree_node_gets_what_its_path_alone_gives(target, tokenizer):
     lm, drafter = started(target, head, tokens, nodes=20)
     with torch.inference_mode():
         nodes = drafter.grow_tree(4)
-    fed = [n for n in nodes if n[4] is not None]
-    assert len({n[2] for n in fed}) == 3  # nodes of depths 1, 2 and 3 were fed (depth 4 is only scored)
+    fed = [n for n in nodes if n.state is not None]
+    assert len({n.depth for n in fed}) == 3  # nodes of depths 1, 2 and 3 were fed (depth 4 is only scored)
     committed = lm.hidden(0, lm.length)
     for node in fed:
         path, up = [], node
         while True:
             path.append(up)
-            if up[1] < 0:
+            if up.parent < 0:
                 break
-            up = nodes[up[1]]
+            up = nodes[up.parent]
         path = path[::-1]
         with torch.inference_mode():  # pairs: committed (f_i, x_{i+1}), then (guess before the node, node token) down the path
-            feats = [committed] + [drafter.last[None]] + [p[4][None] for p in path[:-1]]
-            ids = tokens[1:] + [p[0] for p in path]
+            feats = [committed] + [drafter.last[None]] + [p.state[None] for p in path[:-1]]
+            ids = tokens[1:] + [p.token for p in path]
             n = len(ids)
             mask = torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), torch.finfo(torch.float32).min)
             alone = head(torch.cat(feats)[None], torch.tensor([ids]), torch.arange(n)[None], mask[None, None])[0, -1]
-        assert torch.allclose(node[4], alone, atol=1e-5)
+        assert torch.allclose(node.state, alone, atol=1e-5)
 
 
 def test_the_kept_tree_is_the_best_scored_nodes_and_closed_under_parents(target, tokenizer):
@@ -103,9 +104,9 @@ def test_the_kept_tree_is_the_best_scored_nodes_and_closed_under_parents(target,
     assert drafter.cache.get_seq_length() == drafter.fed == len(tokens) - 1  # drafts forgotten
     with torch.inference_mode():  # the same growth again, from the same committed pairs
         nodes = drafter.grow_tree(4)
-    best = sorted(range(len(nodes)), key=lambda n: (-nodes[n][3], n))[:7]
-    assert all(nodes[n][1] < 0 or nodes[n][1] in best for n in best)  # closed under parents
-    kept = {EagleDrafter._path(nodes, n) for n in best}
+    best = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[:7]
+    assert all(nodes[n].parent < 0 or nodes[n].parent in best for n in best)  # closed under parents
+    kept = {tokens_to(nodes, n) for n in best}
     assert kept == {tuple(tree.tokens[m] for m in tree.path_to(node)) for node in range(len(tree.tokens))}
 
 

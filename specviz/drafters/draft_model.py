@@ -1,5 +1,8 @@
-"""A smaller model of the same vocabulary drafts autoregressively, with its own KV cache, sampling as the target
-would (same temperature, top-k, top-p), so its probabilities q go to the rejection rule with each token."""
+"""A smaller model of the same vocabulary drafts with its own KV cache: a chain, sampling as the target would (same
+temperature, top-k, top-p) so its probabilities q go to the rejection rule with each token; or a tree of its own top
+candidates, grown where it is most confident (tree_growth.py), whose tokens are point masses to the tree rule."""
+
+from dataclasses import dataclass
 
 import torch
 
@@ -11,7 +14,11 @@ from ..errors import InvalidRequest
 from ..settings import MAX_GAMMA, Settings
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from .cross_tokenizer import CrossTokenizerDrafter
-from .kinds import DrafterKind
+from .kinds import DrafterKind, Options, option
+from .tree_growth import best_next, best_paths, columns_to, grow
+
+SHAPES = ("chain", "tree")
+WIDTH = 4  # branches expanded per depth, and children kept per branch
 
 
 def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
@@ -23,17 +30,21 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class DraftModelDrafter(BaseDrafter):
-    stops_early = True
-
-    def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int):
+    def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int,
+                 shape: str = "chain", nodes: int = 8):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
+        self.shape, self.nodes = shape, nodes
+        self.stops_early = shape == "chain"  # a tree's depth is the controller's γ; its breadth is the node budget
         self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
         self.lm: CachedLM | None = None
         self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
         self._base = self._count = 0
 
+    def max_nodes(self, gamma: int) -> int:
+        return gamma if self.shape == "chain" else max(gamma, self.nodes)
+
     def start(self, prompt_ids: list[int], target=None) -> None:
-        self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + MAX_GAMMA + 1)
+        self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + WIDTH * MAX_GAMMA + 1)
         self.blind = any(t >= self.readable for t in prompt_ids)
         if len(prompt_ids) > 1 and not self.blind:
             self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
@@ -46,6 +57,8 @@ class DraftModelDrafter(BaseDrafter):
             return None
         self._base = len(tokens)
         feed = torch.tensor(tokens[self.lm.length :])
+        if self.shape == "tree" and gamma > 1:
+            return self._tree(feed, gamma)
         drafted, dists, confidence = [], [], []
         for _ in range(gamma):
             probs = probabilities(fit_vocab(self.lm.extend(feed, last_only=True), self.vocab_size), self.settings)
@@ -60,19 +73,56 @@ class DraftModelDrafter(BaseDrafter):
         return Proposal((tuple(torch.cat(drafted).tolist()),), torch.cat(dists), forwards=len(drafted),
                         confidence=tuple(confidence) or None)
 
+    @torch.inference_mode()
+    def _tree(self, feed: torch.Tensor, gamma: int) -> Proposal:
+        """The committed text's new tokens in one forward, then one forward per depth over the most confident
+        branches; the drafts leave the cache again, so the next step starts from the committed text."""
+        def ranked(logits: torch.Tensor):
+            return best_next(torch.log_softmax(fit_vocab(logits, self.vocab_size).float(), dim=-1), WIDTH)
+
+        committed = self._base
+
+        def expand(nodes, chosen, depth):
+            past = self.lm.length
+            logits = self.lm.extend_branches([nodes[n].token for n in chosen], [committed + depth - 2] * len(chosen),
+                                             committed, [columns_to(nodes, nodes[n].parent) for n in chosen])
+            for row, n in enumerate(chosen):
+                nodes[n].column = past + row
+            return ranked(logits)
+
+        values, ids = ranked(self.lm.extend(feed, last_only=True))
+        nodes = grow((values[0], ids[0]), expand, gamma, WIDTH)
+        self.lm.truncate(committed)
+        self._count = 0
+        return Proposal(tuple(best_paths(nodes, self.nodes)), forwards=gamma)
+
     def observe(self, verdict: Verdict) -> None:
-        # The last drafted token was never fed, so at most gamma - 1 drafts sit in the cache.
-        self.lm.truncate(self._base + min(verdict.accepted, self._count - 1))
+        # The last drafted token was never fed, so at most gamma - 1 drafts of a chain sit in the cache.
+        self.lm.truncate(self._base + max(0, min(verdict.accepted, self._count - 1)))
+
+    def forget(self) -> None:
+        """Another drafter's proposal was verified this step: drop this one's drafts from the cache."""
+        self.lm.truncate(min(self.lm.length, self._base))
 
 
-def _build(options, ctx):
+@dataclass(frozen=True)
+class DraftOptions(Options):
+    draft_tree: str = option("chain", "draft shape", "chain (one sampled token per depth, its probabilities to the "
+                             "rejection rule) or tree (the draft's top candidates, grown where it is most confident)",
+                             choices=SHAPES)
+    draft_nodes: int = option(8, "draft tree nodes", "the most draft tokens a tree sends to verification", low=2, high=64)
+
+
+def _build(options: DraftOptions, ctx):
     if ctx.draft is None:
         raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
     if not same_vocabulary(ctx.target, ctx.draft):  # another tokenizer: bridged through text
         check_draft_fits(ctx.target, ctx.draft)
         return CrossTokenizerDrafter(ctx.draft, ctx.target, ctx.settings, ctx.generator)
-    return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size)
+    return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size,
+                             options.draft_tree, options.draft_nodes)
 
 
 KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "
-                   "one is bridged through text)", _build, needs_draft=True, order=10)
+                   "one is bridged through text)", _build, DraftOptions, needs_draft=True, order=10,
+                   describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""))

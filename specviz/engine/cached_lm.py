@@ -121,6 +121,32 @@ class CachedLM:
         return out.logits[0]
 
     @torch.inference_mode()
+    def extend_branches(self, ids: list[int], positions: list[int], shared: int, ancestors: list[list[int]]) -> torch.Tensor:
+        """Append n rows in one forward (a drafter growing its own tree); return their [n, V] logits. Row i holds
+        ids[i] at positions[i] and sees cache entries [0, shared), the entries listed in ancestors[i] and itself."""
+        n = len(ids)
+        sees = torch.zeros(n, self.length + n, dtype=torch.bool)
+        sees[:, :shared] = True
+        for row, columns in enumerate(ancestors):
+            sees[row, columns] = True
+            sees[row, self.length + row] = True
+        logits, hidden = self._masked_forward(torch.tensor([ids], device=self.device),
+                                              torch.tensor([positions], device=self.device), sees)
+        self._remember(hidden, self.length)
+        self.length += n
+        return logits
+
+    def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
+        """One forward of [1, q] ids whose row i may look at the cache entries and new rows where sees[i] holds."""
+        if not takes_custom_mask(self.model):
+            raise TreeAttentionUnsupported(f"attention implementation {attention_of(self.model)!r} cannot take a "
+                                           "tree mask; load the model with sdpa or eager attention")
+        mask = torch.zeros(sees.shape, dtype=self.model.dtype).masked_fill(~sees, torch.finfo(self.model.dtype).min)
+        out = self.model(input_ids=ids, attention_mask=mask.to(self.device)[None, None], position_ids=positions,
+                         past_key_values=self.cache, use_cache=True, output_hidden_states=self.keep_hidden)
+        return out.logits[0], self._rows_of(out)
+
+    @torch.inference_mode()
     def keep(self, start: int, offsets: list[int]) -> None:
         """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction).
         Only the kept entries move, in place, to start, start + 1, ...; then the tail is cropped (no cache copy)."""

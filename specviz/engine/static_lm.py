@@ -110,6 +110,13 @@ class StaticLM(CachedLM):
         self.length += q
         return logits
 
+    def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
+        full = torch.zeros(sees.shape[0], self.capacity, dtype=torch.bool)
+        full[:, : sees.shape[1]] = sees
+        self._room_for(ids.shape[-1])
+        mask = torch.zeros(full.shape, dtype=self.model.dtype).masked_fill(~full, self._hidden_mask)
+        return self._forward(ids, positions, mask.to(self.device)[None, None], False)
+
     def _drop_tail(self, length: int) -> None:
         pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
 

@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from ...engine.step import BaseDrafter, Proposal
+from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
 from .head import EagleHead
 
 BEAM = 4  # frontier nodes expanded per depth, and children kept per node
@@ -79,11 +80,10 @@ class EagleDrafter(BaseDrafter):
         return self.head(features, ids, torch.tensor([positions], device=self._device),
                          mask.to(self._device)[None, None], self.cache)
 
-    def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
+    def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
         """The head's k likeliest next tokens after each feature in [m, H]: log-probabilities and target ids."""
-        logp = torch.log_softmax(self.head.logits(hidden).float(), dim=-1)
-        top = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
-        return top.values.tolist(), self.head.token_ids(top.indices).tolist()
+        values, ids = best_next(torch.log_softmax(self.head.logits(hidden).float(), dim=-1), k)
+        return values, self.head.token_ids(torch.tensor(ids, device=self._device)).tolist()
 
     @torch.inference_mode()
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
@@ -111,52 +111,20 @@ class EagleDrafter(BaseDrafter):
         return [chain], gamma
 
     def _dynamic_tree(self, gamma: int):
-        nodes = self.grow_tree(gamma)
-        # step 3: the best `nodes` by path score; ties keep the earlier (shallower) node, so parents come first
-        kept = sorted(range(len(nodes)), key=lambda n: (-nodes[n][3], n))[: self.nodes]
-        inner = {nodes[n][1] for n in kept}
-        leaves = sorted((n for n in kept if n not in inner), key=lambda n: -nodes[n][3])
-        return [self._path(nodes, leaf) for leaf in leaves], gamma
+        return best_paths(self.grow_tree(gamma), self.nodes), gamma  # step 3
 
-    def grow_tree(self, gamma: int) -> list[list]:
-        """Step 2 for a tree. A node is [token, parent (-1: the root), depth, path log-probability, the head's feature
-        after it (None until fed), its head-cache column]; parents come before their children."""
-        nodes: list[list] = []
+    def grow_tree(self, gamma: int) -> list[Node]:
+        """Step 2 for a tree (tree_growth.py); a fed node's state is the head's feature guessed after it."""
         values, ids = self._best(self.last[None], self.width)
-        frontier = [self._add(nodes, t, -1, 1, v) for v, t in zip(values[0], ids[0])]
-        for depth in range(2, gamma + 1):
-            expand = sorted(frontier, key=lambda n: -nodes[n][3])[: self.width]  # the most confident nodes
+
+        def expand(nodes: list[Node], chosen: list[int], depth: int):
             past = self.cache.get_seq_length()
-            parents = [nodes[n][1] for n in expand]
-            features = torch.stack([self.last if p < 0 else nodes[p][4] for p in parents])[None]
-            ancestors = [self._columns(nodes, p) for p in parents]
-            out = self._feed(features, torch.tensor([[nodes[n][0] for n in expand]], device=self._device),
-                             [self.fed + depth - 2] * len(expand), ancestors)[0]
-            for row, n in enumerate(expand):
-                nodes[n][4], nodes[n][5] = out[row], past + row
-            values, ids = self._best(out, self.width)
-            frontier = [self._add(nodes, t, n, depth, nodes[n][3] + v)
-                        for n, vs, ts in zip(expand, values, ids) for v, t in zip(vs, ts)]
-        return nodes
+            parents = [nodes[n].parent for n in chosen]
+            features = torch.stack([self.last if p == ROOT else nodes[p].state for p in parents])[None]
+            out = self._feed(features, torch.tensor([[nodes[n].token for n in chosen]], device=self._device),
+                             [self.fed + depth - 2] * len(chosen), [columns_to(nodes, p) for p in parents])[0]
+            for row, n in enumerate(chosen):
+                nodes[n].state, nodes[n].column = out[row], past + row
+            return self._best(out, self.width)
 
-    @staticmethod
-    def _add(nodes: list, token: int, parent: int, depth: int, score: float) -> int:
-        nodes.append([token, parent, depth, score, None, None])
-        return len(nodes) - 1
-
-    @staticmethod
-    def _columns(nodes: list, node: int) -> list[int]:
-        """The head-cache columns of `node` and its ancestors (all fed already); the root has none."""
-        columns = []
-        while node >= 0:
-            columns.append(nodes[node][5])
-            node = nodes[node][1]
-        return columns
-
-    @staticmethod
-    def _path(nodes: list, node: int) -> tuple[int, ...]:
-        path = []
-        while node >= 0:
-            path.append(nodes[node][0])
-            node = nodes[node][1]
-        return tuple(path[::-1])
+        return grow((values[0], ids[0]), expand, gamma, self.width)

@@ -1,0 +1,78 @@
+"""Growing a token tree from a drafter's own top candidates (EAGLE-2's dynamic tree), for any drafter that scores
+next tokens: the EAGLE head over features, a draft model over tokens.
+
+Every node carries the log-probability of its path under the drafter. Depth 1 holds the drafter's `width` best
+tokens after the committed text; at each further depth the `width` best nodes of the frontier are fed in one
+forward (each row sees the committed text and its own ancestors, at position = depth) and each gets its `width`
+best children. Of everything made, the `budget` best nodes are kept: a child never outscores its parent, so the
+kept nodes form a tree, and its root-to-leaf paths go to the engine's tree verification as point masses.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+ROOT = -1  # the parent of a depth-1 node: the last committed token
+
+
+@dataclass
+class Node:
+    token: int
+    parent: int  # index of its parent in the node list; ROOT for depth 1
+    depth: int
+    score: float  # log-probability of its path under the drafter
+    column: Optional[int] = None  # where the drafter's cache holds it, once fed
+    state: Any = None  # what the drafter keeps per fed node (EAGLE: the feature guessed after it)
+
+
+# expand(nodes, chosen, depth): feed the chosen nodes (each of depth - 1) in one forward, record their column and
+# state, and return each one's best next tokens as (log-probabilities, ids), a list per chosen node.
+Expand = Callable[[list[Node], list[int], int], tuple[list[list[float]], list[list[int]]]]
+
+
+def best_next(logp: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
+    """The k likeliest tokens of each row of [m, V] log-probabilities: values and ids, as lists."""
+    top = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
+    return top.values.tolist(), top.indices.tolist()
+
+
+def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int) -> list[Node]:
+    """Every node made down to `depth`, parents before children. `first`: the best tokens after the committed text."""
+    nodes = [Node(token, ROOT, 1, value) for value, token in zip(*first)]
+    frontier = list(range(len(nodes)))
+    for d in range(2, depth + 1):
+        chosen = sorted(frontier, key=lambda n: -nodes[n].score)[:width]  # the most confident branches
+        values, ids = expand(nodes, chosen, d)
+        frontier = []
+        for n, row_values, row_ids in zip(chosen, values, ids):
+            for value, token in zip(row_values, row_ids):
+                nodes.append(Node(token, n, d, nodes[n].score + value))
+                frontier.append(len(nodes) - 1)
+    return nodes
+
+
+def best_paths(nodes: list[Node], budget: int) -> list[tuple[int, ...]]:
+    """The root-to-leaf token paths of the `budget` best-scored nodes (ties keep the earlier, shallower node, so a
+    parent always comes with its child), likeliest leaf first."""
+    kept = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[:budget]
+    inner = {nodes[n].parent for n in kept}
+    leaves = sorted((n for n in kept if n not in inner), key=lambda n: -nodes[n].score)
+    return [tokens_to(nodes, leaf) for leaf in leaves]
+
+
+def tokens_to(nodes: list[Node], node: int) -> tuple[int, ...]:
+    path = []
+    while node != ROOT:
+        path.append(nodes[node].token)
+        node = nodes[node].parent
+    return tuple(path[::-1])
+
+
+def columns_to(nodes: list[Node], node: int) -> list[int]:
+    """The cache columns of `node` and its ancestors (all fed already); the root has none."""
+    columns = []
+    while node != ROOT:
+        columns.append(nodes[node].column)
+        node = nodes[node].parent
+    return columns

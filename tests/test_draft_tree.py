@@ -1,0 +1,115 @@
+"""A draft model's own tree: its top candidates at each depth, grown where it is most confident and verified together.
+Greedy output equals plain decoding for any draft, each node's draft logits are what its path alone gives, a tree
+accepts at least what the chain accepts, sampling keeps the target's law, and a tree rule that skips the renormalising
+after a rejected sibling fails that test."""
+
+import pytest
+import torch
+
+import specviz.engine.verify as verify
+from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
+from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.tree_growth import best_next, columns_to, grow, tokens_to
+from specviz.engine import generate
+from specviz.engine.static_lm import StaticLM
+from specviz.engine.cached_lm import CachedLM
+from specviz.errors import InvalidRequest
+from specviz.events import generated_ids, summarize
+from specviz.settings import Settings
+from specviz.stats import chi_square_p
+from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
+
+TREE = {"draft_tree": "tree", "draft_nodes": 10}
+
+
+@pytest.mark.parametrize("which", ["same", "partial", "unrelated", "int8"])
+@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4", "w5 w5 w5 w5 w5 w5", "w33"])
+def test_greedy_draft_trees_equal_plain(target, drafts, tokenizer, which, prompt):
+    ids = tokenizer.encode(prompt)
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    for gamma in (1, 2, 5):
+        events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma), "draft", drafts[which], TREE))
+        assert generated_ids(events) == plain, f"gamma={gamma}"
+        if gamma > 1:
+            assert any(e.candidates for e in events)  # really verified as trees
+
+
+def test_adaptive_draft_trees_equal_plain(target, drafts, tokenizer):
+    ids = tokenizer.encode("w1 w2 w3 w4 w5")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=60)))
+    settings = Settings(max_new_tokens=60, gamma=6, adaptive=True)
+    assert generated_ids(decode(target, ids, settings, "draft", drafts["partial"], TREE)) == plain
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_every_branch_gets_what_its_path_alone_gives(target, drafts, tokenizer, static):
+    """The draft's rows for the tree (mask, positions = depth, cache columns) against the draft run causally over the
+    committed text and the node's own path, in the dynamic and the static cache."""
+    model = drafts["unrelated"].model
+    tokens = tokenizer.encode("w3 w9 w27 w4 w16 w8")
+    lm = StaticLM(model, 64) if static else CachedLM(model)
+    first = best_next(torch.log_softmax(lm.extend(torch.tensor(tokens), last_only=True).float(), -1), 3)
+    rows = {}
+
+    def expand(nodes, chosen, depth):
+        past = lm.length
+        logits = lm.extend_branches([nodes[n].token for n in chosen], [len(tokens) + depth - 2] * len(chosen),
+                                    len(tokens), [columns_to(nodes, nodes[n].parent) for n in chosen])
+        for row, n in enumerate(chosen):
+            nodes[n].column, rows[n] = past + row, logits[row]
+        return best_next(torch.log_softmax(logits.float(), -1), 3)
+
+    with torch.inference_mode():
+        nodes = grow((first[0][0], first[1][0]), expand, 4, 3)
+        assert {nodes[n].depth for n in rows} == {1, 2, 3}
+        for n, row in rows.items():
+            alone = model(torch.tensor([tokens + list(tokens_to(nodes, n))])).logits[0, -1]
+            assert torch.allclose(row, alone, atol=1e-4)
+
+
+def test_a_tree_accepts_at_least_what_the_chain_accepts(target, drafts, tokenizer):
+    ids = tokenizer.encode("w1 w2 w3 w4")
+    settings = Settings(max_new_tokens=60, gamma=4)
+    chain = summarize(list(decode(target, ids, settings, "draft", drafts["partial"])))
+    tree = summarize(list(decode(target, ids, settings, "draft", drafts["partial"], TREE)))
+    assert tree.mean_tokens_per_step >= chain.mean_tokens_per_step
+    assert tree.target_forwards <= chain.target_forwards
+
+
+def test_the_tree_keeps_its_node_budget_and_leaves_the_draft_cache_committed(target, drafts, tokenizer):
+    tokens = tokenizer.encode("w1 w2 w3")
+    settings = Settings(max_new_tokens=20, gamma=4)
+    drafter = DraftModelDrafter(drafts["partial"].model, settings, None, target.vocab_size, "tree", 7)
+    drafter.start(tokens)
+    proposal = drafter.propose(tokens, 4)
+    assert len(proposal.tree().tokens) == 7 and proposal.q is None
+    assert drafter.lm.length == len(tokens)
+
+
+def test_draft_tree_options_are_checked():
+    with pytest.raises(InvalidRequest, match="draft shape must be chain or tree"):
+        DraftOptions(draft_tree="bush")
+    with pytest.raises(InvalidRequest, match="draft tree nodes must be an integer in 2..64"):
+        DraftOptions(draft_nodes=1)
+
+
+SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
+
+
+def tree_law(target, draft, prompt, settings):
+    return lookup_law(target, prompt, settings,
+                      lambda s: build_drafter("draft", s, None, target, draft, {"draft_tree": "tree", "draft_nodes": 6}))
+
+
+def test_sampled_draft_trees_keep_the_targets_law(small):
+    target, draft, prompt = small
+    law = exact_two_token_law(target, prompt, SAMPLED)
+    assert chi_square_p(tree_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+
+
+def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught(small, monkeypatch):
+    """The mutant: after a sibling is rejected, it stays in what the next token is drawn from."""
+    monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
+    target, draft, prompt = small
+    law = exact_two_token_law(target, prompt, SAMPLED)
+    assert chi_square_p(tree_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
