@@ -2,6 +2,7 @@
 temperature, top-k, top-p) so its probabilities q go to the rejection rule with each token; or a tree of its own top
 candidates, grown where it is most confident (tree_growth.py), whose tokens are point masses to the tree rule."""
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,7 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class DraftModelDrafter(BaseDrafter):
+    tree_size = None  # set by the loop when adaptive: (the tree's node chances, best first; depth) -> how many pay
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int,
                  shape: str = "chain", nodes: int = 8):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
@@ -74,7 +76,7 @@ class DraftModelDrafter(BaseDrafter):
                         confidence=tuple(confidence) or None)
 
     @torch.inference_mode()
-    def _tree(self, feed: torch.Tensor, gamma: int) -> Proposal:
+    def _tree(self, feed: torch.Tensor, gamma: int) -> Proposal | None:
         """The committed text's new tokens in one forward, then one forward per depth over the most confident
         branches; the drafts leave the cache again, so the next step starts from the committed text."""
         def ranked(logits: torch.Tensor):
@@ -91,10 +93,16 @@ class DraftModelDrafter(BaseDrafter):
             return ranked(logits)
 
         values, ids = ranked(self.lm.extend(feed, last_only=True))
-        nodes = grow((values[0], ids[0]), expand, gamma, WIDTH)
+        nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes)
         self.lm.truncate(committed)
-        self._count = 0
-        return Proposal(tuple(best_paths(nodes, self.nodes)), forwards=gamma)
+        self._count, depth = 0, max(n.depth for n in nodes)
+        budget = self.nodes
+        if self.tree_size is not None:  # adaptive: as many nodes as the measured costs say pay, perhaps none
+            chances = sorted((math.exp(n.score) for n in nodes), reverse=True)[: self.nodes]
+            budget = self.tree_size(chances, depth)
+        if budget == 0:
+            return None
+        return Proposal(tuple(best_paths(nodes, budget)), forwards=depth)
 
     def observe(self, verdict: Verdict) -> None:
         # The last drafted token was never fed, so at most gamma - 1 drafts of a chain sit in the cache.

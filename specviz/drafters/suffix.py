@@ -23,6 +23,7 @@ class SuffixDrafter(BaseDrafter):
         self.eos_ids = frozenset(eos_ids)
         self.run = None
         self.last: tuple[tuple[int, ...], ...] = ()  # the last proposal's candidates
+        self.match = 0  # the length of the last lookup's match (0: none)
 
     def max_nodes(self, gamma: int) -> int:
         return self.nodes
@@ -36,6 +37,7 @@ class SuffixDrafter(BaseDrafter):
         self.run.follow(tokens)
         self.last = ()
         found = longest_match(self.run, self.memory.earlier(self.run, self.runs))
+        self.match = found[0].length if found else 0
         if not found:
             return None
         size = draft_depth(found[0].length, self.depth_per_token, self.nodes)  # tokens this match is worth verifying

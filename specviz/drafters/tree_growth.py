@@ -37,11 +37,15 @@ def best_next(logp: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[
     return top.values.tolist(), top.indices.tolist()
 
 
-def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int) -> list[Node]:
-    """Every node made down to `depth`, parents before children. `first`: the best tokens after the committed text."""
+def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int,
+         budget: Optional[int] = None) -> list[Node]:
+    """Every node made down to `depth`, parents before children. `first`: the best tokens after the committed text.
+    With a `budget`, growth stops once `budget` nodes outscore the whole frontier: no deeper node could be kept."""
     nodes = [Node(token, ROOT, 1, value) for value, token in zip(*first)]
     frontier = list(range(len(nodes)))
     for d in range(2, depth + 1):
+        if budget is not None and _settled(nodes, frontier, budget):
+            break
         chosen = sorted(frontier, key=lambda n: -nodes[n].score)[:width]  # the most confident branches
         values, ids = expand(nodes, chosen, d)
         frontier = []
@@ -50,6 +54,11 @@ def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width
                 nodes.append(Node(token, n, d, nodes[n].score + value))
                 frontier.append(len(nodes) - 1)
     return nodes
+
+
+def _settled(nodes: list[Node], frontier: list[int], budget: int) -> bool:
+    best_open = max(nodes[n].score for n in frontier)
+    return sum(node.score > best_open for node in nodes) >= budget
 
 
 def best_paths(nodes: list[Node], budget: int) -> list[tuple[int, ...]]:

@@ -99,6 +99,19 @@ class GammaController:
                 return True
         return False
 
+    def tree_size(self, chances: list[float], depth: int) -> int:
+        """How many of a drafted tree's nodes to verify: node i is on the accepted path with chance c_i (best first, so
+        the first n always form a tree), and n nodes yield 1 + Σc_i tokens for depth·d + V(1 + n). The n with the most
+        tokens per second (0: the drafting was in vain and the target's own token is all the step adds)."""
+        d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
+        best, best_rate, tokens = 0, 1.0 / (depth * d + self.verify_cost(1)), 1.0
+        for n, chance in enumerate(chances, start=1):
+            tokens += chance
+            rate = tokens / (depth * d + self.verify_cost(1 + n))
+            if rate > best_rate:
+                best, best_rate = n, rate
+        return best
+
     def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
                 draft_s: float, verify_s: float, confidences: Optional[tuple] = None) -> None:
         """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its two timings,

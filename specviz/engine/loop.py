@@ -74,6 +74,8 @@ def generate(
     controller = GammaController(settings.gamma) if settings.adaptive and drafter is not None else None
     if controller is not None and getattr(drafter, "stops_early", False):  # the draft length is decided while drafting
         controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
+    if controller is not None and hasattr(drafter, "tree_size"):  # a tree drafter keeps only the nodes that pay
+        drafter.tree_size = controller.tree_size
     while produced < budget and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens). g is the set γ or, adaptive, the one with the most

@@ -111,9 +111,10 @@ class EagleDrafter(BaseDrafter):
         return [chain], gamma
 
     def _dynamic_tree(self, gamma: int):
-        return best_paths(self.grow_tree(gamma), self.nodes), gamma  # step 3
+        nodes = self.grow_tree(gamma, self.nodes)
+        return best_paths(nodes, self.nodes), max(n.depth for n in nodes)  # step 3
 
-    def grow_tree(self, gamma: int) -> list[Node]:
+    def grow_tree(self, gamma: int, budget: int | None = None) -> list[Node]:
         """Step 2 for a tree (tree_growth.py); a fed node's state is the head's feature guessed after it."""
         values, ids = self._best(self.last[None], self.width)
 
@@ -127,4 +128,4 @@ class EagleDrafter(BaseDrafter):
                 nodes[n].state, nodes[n].column = out[row], past + row
             return self._best(out, self.width)
 
-        return grow((values[0], ids[0]), expand, gamma, self.width)
+        return grow((values[0], ids[0]), expand, gamma, self.width, budget)

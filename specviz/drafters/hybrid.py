@@ -1,0 +1,106 @@
+"""The hybrid drafter: at every step a lookup (suffix decoding over the prompt, this output and earlier runs) and the
+draft model both offer a draft, and the step verifies the one that promises more tokens per second.
+
+A lookup costs no forward, and a long match copies many tokens; the draft model pays a forward per depth and
+drafts well where nothing was written before. Each side's worth is measured on the run itself: tokens a step
+added (accepted drafts + the target's own) and seconds it took (drafting + verification), as decayed averages,
+the lookup's by how long its match was. The lookup's draft goes to verification when
+
+    tokens(lookup, its match length) / seconds(lookup)  ≥  tokens(model) / seconds(model)
+
+Before a side is measured its priors stand in: a lookup of m matched tokens is worth 1 + m/2 tokens, the model 3,
+and the model's step costs 1.5 times a lookup's. Either way the target verifies, so the output is the target's.
+"""
+
+import time
+
+from ..engine.step import BaseDrafter, Proposal, Verdict
+from .draft_model import DraftOptions, _build as build_draft_model
+from .kinds import DrafterKind
+from .suffix import SuffixDrafter, SuffixOptions
+from .suffix_index import MODEL  # the origin of a step the model drafted; a lookup's names where it copied
+
+BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16)  # match lengths told apart: a bucket holds matches from its bound to the next
+DECAY = 0.8  # weight an older step keeps in the averages
+MODEL_COST = 1.5  # prior: seconds of a model step / seconds of a lookup step
+
+
+def bucket(match: int) -> int:
+    return max(i for i, low in enumerate(BUCKETS) if match >= low)
+
+
+class Average:
+    """A decayed mean that starts from a prior (None: unknown until the first sample)."""
+
+    def __init__(self, prior=None):
+        self.value = prior
+
+    def add(self, sample: float) -> None:
+        self.value = sample if self.value is None else DECAY * self.value + (1 - DECAY) * sample
+
+
+class HybridDrafter(BaseDrafter):
+    tree_size = None  # set by the loop when adaptive, handed on to the model
+
+    def __init__(self, lookup: SuffixDrafter, model):
+        self.lookup, self.model = lookup, model
+        self.stops_early = getattr(model, "stops_early", False)
+        self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
+        self.seconds = {MODEL: Average(), "lookup": Average()}
+        self.chosen = None  # MODEL or the lookup's bucket, for the step in flight
+        self.began = 0.0
+
+    def max_nodes(self, gamma: int) -> int:
+        return max(self.lookup.max_nodes(gamma), self.model.max_nodes(gamma))
+
+    def start(self, prompt_ids: list[int], target=None) -> None:
+        self.lookup.start(prompt_ids)
+        self.model.start(prompt_ids)
+
+    def rate(self, side) -> float:
+        """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
+        model, lookup = self.seconds[MODEL].value, self.seconds["lookup"].value
+        if side == MODEL:
+            seconds = model if model is not None else MODEL_COST * (1.0 if lookup is None else lookup)
+        else:
+            seconds = lookup if lookup is not None else 1.0 if model is None else model / MODEL_COST
+        return self.tokens[side].value / seconds
+
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
+        self.began = time.perf_counter()
+        copied = self.lookup.propose(tokens, gamma)
+        if copied is not None and self.rate(bucket(self.lookup.match)) >= self.rate(MODEL):
+            self.chosen = bucket(self.lookup.match)
+            return copied
+        self.lookup.last = ()  # its draft is not verified: it learns the committed text at its next lookup
+        self.model.keep_drafting, self.model.tree_size = self.keep_drafting, self.tree_size
+        self.chosen = MODEL
+        drafted = self.model.propose(tokens, gamma)
+        return None if drafted is None else Proposal(drafted.candidates, drafted.q, drafted.forwards, drafted.shape,
+                                                     origin=MODEL, confidence=drafted.confidence)
+
+    def observe(self, verdict: Verdict) -> None:
+        seconds = time.perf_counter() - self.began  # this step's drafting and verification
+        self.tokens[self.chosen].add(verdict.accepted + 1)
+        self.seconds[MODEL if self.chosen == MODEL else "lookup"].add(seconds)
+        if self.chosen == MODEL:
+            self.model.observe(verdict)
+        else:
+            self.lookup.observe(verdict)
+            forget = getattr(self.model, "forget", None)  # a draft of another tokenizer resyncs by itself
+            if forget is not None:
+                forget()
+
+
+def _build(options, ctx):
+    return HybridDrafter(SuffixDrafter(*_suffix(SuffixOptions()), ctx.memory, ctx.target.eos_ids),
+                         build_draft_model(DraftOptions(), ctx))
+
+
+def _suffix(o: SuffixOptions):
+    return o.suffix_factor, o.suffix_nodes, o.suffix_runs
+
+
+KIND = DrafterKind("hybrid", "hybrid: lookup or draft model", "each step, a copy from the prompt, this output or earlier "
+                   "runs where its match promises more tokens per second, the draft model's draft otherwise",
+                   _build, needs_draft=True, order=12, remembers=True)

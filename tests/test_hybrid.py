@@ -1,0 +1,77 @@
+"""The hybrid drafter: each step a lookup or the draft model drafts, whichever promises more tokens per second.
+Greedy output equals plain decoding whatever it picks, sampling keeps the target's law (and the harness catches a
+wrong residual through it), each step says where its draft came from, and the choice follows the measured worth."""
+
+import pytest
+
+import specviz.engine.verify as verify
+from specviz.drafters.hybrid import MODEL, HybridDrafter, bucket
+from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.suffix_index import PROMPT, RunMemory
+from specviz.engine import generate
+from specviz.events import generated_ids
+from specviz.settings import Settings
+from specviz.stats import chi_square_p
+from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
+
+
+@pytest.mark.parametrize("which", ["same", "partial", "unrelated"])
+@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w5 w9 w33", "w7"])
+def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt):
+    ids = tokenizer.encode(prompt)
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    for gamma in (1, 3, 6):
+        for adaptive in (False, True):
+            events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid",
+                                 drafts[which]))
+            assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
+
+
+def test_each_step_says_whether_it_copied_or_the_model_drafted(target, drafts, tokenizer):
+    ids = tokenizer.encode("w1 w2 w3 w4 w1 w2 w3 w4 w1 w2")
+    origins = {e.origin for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", drafts["partial"])
+               if e.proposed}
+    assert PROMPT in origins and MODEL in origins
+
+
+def test_earlier_runs_are_copied_through_the_callers_memory(target, drafts, tokenizer):
+    memory, ids = RunMemory(), tokenizer.encode("w3 w9 w27")
+    settings = Settings(max_new_tokens=30, gamma=6)
+    first = list(decode(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
+    memory.remember(ids, generated_ids(first))
+    again = list(decode(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
+    assert generated_ids(again) == generated_ids(first)
+    assert len(again) < len(first) and "an earlier run" in {e.origin for e in again}
+
+
+def test_the_choice_follows_the_measured_worth(target, drafts):
+    drafter = build_drafter("hybrid", Settings(), None, target, drafts["partial"])
+    assert isinstance(drafter, HybridDrafter)
+    assert drafter.rate(bucket(16)) > drafter.rate(MODEL) > drafter.rate(bucket(1))  # the priors
+    for _ in range(20):  # long matches measured poor, the model measured good and as fast
+        drafter.tokens[bucket(16)].add(1)
+        drafter.tokens[MODEL].add(4)
+        drafter.seconds[MODEL].add(1.0)
+        drafter.seconds["lookup"].add(1.0)
+    assert drafter.rate(MODEL) > drafter.rate(bucket(16))
+
+
+SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
+
+
+def hybrid_law(target, draft, prompt, settings):
+    return lookup_law(target, prompt, settings, lambda s: build_drafter("hybrid", s, None, target, draft))
+
+
+def test_sampled_hybrid_keeps_the_targets_law(small):
+    target, draft, _ = small
+    prompt = target.tokenizer.encode("a b a b a")  # the lookup matches at once; the model drafts after
+    law = exact_two_token_law(target, prompt, SAMPLED)
+    assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+
+
+def test_a_wrong_residual_through_the_hybrid_is_caught(small, monkeypatch):
+    monkeypatch.setattr(verify, "residual", lambda p, q: p)
+    target, draft, prompt = small
+    law = exact_two_token_law(target, prompt, SAMPLED)
+    assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
