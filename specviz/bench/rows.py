@@ -4,7 +4,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
 # transformers' own method that does what a drafter does, raced against it cell by cell
-COUNTERPART = {"draft": "transformers assisted", "ngram": "transformers prompt lookup"}
+COUNTERPART = {"draft": "transformers assisted", "hybrid": "transformers assisted", "ngram": "transformers prompt lookup"}
 
 
 @dataclass
@@ -35,6 +35,8 @@ class BenchRow:
     run_index: int = 0  # the prompt's place among its kind's prompts, which run in order (0: the first)
     diagnosed: Optional[float] = None  # the app's diagnosis: speedup predicted from α and the step costs measured
     decode_speedup: Optional[float] = None  # measured over decode time only, as the diagnosis compares it
+    nodes: Optional[float] = None  # draft tokens verified per drafting step (a tree's size; a chain's length)
+    copied: Optional[float] = None  # the share of drafting steps whose draft was copied, not written by a model
 
     @property
     def name(self) -> str:

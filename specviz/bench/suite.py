@@ -21,7 +21,7 @@ from pathlib import Path
 from ..diagnosis import diagnose
 from ..drafters.kinds import DrafterKind
 from ..drafters.registry import build_drafter, kind, kinds
-from ..drafters.suffix_index import RunMemory
+from ..drafters.suffix_index import MODEL, RunMemory
 from ..errors import InvalidRequest
 from ..events import depth_acceptance
 from ..flags import PRECISIONS, add_model_options, add_option_flags, given_options
@@ -220,16 +220,19 @@ class Bench:
         opening = fastest(plain_runs(), self.args.repeats)
         log(f"[{kind_name} #{run_index + 1}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
             + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
-        measured = []
+        measured, raced = [], {}
         for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
             other = COUNTERPART.get(drafter) if self.hf else None
             draft = self.drafts.get(precision)
             remembers = kind(drafter).remembers
             memory = self.memories.setdefault((kind_name, temperature, name, gamma), RunMemory(64)) if remembers else None
             fns = {"specviz": self.ours(ids, at, drafter, options, draft, memory)}
-            if other and (gamma != "adaptive" or drafter in ("draft", "ngram")):  # their adaptive: their defaults
+            theirs_key = (other, gamma, precision, at)  # two drafters with one counterpart share its runs
+            if other and theirs_key not in raced:  # γ "adaptive": transformers at its own default schedule
                 fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
             best = fastest(fns, self.args.repeats)
+            if other:
+                best["hf"] = raced.setdefault(theirs_key, best.get("hf"))
             if remembers:  # the kept run joins the memory; the repeats that lost are forgotten
                 self.memories[kind_name, temperature, name, gamma] = best["specviz"]["memory"]
             measured.append((name, gamma, other, best, precision))
@@ -266,6 +269,7 @@ class Bench:
         run, events = best["specviz"], best["specviz"]["events"]
         forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
         drafted = sum(len(e.proposed) for e in events)
+        drafting = [e for e in events if e.proposed]
         speedup = tps(run) / tps(plain)
         predicted = predicted_speedup(events, costs, forward_1)
         decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
@@ -279,7 +283,9 @@ class Bench:
                        same_as_plain=run["ids"] == plain["ids"] if greedy else None,
                        draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None,
                        c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
-                       diagnosed=found.predicted if found else None, decode_speedup=decode_speedup)
+                       diagnosed=found.predicted if found else None, decode_speedup=decode_speedup,
+                       nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
+                       copied=sum(e.origin not in (None, MODEL) for e in drafting) / len(drafting) if drafting else None)
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])

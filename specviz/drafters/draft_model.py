@@ -36,7 +36,7 @@ class DraftModelDrafter(BaseDrafter):
                  shape: str = "chain", nodes: int = 8):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.shape, self.nodes = shape, nodes
-        self.stops_early = shape == "chain"  # a tree's depth is the controller's γ; its breadth is the node budget
+        self.stops_early = True  # adaptive: a chain's length, a tree's depth, decided while drafting
         self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
         self.lm: CachedLM | None = None
         self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
@@ -93,7 +93,7 @@ class DraftModelDrafter(BaseDrafter):
             return ranked(logits)
 
         values, ids = ranked(self.lm.extend(feed, last_only=True))
-        nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes)
+        nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes, self.keep_drafting)
         self.lm.truncate(committed)
         self._count, depth = 0, max(n.depth for n in nodes)
         budget = self.nodes

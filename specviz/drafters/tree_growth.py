@@ -8,6 +8,7 @@ best children. Of everything made, the `budget` best nodes are kept: a child nev
 kept nodes form a tree, and its root-to-leaf paths go to the engine's tree verification as point masses.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -38,13 +39,16 @@ def best_next(logp: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[
 
 
 def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int,
-         budget: Optional[int] = None) -> list[Node]:
+         budget: Optional[int] = None, go_on: Optional[Callable[[list[float]], bool]] = None) -> list[Node]:
     """Every node made down to `depth`, parents before children. `first`: the best tokens after the committed text.
-    With a `budget`, growth stops once `budget` nodes outscore the whole frontier: no deeper node could be kept."""
+    With a `budget`, growth stops once `budget` nodes outscore the whole frontier: no deeper node could be kept.
+    With `go_on`, it stops when go_on(the drafter's probability of each token on the likeliest path) says no."""
     nodes = [Node(token, ROOT, 1, value) for value, token in zip(*first)]
     frontier = list(range(len(nodes)))
     for d in range(2, depth + 1):
         if budget is not None and _settled(nodes, frontier, budget):
+            break
+        if go_on is not None and not go_on(token_probabilities(nodes, max(frontier, key=lambda n: nodes[n].score))):
             break
         chosen = sorted(frontier, key=lambda n: -nodes[n].score)[:width]  # the most confident branches
         values, ids = expand(nodes, chosen, d)
@@ -76,6 +80,16 @@ def tokens_to(nodes: list[Node], node: int) -> tuple[int, ...]:
         path.append(nodes[node].token)
         node = nodes[node].parent
     return tuple(path[::-1])
+
+
+def token_probabilities(nodes: list[Node], node: int) -> list[float]:
+    """The drafter's probability of each token on the path to `node`, root downwards."""
+    probs = []
+    while node != ROOT:
+        parent = nodes[node].parent
+        probs.append(math.exp(nodes[node].score - (0.0 if parent == ROOT else nodes[parent].score)))
+        node = parent
+    return probs[::-1]
 
 
 def columns_to(nodes: list[Node], node: int) -> list[int]:
