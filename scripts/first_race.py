@@ -1,9 +1,9 @@
 """The app's first race as a visitor sees it: `python app.py` on the default pair, the code example with every setting
 at its default, through the public /run API; then the same with each override given, e.g.
 
-    python scripts/first_race.py draft_dtype=int8 adaptive=true
+    python scripts/first_race.py draft_dtype=int8 adaptive=true draft_tree=tree,adaptive=true
 
-Prints each race's plain and speculative tokens/s (each side on its own clock) and their ratio. Run it alone."""
+(each argument one race; several overrides in one race joined by commas). Prints each race's plain and speculative tokens/s (each side on its own clock) and their ratio. Run it alone."""
 
 import json
 import socket
@@ -23,7 +23,7 @@ def value(text: str):
 
 
 def main(argv: list[str]) -> None:
-    overrides = [dict([item.split("=", 1)]) for item in argv]
+    overrides = [dict(pair.split("=", 1) for pair in item.split(",")) for item in argv]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -45,7 +45,8 @@ def main(argv: list[str]) -> None:
             asked = {**defaults, **{k: value(v) for k, v in over.items()}}
             summary = client.predict(**asked, api_name="/run")[SUMMARY]
             plain, spec = summary["plain"]["tokens_per_s"], summary["speculative"]["tokens_per_s"]
-            shown = {k: asked[k] for k in ("pair", "drafter", "dtype", "draft_dtype", "gamma", "adaptive", "max_new")}
+            shown = {k: asked[k] for k in ("pair", "drafter", "dtype", "draft_dtype", "gamma", "adaptive", "max_new",
+                                           *over) if k in asked}
             print(f"{json.dumps(shown, ensure_ascii=False)}: plain {plain:.2f} tok/s, speculative {spec:.2f} tok/s, "
                   f"{spec / plain:.2f}x, identical {summary['identical']}", flush=True)
     finally:

@@ -25,8 +25,11 @@ def _fail(message: str) -> int:
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
-    p.add_argument("--gamma", type=int, default=4, help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most)")
-    p.add_argument("--adaptive", action="store_true", help="choose gamma before every step from measured acceptance and costs")
+    p.add_argument("--gamma", type=int, help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most); "
+                   "default: the drafter's measured best (draft, hybrid: 8 with --adaptive), else 4")
+    p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, help="choose the draft length (a tree's size) "
+                   "every step from measured acceptance and costs; default: on for the draft model and the hybrid, "
+                   "where it measured fastest")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=0, help="0 disables")
     p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
@@ -61,10 +64,19 @@ def drafter_from(args) -> tuple[str, dict]:
     return name, given_options(args, only={name}).get(name, {})
 
 
-def settings_from(args) -> Settings:
-    return Settings(max_new_tokens=args.max_new_tokens, gamma=args.gamma, temperature=args.temperature,
-                    top_k=args.top_k, top_p=args.top_p, seed=args.seed, adaptive=args.adaptive,
-                    acceptance=args.acceptance)
+def settings_from(args, drafter: str) -> Settings:
+    """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
+    from .drafters.registry import PLAIN, kind
+
+    chosen = kind(drafter) if drafter != PLAIN else None
+
+    def prefers(name: str, default):
+        return chosen.prefers(name, default) if chosen else default
+
+    return Settings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                    top_p=args.top_p, seed=args.seed, acceptance=args.acceptance,
+                    gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
+                    adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False))
 
 
 def build_parser() -> Parser:
@@ -131,13 +143,13 @@ def main(argv=None) -> int:
 
 
 def cmd_generate(args) -> int:
-    settings = settings_from(args)  # validate everything cheap before loading any model
+    drafter_name, given = drafter_from(args)  # validate everything cheap before loading any model
+    settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
-    drafter_name, given = drafter_from(args)
     from .drafters.registry import PLAIN, decode, kind
 
     chosen = kind(drafter_name) if drafter_name != PLAIN else None
-    options = chosen.parse(given) if chosen else None
+    options = chosen.parse({**dict(chosen.preferred), **given}) if chosen else None
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from specviz.cli import main
-from specviz.drafters.registry import build_drafter
+from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
 from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
 from specviz.errors import InvalidRequest
@@ -76,13 +76,15 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
     ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
     greedy = [r for r in ours if r["temperature"] == 0]
-    methods = {"draft", "ngram", "history", "suffix", "medusa", "eagle", "oracle α=0", "oracle α=1"}
+    methods = {k.name for k in kinds(menu_only=True)} | {"oracle α=0", "oracle α=1"}
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
         (m, g) for m in methods for g in (1, 3, "adaptive")}
     assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
     assert not any(r["method"].startswith("oracle") for r in ours if r["temperature"] > 0)
     assert all(r["efficiency"] > 0 and r["predicted"] > 0 for r in ours)
     drafted = [r for r in ours if r["method"] == "draft"]  # the draft model at each precision, with its cost c
+    assert {r["draft_dtype"] for r in ours if r["method"] == "hybrid"} == {"float32", "int8"}
+    assert all(0 <= r["copied"] <= 1 and r["nodes"] >= 1 for r in ours if r["method"] == "hybrid")
     assert {r["draft_dtype"] for r in drafted} == {"float32", "int8"} and all(r["c"] > 0 for r in drafted)
     assert {r["draft_dtype"] for r in rows if r["method"] == "transformers assisted"} == {"float32", "int8"}
     oracle = {(r["method"], r["gamma"]): r for r in greedy if r["kind"] == "code"}
@@ -97,6 +99,8 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     report = (tmp_path / "bench.md").read_text()
     assert report.strip() == out.strip() and "### Targets" in report and "| chat | 0.7 | medusa | adaptive |" in report
     assert "### α and c per drafter and precision" in report and f"draft ({draft} int8)" in report
+    assert "### The engine against the engine" in report and f"| code | 0 | {draft} int8 |" in report
+    assert f"same draft ({draft} int8): specviz's draft model over transformers' assisted generation" in report
     assert "### Acceptance by draft position" in report and "| α_1 | α_2 | α_3 |" in report
     assert "| code | 0 | oracle α=1 | 3 | 1.00 | 1.00 | 1.00 | 1.00 |" in report  # always accepted, at every position
     assert "geometric mean over 6 kinds × temperatures" in report  # code, chat, context-120 at T 0 and 0.7
@@ -108,7 +112,7 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--methods", "draft,magic"], "error: --methods must be some of draft,ngram,history,suffix,medusa,eagle,oracle, got 'draft,magic'"),
+    (["--methods", "draft,magic"], "error: --methods must be some of " + ",".join(k.name for k in kinds()) + ", got 'draft,magic'"),
     (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
     (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
     (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),

@@ -13,6 +13,8 @@ import pytest
 from gradio_client import Client
 from playwright.sync_api import sync_playwright
 
+from specviz.drafters.registry import kinds
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))
@@ -183,7 +185,7 @@ def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
         page.wait_for_selector("#sv-status:has-text('comparison: done')", timeout=180_000)
         rows = page.locator("#sv-compare-table tbody tr")
         names = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
-        assert names == ["plain", "draft", "ngram", "history", "suffix", "medusa", "eagle"]
+        assert names == ["plain", *(k.name for k in kinds(menu_only=True))]
         for i in range(rows.count()):  # every drafter ran: a speed and the identity verdict in each row
             cells = rows.nth(i).locator("td").all_inner_texts()
             assert cells[1] != "–" and "yes" in cells[7], cells  # identical to plain

@@ -96,7 +96,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     assert found["params"][:16] == ["pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k",
                                     "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
                                     "adaptive"]  # the published order stays; the new option comes after it
-    assert found["params"][16:] == ["draft_dtype", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
+    assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
                                     "eagle_nodes", "toy_offset"]
 
 
@@ -111,13 +111,13 @@ def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_
     assert {(r["method"], r["gamma"]) for r in rows if r["method"] == "toy"} == {("toy", 2), ("toy", "adaptive")}
     assert all(r["same_as_plain"] for r in rows if r["method"] == "toy")
     listed = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--methods", "magic")
-    assert listed.returncode == 2 and "draft,ngram,history,suffix,medusa,eagle,toy,oracle" in listed.stderr
+    assert listed.returncode == 2 and "draft,hybrid,ngram,history,suffix,medusa,eagle,toy,oracle" in listed.stderr
 
 
 def test_the_project_itself_lists_its_drafters_in_menu_order():
-    assert [k.name for k in kinds()] == ["draft", "ngram", "history", "suffix", "medusa", "eagle", "oracle"]
-    assert [k.name for k in kinds(menu_only=True)] == ["draft", "ngram", "history", "suffix", "medusa", "eagle"]
-    with pytest.raises(InvalidRequest, match="unknown drafter 'magic'; choose one of: none, draft, ngram"):
+    assert [k.name for k in kinds()] == ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle", "oracle"]
+    assert [k.name for k in kinds(menu_only=True)] == ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle"]
+    with pytest.raises(InvalidRequest, match="unknown drafter 'magic'; choose one of: none, draft, hybrid, ngram"):
         kind("magic")
     assert build_drafter("none", Settings(), None, None) is None
 

@@ -33,7 +33,7 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 class DraftModelDrafter(BaseDrafter):
     tree_size = None  # set by the loop when adaptive: (the tree's node chances, best first; depth) -> how many pay
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int,
-                 shape: str = "chain", nodes: int = 8):
+                 shape: str = "chain", nodes: int = 12):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.shape, self.nodes = shape, nodes
         self.stops_early = True  # adaptive: a chain's length, a tree's depth, decided while drafting
@@ -118,7 +118,8 @@ class DraftOptions(Options):
     draft_tree: str = option("chain", "draft shape", "chain (one sampled token per depth, its probabilities to the "
                              "rejection rule) or tree (the draft's top candidates, grown where it is most confident)",
                              choices=SHAPES)
-    draft_nodes: int = option(8, "draft tree nodes", "the most draft tokens a tree sends to verification", low=2, high=64)
+    draft_nodes: int = option(12, "draft tree nodes", "the most draft tokens a tree sends to verification (adaptive: "
+                              "fewer where the measured costs say more would not pay)", low=2, high=64)
 
 
 def _build(options: DraftOptions, ctx):
@@ -133,4 +134,5 @@ def _build(options: DraftOptions, ctx):
 
 KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "
                    "one is bridged through text)", _build, DraftOptions, needs_draft=True, order=10,
+                   preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
                    describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""))

@@ -93,8 +93,8 @@ class HybridDrafter(BaseDrafter):
 
 
 def _build(options, ctx):
-    return HybridDrafter(SuffixDrafter(*_suffix(SuffixOptions()), ctx.memory, ctx.target.eos_ids),
-                         build_draft_model(DraftOptions(), ctx))
+    model = build_draft_model(DraftOptions(draft_tree="tree"), ctx)  # the model's shape measured best in the hybrid
+    return HybridDrafter(SuffixDrafter(*_suffix(SuffixOptions()), ctx.memory, ctx.target.eos_ids), model)
 
 
 def _suffix(o: SuffixOptions):
@@ -103,4 +103,4 @@ def _suffix(o: SuffixOptions):
 
 KIND = DrafterKind("hybrid", "hybrid: lookup or draft model", "each step, a copy from the prompt, this output or earlier "
                    "runs where its match promises more tokens per second, the draft model's draft otherwise",
-                   _build, needs_draft=True, order=12, remembers=True)
+                   _build, needs_draft=True, order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))

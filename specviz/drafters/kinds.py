@@ -106,6 +106,12 @@ class DrafterKind:
     order: int = 100  # position in menus
     menu: bool = True  # offered by the CLI and the app; False: a measuring tool of the benchmark only
     remembers: bool = False  # drafts from the caller's earlier runs (DraftContext.memory), so run order matters
+    # what the benchmark measured fastest for it, used where a caller gives nothing (the CLI, the app's first screen):
+    # (name, value) pairs of settings (gamma, adaptive) and of its own options; the library's defaults stay plain
+    preferred: tuple = ()
+
+    def prefers(self, name: str, default=None):
+        return dict(self.preferred).get(name, default)
 
     def parse(self, values: Optional[Mapping]) -> Options:
         return values if isinstance(values, self.options) else self.options.parse(values or {})

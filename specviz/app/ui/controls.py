@@ -11,9 +11,9 @@ API_ORDER = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperat
              "ngram_max", "candidates", "choice", "medusa_tree", "acceptance", "adaptive", "draft_dtype")
 
 
-def option_widget(spec):
+def option_widget(spec, value):
     """A slider for a bounded integer, a radio or a menu for a choice, else a text box."""
-    common = dict(value=spec.default, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".")
+    common = dict(value=value, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".")
     if spec.integer:
         return fields.Slider(spec.low, spec.high, step=1, **common)
     if spec.choices and spec.strict and len(spec.choices) <= 3:
@@ -24,7 +24,8 @@ def option_widget(spec):
 
 
 def option_panels(kinds, chosen: str) -> tuple[dict, dict]:
-    """One folded panel per drafter with options on screen, shown while that drafter is chosen.
+    """One folded panel per drafter with options on screen, shown while that drafter is chosen, each option at the
+    value the drafter measured best with.
     Returns ({option name: widget}, {drafter name: panel})."""
     widgets, panels = {}, {}
     for kind in kinds:
@@ -33,7 +34,7 @@ def option_panels(kinds, chosen: str) -> tuple[dict, dict]:
             continue
         with gr.Accordion(f"{kind.label}: options", open=False, visible=kind.name == chosen) as panel:
             for spec in specs:
-                widgets[spec.name] = option_widget(spec)
+                widgets[spec.name] = option_widget(spec, kind.prefers(spec.name, spec.default))
         panels[kind.name] = panel
     return widgets, panels
 

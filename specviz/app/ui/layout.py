@@ -81,11 +81,13 @@ def build_app(backend, pair_labels: list[str], kinds, dtypes: list[str], max_new
             s.draft_dtype = gr.Dropdown(["same", *dtypes], value=draft_default, label="Draft precision",
                                         info="An int8 draft costs less per guess; the target alone decides the "
                                              "output.", elem_id="sv-draft-dtype")
-            s.gamma = fields.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (draft length)",
-                                info="Tokens proposed per verification step.")
-            s.adaptive = gr.Checkbox(False, label="adaptive γ (up to γ)", elem_id="sv-adaptive",
-                                     info="Choose γ before every step from measured acceptance and costs; γ 0 (a plain "
-                                          "step) when speculation cannot pay.")
+            first = kinds[0]  # the race a visitor starts with runs its measured best settings
+            s.gamma = fields.Slider(1, MAX_GAMMA, value=first.prefers("gamma", 4), step=1, label="γ (draft length)",
+                                    info="Tokens proposed per verification step (adaptive: the most).")
+            s.adaptive = gr.Checkbox(first.prefers("adaptive", False), label="adaptive γ (up to γ)",
+                                     elem_id="sv-adaptive",
+                                     info="Choose the draft length (a tree's size) every step from measured acceptance "
+                                          "and costs; γ 0 (a plain step) when speculation cannot pay.")
             s.max_new = fields.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens")
             s.temperature = fields.Slider(0, 2, value=0, step=0.05, label="Temperature",
                                       info="0 = greedy (outputs comparable token by token).")
