@@ -11,6 +11,7 @@ from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
 from specviz.drafters.registry import build_drafter, decode
 from specviz.drafters.tree_growth import best_next, columns_to, grow, tokens_to
 from specviz.engine import generate
+from specviz.engine.adaptive import GammaController
 from specviz.engine.static_lm import StaticLM
 from specviz.engine.cached_lm import CachedLM
 from specviz.errors import InvalidRequest
@@ -84,6 +85,17 @@ def test_the_tree_keeps_its_node_budget_and_leaves_the_draft_cache_committed(tar
     proposal = drafter.propose(tokens, 4)
     assert len(proposal.tree().tokens) == 7 and proposal.q is None
     assert drafter.lm.length == len(tokens)
+
+
+def test_a_trees_size_follows_the_measured_verify_cost():
+    """Nodes are kept while their chance of being accepted pays for the verify tokens they add."""
+    paths = [[0.9], [0.9, 0.8], [0.3], [0.9, 0.8, 0.7], [0.2], [0.9, 0.1]]  # each node's path, best first
+    cheap = GammaController(8, draft_per_token=0.05, forward_1=1.0, slope=0.01)
+    dear = GammaController(8, draft_per_token=0.05, forward_1=1.0, slope=0.3)
+    assert cheap.tree_size(paths, 3) == 6 > dear.tree_size(paths, 3) >= 2
+    for _ in range(50):  # drafts at 0.9 that the target always rejects: the calibration says nothing pays
+        dear.calibration.observe((0.9,), 0)
+    assert dear.tree_size(paths, 3) <= 1
 
 
 def test_draft_tree_options_are_checked():

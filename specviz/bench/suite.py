@@ -203,8 +203,9 @@ class Bench:
                 variants = [(k.name, self.plan.options[k.name], d) for d in (self.drafts if k.needs_draft else [None])]
             deepest = self.longest.get(k.name) or MAX_GAMMA
             for name, options, precision in variants:
+                ceiling = max(*gammas, k.prefers("gamma", 0))  # adaptive: up to the drafter's preferred γ, if larger
                 for gamma in [*gammas, "adaptive"]:
-                    g = min(max(gammas), deepest) if gamma == "adaptive" else gamma
+                    g = min(ceiling, deepest) if gamma == "adaptive" else gamma
                     if g <= deepest:
                         at = replace(settings, gamma=g, adaptive=gamma == "adaptive")
                         yield name, gamma, at, k.name, options, precision

@@ -2,7 +2,6 @@
 temperature, top-k, top-p) so its probabilities q go to the rejection rule with each token; or a tree of its own top
 candidates, grown where it is most confident (tree_growth.py), whose tokens are point masses to the tree rule."""
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +15,7 @@ from ..settings import MAX_GAMMA, Settings
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from .cross_tokenizer import CrossTokenizerDrafter
 from .kinds import DrafterKind, Options, option
-from .tree_growth import best_next, best_paths, columns_to, grow
+from .tree_growth import best_next, best_paths, columns_to, grow, token_probabilities
 
 SHAPES = ("chain", "tree")
 WIDTH = 4  # branches expanded per depth, and children kept per branch
@@ -96,13 +95,16 @@ class DraftModelDrafter(BaseDrafter):
         nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes, self.keep_drafting)
         self.lm.truncate(committed)
         self._count, depth = 0, max(n.depth for n in nodes)
-        budget = self.nodes
+        budget, confidence = self.nodes, None
         if self.tree_size is not None:  # adaptive: as many nodes as the measured costs say pay, perhaps none
-            chances = sorted((math.exp(n.score) for n in nodes), reverse=True)[: self.nodes]
-            budget = self.tree_size(chances, depth)
+            ranked = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[: self.nodes]
+            budget = self.tree_size([token_probabilities(nodes, n) for n in ranked], depth)
         if budget == 0:
             return None
-        return Proposal(tuple(best_paths(nodes, budget)), forwards=depth)
+        paths, leaves = best_paths(nodes, budget, with_leaves=True)
+        if self.keep_drafting is not None:  # its first path's probabilities, for the calibration of the next ones
+            confidence = tuple(token_probabilities(nodes, leaves[0]))
+        return Proposal(tuple(paths), forwards=depth, confidence=confidence)
 
     def observe(self, verdict: Verdict) -> None:
         # The last drafted token was never fed, so at most gamma - 1 drafts of a chain sit in the cache.
@@ -116,13 +118,15 @@ class DraftModelDrafter(BaseDrafter):
 @dataclass(frozen=True)
 class DraftOptions(Options):
     draft_tree: str = option("chain", "draft shape", "chain (one sampled token per depth, its probabilities to the "
-                             "rejection rule) or tree (the draft's top candidates, grown where it is most confident)",
+                             "rejection rule) or tree (the draft's top candidates, grown where it is most confident; "
+                             "a draft of another tokenizer drafts a chain)",
                              choices=SHAPES)
     draft_nodes: int = option(12, "draft tree nodes", "the most draft tokens a tree sends to verification (adaptive: "
                               "fewer where the measured costs say more would not pay)", low=2, high=64)
 
 
-def _build(options: DraftOptions, ctx):
+def build(options: DraftOptions, ctx):
+    """A draft-model drafter for one generation (the hybrid builds its model side with this too)."""
     if ctx.draft is None:
         raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
     if not same_vocabulary(ctx.target, ctx.draft):  # another tokenizer: bridged through text
@@ -133,6 +137,6 @@ def _build(options: DraftOptions, ctx):
 
 
 KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "
-                   "one is bridged through text)", _build, DraftOptions, needs_draft=True, order=10,
+                   "one is bridged through text)", build, DraftOptions, needs_draft=True, order=10,
                    preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
                    describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""))

@@ -15,7 +15,7 @@ and the model's step costs 1.5 times a lookup's. Either way the target verifies,
 import time
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
-from .draft_model import DraftOptions, _build as build_draft_model
+from .draft_model import DraftOptions, build as build_draft_model
 from .kinds import DrafterKind
 from .suffix import SuffixDrafter, SuffixOptions
 from .suffix_index import MODEL  # the origin of a step the model drafted; a lookup's names where it copied
@@ -94,11 +94,9 @@ class HybridDrafter(BaseDrafter):
 
 def _build(options, ctx):
     model = build_draft_model(DraftOptions(draft_tree="tree"), ctx)  # the model's shape measured best in the hybrid
-    return HybridDrafter(SuffixDrafter(*_suffix(SuffixOptions()), ctx.memory, ctx.target.eos_ids), model)
-
-
-def _suffix(o: SuffixOptions):
-    return o.suffix_factor, o.suffix_nodes, o.suffix_runs
+    lookup = SuffixOptions()  # suffix decoding at its own defaults
+    return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
+                                       ctx.target.eos_ids), model)
 
 
 KIND = DrafterKind("hybrid", "hybrid: lookup or draft model", "each step, a copy from the prompt, this output or earlier "

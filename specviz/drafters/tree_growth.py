@@ -65,13 +65,14 @@ def _settled(nodes: list[Node], frontier: list[int], budget: int) -> bool:
     return sum(node.score > best_open for node in nodes) >= budget
 
 
-def best_paths(nodes: list[Node], budget: int) -> list[tuple[int, ...]]:
+def best_paths(nodes: list[Node], budget: int, with_leaves: bool = False):
     """The root-to-leaf token paths of the `budget` best-scored nodes (ties keep the earlier, shallower node, so a
-    parent always comes with its child), likeliest leaf first."""
+    parent always comes with its child), likeliest leaf first; with_leaves: (paths, their leaf nodes)."""
     kept = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[:budget]
     inner = {nodes[n].parent for n in kept}
     leaves = sorted((n for n in kept if n not in inner), key=lambda n: -nodes[n].score)
-    return [tokens_to(nodes, leaf) for leaf in leaves]
+    paths = [tokens_to(nodes, leaf) for leaf in leaves]
+    return (paths, leaves) if with_leaves else paths
 
 
 def tokens_to(nodes: list[Node], node: int) -> tuple[int, ...]:

@@ -99,13 +99,17 @@ class GammaController:
                 return True
         return False
 
-    def tree_size(self, chances: list[float], depth: int) -> int:
-        """How many of a drafted tree's nodes to verify: node i is on the accepted path with chance c_i (best first, so
-        the first n always form a tree), and n nodes yield 1 + Σc_i tokens for depth·d + V(1 + n). The n with the most
-        tokens per second (0: the drafting was in vain and the target's own token is all the step adds)."""
+    def tree_size(self, paths: list[list[float]], depth: int) -> int:
+        """How many of a drafted tree's nodes to verify. paths[i]: the draft's probability of each token on the way to
+        node i, nodes best first (so the first n always form a tree); node i is on the accepted path with chance c_i,
+        the product of those probabilities calibrated, and n nodes yield 1 + Σc_i tokens for depth·d + V(1 + n). The
+        n with the most tokens per second (0: the drafting was in vain and the target's own token is all it adds)."""
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
         best, best_rate, tokens = 0, 1.0 / (depth * d + self.verify_cost(1)), 1.0
-        for n, chance in enumerate(chances, start=1):
+        for n, path in enumerate(paths, start=1):
+            chance = 1.0
+            for probability in path:
+                chance *= self.calibration.chance(probability)
             tokens += chance
             rate = tokens / (depth * d + self.verify_cost(1 + n))
             if rate > best_rate:
@@ -113,11 +117,12 @@ class GammaController:
         return best
 
     def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
-                draft_s: float, verify_s: float, confidences: Optional[tuple] = None) -> None:
+                draft_s: float, verify_s: float, confidences: Optional[tuple] = None, held: int = 0) -> None:
         """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its two timings,
-        and the draft's probability for each drafted token when the drafter stops early."""
+        and, when the drafter stops early, its probability for each token of its first candidate, of which the
+        first `held` were the target's."""
         if confidences:
-            self.calibration.observe(confidences, accepted)
+            self.calibration.observe(confidences, held)
         blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
         if forward_tokens <= 1:  # nothing was verified beyond the last token: a plain step
             self.forward_1 = blend(self.forward_1, verify_s)

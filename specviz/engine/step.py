@@ -28,7 +28,8 @@ class Proposal:
     shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
     spelled: Optional[tuple[str, ...]] = None  # the guess in the drafter's own tokens, when its tokenizer is another
     origin: Optional[str] = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
-    confidence: Optional[tuple[float, ...]] = None  # a chain drafter's own probability of each token, when it stopped by them
+    confidence: Optional[tuple[float, ...]] = None  # the drafter's own probability of each token of its first
+    # candidate, when those probabilities decided where it stopped
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
