@@ -1,6 +1,6 @@
 """The hybrid drafter: each step a lookup or the draft model drafts, whichever promises more tokens per second.
 Greedy output equals plain decoding whatever it picks, sampling keeps the target's law (and the harness catches a
-wrong residual through it), each step says where its draft came from, and the choice follows the measured worth."""
+wrong tree rule through it), each step says where its draft came from, and the choice follows the measured worth."""
 
 import pytest
 
@@ -70,8 +70,10 @@ def test_sampled_hybrid_keeps_the_targets_law(small):
     assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
 
 
-def test_a_wrong_residual_through_the_hybrid_is_caught(small, monkeypatch):
-    monkeypatch.setattr(verify, "residual", lambda p, q: p)
+def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_the_hybrid(small, monkeypatch):
+    """Both sides of the hybrid propose point masses (a copy, the model's tree): a rejected sibling left drawable in
+    what the next token comes from must fail the same test."""
+    monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     target, draft, prompt = small
     law = exact_two_token_law(target, prompt, SAMPLED)
     assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6

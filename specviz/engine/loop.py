@@ -102,11 +102,9 @@ def generate(
         shown = tree.paths[verdict.winner] if tree.paths else ()
         if controller is not None:
             depth = max(map(len, proposal.candidates)) if proposal else gamma
-            kept = tree.candidate(verdict.winner)[: verdict.accepted] if proposal else ()
-            first = proposal.candidates[0] if proposal else ()
-            held = next((i for i, (a, b) in enumerate(zip(first, kept)) if a != b), min(len(first), len(kept)))
             controller.observe(depth, 1 + len(tree.tokens), verdict.accepted, verdict.accepted < len(shown),
-                               t1 - t0, t2 - t1, proposal.confidence if proposal else None, held)
+                               t1 - t0, t2 - t1, proposal.confidence if proposal else None,
+                               proposal.first_held(tree, verdict) if proposal else 0)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
         event = _event(index, tree, verdict, detail, target.eos_ids, budget - produced, proposal)
         tokens.extend(event.tokens)

@@ -41,6 +41,11 @@ class Proposal:
     def tree(self) -> TokenTree:
         return build_tree(self.candidates) if self.shape is None else fill_shape(self.shape, self.candidates)
 
+    def first_held(self, tree: TokenTree, verdict: "Verdict") -> int:
+        """How many leading tokens of the first candidate the target kept (a chain: the accepted count)."""
+        kept, first = tree.candidate(verdict.winner)[: verdict.accepted], self.candidates[0]
+        return next((i for i, (a, b) in enumerate(zip(first, kept)) if a != b), min(len(first), len(kept)))
+
 
 @dataclass(frozen=True)
 class Verdict:

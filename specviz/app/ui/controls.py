@@ -13,7 +13,8 @@ API_ORDER = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperat
 
 def option_widget(spec, value):
     """A slider for a bounded integer, a radio or a menu for a choice, else a text box."""
-    common = dict(value=value, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".")
+    common = dict(value=value, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".",
+                  elem_id="sv-opt-" + spec.name.replace("_", "-"))
     if spec.integer:
         return fields.Slider(spec.low, spec.high, step=1, **common)
     if spec.choices and spec.strict and len(spec.choices) <= 3:
