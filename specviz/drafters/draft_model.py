@@ -15,7 +15,7 @@ from ..settings import MAX_GAMMA, Settings
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from .cross_tokenizer import CrossTokenizerDrafter
 from .kinds import DrafterKind, Options, option
-from .tree_growth import best_next, best_paths, columns_to, grow, token_probabilities
+from .tree_growth import best_next, best_nodes, best_paths, columns_to, grow, token_probabilities
 
 SHAPES = ("chain", "tree")
 WIDTH = 4  # branches expanded per depth, and children kept per branch
@@ -97,8 +97,7 @@ class DraftModelDrafter(BaseDrafter):
         self._count, depth = 0, max(n.depth for n in nodes)
         budget, confidence = self.nodes, None
         if self.tree_size is not None:  # adaptive: as many nodes as the measured costs say pay, perhaps none
-            ranked = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[: self.nodes]
-            budget = self.tree_size([token_probabilities(nodes, n) for n in ranked], depth)
+            budget = self.tree_size([token_probabilities(nodes, n) for n in best_nodes(nodes, self.nodes)], depth)
         if budget == 0:
             return None
         paths, leaves = best_paths(nodes, budget, with_leaves=True)

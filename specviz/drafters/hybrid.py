@@ -13,6 +13,7 @@ and the model's step costs 1.5 times a lookup's. Either way the target verifies,
 """
 
 import time
+from dataclasses import replace
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
 from .draft_model import DraftOptions, build as build_draft_model
@@ -76,8 +77,7 @@ class HybridDrafter(BaseDrafter):
         self.model.keep_drafting, self.model.tree_size = self.keep_drafting, self.tree_size
         self.chosen = MODEL
         drafted = self.model.propose(tokens, gamma)
-        return None if drafted is None else Proposal(drafted.candidates, drafted.q, drafted.forwards, drafted.shape,
-                                                     origin=MODEL, confidence=drafted.confidence)
+        return None if drafted is None else replace(drafted, origin=MODEL)
 
     def observe(self, verdict: Verdict) -> None:
         seconds = time.perf_counter() - self.began  # this step's drafting and verification

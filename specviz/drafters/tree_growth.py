@@ -32,10 +32,11 @@ class Node:
 Expand = Callable[[list[Node], list[int], int], tuple[list[list[float]], list[list[int]]]]
 
 
-def best_next(logp: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
-    """The k likeliest tokens of each row of [m, V] log-probabilities: values and ids, as lists."""
+def best_next(logp: torch.Tensor, k: int, to_ids=None) -> tuple[list[list[float]], list[list[int]]]:
+    """The k likeliest tokens of each row of [m, V] log-probabilities: values and ids, as lists. `to_ids` maps the
+    columns to token ids first (a head with its own vocabulary)."""
     top = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
-    return top.values.tolist(), top.indices.tolist()
+    return top.values.tolist(), (top.indices if to_ids is None else to_ids(top.indices)).tolist()
 
 
 def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int,
@@ -65,10 +66,16 @@ def _settled(nodes: list[Node], frontier: list[int], budget: int) -> bool:
     return sum(node.score > best_open for node in nodes) >= budget
 
 
+def best_nodes(nodes: list[Node], budget: int) -> list[int]:
+    """The `budget` best-scored nodes, best first; ties keep the earlier (shallower) node, so a parent always comes
+    before its child."""
+    return sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[:budget]
+
+
 def best_paths(nodes: list[Node], budget: int, with_leaves: bool = False):
-    """The root-to-leaf token paths of the `budget` best-scored nodes (ties keep the earlier, shallower node, so a
-    parent always comes with its child), likeliest leaf first; with_leaves: (paths, their leaf nodes)."""
-    kept = sorted(range(len(nodes)), key=lambda n: (-nodes[n].score, n))[:budget]
+    """The root-to-leaf token paths of the `budget` best-scored nodes (best_nodes), likeliest leaf first;
+    with_leaves: (paths, their leaf nodes)."""
+    kept = best_nodes(nodes, budget)
     inner = {nodes[n].parent for n in kept}
     leaves = sorted((n for n in kept if n not in inner), key=lambda n: -nodes[n].score)
     paths = [tokens_to(nodes, leaf) for leaf in leaves]

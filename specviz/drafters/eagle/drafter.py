@@ -82,8 +82,7 @@ class EagleDrafter(BaseDrafter):
 
     def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
         """The head's k likeliest next tokens after each feature in [m, H]: log-probabilities and target ids."""
-        values, ids = best_next(torch.log_softmax(self.head.logits(hidden).float(), dim=-1), k)
-        return values, self.head.token_ids(torch.tensor(ids, device=self._device)).tolist()
+        return best_next(torch.log_softmax(self.head.logits(hidden).float(), dim=-1), k, self.head.token_ids)
 
     @torch.inference_mode()
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
