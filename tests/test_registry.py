@@ -96,7 +96,8 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     assert found["params"][:16] == ["pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k",
                                     "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
                                     "adaptive"]  # the published order stays; the new option comes after it
-    assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
+    assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "draft_window",
+                                    "hybrid_window", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
                                     "eagle_nodes", "toy_offset"]
 
 

@@ -32,19 +32,26 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 class DraftModelDrafter(BaseDrafter):
     tree_size = None  # set by the loop when adaptive: (the tree's node chances, best first; depth) -> how many pay
     def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int,
-                 shape: str = "chain", nodes: int = 12):
+                 shape: str = "chain", nodes: int = 12, window: int = 0):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
-        self.shape, self.nodes = shape, nodes
+        self.shape, self.nodes, self.window = shape, nodes, window
         self.stops_early = True  # adaptive: a chain's length, a tree's depth, decided while drafting
         self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
         self.lm: CachedLM | None = None
         self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
         self._base = self._count = 0
+        self.skipped = 0  # prompt tokens the draft does not read (a long prompt's middle, with a window)
 
     def max_nodes(self, gamma: int) -> int:
         return gamma if self.shape == "chain" else max(gamma, self.nodes)
 
     def start(self, prompt_ids: list[int], target=None) -> None:
+        # With a window, a long prompt reaches the draft as its opening (the instruction) and its end: the draft's
+        # prefill and every draft step's attention get cheaper; the target still reads it all, so only what the
+        # draft guesses can change, never what is generated.
+        self.skipped = max(0, len(prompt_ids) - self.window) if self.window else 0
+        head = self.window // 4
+        prompt_ids = prompt_ids[:head] + prompt_ids[head + self.skipped :]
         self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + WIDTH * MAX_GAMMA + 1)
         self.blind = any(t >= self.readable for t in prompt_ids)
         if len(prompt_ids) > 1 and not self.blind:
@@ -53,11 +60,12 @@ class DraftModelDrafter(BaseDrafter):
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         # The cache may lag behind `tokens` (tokens accepted last step, the target's own token):
         # the first forward feeds all of them at once, then one drafted token per forward.
-        self.blind = self.blind or any(t >= self.readable for t in tokens[self.lm.length :])
+        new = tokens[self.skipped + self.lm.length :]
+        self.blind = self.blind or any(t >= self.readable for t in new)
         if self.blind:  # a draft with fewer embedding rows than the target has ids: plain steps, still exact
             return None
-        self._base = len(tokens)
-        feed = torch.tensor(tokens[self.lm.length :])
+        self._base = len(tokens) - self.skipped  # the committed text's length as the draft reads it
+        feed = torch.tensor(new)
         if self.shape == "tree" and gamma > 1:
             return self._tree(feed, gamma)
         drafted, dists, confidence = [], [], []
@@ -122,6 +130,10 @@ class DraftOptions(Options):
                              choices=SHAPES)
     draft_nodes: int = option(12, "draft tree nodes", "the most draft tokens a tree sends to verification (adaptive: "
                               "fewer where the measured costs say more would not pay)", low=2, high=64)
+    draft_window: int = option(0, "draft window", "the most prompt tokens the draft reads (its first quarter from the "
+                               "prompt's opening, the rest from its end; 0: all): a long prompt's draft prefill and "
+                               "draft steps get cheaper, its guesses perhaps worse (a draft of another tokenizer "
+                               "reads all)", low=0, high=8192)
 
 
 def build(options: DraftOptions, ctx):
@@ -132,7 +144,7 @@ def build(options: DraftOptions, ctx):
         check_draft_fits(ctx.target, ctx.draft)
         return CrossTokenizerDrafter(ctx.draft, ctx.target, ctx.settings, ctx.generator)
     return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size,
-                             options.draft_tree, options.draft_nodes)
+                             options.draft_tree, options.draft_nodes, options.draft_window)
 
 
 KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "

@@ -13,11 +13,11 @@ and the model's step costs 1.5 times a lookup's. Either way the target verifies,
 """
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
 from .draft_model import DraftOptions, build as build_draft_model
-from .kinds import DrafterKind
+from .kinds import DrafterKind, Options, option
 from .suffix import SuffixDrafter, SuffixOptions
 from .suffix_index import MODEL  # the origin of a step the model drafted; a lookup's names where it copied
 
@@ -92,8 +92,17 @@ class HybridDrafter(BaseDrafter):
                 forget()
 
 
-def _build(options, ctx):
-    model = build_draft_model(DraftOptions(draft_tree="tree"), ctx)  # the model's shape measured best in the hybrid
+@dataclass(frozen=True)
+class HybridOptions(Options):
+    hybrid_window: int = option(256, "hybrid draft window", "the most prompt tokens the hybrid's draft model reads (its "
+                                "first quarter from the prompt's opening, the rest from its end; 0: all): the lookup "
+                                "copies from the whole prompt, so a long one need not cost the draft its prefill",
+                                low=0, high=8192)
+
+
+def _build(options: HybridOptions, ctx):
+    # the model drafts its tree, the shape measured best in the hybrid
+    model = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx)
     lookup = SuffixOptions()  # suffix decoding at its own defaults
     return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
                                        ctx.target.eos_ids), model)
@@ -101,4 +110,4 @@ def _build(options, ctx):
 
 KIND = DrafterKind("hybrid", "hybrid: lookup or draft model", "each step, a copy from the prompt, this output or earlier "
                    "runs where its match promises more tokens per second, the draft model's draft otherwise",
-                   _build, needs_draft=True, order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))
+                   _build, HybridOptions, needs_draft=True, order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))
