@@ -9,6 +9,9 @@ from pathlib import Path
 from .errors import InvalidRequest
 from .runtime import ASSETS, quiet_transformers
 
+MEDUSA_PROMPTS = ("medusa_prompts.json",)
+EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
+
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -18,7 +21,7 @@ def add_train_commands(sub, add_model_options) -> None:
     medusa = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
     _text_flags(medusa, "folder for config.json + medusa_lm_head.safetensors", steps=300, lr=1e-3, train_batch=64,
                 train_batch_help="rows per training step", tokens=96, samples=4, local_tokens=200_000,
-                text_word="text")
+                text_word="text", prompts=MEDUSA_PROMPTS)
     medusa.add_argument("--heads", type=int, default=4)
     medusa.add_argument("--layers", type=int, default=1)
     add_model_options(medusa)
@@ -26,7 +29,7 @@ def add_train_commands(sub, add_model_options) -> None:
     eagle = sub.add_parser("train-eagle", help="train an EAGLE head on a frozen model by self-distillation")
     _text_flags(eagle, "folder for config.json + model.safetensors (+ head_vocab.json)", steps=400, lr=5e-4,
                 train_batch=8, train_batch_help="windows per training step", tokens=224, samples=2,
-                local_tokens=90_000, text_word="answer")
+                local_tokens=90_000, text_word="answer", prompts=EAGLE_PROMPTS)
     eagle.add_argument("--window", type=int, default=128, help="pairs per training window")
     eagle.add_argument("--unroll", type=int, default=2, help="extra passes that feed the head its own guesses")
     eagle.add_argument("--init", choices=("pass-through", "random"), default="pass-through",
@@ -35,11 +38,17 @@ def add_train_commands(sub, add_model_options) -> None:
     eagle.add_argument("--intermediate-size", type=int, default=0,
                        help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)")
     eagle.add_argument("--features", metavar="FILE", help="keep the target's features here and reuse them when it exists")
+    eagle.add_argument("--checkpoint", metavar="FILE",
+                       help="keep the whole training state here every --save-every steps; when it exists, training "
+                            "goes on from it (same --features) to --steps, the total over all runs")
+    eagle.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
+    eagle.add_argument("--until-step", type=int, default=0,
+                       help="stop this run after that step (needs --checkpoint; run again to go on)")
     add_model_options(eagle)
 
 
 def _text_flags(p, out_help: str, steps: int, lr: float, train_batch: int, train_batch_help: str, tokens: int,
-                samples: int, local_tokens: int, text_word: str) -> None:
+                samples: int, local_tokens: int, text_word: str, prompts: tuple[str, ...]) -> None:
     p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
     p.add_argument("--out", required=True, help=out_help)
     p.add_argument("--steps", type=int, default=steps)
@@ -48,8 +57,10 @@ def _text_flags(p, out_help: str, steps: int, lr: float, train_batch: int, train
     p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
     p.add_argument("--samples", type=int, default=samples,
                    help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7")
-    p.add_argument("--prompts", help="JSON file: a list of prompts or {kind: [prompts]} "
-                                     "(default: assets/medusa_prompts.json, none of them a benchmark prompt)")
+    p.add_argument("--prompts", action="append", metavar="FILE",
+                   help="JSON file: a list of prompts or {kind: [prompts]}; may be given more than once (default: "
+                        f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)")
+    p.set_defaults(default_prompts=prompts)
     p.add_argument("--shortlist", type=int, default=8192, help="heads score only this many token ids (0 = the whole vocabulary)")
     p.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
     p.add_argument("--local-text", action="append", default=[], metavar="PATH",
@@ -68,7 +79,8 @@ def _check(args, command: str, *own: tuple[str, int, int]) -> list[str]:
             raise InvalidRequest(f"{name} must be at least {low}, got {value}")
     if args.dtype == "int8":
         raise InvalidRequest(f"{command} trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
-    return read_prompt_list(Path(args.prompts) if args.prompts else ASSETS / "medusa_prompts.json")
+    files = [Path(f) for f in args.prompts] if args.prompts else [ASSETS / name for name in args.default_prompts]
+    return [prompt for path in files for prompt in read_prompt_list(path)]
 
 
 def read_prompt_list(path: Path) -> list[str]:
@@ -123,7 +135,10 @@ def cmd_train_medusa(args) -> int:
 
 def cmd_train_eagle(args) -> int:
     """Texts, then the target's features (from --features when it exists, else read and kept there), then training."""
-    prompts = _check(args, "train-eagle", ("--window", args.window, 8), ("--unroll", args.unroll, 0))
+    prompts = _check(args, "train-eagle", ("--window", args.window, 8), ("--unroll", args.unroll, 0),
+                     ("--save-every", args.save_every, 1), ("--until-step", args.until_step, 0))
+    if args.until_step and not args.checkpoint:
+        raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
     from .drafters.eagle.checkpoint import save_eagle
     from .drafters.eagle.train import load_features, read_features, save_features, train_eagle
@@ -139,10 +154,13 @@ def cmd_train_eagle(args) -> int:
         if cached:
             save_features(features, cached)
     head, report = train_eagle(base, features, args.steps, args.lr, args.train_batch, args.window, args.unroll,
-                               args.shortlist, init=args.init, intermediate=args.intermediate_size, progress=_log)
+                               args.shortlist, init=args.init, intermediate=args.intermediate_size,
+                               checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+                               save_every=args.save_every, until=args.until_step, progress=_log)
     by_depth = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(report.acceptance))
     folder = save_eagle(head, args.out, args.base, dtype=base.model.dtype, extra={"specviz_training": {
-        "steps": args.steps, "train_tokens": report.train_tokens, "held_out_positions": report.held_out_positions,
+        "steps": report.steps, "unroll": args.unroll, "train_tokens": report.train_tokens,
+        "held_out_positions": report.held_out_positions,
         "held_out_acceptance_by_depth": [round(a, 4) for a in report.acceptance], "seconds": round(report.seconds)}})
     print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
           f"{report.seconds:.0f} s; held-out chain acceptance by depth {by_depth} (tau of a 5-deep chain "

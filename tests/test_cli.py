@@ -205,6 +205,21 @@ def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(c
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, "train-eagle", "--out", str(tmp_path / "x"), "--unroll", "-1")
     assert code == 2 and err.strip() == "error: --unroll must be at least 0, got -1"
+    code, _, err = run_cli(capsys, "train-eagle", "--out", str(tmp_path / "x"), "--until-step", "3")
+    assert code == 2 and err.strip() == "error: --until-step needs --checkpoint, where the run keeps its state to go on from"
+
+
+def test_train_eagle_stops_at_a_step_and_goes_on_from_its_checkpoint(capsys, model_folder, tmp_path):
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps({"a": ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9"], "b": ["w10 w11", "w12", "w13 w14 w15"]}))
+    train = ["train-eagle", "--base", str(model_folder), "--out", str(tmp_path / "eagle"), "--prompts", str(texts),
+             "--samples", "2", "--tokens-per-prompt", "40", "--steps", "6", "--window", "16", "--dtype", "float32",
+             "--features", str(tmp_path / "features.pt"), "--checkpoint", str(tmp_path / "state.pt"), "--save-every", "2"]
+    code, out, err = run_cli(capsys, *train, "--until-step", "3")
+    assert code == 0 and " in 3 steps" in out and (tmp_path / "state.pt").is_file(), err
+    code, out, err = run_cli(capsys, *train)
+    assert code == 0 and " in 6 steps" in out and "went on from" in err and "at step 3" in err, err
+    assert json.loads((tmp_path / "eagle" / "config.json").read_text())["specviz_training"]["steps"] == 6
 
 
 def test_an_int8_draft_through_the_cli_equals_plain_and_an_int8_target_runs(capsys, model_folder):

@@ -11,16 +11,18 @@
    share of answer positions whose first k drafted tokens all equal the target's greedy tokens.
 """
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 
 from ...models import LoadedModel
 from ..distill import Text, make_shortlist, split_by_group
-from .checkpoint import head_config
+from .checkpoint import EagleCheckpointError, head_config
 from .head import EagleHead
 
 
@@ -144,8 +146,12 @@ def _init_pass_through(head: EagleHead) -> None:
 def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, lr: float = 5e-4,
                 batch: int = 8, width: int = 128, unroll: int = 2, shortlist: int = 8192, held_out: float = 0.1,
                 seed: int = 0, init: str = "pass-through", depth: int = 5, intermediate: int = 0,
+                checkpoint: Path | None = None, save_every: int = 50, until: int = 0,
                 progress: Callable[[str], None] = lambda _: None) -> tuple[EagleHead, EagleReport]:
-    """Steps 3-5 on cached features. Trains in float32 weights with bfloat16 matmuls on a CPU."""
+    """Steps 3-5 on cached features, in float32 weights with bfloat16 matmuls on a CPU. With `checkpoint`, the whole
+    training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists goes on
+    from it to `steps` (the total over all runs; `until` > 0 stops this run after that step); the head is the one an
+    uninterrupted run gives."""
     began = time.perf_counter()
     by_text = [Text(f.ids.tolist(), f.answer_from, f.group, f.teacher_forced) for f in features]
     train_texts = [t for forced in (False, True)  # prompts and files are held out apart, each in the same share
@@ -155,11 +161,16 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     test = [f for f in features if f.group not in train_groups and _greedy_answer(f)]
     model = base.model
     vocab = model.get_output_embeddings().weight.shape[0]
-    chosen = make_shortlist(train_texts, vocab, shortlist) if 0 < shortlist < vocab else None
+    saved = _read_state(checkpoint, features, seed, held_out, width) if checkpoint and checkpoint.is_file() else None
+    if saved is not None:
+        chosen, intermediate = saved["shortlist"], saved["intermediate"]
+    else:
+        chosen = make_shortlist(train_texts, vocab, shortlist) if 0 < shortlist < vocab else None
+        intermediate = intermediate or model.config.intermediate_size
     torch.manual_seed(seed)
-    config = head_config({"intermediate_size": intermediate or model.config.intermediate_size}, model.config)
+    config = head_config({"intermediate_size": intermediate}, model.config)
     head = EagleHead(config, "eagle1", model, shortlist=chosen).float()
-    if init == "pass-through":
+    if init == "pass-through" and saved is None:
         _init_pass_through(head)
     spans = _windows(train, width)
     progress(f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {width}), "
@@ -167,12 +178,25 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     trained = [p for p in head.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda n: min(1.0, (n + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(n, steps) / steps)))
+
+    def rate(n: int) -> float:  # a linear warm-up, then a cosine to 0 at `steps`
+        return min(1.0, (n + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(n, steps) / steps))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, rate)
     generator = torch.Generator().manual_seed(seed)
-    first = last = float("nan")
+    done, first, last = 0, float("nan"), float("nan")
+    if saved is not None:
+        head.load_state_dict(saved["head"])
+        optimiser.load_state_dict(saved["optimiser"])
+        schedule.last_epoch = saved["step"]
+        for group in optimiser.param_groups:  # `lr` and `steps` of this run set the rate from here on
+            group["initial_lr"], group["lr"] = lr, lr * rate(saved["step"])
+        generator.set_state(saved["generator"])
+        done, first, last = saved["step"], saved["first_loss"], saved["last_loss"]
+        progress(f"went on from {checkpoint} at step {done}")
+    stop = min(steps, until) if until > 0 else steps
     head.train()
-    for step in range(steps):
+    for step in range(done, stop):
         pick = torch.randint(len(spans), (min(batch, len(spans)),), generator=generator).tolist()
         feats, ids, nxt, counts = _batch(train, [spans[i] for i in pick], width)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -196,10 +220,49 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
         first = last if step == 0 else first
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
+        if checkpoint and ((step + 1) % save_every == 0 or step == stop - 1):
+            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, features, seed, held_out,
+                         width, intermediate)
     head.eval()
     acceptance, positions = chain_acceptance(head, test, depth)
-    return head, EagleReport(steps, first, last, acceptance, positions, sum(len(f.ids) for f in train),
+    return head, EagleReport(max(stop, done), first, last, acceptance, positions, sum(len(f.ids) for f in train),
                              time.perf_counter() - began)
+
+
+def _fingerprint(features: list[Features]) -> str:
+    """Which texts a training state was made on: a run may go on only over the same features."""
+    digest = hashlib.sha256()
+    for f in features:
+        digest.update(f.ids.numpy().tobytes())
+        digest.update(f"{f.answer_from} {f.group} {f.teacher_forced};".encode())
+    return digest.hexdigest()[:16]
+
+
+def _write_state(path: Path, head: EagleHead, optimiser, generator, step: int, first: float, last: float,
+                 features: list[Features], seed: int, held_out: float, width: int, intermediate: int) -> None:
+    """Everything a later run needs to go on as if it had never stopped; written beside, then moved into place."""
+    state = {"head": head.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state(),
+             "step": step, "first_loss": first, "last_loss": last, "shortlist": head.shortlist,
+             "intermediate": intermediate, "features": _fingerprint(features), "seed": seed, "held_out": held_out,
+             "width": width}
+    partial = path.with_name(path.name + ".partial")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+def _read_state(path: Path, features: list[Features], seed: int, held_out: float, width: int) -> dict:
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:
+        raise EagleCheckpointError(f"cannot read the training state {path}: "
+                                   f"{(str(exc).splitlines() or [type(exc).__name__])[0][:160]}") from None
+    if state.get("features") != _fingerprint(features):
+        raise EagleCheckpointError(f"the training state {path} was made on other texts; go on with the same "
+                                   f"--features, or start afresh with another --checkpoint")
+    for name, value in (("seed", seed), ("held_out", held_out), ("width", width)):
+        if state.get(name) != value:
+            raise EagleCheckpointError(f"the training state {path} used {name} {state.get(name)}, not {value}")
+    return state
 
 
 def _greedy_answer(f: Features) -> bool:

@@ -1,0 +1,57 @@
+"""EAGLE training in several runs: a run stopped and taken up again from its training state ends with the very head
+an uninterrupted run gives, and a state is refused for other texts or another window width."""
+
+import pytest
+import torch
+
+from specviz.drafters.distill import Text
+from specviz.drafters.eagle.checkpoint import EagleCheckpointError
+from specviz.drafters.eagle.train import read_features, train_eagle
+from specviz.engine import generate
+from specviz.events import generated_ids
+from specviz.settings import Settings
+
+SETUP = dict(lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-through", intermediate=64, held_out=0.2,
+             depth=3)
+
+
+@pytest.fixture(scope="module")
+def features(target):
+    texts, g = [], torch.Generator().manual_seed(3)
+    for i in range(10):
+        prompt = torch.randint(2, target.vocab_size, (5,), generator=g).tolist()
+        answer = generated_ids(generate(target, prompt, Settings(max_new_tokens=50)))
+        texts.append(Text(prompt + answer, len(prompt), f"prompt {i}"))
+    return read_features(target, texts)
+
+
+def weights(head):
+    return {k: v.clone() for k, v in head.state_dict().items()}
+
+
+def test_a_stopped_run_goes_on_to_the_uninterrupted_head(target, features, tmp_path):
+    straight, report = train_eagle(target, features, steps=9, **SETUP)
+    state = tmp_path / "state.pt"
+    first, paused = train_eagle(target, features, steps=9, checkpoint=state, save_every=2, until=5, **SETUP)
+    assert paused.steps == 5 and state.is_file()
+    assert any(not torch.equal(a, b) for a, b in zip(weights(first).values(), weights(straight).values()))
+    resumed, final = train_eagle(target, features, steps=9, checkpoint=state, save_every=2, **SETUP)
+    assert final.steps == 9
+    for (name, a), b in zip(weights(resumed).items(), weights(straight).values()):
+        assert torch.equal(a, b), name
+    assert final.last_loss == report.last_loss and final.first_loss == report.first_loss
+    assert final.acceptance == report.acceptance
+    again, _ = train_eagle(target, features, steps=9, checkpoint=state, **SETUP)  # nothing left to do
+    assert all(torch.equal(a, b) for a, b in zip(weights(again).values(), weights(straight).values()))
+
+
+def test_a_state_is_refused_for_other_texts_or_another_width(target, features, tmp_path):
+    state = tmp_path / "state.pt"
+    train_eagle(target, features, steps=2, checkpoint=state, **SETUP)
+    with pytest.raises(EagleCheckpointError, match="other texts"):
+        train_eagle(target, features[:-1], steps=4, checkpoint=state, **SETUP)
+    with pytest.raises(EagleCheckpointError, match="width 24, not 16"):
+        train_eagle(target, features, steps=4, checkpoint=state, **{**SETUP, "width": 16})
+    state.write_bytes(b"not a state")
+    with pytest.raises(EagleCheckpointError, match="cannot read the training state"):
+        train_eagle(target, features, steps=4, checkpoint=state, **SETUP)
