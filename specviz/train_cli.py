@@ -40,7 +40,8 @@ def add_train_commands(sub, add_model_options) -> None:
     eagle.add_argument("--features", metavar="FILE", help="keep the target's features here and reuse them when it exists")
     eagle.add_argument("--checkpoint", metavar="FILE",
                        help="keep the whole training state here every --save-every steps; when it exists, training "
-                            "goes on from it (same --features) to --steps, the total over all runs")
+                            "goes on from it (same --features) to --steps, the total over all runs; the head's shape "
+                            "(--shortlist, --intermediate-size, --init) stays the first run's")
     eagle.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
     eagle.add_argument("--until-step", type=int, default=0,
                        help="stop this run after that step (needs --checkpoint; run again to go on)")
