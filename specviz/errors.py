@@ -5,6 +5,11 @@ class SpecvizError(Exception):
     """Base class: the message is one line a user can act on."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-blank words, or its type's name when it has none: what a one-line error quotes."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class InvalidRequest(SpecvizError, ValueError):
     """A generation setting or prompt is out of range."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, first_line
 from ..models.loading import linear_weight
 
 SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads score
@@ -47,7 +47,7 @@ def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -
     except Exception as exc:  # offline, no such repo, ...: one line
         where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
         raise error(f"cannot fetch {what} '{spec}' from {where}: "
-                    f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}") from exc
+                    f"{first_line(exc)[:200]}") from exc
 
 
 def check_base(config: dict, target_name: str, what: str, error: type[Exception]) -> None:

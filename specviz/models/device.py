@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from ..errors import SpecvizError
+from ..errors import SpecvizError, first_line
 
 
 class DeviceError(SpecvizError):
@@ -34,7 +34,7 @@ def cuda_problem() -> str:
     try:
         torch.cuda.init()
     except Exception as exc:  # the driver's own words: too old for this CUDA, no device, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
     else:
         reason = "torch.cuda.is_available() is false"
     return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) cannot start CUDA: {reason[:200]}; a CUDA 12.x "

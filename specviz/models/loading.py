@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InvalidRequest, ModelLoadError, ModelNotFound
+from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, first_line
 from .device import resolve_device, zero_gpu
 from .integrity import folder_problem
 from .offline import PRESETS, ensure_converted
@@ -171,8 +171,7 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
         if offline_reason:
             raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
                                  f"and the model is not in the local cache; use an offline preset or a local folder") from exc
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load '{name}': {reason[:300]}") from exc
+        raise ModelLoadError(f"cannot load '{name}': {first_line(exc)[:300]}") from exc
     model.to(where).eval()
     if dtype == "int8":
         from .quantize import int8_dynamic

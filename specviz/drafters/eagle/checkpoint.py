@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ...errors import SpecvizError
+from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
 from ..heads_common import SHORTLIST_FILE, check_base, locate_heads, read_shortlist, shipped_folder, write_shortlist
 from .head import EagleHead
@@ -44,8 +44,7 @@ def read_state(folder: Path) -> dict[str, torch.Tensor]:
                     return load_file(str(path))
                 return torch.load(path, map_location="cpu", weights_only=True)
             except Exception as exc:  # truncated, not a weights file, ...
-                raise EagleCheckpointError(f"cannot read {path}: {(str(exc).splitlines() or [type(exc).__name__])[0][:160]}"
-                                           ) from None
+                raise EagleCheckpointError(f"cannot read {path}: {first_line(exc)[:160]}") from None
     raise EagleCheckpointError(f"no EAGLE weights in {folder}: expected {' or '.join(WEIGHT_FILES)}")
 
 

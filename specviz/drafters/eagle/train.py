@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from ...errors import first_line
 from ...models import LoadedModel
 from ..distill import Text, make_shortlist, split_by_group
 from .checkpoint import EagleCheckpointError, head_config
@@ -254,8 +255,7 @@ def _read_state(path: Path, features: list[Features], seed: int, held_out: float
     try:
         state = torch.load(path, weights_only=True)
     except Exception as exc:
-        raise EagleCheckpointError(f"cannot read the training state {path}: "
-                                   f"{(str(exc).splitlines() or [type(exc).__name__])[0][:160]}") from None
+        raise EagleCheckpointError(f"cannot read the training state {path}: {first_line(exc)[:160]}") from None
     if state.get("features") != _fingerprint(features):
         raise EagleCheckpointError(f"the training state {path} was made on other texts; go on with the same "
                                    f"--features, or start afresh with another --checkpoint")
