@@ -126,15 +126,20 @@ def test_hidden_rows_follow_rollback_and_compaction(target, tokenizer):
     assert torch.allclose(lm.last_hidden, fresh[2], atol=1e-5)
 
 
+def greedy_answers(target, prompts: int, prompt_length: int, tokens: int, seed: int) -> list[Text]:
+    """Random prompts and the tiny target's greedy answers to them (it falls into loops a head can learn)."""
+    texts, g = [], torch.Generator().manual_seed(seed)
+    for i in range(prompts):
+        prompt = torch.randint(2, target.vocab_size, (prompt_length,), generator=g).tolist()
+        answer = generated_ids(generate(target, prompt, Settings(max_new_tokens=tokens)))
+        texts.append(Text(prompt + answer, len(prompt), f"prompt {i}"))
+    return texts
+
+
 @pytest.fixture(scope="module")
 def trained(target):
-    """A head trained on the tiny target's own greedy answers (it falls into loops a head can learn)."""
-    texts, g = [], torch.Generator().manual_seed(0)
-    for i in range(30):
-        prompt = torch.randint(2, target.vocab_size, (6,), generator=g).tolist()
-        answer = generated_ids(generate(target, prompt, Settings(max_new_tokens=120)))
-        texts.append(Text(prompt + answer, len(prompt), f"prompt {i}"))
-    features = read_features(target, texts)
+    """A head trained on the tiny target's own greedy answers."""
+    features = read_features(target, greedy_answers(target, prompts=30, prompt_length=6, tokens=120, seed=0))
     head, report = train_eagle(target, features, steps=120, lr=3e-3, batch=8, width=48, unroll=2, shortlist=0,
                                init="random", held_out=0.2)
     return head, report, features

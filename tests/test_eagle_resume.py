@@ -4,12 +4,9 @@ an uninterrupted run gives, and a state is refused for other texts or another wi
 import pytest
 import torch
 
-from specviz.drafters.distill import Text
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError
 from specviz.drafters.eagle.train import read_features, train_eagle
-from specviz.engine import generate
-from specviz.events import generated_ids
-from specviz.settings import Settings
+from test_eagle import greedy_answers
 
 SETUP = dict(lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-through", intermediate=64, held_out=0.2,
              depth=3)
@@ -17,12 +14,7 @@ SETUP = dict(lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-throu
 
 @pytest.fixture(scope="module")
 def features(target):
-    texts, g = [], torch.Generator().manual_seed(3)
-    for i in range(10):
-        prompt = torch.randint(2, target.vocab_size, (5,), generator=g).tolist()
-        answer = generated_ids(generate(target, prompt, Settings(max_new_tokens=50)))
-        texts.append(Text(prompt + answer, len(prompt), f"prompt {i}"))
-    return read_features(target, texts)
+    return read_features(target, greedy_answers(target, prompts=10, prompt_length=5, tokens=50, seed=3))
 
 
 def weights(head):

@@ -162,7 +162,8 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     test = [f for f in features if f.group not in train_groups and _greedy_answer(f)]
     model = base.model
     vocab = model.get_output_embeddings().weight.shape[0]
-    saved = _read_state(checkpoint, features, seed, held_out, width) if checkpoint and checkpoint.is_file() else None
+    texts_made = _fingerprint(features) if checkpoint else ""
+    saved = _read_state(checkpoint, texts_made, seed, held_out, width) if checkpoint and checkpoint.is_file() else None
     if saved is not None:
         chosen, intermediate = saved["shortlist"], saved["intermediate"]
     else:
@@ -222,7 +223,7 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
         if checkpoint and ((step + 1) % save_every == 0 or step == stop - 1):
-            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, features, seed, held_out,
+            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, texts_made, seed, held_out,
                          width, intermediate)
     head.eval()
     acceptance, positions = chain_acceptance(head, test, depth)
@@ -240,23 +241,23 @@ def _fingerprint(features: list[Features]) -> str:
 
 
 def _write_state(path: Path, head: EagleHead, optimiser, generator, step: int, first: float, last: float,
-                 features: list[Features], seed: int, held_out: float, width: int, intermediate: int) -> None:
+                 texts_made: str, seed: int, held_out: float, width: int, intermediate: int) -> None:
     """Everything a later run needs to go on as if it had never stopped; written beside, then moved into place."""
     state = {"head": head.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state(),
              "step": step, "first_loss": first, "last_loss": last, "shortlist": head.shortlist,
-             "intermediate": intermediate, "features": _fingerprint(features), "seed": seed, "held_out": held_out,
+             "intermediate": intermediate, "features": texts_made, "seed": seed, "held_out": held_out,
              "width": width}
     partial = path.with_name(path.name + ".partial")
     torch.save(state, partial)
     partial.replace(path)
 
 
-def _read_state(path: Path, features: list[Features], seed: int, held_out: float, width: int) -> dict:
+def _read_state(path: Path, texts_made: str, seed: int, held_out: float, width: int) -> dict:
     try:
         state = torch.load(path, weights_only=True)
     except Exception as exc:
         raise EagleCheckpointError(f"cannot read the training state {path}: {first_line(exc)[:160]}") from None
-    if state.get("features") != _fingerprint(features):
+    if state.get("features") != texts_made:
         raise EagleCheckpointError(f"the training state {path} was made on other texts; go on with the same "
                                    f"--features, or start afresh with another --checkpoint")
     for name, value in (("seed", seed), ("held_out", held_out), ("width", width)):
