@@ -109,18 +109,20 @@ def test_200_runs_from_4_sessions_are_all_answered_with_flat_memory_and_no_stray
     assert count <= warm_threads + 4  # no thread left behind per run
 
 
-def left_lines(proc) -> list[tuple[int, int]]:
-    """(visitors, tokens) from each 'a visitor left' line the server has logged."""
+def left_lines(proc) -> dict[str, tuple[int, int]]:
+    """session id's start -> (visitors, tokens) from each 'a visitor left' line the server has logged."""
     proc.log.seek(0)
-    return [(int(m[1]), int(m[2])) for m in re.finditer(r"a visitor left; (\d+) visitors' earlier runs hold (\d+) tokens",
-                                                       proc.log.read())]
+    pattern = r"a visitor left \(session (\w+)\); (\d+) visitors' earlier runs hold (\d+) tokens"
+    return {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(pattern, proc.log.read())}
 
 
-def wait_for_leaves(proc, count: int) -> list[tuple[int, int]]:
+def wait_for_leave(proc, session: str) -> tuple[int, int]:
+    """What the server said held when this session left; a visitor not seen leaving in a minute fails the test."""
     deadline = time.time() + 60
-    while len(lines := left_lines(proc)) < count and time.time() < deadline:
+    while (said := left_lines(proc).get(session[:8])) is None and time.time() < deadline:
         time.sleep(0.2)
-    return lines
+    assert said is not None, f"the server never saw session {session[:8]} leave: {left_lines(proc)}"
+    return said
 
 
 SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 4, 3, 2, 1500
@@ -132,24 +134,24 @@ def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pa
     proc, url = serve(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
     pair, rng, resident, began = f"{pair_folders[0]} ← {pair_folders[1]}", random.Random(5), [], time.time()
     try:
-        before = len(wait_for_leaves(proc, 1))  # serve()'s own probe of the server was a visitor too, and has left
         for batch in range(SOAK_BATCHES):
             # A gradio_client Client is a session as a browser tab is one: it holds the session's heartbeat stream
-            # open, and close() ends it, so the server's unload handler runs for the session.
+            # open, and close() ends it, so the server's unload handler runs for the session. Each leave is matched
+            # by its session id, so serve()'s own probe (a visitor too, which leaves whenever it is collected)
+            # is never mistaken for one of these.
             visits = [Client(url, verbose=False) for _ in range(SOAK_VISITORS)]
             for visit in visits:
+                assert visit.session_hash[:8] not in left_lines(proc), "a visitor left before it was done"
                 for _ in range(SOAK_RUNS):
                     prompt = " ".join(f"w{rng.randrange(60)}" for _ in range(12))
                     final = run(visit, pair, prompt=prompt, drafter="suffix", max_new=SOAK_TOKENS).result(300)
                     assert final[SUMMARY]["finished"], final[STATUS]
             for i, visit in enumerate(visits):
+                assert all(v.session_hash[:8] not in left_lines(proc) for v in visits[i:]), "a visitor left early"
                 visit.close()
-                left = before + batch * SOAK_VISITORS + i + 1
-                lines = wait_for_leaves(proc, left)
-                assert len(lines) == left, "the server never saw the visitor leave"
-                visitors, tokens = lines[-1]
+                visitors, tokens = wait_for_leave(proc, visit.session_hash)
                 assert visitors == SOAK_VISITORS - i - 1  # the others' runs are still held until they leave too
-                assert (tokens > 0) == (visitors > 0), lines[-1]
+                assert (tokens > 0) == (visitors > 0), (visitors, tokens)
             resident.append(resident_mib(proc.pid))
         held = SOAK_VISITORS * SOAK_RUNS * SOAK_TOKENS
         print(f"\nsessions soak: {SOAK_BATCHES} batches of {SOAK_VISITORS} visitors, each {SOAK_RUNS} runs of "
