@@ -53,15 +53,19 @@ def add_drafter_options(p: argparse.ArgumentParser) -> None:
 
 def drafter_from(args) -> tuple[str, dict]:
     """The drafter asked for and the options given for it; an option of another drafter is an error."""
-    from .drafters.registry import PLAIN, kinds
+    from .drafters.registry import PLAIN, kind, kinds
 
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
     name = args.drafter or (needing[0] if args.draft else PLAIN)
-    if name in needing and not args.draft:
+    given = given_options(args, only={name}).get(name, {})
+    chosen = kind(name) if name != PLAIN else None
+    needs = chosen is not None and chosen.draft_needed(chosen.parse({**dict(chosen.preferred), **given}))
+    if needs and not args.draft:
         raise InvalidRequest(f"--drafter {name} needs --draft MODEL")
-    if args.draft and name not in needing:
-        raise InvalidRequest(f"--draft is only used by --drafter {' or '.join(needing)}, not {name}")
-    return name, given_options(args, only={name}).get(name, {})
+    if args.draft and not needs:
+        raise InvalidRequest(f"--draft is not used by --drafter {name}" + (" with the options given" if name in needing
+                             else f"; only by --drafter {' or '.join(needing)}"))
+    return name, given
 
 
 def settings_from(args, drafter: str) -> Settings:
@@ -160,7 +164,7 @@ def cmd_generate(args) -> int:
 
     target = load_model(args.target, args.dtype, args.device)
     draft = None
-    if chosen and chosen.needs_draft:
+    if chosen and chosen.draft_needed(options):
         draft = load_model(args.draft, draft_dtype(args, target), args.device)
         check_draft_fits(target, draft)
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)

@@ -24,11 +24,11 @@ def add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per drafter option (unset: the drafter's default)."""
     from .drafters.registry import option_owners
 
-    for owner, spec in option_owners():
+    for takers, spec in option_owners():
         if spec.cli:
             p.add_argument(spec.cli_flag, dest=spec.name, default=None, type=int if spec.integer else str,
                            choices=list(spec.choices) if spec.choices and spec.strict else None,
-                           help=f"{owner.name}: {spec.help} (default {spec.default!r})")
+                           help=f"{', '.join(k.name for k in takers)}: {spec.help} (default {spec.default!r})")
 
 
 def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
@@ -37,11 +37,14 @@ def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
     from .drafters.registry import option_owners
 
     given: dict[str, dict] = {}
-    for owner, spec in option_owners():
+    for takers, spec in option_owners():
         value = getattr(args, spec.name, None)
         if value is None:
             continue
-        if only is not None and owner.name not in only:
-            raise InvalidRequest(f"{spec.cli_flag} is only used by --drafter {owner.name}, not {' or '.join(sorted(only))}")
-        given.setdefault(owner.name, {})[spec.name] = value
+        names = [k.name for k in takers]
+        if only is not None and not only & set(names):
+            raise InvalidRequest(f"{spec.cli_flag} is only used by --drafter {' or '.join(names)}, "
+                                 f"not {' or '.join(sorted(only))}")
+        for name in names:
+            given.setdefault(name, {})[spec.name] = value
     return given

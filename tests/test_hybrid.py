@@ -1,17 +1,19 @@
-"""The hybrid drafter: each step a lookup or the draft model drafts, whichever promises more tokens per second.
-Greedy output equals plain decoding whatever it picks, sampling keeps the target's law (and the harness catches a
+"""The hybrid drafter: each step a lookup or a model drafter (the draft model, or the target's EAGLE head) drafts,
+whichever promises more tokens per second. Greedy output equals plain decoding whatever it picks, sampling keeps the target's law (and the harness catches a
 wrong tree rule through it), each step says where its draft came from, and the choice follows the measured worth."""
 
 import pytest
 
 import specviz.engine.verify as verify
+from specviz.app.ui.explain import explain_step
 from specviz.drafters.hybrid import MODEL, HybridDrafter, bucket
 from specviz.drafters.registry import build_drafter, decode
-from specviz.drafters.suffix_index import PROMPT, RunMemory
+from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
+from test_eagle import random_head
 from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 
@@ -25,6 +27,27 @@ def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt):
             events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid",
                                  drafts[which]))
             assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
+
+
+@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w5 w9 w33", "w7"])
+def test_greedy_hybrid_with_the_eagle_head_equals_plain(target, tokenizer, prompt):
+    """The EAGLE head as the model side: it reads the target's features, catching up over the steps the lookup
+    drafted, so a copied stretch must leave its cache and features right for the next tree it grows."""
+    ids, head = tokenizer.encode(prompt), random_head(target, seed=4)
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    options = {"hybrid_model": "eagle", "eagle": (head, (-1,))}
+    for gamma in (1, 3, 6):
+        for adaptive in (False, True):
+            events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid",
+                                 options=options))
+            assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
+    if prompt.startswith("w1"):  # each step names its origin, and the step explanation says who wrote a draft
+        drafted = [e for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", options=options)
+                   if e.proposed]
+        origins = {e.origin for e in drafted}
+        assert PROMPT in origins and HEAD in origins and MODEL not in origins
+        by_head = next(e for e in drafted if e.origin == HEAD)
+        assert "The EAGLE head wrote this draft" in explain_step(by_head, tokenizer.decode)
 
 
 def test_each_step_says_whether_it_copied_or_the_model_drafted(target, drafts, tokenizer):
@@ -68,6 +91,15 @@ def test_sampled_hybrid_keeps_the_targets_law(small):
     prompt = target.tokenizer.encode("a b a b a")  # the lookup matches at once; the model drafts after
     law = exact_two_token_law(target, prompt, SAMPLED)
     assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+
+
+def test_sampled_hybrid_with_the_eagle_head_keeps_the_targets_law(small):
+    target, _, _ = small
+    prompt, head = target.tokenizer.encode("a b a b a"), random_head(target, seed=5)
+    law = exact_two_token_law(target, prompt, SAMPLED)
+    counts = lookup_law(target, prompt, SAMPLED, lambda s: build_drafter(
+        "hybrid", s, None, target, options={"hybrid_model": "eagle", "eagle": (head, (-1,))}))
+    assert chi_square_p(counts, law, RUNS) > 1e-3
 
 
 def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_the_hybrid(small, monkeypatch):

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz.drafters.kinds import Options, option
-from specviz.drafters.registry import build_drafter, kind, kinds
+from dataclasses import dataclass
+
+from specviz.drafters.kinds import DrafterKind, Options, option, shared_option
+from specviz.drafters.registry import _check_option_names, build_drafter, kind, kinds, option_owners
 from specviz.errors import InvalidRequest
 from specviz.settings import Settings
 
@@ -97,7 +99,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
                                     "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
                                     "adaptive"]  # the published order stays; the new option comes after it
     assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "draft_window",
-                                    "hybrid_window", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
+                                    "hybrid_window", "hybrid_model", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
                                     "eagle_nodes", "toy_offset"]
 
 
@@ -189,3 +191,36 @@ def test_no_import_cycles():
         if m not in state:
             visit(m, [m])
     assert not cycles, cycles
+
+
+@dataclass(frozen=True)
+class _Heads(Options):
+    heads: object = option("", "heads", "where the heads are", app=False)
+    width: int = option(2, "width", "how wide", low=1, high=4)
+
+
+@dataclass(frozen=True)
+class _SharesHeads(Options):
+    heads: object = shared_option(_Heads, "heads")
+
+
+@dataclass(frozen=True)
+class _SharesWidth(Options):
+    width: int = shared_option(_Heads, "width")
+
+
+@dataclass(frozen=True)
+class _OwnHeads(Options):
+    heads: object = option("", "heads", "another meaning", app=False)
+
+
+def test_two_kinds_share_an_option_only_as_one_option_the_screen_does_not_show():
+    def made(name, options):
+        return DrafterKind(name, name, name, lambda o, ctx: None, options)
+
+    _check_option_names([made("a", _Heads), made("b", _SharesHeads)])  # one option, one flag, for both
+    for other in (_SharesWidth, _OwnHeads):  # a shared control on two panels; the same name meaning two things
+        with pytest.raises(RuntimeError, match="both declare option"):
+            _check_option_names([made("a", _Heads), made("b", other)])
+    shared = {spec.name: [k.name for k in takers] for takers, spec in option_owners()}
+    assert shared["eagle"] == ["hybrid", "eagle"] and shared["hybrid_model"] == ["hybrid"]

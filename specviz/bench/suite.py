@@ -21,7 +21,7 @@ from pathlib import Path
 from ..diagnosis import diagnose
 from ..drafters.kinds import DrafterKind
 from ..drafters.registry import build_drafter, kind, kinds
-from ..drafters.suffix_index import MODEL, RunMemory
+from ..drafters.suffix_index import DRAFTED, RunMemory
 from ..errors import InvalidRequest
 from ..events import depth_acceptance
 from ..flags import PRECISIONS, add_model_options, add_option_flags, given_options
@@ -159,7 +159,7 @@ class Bench:
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
         self.target = load_model(args.target, args.dtype, args.device)
         self.drafts = {}  # (draft model, precision) -> it, loaded
-        if any(k.needs_draft for k in plan.methods):
+        if any(k.draft_needed(plan.options[k.name]) for k in plan.methods):
             for name, precision in plan.drafts:
                 self.drafts[name, precision] = load_model(name, precision, args.device)
                 check_draft_fits(self.target, self.drafts[name, precision])
@@ -184,7 +184,7 @@ class Bench:
         warm = encode_prompt(self.target, "Say hi.")
         for k in [None, *[k for k in self.plan.methods if k.name != ORACLE]]:
             name = k.name if k else "none"
-            for draft in (self.drafts.values() if k and k.needs_draft else [self.draft]):
+            for draft in (self.drafts.values() if k and k.draft_needed(self.plan.options[name]) else [self.draft]):
                 measure(self.target, warm, Settings(max_new_tokens=8, gamma=2), name, draft, self.plan.options.get(name))
         if self.hf:
             transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
@@ -200,7 +200,8 @@ class Bench:
                 variants = [(f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a}), None)
                             for a in self.plan.alphas]
             else:
-                variants = [(k.name, self.plan.options[k.name], d) for d in (self.drafts if k.needs_draft else [None])]
+                options = self.plan.options[k.name]
+                variants = [(k.name, options, d) for d in (self.drafts if k.draft_needed(options) else [None])]
             deepest = self.longest.get(k.name) or MAX_GAMMA
             for name, options, precision in variants:
                 ceiling = max(*gammas, k.prefers("gamma", 0))  # adaptive: up to the drafter's preferred γ, if larger
@@ -286,7 +287,7 @@ class Bench:
                        c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
                        diagnosed=found.predicted if found else None, decode_speedup=decode_speedup,
                        nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
-                       copied=sum(e.origin not in (None, MODEL) for e in drafting) / len(drafting) if drafting else None)
+                       copied=sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting) if drafting else None)
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])

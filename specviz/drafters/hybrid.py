@@ -1,7 +1,8 @@
-"""The hybrid drafter: at every step a lookup (suffix decoding over the prompt, this output and earlier runs) and the
-draft model both offer a draft, and the step verifies the one that promises more tokens per second.
+"""The hybrid drafter: at every step a lookup (suffix decoding over the prompt, this output and earlier runs) and a
+model drafter (the draft model, or the target's EAGLE head) both offer a draft, and the step verifies the one that
+promises more tokens per second.
 
-A lookup costs no forward, and a long match copies many tokens; the draft model pays a forward per depth and
+A lookup costs no forward, and a long match copies many tokens; the model drafter pays a forward per depth and
 drafts well where nothing was written before. Each side's worth is measured on the run itself: tokens a step
 added (accepted drafts + the target's own) and seconds it took (drafting + verification), as decayed averages,
 the lookup's by how long its match was. The lookup's draft goes to verification when
@@ -17,9 +18,10 @@ from dataclasses import dataclass, replace
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
 from .draft_model import DraftOptions, build as build_draft_model
-from .kinds import DrafterKind, Options, option
+from .eagle import KIND as EAGLE, EagleOptions
+from .kinds import DrafterKind, Options, option, shared_option
 from .suffix import SuffixDrafter, SuffixOptions
-from .suffix_index import MODEL  # the origin of a step the model drafted; a lookup's names where it copied
+from .suffix_index import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
 
 BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16)  # match lengths told apart: a bucket holds matches from its bound to the next
 DECAY = 0.8  # weight an older step keeps in the averages
@@ -43,9 +45,10 @@ class Average:
 class HybridDrafter(BaseDrafter):
     tree_size = None  # set by the loop when adaptive, handed on to the model
 
-    def __init__(self, lookup: SuffixDrafter, model):
-        self.lookup, self.model = lookup, model
+    def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL):
+        self.lookup, self.model, self.origin = lookup, model, origin  # origin: the model's name on screen
         self.stops_early = getattr(model, "stops_early", False)
+        self.reads_hidden, self.hidden_layers = model.reads_hidden, model.hidden_layers  # EAGLE reads the target's
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
         self.seconds = {MODEL: Average(), "lookup": Average()}
         self.chosen = None  # MODEL or the lookup's bucket, for the step in flight
@@ -56,7 +59,7 @@ class HybridDrafter(BaseDrafter):
 
     def start(self, prompt_ids: list[int], target=None) -> None:
         self.lookup.start(prompt_ids)
-        self.model.start(prompt_ids)
+        self.model.start(prompt_ids, target)
 
     def rate(self, side) -> float:
         """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
@@ -77,7 +80,7 @@ class HybridDrafter(BaseDrafter):
         self.model.keep_drafting, self.model.tree_size = self.keep_drafting, self.tree_size
         self.chosen = MODEL
         drafted = self.model.propose(tokens, gamma)
-        return None if drafted is None else replace(drafted, origin=MODEL)
+        return None if drafted is None else replace(drafted, origin=self.origin)
 
     def observe(self, verdict: Verdict) -> None:
         seconds = time.perf_counter() - self.began  # this step's drafting and verification
@@ -92,22 +95,39 @@ class HybridDrafter(BaseDrafter):
                 forget()
 
 
+MODELS = ("draft", "eagle")
+
+
 @dataclass(frozen=True)
 class HybridOptions(Options):
     hybrid_window: int = option(256, "hybrid draft window", "the most prompt tokens the hybrid's draft model reads (its "
                                 "first quarter from the prompt's opening, the rest from its end; 0: all): the lookup "
                                 "copies from the whole prompt, so a long one need not cost the draft its prefill",
                                 low=0, high=8192)
+    hybrid_model: str = option("draft", "hybrid's model drafter", "what drafts where the lookup has no long match: "
+                               "the draft model (a tree of its top tokens) or the target's EAGLE head (its dynamic "
+                               "tree, read from the target's own features; no --draft then)", choices=MODELS)
+    eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
 
 
 def _build(options: HybridOptions, ctx):
-    # the model drafts its tree, the shape measured best in the hybrid
-    model = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx)
+    if options.hybrid_model == "eagle":  # the head's dynamic tree at EAGLE's own defaults
+        model, origin = EAGLE.build(EagleOptions(eagle=options.eagle), ctx), HEAD
+    else:  # the draft model drafts its tree, the shape measured best in the hybrid
+        model, origin = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx), MODEL
     lookup = SuffixOptions()  # suffix decoding at its own defaults
     return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
-                                       ctx.target.eos_ids), model)
+                                       ctx.target.eos_ids), model, origin)
 
 
-KIND = DrafterKind("hybrid", "hybrid: lookup or draft model", "each step, a copy from the prompt, this output or earlier "
-                   "runs where its match promises more tokens per second, the draft model's draft otherwise",
-                   _build, HybridOptions, needs_draft=True, order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))
+def _precheck(options: HybridOptions, target_name: str) -> None:
+    if options.hybrid_model == "eagle":
+        EAGLE.check_for(EagleOptions(eagle=options.eagle), target_name)
+
+
+KIND = DrafterKind("hybrid", "hybrid: lookup or a model drafter", "each step, a copy from the prompt, this output or "
+                   "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
+                   "head's) tree otherwise", _build, HybridOptions, needs_draft=True,
+                   draft_if=lambda o: o.hybrid_model == "draft", precheck=_precheck,
+                   describe=lambda o: f"hybrid: lookup or {HEAD if o.hybrid_model == 'eagle' else MODEL}",
+                   order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))

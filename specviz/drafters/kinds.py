@@ -60,6 +60,13 @@ def option(default, label: str, help: str, **how) -> Any:
     return field(default=default, metadata={"option": OptionSpec(label, help, **how)})
 
 
+def shared_option(owner: type, name: str) -> Any:
+    """Another kind's option, declared again as the same option: one flag, one value for both (an option the
+    screen does not show, such as where heads are found, which a model pair can then bring for both)."""
+    declared = owner.__dataclass_fields__[name]
+    return field(default=declared.default, metadata=declared.metadata)
+
+
 @dataclass(frozen=True)
 class Options:
     """Base of every kind's options: each field made with option() is checked on construction."""
@@ -100,7 +107,8 @@ class DrafterKind:
     summary: str  # one line: how it drafts
     build: Callable[[Any, DraftContext], Any]  # (its options, the context) -> a Drafter for one generation
     options: type = Options  # its Options dataclass
-    needs_draft: bool = False  # a second model beside the target (the pair's draft, or --draft)
+    needs_draft: bool = False  # a second model beside the target (the pair's draft, or --draft), at least sometimes
+    draft_if: Optional[Callable[[Any], bool]] = None  # (its options) -> whether they need it; None: always
     precheck: Optional[Callable[[Any, str], None]] = None  # (options, target name): refuse before any model loads
     describe: Optional[Callable[[Any], str]] = None  # its words on screen, given the options (default: the label)
     order: int = 100  # position in menus
@@ -115,6 +123,10 @@ class DrafterKind:
 
     def parse(self, values: Optional[Mapping]) -> Options:
         return values if isinstance(values, self.options) else self.options.parse(values or {})
+
+    def draft_needed(self, options: Options) -> bool:
+        """Whether a run with these options drafts with a second model."""
+        return self.needs_draft and (self.draft_if is None or self.draft_if(options))
 
     def words(self, options: Options) -> str:
         return self.describe(options) if self.describe else self.label

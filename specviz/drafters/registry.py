@@ -34,13 +34,16 @@ def kinds(menu_only: bool = False) -> tuple[DrafterKind, ...]:
 
 
 def _check_option_names(all_kinds) -> None:
-    """Options share one namespace (CLI flags, API parameters), so two kinds may not declare the same one."""
-    owner: dict[str, str] = {}
+    """Options share one namespace (CLI flags, API parameters), so two kinds may declare the same one only as one
+    option (kinds.shared_option), and never one the screen shows (one control would serve two panels)."""
+    owner: dict[str, tuple[str, object]] = {}
     for kind in all_kinds:
         for spec in kind.options.specs():
             for key in (spec.name, spec.cli_flag):
-                if owner.setdefault(key, kind.name) != kind.name:
-                    raise RuntimeError(f"drafters {owner[key]!r} and {kind.name!r} both declare option {key!r}")
+                first, declared = owner.setdefault(key, (kind.name, spec))
+                if first != kind.name and (declared != spec or spec.app):
+                    raise RuntimeError(f"drafters {first!r} and {kind.name!r} both declare option {key!r}")
+
 
 
 def kind(name: str) -> DrafterKind:
@@ -51,11 +54,14 @@ def kind(name: str) -> DrafterKind:
     raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {PLAIN}, {names}")
 
 
-def option_owners() -> Iterator[tuple[DrafterKind, object]]:
-    """(kind, option spec) for every option of every kind offered to users."""
+def option_owners() -> Iterator[tuple[tuple[DrafterKind, ...], object]]:
+    """(the kinds that take it, its spec) for every option of the kinds offered to users, each option once."""
+    taking: dict[str, tuple[list, object]] = {}
     for k in kinds(menu_only=True):
         for spec in k.options.specs():
-            yield k, spec
+            taking.setdefault(spec.name, ([], spec))[0].append(k)
+    for takers, spec in taking.values():
+        yield tuple(takers), spec
 
 
 def build_drafter(name: str, settings, generator, target, draft=None, options=None, memory=None):

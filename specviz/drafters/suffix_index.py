@@ -19,7 +19,8 @@ KEY_LENGTH = 4  # the longest n-gram indexed; longer matches are measured by ext
 MATCH_CAP = 64  # longer matches count as this long (and tie)
 
 PROMPT, OUTPUT, EARLIER = "the prompt", "this output", "an earlier run"  # where a draft came from, in words
-MODEL = "the draft model"  # a hybrid's step that the model drafted instead of copying
+MODEL, HEAD = "the draft model", "the EAGLE head"  # a hybrid's step that its model drafted instead of copying
+DRAFTED = (MODEL, HEAD)
 
 
 class Document:

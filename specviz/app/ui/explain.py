@@ -5,7 +5,7 @@ token came from. Built from the step's recorded detail; every token and number i
 from html import escape
 from typing import Callable, Optional
 
-from ...drafters.suffix_index import MODEL
+from ...drafters.suffix_index import DRAFTED
 from ...events import Leading, StepEvent, Trial
 from .figure1 import visible
 
@@ -41,8 +41,8 @@ def explain_step(event: Optional[StepEvent], text_of: TokenText, total: int = 0)
     d = event.detail
     kept = f"{event.accepted} of {len(event.proposed)} drafted token{'s' * (len(event.proposed) != 1)} kept"
     head += f"γ {event.gamma}, {event.forward_tokens} tokens in one target forward; {escape(kept)}.</div>"
-    if event.origin == MODEL:
-        head += '<p class="sv-origin">The draft model wrote this draft: no copy promised more this step.</p>'
+    if event.origin in DRAFTED:
+        head += f'<p class="sv-origin">{escape(event.origin[:1].upper() + event.origin[1:])} wrote this draft: no copy promised more this step.</p>'
     elif event.origin:
         head += f'<p class="sv-origin">The draft was copied from {escape(event.origin)}.</p>'
     rule = d.rule if d.rule in ("greedy", "typical") else ("sampled" if event.q is not None else "point")
