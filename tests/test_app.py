@@ -223,6 +223,17 @@ def test_eagle_races_its_dynamic_tree_through_the_api(client, pair):
     assert "EAGLE head, dynamic tree of 8 nodes" in final[SPEC] and "sv-cand" in final[ROWS]
 
 
+def test_the_hybrid_races_with_the_pairs_eagle_head_through_the_api(client, pair):
+    """The pair brings its EAGLE heads (app.py --eagle); the hybrid takes them when asked for its EAGLE side."""
+    job = client.submit(pair, "hybrid", "float32", "w1 w2 w3 w4 w1 w2 w3 w4 w1", 4, 30, 0, 0, 1, 0, 3, 4, "recent",
+                        "sparse", "lossless", False, hybrid_model="eagle", api_name="/run")
+    final = job.result(timeout=120)
+    summary = final[SUMMARY]
+    assert summary["finished"] and summary["identical"] is True, final[STATUS]
+    assert "hybrid: lookup or the EAGLE head" in final[SPEC] and "from the prompt" in final[ROWS]
+    assert "from the EAGLE head" in final[ROWS] and "from the draft model" not in final[ROWS]
+
+
 def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair):
     final = run(client, pair, prompt="w1 w2 w3", drafter="draft", max_new=60, gamma=6, adaptive=True).result(timeout=120)
     summary = final[SUMMARY]
