@@ -106,7 +106,7 @@ class HybridOptions(Options):
                                 low=0, high=8192)
     hybrid_model: str = option("draft", "hybrid's model drafter", "what drafts where the lookup has no long match: "
                                "the draft model (a tree of its top tokens) or the target's EAGLE head (its dynamic "
-                               "tree, read from the target's own features; no --draft then)", choices=MODELS)
+                               "tree, read from the target's own features; no draft model needed)", choices=MODELS)
     eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
 
 
