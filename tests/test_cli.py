@@ -201,8 +201,9 @@ def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(c
     hybrid = ["--drafter", "hybrid", "--hybrid-model", "eagle", "--gamma", "6"]  # the lookup or the head, no --draft
     code, out, err = run_cli(capsys, *base, *hybrid, "--eagle", str(tmp_path / "eagle"))
     assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"], err
-    for extra, words in (([], "no EAGLE heads for"), (["--eagle", str(tmp_path / "eagle"), "--draft", str(model_folder)],
-                                                      "--draft is not used by --drafter hybrid with the options given")):
+    both = ["--eagle", str(tmp_path / "eagle"), "--draft", str(model_folder)]
+    for extra, words in (([], "no EAGLE heads for"),
+                         (both, "--draft is not used by --drafter hybrid with the options given")):
         code, _, err = run_cli(capsys, *base, *hybrid, *extra)
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1, err
     for extra, words in ((["--eagle", str(tmp_path)], "not an EAGLE checkpoint"), ([], "no EAGLE heads for"),

@@ -1,6 +1,7 @@
 """The hybrid drafter: each step a lookup or a model drafter (the draft model, or the target's EAGLE head) drafts,
-whichever promises more tokens per second. Greedy output equals plain decoding whatever it picks, sampling keeps the target's law (and the harness catches a
-wrong tree rule through it), each step says where its draft came from, and the choice follows the measured worth."""
+whichever promises more tokens per second. Greedy output equals plain decoding whatever it picks, sampling keeps the
+target's law (and the harness catches a wrong tree rule through it), each step says where its draft came from, and
+the choice follows the measured worth."""
 
 import pytest
 

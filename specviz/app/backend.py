@@ -73,7 +73,8 @@ class Backend:
         with self._count:
             self._memories.pop(session, None)
             held = sum(m.tokens for m in self._memories.values())
-            return f"a visitor left (session {session[:8]}); {len(self._memories)} visitors' earlier runs hold {held} tokens"
+            return (f"a visitor left (session {session[:8]}); {len(self._memories)} visitors' earlier runs hold "
+                    f"{held} tokens")
 
     def busy(self) -> str:
         """What a run started now would wait for, in words; empty when the device is free."""

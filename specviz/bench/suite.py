@@ -287,7 +287,8 @@ class Bench:
                        c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
                        diagnosed=found.predicted if found else None, decode_speedup=decode_speedup,
                        nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
-                       copied=sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting) if drafting else None)
+                       copied=(sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting)
+                               if drafting else None))
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])

@@ -114,7 +114,8 @@ def _build(options: HybridOptions, ctx):
     if options.hybrid_model == "eagle":  # the head's dynamic tree at EAGLE's own defaults
         model, origin = EAGLE.build(EagleOptions(eagle=options.eagle), ctx), HEAD
     else:  # the draft model drafts its tree, the shape measured best in the hybrid
-        model, origin = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx), MODEL
+        tree = DraftOptions(draft_tree="tree", draft_window=options.hybrid_window)
+        model, origin = build_draft_model(tree, ctx), MODEL
     lookup = SuffixOptions()  # suffix decoding at its own defaults
     return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
                                        ctx.target.eos_ids), model, origin)

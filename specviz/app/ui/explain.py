@@ -42,7 +42,8 @@ def explain_step(event: Optional[StepEvent], text_of: TokenText, total: int = 0)
     kept = f"{event.accepted} of {len(event.proposed)} drafted token{'s' * (len(event.proposed) != 1)} kept"
     head += f"γ {event.gamma}, {event.forward_tokens} tokens in one target forward; {escape(kept)}.</div>"
     if event.origin in DRAFTED:
-        head += f'<p class="sv-origin">{escape(event.origin[:1].upper() + event.origin[1:])} wrote this draft: no copy promised more this step.</p>'
+        writer = escape(event.origin[:1].upper() + event.origin[1:])
+        head += f'<p class="sv-origin">{writer} wrote this draft: no copy promised more this step.</p>'
     elif event.origin:
         head += f'<p class="sv-origin">The draft was copied from {escape(event.origin)}.</p>'
     rule = d.rule if d.rule in ("greedy", "typical") else ("sampled" if event.q is not None else "point")
