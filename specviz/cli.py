@@ -6,7 +6,9 @@ import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
+from .drafters.kinds import Options
 from .errors import InvalidRequest, SpecvizError
 from .flags import add_model_options, add_option_flags, given_options
 from .runtime import quiet_transformers
@@ -51,21 +53,23 @@ def add_drafter_options(p: argparse.ArgumentParser) -> None:
     add_option_flags(p)
 
 
-def drafter_from(args) -> tuple[str, dict]:
-    """The drafter asked for and the options given for it; an option of another drafter is an error."""
+def drafter_from(args) -> tuple[str, Optional[Options]]:
+    """The drafter asked for and its options (those given over what it measured best; None for plain decoding); an
+    option of another drafter is an error."""
     from .drafters.registry import PLAIN, kind, kinds
 
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
     name = args.drafter or (needing[0] if args.draft else PLAIN)
     given = given_options(args, only={name}).get(name, {})
     chosen = kind(name) if name != PLAIN else None
-    needs = chosen is not None and chosen.draft_needed(chosen.parse({**dict(chosen.preferred), **given}))
+    options = chosen.parse({**dict(chosen.preferred), **given}) if chosen else None
+    needs = chosen is not None and chosen.draft_needed(options)
     if needs and not args.draft:
         raise InvalidRequest(f"--drafter {name} needs --draft MODEL")
     if args.draft and not needs:
         raise InvalidRequest(f"--draft is not used by --drafter {name}" + (" with the options given" if name in needing
                              else f"; only by --drafter {' or '.join(needing)}"))
-    return name, given
+    return name, options
 
 
 def settings_from(args, drafter: str) -> Settings:
@@ -147,13 +151,12 @@ def main(argv=None) -> int:
 
 
 def cmd_generate(args) -> int:
-    drafter_name, given = drafter_from(args)  # validate everything cheap before loading any model
+    drafter_name, options = drafter_from(args)  # validate everything cheap before loading any model
     settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
     from .drafters.registry import PLAIN, decode, kind
 
     chosen = kind(drafter_name) if drafter_name != PLAIN else None
-    options = chosen.parse({**dict(chosen.preferred), **given}) if chosen else None
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()

@@ -7,11 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from dataclasses import dataclass
 
 from specviz.drafters.kinds import DrafterKind, Options, option, shared_option
 from specviz.drafters.registry import _check_option_names, build_drafter, kind, kinds, option_owners
@@ -99,8 +98,8 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
                                     "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
                                     "adaptive"]  # the published order stays; the new option comes after it
     assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "draft_window",
-                                    "hybrid_window", "hybrid_model", "suffix_factor", "suffix_nodes", "suffix_runs", "eagle_tree",
-                                    "eagle_nodes", "toy_offset"]
+                                    "hybrid_window", "hybrid_model", "suffix_factor", "suffix_nodes", "suffix_runs",
+                                    "eagle_tree", "eagle_nodes", "toy_offset"]
 
 
 def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):

@@ -95,7 +95,7 @@ class HybridDrafter(BaseDrafter):
                 forget()
 
 
-MODELS = ("draft", "eagle")
+ORIGINS = {"draft": MODEL, "eagle": HEAD}  # the model side's name on screen, by hybrid_model
 
 
 @dataclass(frozen=True)
@@ -106,19 +106,18 @@ class HybridOptions(Options):
                                 low=0, high=8192)
     hybrid_model: str = option("draft", "hybrid's model drafter", "what drafts where the lookup has no long match: "
                                "the draft model (a tree of its top tokens) or the target's EAGLE head (its dynamic "
-                               "tree, read from the target's own features; no draft model needed)", choices=MODELS)
+                               "tree, read from the target's own features; no draft model needed)", choices=tuple(ORIGINS))
     eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
 
 
 def _build(options: HybridOptions, ctx):
     if options.hybrid_model == "eagle":  # the head's dynamic tree at EAGLE's own defaults
-        model, origin = EAGLE.build(EagleOptions(eagle=options.eagle), ctx), HEAD
+        model = EAGLE.build(EagleOptions(eagle=options.eagle), ctx)
     else:  # the draft model drafts its tree, the shape measured best in the hybrid
-        tree = DraftOptions(draft_tree="tree", draft_window=options.hybrid_window)
-        model, origin = build_draft_model(tree, ctx), MODEL
+        model = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx)
     lookup = SuffixOptions()  # suffix decoding at its own defaults
     return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
-                                       ctx.target.eos_ids), model, origin)
+                                       ctx.target.eos_ids), model, ORIGINS[options.hybrid_model])
 
 
 def _precheck(options: HybridOptions, target_name: str) -> None:
@@ -130,5 +129,5 @@ KIND = DrafterKind("hybrid", "hybrid: lookup or a model drafter", "each step, a 
                    "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
                    "head's) tree otherwise", _build, HybridOptions, needs_draft=True,
                    draft_if=lambda o: o.hybrid_model == "draft", precheck=_precheck,
-                   describe=lambda o: f"hybrid: lookup or {HEAD if o.hybrid_model == 'eagle' else MODEL}",
+                   describe=lambda o: f"hybrid: lookup or {ORIGINS[o.hybrid_model]}",
                    order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))

@@ -45,7 +45,6 @@ def _check_option_names(all_kinds) -> None:
                     raise RuntimeError(f"drafters {first!r} and {kind.name!r} both declare option {key!r}")
 
 
-
 def kind(name: str) -> DrafterKind:
     for k in kinds():
         if k.name == name:
