@@ -24,11 +24,17 @@ def parse_args(argv=None):
     p.add_argument("--share", action="store_true", default=env("SPECVIZ_SHARE", "") == "1")
     p.add_argument("--target", default=env("SPECVIZ_TARGET"), help="a pair of your own: target model")
     p.add_argument("--draft", default=env("SPECVIZ_DRAFT"), help="a pair of your own: draft model")
-    p.add_argument("--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target")
+    p.add_argument(
+        "--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target"
+    )
     p.add_argument("--eagle", default=env("SPECVIZ_EAGLE", ""), help="a pair of your own: EAGLE heads for its target")
     p.add_argument("--device", default=env("SPECVIZ_DEVICE", "auto"), choices=["auto", "cpu", "cuda"])
-    p.add_argument("--dtype", default=env("SPECVIZ_DTYPE", ""), choices=["", "bfloat16", "float32", "int8"],
-                   help="the precision loaded first (default bfloat16); under ZeroGPU the only one")
+    p.add_argument(
+        "--dtype",
+        default=env("SPECVIZ_DTYPE", ""),
+        choices=["", "bfloat16", "float32", "int8"],
+        help="the precision loaded first (default bfloat16); under ZeroGPU the only one",
+    )
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
     args = p.parse_args(argv)
@@ -60,8 +66,11 @@ def added_pairs(env) -> str:
     default = "0" if env.get("SPACE_ID") else "1"
     if env.get("SPECVIZ_ADD_PAIRS", default) == "1":
         return "on"
-    return ("naming a pair of your own is off on this Space; its owner can turn it on with SPECVIZ_ADD_PAIRS=1"
-            if env.get("SPACE_ID") else "naming a pair of your own is off (SPECVIZ_ADD_PAIRS=0)")
+    return (
+        "naming a pair of your own is off on this Space; its owner can turn it on with SPECVIZ_ADD_PAIRS=1"
+        if env.get("SPACE_ID")
+        else "naming a pair of your own is off (SPECVIZ_ADD_PAIRS=0)"
+    )
 
 
 def build(args):
@@ -95,20 +104,23 @@ def build(args):
         # the one pair this Space serves is loaded here, on the main thread, and no other can be loaded later.
         pairs, dtypes = pairs[:1], dtypes[:1]
         shelf.get(pairs[0].label, dtypes[0], report=_say)
-        shelf.pin(f"on ZeroGPU this Space serves {pairs[0].label} ({dtypes[0]}), placed on the GPU at start-up; its "
-                  f"owner picks another with SPECVIZ_TARGET and SPECVIZ_DRAFT")
+        shelf.pin(
+            f"on ZeroGPU this Space serves {pairs[0].label} ({dtypes[0]}), placed on the GPU at start-up; its "
+            f"owner picks another with SPECVIZ_TARGET and SPECVIZ_DRAFT"
+        )
     elif not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
-        threading.Thread(target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision),
-                         daemon=True).start()
+        threading.Thread(
+            target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision), daemon=True
+        ).start()
     backend = Backend(shelf, device_calls(shelf))
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
-    return build_app(backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64,
-                     draft_precision or "same")
+    return build_app(
+        backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64, draft_precision or "same"
+    )
 
 
 def main(argv=None):
     from specviz.app.ui.layout import launch_options
-
     from specviz.errors import SpecvizError
 
     args = parse_args(argv)

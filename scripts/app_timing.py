@@ -26,8 +26,9 @@ def browser_timing(port: int) -> None:
 
     firsts, finished = [], []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                                     args=["--no-sandbox", "--disable-gpu"])
+        browser = pw.chromium.launch(
+            executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
+        )
         for _ in range(3):
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"http://127.0.0.1:{port}/")
@@ -40,17 +41,25 @@ def browser_timing(port: int) -> None:
             finished.append(time.time() - began)
             page.close()
         browser.close()
-    print(f"browser: click to first token on screen {sorted(firsts)[1]:.2f} s (runs: "
-          f"{', '.join(f'{x:.2f}' for x in firsts)}), click to the identity badge {sorted(finished)[1]:.1f} s", flush=True)
+    print(
+        f"browser: click to first token on screen {sorted(firsts)[1]:.2f} s (runs: "
+        f"{', '.join(f'{x:.2f}' for x in firsts)}), click to the identity badge {sorted(finished)[1]:.1f} s",
+        flush=True,
+    )
 
 
 def compare_timing(client, pair: str, prompt: str, args) -> None:
     began = time.time()
-    out = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/compare")
+    out = client.predict(
+        pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/compare"
+    )
     import re
 
     rows = [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr>(.*?)</tr>", out[1])]
-    print(f"compare all: {time.time() - began:.1f} s wall for plain + every drafter, {args.max_new_tokens} tokens", flush=True)
+    print(
+        f"compare all: {time.time() - began:.1f} s wall for plain + every drafter, {args.max_new_tokens} tokens",
+        flush=True,
+    )
     for row in rows:
         print("   ", " ".join(row), flush=True)
 
@@ -72,8 +81,22 @@ def wait_for_client(port: int, proc, limit_s: float = 600):
 def cli_decode_s(prompt, target, draft, args) -> dict:
     out = {}
     for side, extra in (("plain", []), ("speculative", ["--draft", draft])):
-        cmd = [sys.executable, "-m", "specviz", "generate", "--target", target, *extra, "--prompt", prompt, "--json",
-               "--max-new-tokens", str(args.max_new_tokens), "--gamma", str(args.gamma)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "specviz",
+            "generate",
+            "--target",
+            target,
+            *extra,
+            "--prompt",
+            prompt,
+            "--json",
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--gamma",
+            str(args.gamma),
+        ]
         result = json.loads(subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout)
         out[side] = result["metrics"]
     return out
@@ -92,14 +115,18 @@ def main():
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())["code"][0]
 
     began = time.time()
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(args.port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(args.port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sys.stderr
+    )
     try:
         client = wait_for_client(args.port, proc)
         up = time.time() - began
-        pair = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"][0]["parameter_default"]
-        summary = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
-                                 api_name="/run")[SUMMARY]
+        pair = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"][0][
+            "parameter_default"
+        ]
+        summary = client.predict(
+            pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
+        )[SUMMARY]
         first = time.time() - began
         print(f"server answering after {up:.1f} s; first finished side-by-side run after {first:.1f} s", flush=True)
         if args.browser:
@@ -108,12 +135,16 @@ def main():
             compare_timing(client, pair, prompt, args)
         ratios = {"plain": [], "speculative": []}
         for _ in range(args.repeats):  # app run, then the same two runs through the CLI, alternating
-            again = client.predict(pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0,
-                                   api_name="/run")[SUMMARY]
+            again = client.predict(
+                pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
+            )[SUMMARY]
             cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
             for side in ratios:
                 ratios[side].append(again[side]["decode_s"] / cli[side]["decode_s"])
-                print(f"repeat {side:12s} app {again[side]['decode_s']:.2f} s cli {cli[side]['decode_s']:.2f} s", flush=True)
+                print(
+                    f"repeat {side:12s} app {again[side]['decode_s']:.2f} s cli {cli[side]['decode_s']:.2f} s",
+                    flush=True,
+                )
         for side, values in ratios.items():
             if values:
                 print(f"median app/cli decode time {side}: {sorted(values)[len(values) // 2]:.3f} over {len(values)}")
@@ -122,15 +153,21 @@ def main():
         proc.wait()
     app = {side: summary[side] for side in ("plain", "speculative")}
     for side, m in app.items():
-        print(f"app  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  prefill {m['prefill_s']:.2f} s")
-    print(f"app wall time of the run {summary['wall_s']:.2f} s vs sum of own clocks "
-          f"{sum(m['decode_s'] + m['prefill_s'] for m in app.values()):.2f} s; identical: {summary['identical']}")
+        print(
+            f"app  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  prefill {m['prefill_s']:.2f} s"
+        )
+    print(
+        f"app wall time of the run {summary['wall_s']:.2f} s vs sum of own clocks "
+        f"{sum(m['decode_s'] + m['prefill_s'] for m in app.values()):.2f} s; identical: {summary['identical']}"
+    )
     if args.skip_cli or args.repeats:
         return
     cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
     for side, m in cli.items():
         ratio = app[side]["decode_s"] / m["decode_s"]
-        print(f"cli  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  app/cli decode time {ratio:.3f}")
+        print(
+            f"cli  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  app/cli decode time {ratio:.3f}"
+        )
 
 
 if __name__ == "__main__":

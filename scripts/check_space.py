@@ -20,19 +20,48 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 COLORS = {"red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray"}
-HARDWARE = {"cpu-basic", "cpu-upgrade", "t4-small", "t4-medium", "l4x1", "l4x4", "l40sx1", "l40sx4", "l40sx8",
-            "a10g-small", "a10g-large", "a10g-largex2", "a10g-largex4", "a100-large", "a100x4", "a100x8"}
+HARDWARE = {
+    "cpu-basic",
+    "cpu-upgrade",
+    "t4-small",
+    "t4-medium",
+    "l4x1",
+    "l4x4",
+    "l40sx1",
+    "l40sx4",
+    "l40sx8",
+    "a10g-small",
+    "a10g-large",
+    "a10g-largex2",
+    "a10g-largex4",
+    "a100-large",
+    "a100x4",
+    "a100x8",
+}
 SDKS = {"gradio", "docker", "static"}
 SHORT_DESCRIPTION_MAX = 60
 LARGE = 10 * 2**20  # the Hub takes larger files only through LFS/Xet
 HUB_PART = re.compile(r"^(?!.*(--|\.\.))[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?$")
 
 # What a Space runs on: the app, its package, its assets, what pip installs, the front matter, the LFS rules.
-SPACE_INCLUDE = ("app.py", "README.md", "requirements.txt", "requirements-app.txt", ".gitattributes", "specviz/**/*",
-                 "assets/**/*")
+SPACE_INCLUDE = (
+    "app.py",
+    "README.md",
+    "requirements.txt",
+    "requirements-app.txt",
+    ".gitattributes",
+    "specviz/**/*",
+    "assets/**/*",
+)
 SPACE_EXCLUDE = ("**/__pycache__/**", "*.pyc", "*.pyi")
-RUN_TIME_NEEDS = ("app.py", "README.md", "requirements.txt", "specviz/app/ui/layout.py", "assets/specviz.css",
-                  "assets/prompts.json")
+RUN_TIME_NEEDS = (
+    "app.py",
+    "README.md",
+    "requirements.txt",
+    "specviz/app/ui/layout.py",
+    "assets/specviz.css",
+    "assets/prompts.json",
+)
 
 
 def front_matter(readme: Path) -> dict:
@@ -49,15 +78,19 @@ def front_matter(readme: Path) -> dict:
 
 
 def _glob(root: Path, pattern: str) -> list[Path]:
-    return [p for p in root.glob(pattern) if p.is_file()] if any(c in pattern for c in "*?[") else (
-        [root / pattern] if (root / pattern).is_file() else [])
+    return (
+        [p for p in root.glob(pattern) if p.is_file()]
+        if any(c in pattern for c in "*?[")
+        else ([root / pattern] if (root / pattern).is_file() else [])
+    )
 
 
 def space_files(root: Path = ROOT) -> list[str]:
     """The repository paths a Space upload holds, sorted."""
     found = {p.relative_to(root).as_posix() for pattern in SPACE_INCLUDE for p in _glob(root, pattern)}
-    return sorted(f for f in found if not any(fnmatch.fnmatch(f, x) or fnmatch.fnmatch(Path(f).name, x)
-                                              for x in SPACE_EXCLUDE))
+    return sorted(
+        f for f in found if not any(fnmatch.fnmatch(f, x) or fnmatch.fnmatch(Path(f).name, x) for x in SPACE_EXCLUDE)
+    )
 
 
 def lfs_patterns(root: Path) -> list[str]:
@@ -144,7 +177,7 @@ def config_problems(meta: dict, root: Path) -> list[str]:
             problems.append(f"front matter: `sdk_version` {version} is not the pinned gradio ({gradio})")
     python = meta.get("python_version")
     if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+(\.\d+)?", python)):
-        problems.append(f"front matter: `python_version` must be a quoted string like \"3.11\", got {python!r}")
+        problems.append(f'front matter: `python_version` must be a quoted string like "3.11", got {python!r}')
     app_file = need("app_file")
     if app_file is not None and not (root / app_file).is_file():
         problems.append(f"front matter: `app_file` {app_file} does not exist")
@@ -153,12 +186,16 @@ def config_problems(meta: dict, root: Path) -> list[str]:
         if not isinstance(short, str):
             problems.append(f"front matter: `short_description` must be a string, got {short!r}")
         elif len(short) > SHORT_DESCRIPTION_MAX:
-            problems.append(f"front matter: `short_description` is {len(short)} characters; the Hub allows "
-                            f"{SHORT_DESCRIPTION_MAX}: {short!r}")
+            problems.append(
+                f"front matter: `short_description` is {len(short)} characters; the Hub allows "
+                f"{SHORT_DESCRIPTION_MAX}: {short!r}"
+            )
     hardware = meta.get("suggested_hardware")
     if hardware is not None and hardware not in HARDWARE:
-        problems.append(f"front matter: `suggested_hardware` {hardware!r} is not a Space hardware flavor "
-                        f"({', '.join(sorted(HARDWARE))})")
+        problems.append(
+            f"front matter: `suggested_hardware` {hardware!r} is not a Space hardware flavor "
+            f"({', '.join(sorted(HARDWARE))})"
+        )
     if "pinned" in meta and not isinstance(meta["pinned"], bool):
         problems.append(f"front matter: `pinned` must be true or false, got {meta['pinned']!r}")
     models = meta.get("models", [])
@@ -187,11 +224,15 @@ def file_problems(root: Path, files: list[str]) -> list[str]:
         if routed(name, patterns):
             continue
         if size > LARGE:
-            problems.append(f"{name}: {size / 2**20:.1f} MB and not routed through LFS by .gitattributes "
-                            f"(the Hub refuses plain files over 10 MB)")
+            problems.append(
+                f"{name}: {size / 2**20:.1f} MB and not routed through LFS by .gitattributes "
+                f"(the Hub refuses plain files over 10 MB)"
+            )
         elif size and is_binary(path):
-            problems.append(f"{name}: a binary file not routed through LFS by .gitattributes (the Hub refuses "
-                            f"binary files pushed as plain git objects)")
+            problems.append(
+                f"{name}: a binary file not routed through LFS by .gitattributes (the Hub refuses "
+                f"binary files pushed as plain git objects)"
+            )
     for name in RUN_TIME_NEEDS:
         if name not in files:
             problems.append(f"upload: {name} is missing (the app needs it at run time)")

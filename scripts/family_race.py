@@ -45,15 +45,26 @@ def main() -> None:
         ids = encode_prompt(target, prompt)
         plain = None
         for name, drafter, gamma, adaptive, options in [("plain", "none", 1, False, {}), *runs]:
-            events = list(decode(target, ids, Settings(max_new_tokens=args.max_new_tokens, gamma=gamma,
-                                                       adaptive=adaptive), drafter, draft, options))
+            events = list(
+                decode(
+                    target,
+                    ids,
+                    Settings(max_new_tokens=args.max_new_tokens, gamma=gamma, adaptive=adaptive),
+                    drafter,
+                    draft,
+                    options,
+                )
+            )
             m = summarize(events)
             plain = plain or m.tokens_per_s
             drafting = [e for e in events if e.proposed]
             nodes = sum(e.forward_tokens - 1 for e in drafting) / max(1, len(drafting))
             copied = sum(e.origin not in (None, MODEL) for e in drafting) / max(1, len(drafting))
-            print(f"{kind:13s} {len(ids):4d} {name:10s} {m.tokens_per_s:6.2f} tok/s {m.tokens_per_s / plain:5.2f}x "
-                  f"τ {m.mean_tokens_per_step:.2f} nodes {nodes:4.1f} copied {copied:.0%}", flush=True)
+            print(
+                f"{kind:13s} {len(ids):4d} {name:10s} {m.tokens_per_s:6.2f} tok/s {m.tokens_per_s / plain:5.2f}x "
+                f"τ {m.mean_tokens_per_step:.2f} nodes {nodes:4.1f} copied {copied:.0%}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

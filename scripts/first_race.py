@@ -36,7 +36,7 @@ def main(argv: list[str]) -> None:
                 break
             except Exception:
                 if time.time() > deadline or server.poll() is not None:
-                    raise SystemExit("error: the app did not start")
+                    raise SystemExit("error: the app did not start") from None
                 time.sleep(1)
         parameters = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"]
         defaults = {p["parameter_name"]: p["parameter_default"] for p in parameters}
@@ -45,10 +45,16 @@ def main(argv: list[str]) -> None:
             asked = {**defaults, **{k: value(v) for k, v in over.items()}}
             summary = client.predict(**asked, api_name="/run")[SUMMARY]
             plain, spec = summary["plain"]["tokens_per_s"], summary["speculative"]["tokens_per_s"]
-            shown = {k: asked[k] for k in ("pair", "drafter", "dtype", "draft_dtype", "gamma", "adaptive", "max_new",
-                                           *over) if k in asked}
-            print(f"{json.dumps(shown, ensure_ascii=False)}: plain {plain:.2f} tok/s, speculative {spec:.2f} tok/s, "
-                  f"{spec / plain:.2f}x, identical {summary['identical']}", flush=True)
+            shown = {
+                k: asked[k]
+                for k in ("pair", "drafter", "dtype", "draft_dtype", "gamma", "adaptive", "max_new", *over)
+                if k in asked
+            }
+            print(
+                f"{json.dumps(shown, ensure_ascii=False)}: plain {plain:.2f} tok/s, speculative {spec:.2f} tok/s, "
+                f"{spec / plain:.2f}x, identical {summary['identical']}",
+                flush=True,
+            )
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from specviz.bench.runs import measure  # noqa: E402
 from specviz.bench.costs import relative_forward_costs  # noqa: E402
+from specviz.bench.runs import measure  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.theory import expected_tokens_per_step, interpolate  # noqa: E402
@@ -84,10 +84,20 @@ def main() -> int:
     bandwidth = copy_bandwidth(args.device)
     roofline = bandwidth / weight_bytes
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    report = {"device": name, "torch": torch.__version__, "tokens": args.tokens,
-              "weight_GB": weight_bytes / 1e9, "bandwidth_TBps": bandwidth / 1e12, "roofline_tps": roofline, "modes": {}}
-    print(f"{report['device']}: copy bandwidth {bandwidth / 1e12:.2f} TB/s, target weights {weight_bytes / 1e9:.2f} GB, "
-          f"roofline {roofline:.0f} tok/s", flush=True)
+    report = {
+        "device": name,
+        "torch": torch.__version__,
+        "tokens": args.tokens,
+        "weight_GB": weight_bytes / 1e9,
+        "bandwidth_TBps": bandwidth / 1e12,
+        "roofline_tps": roofline,
+        "modes": {},
+    }
+    print(
+        f"{report['device']}: copy bandwidth {bandwidth / 1e12:.2f} TB/s, target weights {weight_bytes / 1e9:.2f} GB, "
+        f"roofline {roofline:.0f} tok/s",
+        flush=True,
+    )
     plain_settings = Settings(max_new_tokens=args.tokens)
     for mode in ("dynamic", "static", "graphs"):
         fast_path((target, draft), mode)
@@ -99,21 +109,33 @@ def main() -> int:
         drafted = best(lambda: measure(target, prompt, Settings(max_new_tokens=64, gamma=max(gammas)), "draft", draft))
         proposed = sum(len(e.proposed) for e in drafted["events"])
         c = sum(e.draft_s for e in drafted["events"]) / proposed / v1
-        row = {"plain_tps": len(reference) / plain["decode_s"], "of_roofline": 1 / v1 / roofline, "draft_cost_c": c,
-               "verify_costs": costs, "oracle": {}, "formula": {}}
-        print(f"[{mode}] plain {row['plain_tps']:.1f} tok/s decode ({row['of_roofline']:.0%} of roofline); "
-              f"draft cost c = {c:.3f}; V(k)/V(1) k=2..{max(gammas) + 1}: "
-              + ", ".join(f"{costs[k]:.2f}" for k in range(2, max(gammas) + 2)), flush=True)
+        row = {
+            "plain_tps": len(reference) / plain["decode_s"],
+            "of_roofline": 1 / v1 / roofline,
+            "draft_cost_c": c,
+            "verify_costs": costs,
+            "oracle": {},
+            "formula": {},
+        }
+        print(
+            f"[{mode}] plain {row['plain_tps']:.1f} tok/s decode ({row['of_roofline']:.0%} of roofline); "
+            f"draft cost c = {c:.3f}; V(k)/V(1) k=2..{max(gammas) + 1}: "
+            + ", ".join(f"{costs[k]:.2f}" for k in range(2, max(gammas) + 2)),
+            flush=True,
+        )
         for alpha in alphas:
             for gamma in gammas:
                 opts = {"reference": reference, "alpha": alpha}
-                run = best(lambda: measure(target, prompt, Settings(max_new_tokens=args.tokens, gamma=gamma), "oracle",
-                                           None, opts))
+                settings = Settings(max_new_tokens=args.tokens, gamma=gamma)
+                run = best(lambda s=settings, o=opts: measure(target, prompt, s, "oracle", None, o))
                 oracle = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(reference)
                 formula = expected_tokens_per_step(alpha, gamma) / (gamma * c + interpolate(costs, gamma + 1))
                 row["oracle"][f"{alpha}/{gamma}"], row["formula"][f"{alpha}/{gamma}"] = oracle, formula
-                print(f"  α {alpha} γ {gamma}: oracle (no draft cost) {oracle:.2f}x measured; with the draft "
-                      f"model's cost, predicted {formula:.2f}x", flush=True)
+                print(
+                    f"  α {alpha} γ {gamma}: oracle (no draft cost) {oracle:.2f}x measured; with the draft "
+                    f"model's cost, predicted {formula:.2f}x",
+                    flush=True,
+                )
         report["modes"][mode] = row
     Path(args.out).write_text(json.dumps(report, indent=1))
     return 0

@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from specviz.bench.suite import context_prompt  # noqa: E402
-from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.drafters.registry import decode  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 
@@ -36,15 +36,21 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--device", default="auto")
-    p.add_argument("--prompt", default="Write a Python function `merge_intervals(intervals)` that merges overlapping intervals.")
+    p.add_argument(
+        "--prompt", default="Write a Python function `merge_intervals(intervals)` that merges overlapping intervals."
+    )
     p.add_argument("--context", type=int, default=0, help="instead of --prompt: a prompt of about N tokens")
     args = p.parse_args()
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
     draft = load_model(args.draft, args.dtype, args.device) if args.drafter == "draft" else None
     options = {}  # every drafter with its defaults (Medusa: the heads shipped for the target)
-    ids = encode_prompt(target, context_prompt(json.loads((ASSETS / "prompts.json").read_text()), args.context)
-                        if args.context else args.prompt)
+    ids = encode_prompt(
+        target,
+        context_prompt(json.loads((ASSETS / "prompts.json").read_text()), args.context)
+        if args.context
+        else args.prompt,
+    )
     settings = Settings(max_new_tokens=args.tokens, gamma=args.gamma)
     list(decode(target, ids, Settings(max_new_tokens=4, gamma=2), args.drafter, draft, options))  # warm up
 
@@ -65,10 +71,14 @@ def main() -> int:
         where = model if _inside_model(e) else engine
         where[e.name] = where.get(e.name, 0) + 1
     m = summarize(events)
-    print(f"{args.drafter} γ {args.gamma}, {len(ids)} prompt tokens: {m.new_tokens} tokens in {steps} steps, {wall:.2f} s "
-          f"({m.tokens_per_s:.2f} tok/s decode, τ {m.mean_tokens_per_step:.2f})")
-    print(f"  inside model forwards: {forward_s:.2f} s ({forward_s / wall:.1%}); everything else: "
-          f"{wall - forward_s:.2f} s ({(wall - forward_s) / wall:.1%}), {(wall - forward_s) / steps * 1000:.1f} ms per step")
+    print(
+        f"{args.drafter} γ {args.gamma}, {len(ids)} prompt tokens: {m.new_tokens} tokens in {steps} steps, {wall:.2f} s "
+        f"({m.tokens_per_s:.2f} tok/s decode, τ {m.mean_tokens_per_step:.2f})"
+    )
+    print(
+        f"  inside model forwards: {forward_s:.2f} s ({forward_s / wall:.1%}); everything else: "
+        f"{wall - forward_s:.2f} s ({(wall - forward_s) / wall:.1%}), {(wall - forward_s) / steps * 1000:.1f} ms per step"
+    )
     print("  per step, outside the models (engine) / inside them (transformers):")
     for name in ("aten::_local_scalar_dense", "aten::index_select", "aten::cat", "aten::copy_", "aten::softmax"):
         print(f"    {name}: {engine.get(name, 0) / steps:.1f} / {model.get(name, 0) / steps:.1f}")

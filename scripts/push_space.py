@@ -36,14 +36,17 @@ def build(out: Path, hardware: str) -> Path:
         shutil.copy2(ROOT / name, out / name)
     if hardware.startswith("zero"):
         requirements = out / "requirements.txt"
-        lines = [line for line in requirements.read_text().splitlines()
-                 if not line.startswith(("--extra-index-url", "torch=="))]
+        lines = [
+            line
+            for line in requirements.read_text().splitlines()
+            if not line.startswith(("--extra-index-url", "torch=="))
+        ]
         lines.insert(0, f"# ZeroGPU: a torch version its GPU workers support\n{ZERO_TORCH}")
         requirements.write_text("\n".join(lines) + "\n")
         readme = out / "README.md"
         text = readme.read_text(encoding="utf-8")
-        text = re.sub(r'^python_version: .*$', f'python_version: "{ZERO_PYTHON}"', text, count=1, flags=re.M)
-        text = re.sub(r'^suggested_hardware: .*\n', "", text, count=1, flags=re.M)  # ZeroGPU is set on the Space
+        text = re.sub(r"^python_version: .*$", f'python_version: "{ZERO_PYTHON}"', text, count=1, flags=re.M)
+        text = re.sub(r"^suggested_hardware: .*\n", "", text, count=1, flags=re.M)  # ZeroGPU is set on the Space
         readme.write_text(text, encoding="utf-8")
     return out
 
@@ -70,10 +73,20 @@ def main() -> int:
     from huggingface_hub import HfApi
 
     api = HfApi()
-    api.create_repo(args.repo, repo_type="space", space_sdk="gradio", space_hardware=args.hardware,
-                    private=args.private, exist_ok=True)
-    api.upload_folder(repo_id=args.repo, repo_type="space", folder_path=str(out),
-                      commit_message="specviz: upload from scripts/push_space.py")
+    api.create_repo(
+        args.repo,
+        repo_type="space",
+        space_sdk="gradio",
+        space_hardware=args.hardware,
+        private=args.private,
+        exist_ok=True,
+    )
+    api.upload_folder(
+        repo_id=args.repo,
+        repo_type="space",
+        folder_path=str(out),
+        commit_message="specviz: upload from scripts/push_space.py",
+    )
     print(f"uploaded: https://huggingface.co/spaces/{args.repo}")
     return 0
 

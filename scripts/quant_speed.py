@@ -20,8 +20,10 @@ from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.quantize import int8_dynamic  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 
-TEXTS = ("Write a Python function `merge_intervals(intervals)` that merges overlapping intervals.",
-         "Write a short story about a lighthouse keeper who finds a message in a bottle.")
+TEXTS = (
+    "Write a Python function `merge_intervals(intervals)` that merges overlapping intervals.",
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+)
 
 
 def ms_per_token(model, prompt_ids, tokens: int) -> float:
@@ -51,10 +53,13 @@ def torchao(config: str):
     def apply(model):
         import torchao.quantization as ao  # an optional library, measured when installed
 
-        made = {"int8-dynamic": ao.Int8DynamicActivationInt8WeightConfig, "int8-weight": ao.Int8WeightOnlyConfig}[config]()
+        made = {"int8-dynamic": ao.Int8DynamicActivationInt8WeightConfig, "int8-weight": ao.Int8WeightOnlyConfig}[
+            config
+        ]()
         model = model.float()
         ao.quantize_(model, made)
         return model
+
     return apply
 
 

@@ -16,7 +16,11 @@ PAIR = ["--target", "qwen2.5-coder-1.5b-instruct", "--dtype", "bfloat16", "--max
 RUNS = {  # file: (prompt kind, drafter flags, sampling flags)
     "code-draft-model": ("code", ["--draft", "qwen2.5-coder-0.5b-instruct"], []),
     "extraction-ngram": ("extraction", ["--drafter", "ngram"], []),
-    "prose-draft-model-sampled": ("prose", ["--draft", "qwen2.5-coder-0.5b-instruct"], ["--temperature", "0.7", "--seed", "1"]),
+    "prose-draft-model-sampled": (
+        "prose",
+        ["--draft", "qwen2.5-coder-0.5b-instruct"],
+        ["--temperature", "0.7", "--seed", "1"],
+    ),
 }
 
 
@@ -24,8 +28,19 @@ def main() -> int:
     prompts = json.loads((ROOT / "assets" / "prompts.json").read_text())
     for name, (kind, drafter, sampling) in RUNS.items():
         out = ROOT / "assets" / "traces" / f"{name}.json"
-        cmd = [sys.executable, "-m", "specviz", "generate", *PAIR, *drafter, *sampling, "--prompt", prompts[kind][0],
-               "--trace", str(out.relative_to(ROOT))]
+        cmd = [
+            sys.executable,
+            "-m",
+            "specviz",
+            "generate",
+            *PAIR,
+            *drafter,
+            *sampling,
+            "--prompt",
+            prompts[kind][0],
+            "--trace",
+            str(out.relative_to(ROOT)),
+        ]
         print(" ".join(cmd[1:4]), "...", out.name, flush=True)
         subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return 0

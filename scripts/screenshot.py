@@ -18,20 +18,25 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--url", default="http://127.0.0.1:7860/")
     p.add_argument("--out", default="docs/img")
-    p.add_argument("--tokens-before-shot", type=int, default=24, help="mid-race: shoot once the plain side has this many")
+    p.add_argument(
+        "--tokens-before-shot", type=int, default=24, help="mid-race: shoot once the plain side has this many"
+    )
     p.add_argument("--timeout-s", type=int, default=600)
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                                     args=["--no-sandbox", "--disable-gpu"])
+        browser = pw.chromium.launch(
+            executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
+        )
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(args.url)
         page.wait_for_selector("#sv-run")
         page.click("#sv-run")
-        page.wait_for_function(f"document.querySelectorAll('#sv-plain .sv-text span').length >= {args.tokens_before_shot}",
-                               timeout=args.timeout_s * 1000)
+        page.wait_for_function(
+            f"document.querySelectorAll('#sv-plain .sv-text span').length >= {args.tokens_before_shot}",
+            timeout=args.timeout_s * 1000,
+        )
         page.screenshot(path=str(out / "race.png"))
         page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=args.timeout_s * 1000)
         print(page.inner_text("#sv-status"), "|", page.inner_text("#sv-badge"))
@@ -51,8 +56,10 @@ def main():
         page.locator("#sv-explain .sv-bar-r").first.wait_for()
         page.locator("#sv-tabs").screenshot(path=str(out / "explain.png"))
         print(page.locator("#sv-explain .sv-explain-head").inner_text())
-        for name, rule, verdict in (("replay.png", 0, "ms: the emitted tokens follow"),
-                                    ("replay-broken.png", 2, "do not follow")):
+        for name, rule, verdict in (
+            ("replay.png", 0, "ms: the emitted tokens follow"),
+            ("replay-broken.png", 2, "do not follow"),
+        ):
             page.locator("#sv-replay-rule input").click()
             page.get_by_role("option").nth(rule).click()
             page.click("#sv-replay-step")

@@ -26,8 +26,13 @@ def main() -> int:
     quiet_transformers()
     shelf = ModelShelf([OFFLINE_QWEN], "cpu")
     shelf.get(OFFLINE_QWEN.label, "bfloat16")
-    ask = RaceRequest(OFFLINE_QWEN.label, "draft", "bfloat16",
-                      "Write a Python function that returns the n-th Fibonacci number.", max_new_tokens=args.tokens)
+    ask = RaceRequest(
+        OFFLINE_QWEN.label,
+        "draft",
+        "bfloat16",
+        "Write a Python function that returns the n-th Fibonacci number.",
+        max_new_tokens=args.tokens,
+    )
     sizes, seconds = [], 0.0
     for packet in DeviceCalls(shelf).race(ask):
         began = time.perf_counter()
@@ -37,10 +42,12 @@ def main() -> int:
         sizes.append(len(data))
     began = time.perf_counter()
     tokenizer = pickle.dumps(TokenTexts(shelf.current().target.tokenizer))
-    print(f"{len(sizes)} packets for a {args.tokens}-token race: median {sorted(sizes)[len(sizes) // 2]} B, largest "
-          f"{max(sizes)} B, all {sum(sizes) / 1e3:.1f} kB; pickled and unpickled in {1000 * seconds / len(sizes):.2f} ms "
-          f"each. The tokenizer a view carried before: {len(tokenizer) / 1e6:.2f} MB, "
-          f"{1000 * (time.perf_counter() - began):.0f} ms to pickle")
+    print(
+        f"{len(sizes)} packets for a {args.tokens}-token race: median {sorted(sizes)[len(sizes) // 2]} B, largest "
+        f"{max(sizes)} B, all {sum(sizes) / 1e3:.1f} kB; pickled and unpickled in {1000 * seconds / len(sizes):.2f} ms "
+        f"each. The tokenizer a view carried before: {len(tokenizer) / 1e6:.2f} MB, "
+        f"{1000 * (time.perf_counter() - began):.0f} ms to pickle"
+    )
     return 0
 
 

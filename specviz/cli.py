@@ -6,7 +6,6 @@ import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
 
 from .drafters.kinds import Options
 from .errors import InvalidRequest, SpecvizError
@@ -27,18 +26,30 @@ def _fail(message: str) -> int:
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
-    p.add_argument("--gamma", type=int, help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most); "
-                   "default: the drafter's measured best (draft, hybrid: 8 with --adaptive), else 4")
-    p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, help="choose the draft length (a tree's size) "
-                   "every step from measured acceptance and costs; default: on for the draft model and the hybrid, "
-                   "where it measured fastest")
+    p.add_argument(
+        "--gamma",
+        type=int,
+        help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most); "
+        "default: the drafter's measured best (draft, hybrid: 8 with --adaptive), else 4",
+    )
+    p.add_argument(
+        "--adaptive",
+        action=argparse.BooleanOptionalAction,
+        help="choose the draft length (a tree's size) "
+        "every step from measured acceptance and costs; default: on for the draft model and the hybrid, "
+        "where it measured fastest",
+    )
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=0, help="0 disables")
     p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--acceptance", default="lossless", choices=list(ACCEPTANCE_MODES),
-                   help="when sampling: lossless (rejection sampling keeps the target's distribution), typical "
-                        "(Medusa's: accepts any plausible token, lossy by design), greedy (exact, temperature 0 only)")
+    p.add_argument(
+        "--acceptance",
+        default="lossless",
+        choices=list(ACCEPTANCE_MODES),
+        help="when sampling: lossless (rejection sampling keeps the target's distribution), typical "
+        "(Medusa's: accepts any plausible token, lossy by design), greedy (exact, temperature 0 only)",
+    )
 
 
 def add_drafter_options(p: argparse.ArgumentParser) -> None:
@@ -46,14 +57,21 @@ def add_drafter_options(p: argparse.ArgumentParser) -> None:
     from .drafters.registry import PLAIN, kinds
 
     offered = kinds(menu_only=True)
-    p.add_argument("--drafter", choices=[PLAIN, *(k.name for k in offered)],
-                   help="; ".join([f"{PLAIN} = plain decoding (default unless --draft is given)"]
-                                  + [f"{k.name} = {k.summary}" for k in offered]))
-    p.add_argument("--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft))
+    p.add_argument(
+        "--drafter",
+        choices=[PLAIN, *(k.name for k in offered)],
+        help="; ".join(
+            [f"{PLAIN} = plain decoding (default unless --draft is given)"]
+            + [f"{k.name} = {k.summary}" for k in offered]
+        ),
+    )
+    p.add_argument(
+        "--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft)
+    )
     add_option_flags(p)
 
 
-def drafter_from(args) -> tuple[str, Optional[Options]]:
+def drafter_from(args) -> tuple[str, Options | None]:
     """The drafter asked for and its options (those given over what it measured best; None for plain decoding); an
     option of another drafter is an error."""
     from .drafters.registry import PLAIN, kind, kinds
@@ -67,8 +85,10 @@ def drafter_from(args) -> tuple[str, Optional[Options]]:
     if needs and not args.draft:
         raise InvalidRequest(f"--drafter {name} needs --draft MODEL")
     if args.draft and not needs:
-        raise InvalidRequest(f"--draft is not used by --drafter {name}" + (" with the options given" if name in needing
-                             else f"; only by --drafter {' or '.join(needing)}"))
+        raise InvalidRequest(
+            f"--draft is not used by --drafter {name}"
+            + (" with the options given" if name in needing else f"; only by --drafter {' or '.join(needing)}")
+        )
     return name, options
 
 
@@ -81,10 +101,16 @@ def settings_from(args, drafter: str) -> Settings:
     def prefers(name: str, default):
         return chosen.prefers(name, default) if chosen else default
 
-    return Settings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                    top_p=args.top_p, seed=args.seed, acceptance=args.acceptance,
-                    gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
-                    adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False))
+    return Settings(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        acceptance=args.acceptance,
+        gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
+        adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False),
+    )
 
 
 def build_parser() -> Parser:
@@ -99,23 +125,40 @@ def build_parser() -> Parser:
     add_sampling_options(gen)
     add_model_options(gen)
     gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
-    gen.add_argument("--trace", metavar="FILE", help="also record the run as a trace (with a drafter, plain decoding "
-                                                     "runs too, so the trace is a race the app can replay)")
-    gen.add_argument("--diagnose", action="store_true", help="with a drafter: also run plain decoding, then say why the "
-                                                             "speedup came out as it did (as --trace does too)")
+    gen.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="also record the run as a trace (with a drafter, plain decoding "
+        "runs too, so the trace is a race the app can replay)",
+    )
+    gen.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="with a drafter: also run plain decoding, then say why the "
+        "speedup came out as it did (as --trace does too)",
+    )
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
     snap.add_argument("--out", required=True, help="the HTML page to write")
-    snap.add_argument("--side", help="the drafter to show against plain decoding (a comparison trace; default: the first)")
+    snap.add_argument(
+        "--side", help="the drafter to show against plain decoding (a comparison trace; default: the first)"
+    )
 
     prep = sub.add_parser("prepare", help="convert offline model packages into the cache once")
     prep.add_argument("presets", nargs="*", help="default: every preset whose packages are installed")
-    prep.add_argument("--rebuild", action="store_true", help="convert again even if the cache holds the model "
-                                                             "(a damaged cache entry is replaced once the new one is whole)")
+    prep.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="convert again even if the cache holds the model "
+        "(a damaged cache entry is replaced once the new one is whole)",
+    )
 
-    bench = sub.add_parser("bench", help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
-                                         "assisted generation and prompt lookup, in one run")
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
+        "assisted generation and prompt lookup, in one run",
+    )
     from .bench.suite import add_bench_options
 
     add_bench_options(bench)
@@ -179,7 +222,7 @@ def cmd_generate(args) -> int:
         if not args.json:  # stream the text; hold back a split multi-byte character
             text = target.tokenizer.decode(ids, skip_special_tokens=True)
             if not text.endswith("\ufffd"):
-                sys.stdout.write(text[len(shown):])
+                sys.stdout.write(text[len(shown) :])
                 sys.stdout.flush()
                 shown = text
     text = target.tokenizer.decode(ids, skip_special_tokens=True)
@@ -190,20 +233,38 @@ def cmd_generate(args) -> int:
     if args.trace:
         write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain)
     if args.json:
-        print(json.dumps({
-            "text": text, "token_ids": ids, "prompt_tokens": len(prompt_ids), "finish": finish,
-            "drafter": drafter_name, "lossy": settings.lossy, "steps": [e.to_json() for e in events], "metrics": metrics.to_json(),
-            **({"diagnosis": asdict(found)} if found else {}),
-        }))
+        print(
+            json.dumps(
+                {
+                    "text": text,
+                    "token_ids": ids,
+                    "prompt_tokens": len(prompt_ids),
+                    "finish": finish,
+                    "drafter": drafter_name,
+                    "lossy": settings.lossy,
+                    "steps": [e.to_json() for e in events],
+                    "metrics": metrics.to_json(),
+                    **({"diagnosis": asdict(found)} if found else {}),
+                }
+            )
+        )
     else:
-        sys.stdout.write(text[len(shown):] + "\n")
+        sys.stdout.write(text[len(shown) :] + "\n")
         alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
-        print(f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
-              f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}", file=sys.stderr)
+        print(
+            f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
+            f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}",
+            file=sys.stderr,
+        )
         if metrics.by_position:
-            print("alpha by draft position: " + ", ".join(
-                f"{k}: {accepted / tested:.2f} ({accepted}/{tested})" if tested else f"{k}: -"
-                for k, (tested, accepted) in enumerate(metrics.by_position, 1)), file=sys.stderr)
+            print(
+                "alpha by draft position: "
+                + ", ".join(
+                    f"{k}: {accepted / tested:.2f} ({accepted}/{tested})" if tested else f"{k}: -"
+                    for k, (tested, accepted) in enumerate(metrics.by_position, 1)
+                ),
+                file=sys.stderr,
+            )
         if found:
             print(f"why: {found.line()}", file=sys.stderr)
     return 0
@@ -224,10 +285,19 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
         words = mode_text(kind(drafter_name).words(options), settings)
         sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
-    models = {"pair": f"{args.target} ← {args.draft}" if draft else args.target, "target": args.target,
-              "draft": args.draft, "precision": args.dtype, "draft_precision": draft_dtype(args, target),
-              "device": target.device.type}
-    made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else "python -m specviz generate"
+    models = {
+        "pair": f"{args.target} ← {args.draft}" if draft else args.target,
+        "target": args.target,
+        "draft": args.draft,
+        "precision": args.dtype,
+        "draft_precision": draft_dtype(args, target),
+        "device": target.device.type,
+    }
+    made_with = (
+        "python -m specviz " + shlex.join(sys.argv[1:])
+        if sys.argv[1:2] == ["generate"]
+        else "python -m specviz generate"
+    )
     trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
     trace.save(args.trace)
 

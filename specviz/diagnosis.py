@@ -12,8 +12,8 @@ named: acceptance too low (τ near 1), or the largest of the draft's cost, the v
 plain step, and overhead. The same numbers then say which γ would pay. Pure Python.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from .events import StepEvent
 from .theory import expected_tokens_per_step, per_token_alpha
@@ -37,16 +37,20 @@ class Diagnosis:
     best_predicted: float
 
     def line(self) -> str:
-        head = (f"speedup {self.measured:.2f}× measured, {self.predicted:.2f}× predicted (α {self.alpha:.2f}; per step "
-                f"τ {self.tau:.2f} tokens for {self.draft:.2f} draft + {self.verify:.2f} verify + "
-                f"{self.overhead:.2f} overhead, in plain steps)")
+        head = (
+            f"speedup {self.measured:.2f}× measured, {self.predicted:.2f}× predicted (α {self.alpha:.2f}; per step "
+            f"τ {self.tau:.2f} tokens for {self.draft:.2f} draft + {self.verify:.2f} verify + "
+            f"{self.overhead:.2f} overhead, in plain steps)"
+        )
         if not self.culprit:
             return head
-        why = {"acceptance": f"acceptance too low: τ {self.tau:.2f} barely beats a plain step",
-               "draft": f"the draft is too expensive: {self.draft:.2f} plain steps of drafting per step (c {self.c:.2f})",
-               "verify": f"the verify forward costs {self.verify:.2f} plain steps for its {self.verify_slope:.2f} per "
-                         "extra token",
-               "overhead": f"overhead: {self.overhead:.2f} plain steps of bookkeeping per step"}[self.culprit]
+        why = {
+            "acceptance": f"acceptance too low: τ {self.tau:.2f} barely beats a plain step",
+            "draft": f"the draft is too expensive: {self.draft:.2f} plain steps of drafting per step (c {self.c:.2f})",
+            "verify": f"the verify forward costs {self.verify:.2f} plain steps for its {self.verify_slope:.2f} per "
+            "extra token",
+            "overhead": f"overhead: {self.overhead:.2f} plain steps of bookkeeping per step",
+        }[self.culprit]
         if self.best_gamma == 0:
             advice = "with these α and costs no γ pays: plain decoding, or a drafter that is cheaper or accepted more"
         else:
@@ -64,7 +68,9 @@ def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     return mean_v - slope * mean_k, max(slope, 0.0)
 
 
-def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: Optional[float] = None) -> Optional[Diagnosis]:
+def diagnose(
+    plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float | None = None
+) -> Diagnosis | None:
     """None until both sides have steps and the speculative side has drafted. `unit`: seconds of plain decoding per
     token, when the caller measured it better (the benchmark brackets its cells with two plain runs)."""
     drafted = [e for e in spec if e.proposed]
@@ -92,13 +98,15 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: Option
     if measured < 1.0:
         excess = {"draft": draft, "verify": verify - 1.0, "overhead": overhead}
         culprit = "acceptance" if tokens / steps < 1.2 else max(excess, key=excess.get)
-    return Diagnosis(measured, predicted, alpha, tokens / steps, draft, verify, overhead, c, slope, culprit, best,
-                     model(best))
+    return Diagnosis(
+        measured, predicted, alpha, tokens / steps, draft, verify, overhead, c, slope, culprit, best, model(best)
+    )
 
 
 @dataclass(frozen=True)
 class TimeSplit:
     """Where one side's own time went, in seconds."""
+
     prefill: float
     draft: float
     verify: float  # for plain decoding: its forwards
@@ -106,6 +114,9 @@ class TimeSplit:
 
 
 def time_split(events: Sequence[StepEvent]) -> TimeSplit:
-    return TimeSplit(sum(e.prefill_s for e in events), sum(e.draft_s for e in events),
-                     sum(e.verify_s for e in events),
-                     sum(max(0.0, e.step_s - e.draft_s - e.verify_s) for e in events))
+    return TimeSplit(
+        sum(e.prefill_s for e in events),
+        sum(e.draft_s for e in events),
+        sum(e.verify_s for e in events),
+        sum(max(0.0, e.step_s - e.draft_s - e.verify_s) for e in events),
+    )

@@ -4,8 +4,8 @@ A step is one target forward. Plain decoding is a step that proposes nothing, so
 cannot tell plain from speculative except by what the events contain.
 """
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable, Optional
 
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
 
@@ -13,35 +13,39 @@ NEXT_KINDS = ("correction", "bonus", "plain", "end")
 @dataclass(frozen=True)
 class Trial:
     """One drafted token put to the test, in the order the acceptance rule tried it."""
+
     depth: int  # its position in the draft: 1 = the token right after the last committed one
     token: int
     p: float  # the target's probability of it when tried (a later sibling: of what the rejected ones left over)
     q: float  # the drafter's probability of it (1 for a point mass: a lookup or Medusa names one token)
     accepted: bool
-    u: Optional[float] = None  # the uniform draw that decided it: accepted iff u < p / q (greedy and typical draw none)
-    bar: Optional[float] = None  # typical acceptance: accepted iff p > this bar, min(ε, δ·exp(−H(p)))
+    u: float | None = None  # the uniform draw that decided it: accepted iff u < p / q (greedy and typical draw none)
+    bar: float | None = None  # typical acceptance: accepted iff p > this bar, min(ε, δ·exp(−H(p)))
 
 
 @dataclass(frozen=True)
 class Leading:
     """The leading tokens at one position of the shown candidate, and how likely each one was."""
+
     ids: tuple[int, ...]  # the target's and the drafter's likeliest tokens, the drafted one and the one emitted here
     p: tuple[float, ...]  # the target's probability of each
-    q: Optional[tuple[float, ...]] = None  # the drafter's (a sampled chain only)
-    r: Optional[tuple[float, ...]] = None  # where the target's own token was drawn from when not p: the residual
+    q: tuple[float, ...] | None = None  # the drafter's (a sampled chain only)
+    r: tuple[float, ...] | None = None  # where the target's own token was drawn from when not p: the residual
 
 
 @dataclass(frozen=True)
 class StepDetail:
     """What a step's explanation needs, bounded: a few leading tokens per position, never whole distributions."""
+
     rule: str  # greedy | lossless | typical
     trials: tuple[Trial, ...]
     leading: tuple[Leading, ...]  # position 1 .. the target's own token, along the shown candidate
 
     @staticmethod
     def from_json(data: dict) -> "StepDetail":
-        leading = tuple(Leading(tuple(x["ids"]), tuple(x["p"]), _tuple(x.get("q")), _tuple(x.get("r")))
-                        for x in data["leading"])
+        leading = tuple(
+            Leading(tuple(x["ids"]), tuple(x["p"]), _tuple(x.get("q")), _tuple(x.get("r"))) for x in data["leading"]
+        )
         return StepDetail(data["rule"], tuple(Trial(**t) for t in data["trials"]), leading)
 
 
@@ -54,24 +58,24 @@ class StepEvent:
     index: int
     proposed: tuple[int, ...]  # draft tokens shown to the target
     accepted: int  # length of the accepted prefix of `proposed`
-    next_token: Optional[int]  # token the target added; None when an accepted draft token ended the run
+    next_token: int | None  # token the target added; None when an accepted draft token ended the run
     next_kind: str  # correction (after a rejection) | bonus (all accepted) | plain (nothing proposed) | end (no token
     #                 of the target's own: an accepted draft token was EOS)
     p: tuple[float, ...]  # target probability of each proposed token
-    q: Optional[tuple[float, ...]]  # drafter probability of each proposed token; None for deterministic drafters
+    q: tuple[float, ...] | None  # drafter probability of each proposed token; None for deterministic drafters
     draft_s: float
     verify_s: float
     step_s: float  # wall time of the whole step: draft + verify + bookkeeping
     draft_forwards: int = 0
     prefill_s: float = 0.0  # set on the first event: prompt processing before it
-    finish: Optional[str] = None  # set on the last event: "eos" or "length"
-    candidates: Optional[tuple[tuple[int, ...], ...]] = None  # a tree step: every candidate; `proposed` is the winner's
-    winner: Optional[int] = None  # index into `candidates` of the path the target accepted
+    finish: str | None = None  # set on the last event: "eos" or "length"
+    candidates: tuple[tuple[int, ...], ...] | None = None  # a tree step: every candidate; `proposed` is the winner's
+    winner: int | None = None  # index into `candidates` of the path the target accepted
     gamma: int = 0  # draft length asked of the drafter this step (adaptive γ: chosen per step; 0 = a plain step)
     forward_tokens: int = 1  # tokens in the verify forward: the last token plus every draft or tree node
-    detail: Optional[StepDetail] = None  # how the verdict came about (a drafting step); None for a plain step
-    draft_tokens: Optional[tuple[str, ...]] = None  # a draft with another tokenizer: its guess in its own tokens
-    origin: Optional[str] = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
+    detail: StepDetail | None = None  # how the verdict came about (a drafting step); None for a plain step
+    draft_tokens: tuple[str, ...] | None = None  # a draft with another tokenizer: its guess in its own tokens
+    origin: str | None = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"
@@ -110,7 +114,7 @@ class StepEvent:
 class Metrics:
     new_tokens: int
     tokens_per_s: float  # decode speed: new tokens / decode seconds (prefill excluded)
-    acceptance_rate: Optional[float]  # alpha = accepted / drafted; None when nothing was drafted
+    acceptance_rate: float | None  # alpha = accepted / drafted; None when nothing was drafted
     mean_tokens_per_step: float  # tau = new tokens / target forwards
     target_forwards: int  # decode forwards (the prefill forward is counted in prefill_s)
     draft_forwards: int
@@ -128,7 +132,7 @@ class Metrics:
         return asdict(self)
 
     @property
-    def acceptance_by_position(self) -> list[Optional[float]]:
+    def acceptance_by_position(self) -> list[float | None]:
         """α_k, k = 1, 2, ...: of the steps that tested a k-th draft token, the share that accepted it."""
         return [accepted / tested if tested else None for tested, accepted in self.by_position]
 
@@ -157,7 +161,7 @@ def summarize(events: Iterable[StepEvent]) -> Metrics:
     )
 
 
-def position_counts(events: list[StepEvent], depth: Optional[int] = None) -> tuple[tuple[int, int], ...]:
+def position_counts(events: list[StepEvent], depth: int | None = None) -> tuple[tuple[int, int], ...]:
     """(tested, accepted) for each draft position k = 1..depth (default: the longest draft)."""
     depth = max((len(e.proposed) for e in events), default=0) if depth is None else depth
     out = []
@@ -179,7 +183,7 @@ def generated_ids(events: Iterable[StepEvent]) -> list[int]:
     return [t for e in events for t in e.tokens]
 
 
-def depth_acceptance(events: Iterable[StepEvent], depth: int) -> list[Optional[float]]:
+def depth_acceptance(events: Iterable[StepEvent], depth: int) -> list[float | None]:
     """α by draft position: of the steps that drafted a k-th token and accepted the k − 1 before it, the share that
     accepted it too (k = 1..depth). For Medusa, position k + 1 is head k's guess."""
     return [accepted / tested if tested else None for tested, accepted in position_counts(list(events), depth)]

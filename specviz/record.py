@@ -2,7 +2,7 @@
 each drafter's output parted from plain decoding, with the target's top two there. Needs the target model."""
 
 import time
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -32,8 +32,9 @@ class TextTable(dict):
 
 
 @torch.inference_mode()
-def divergence(target: LoadedModel, prompt_ids: list[int], plain: list[int], spec: list[int],
-               text_of: Callable[[int], str]) -> Optional[Divergence]:
+def divergence(
+    target: LoadedModel, prompt_ids: list[int], plain: list[int], spec: list[int], text_of: Callable[[int], str]
+) -> Divergence | None:
     """First position where the outputs differ (over their common length), with the target's top-2 there."""
     at = next((i for i, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
     if at is None:
@@ -41,8 +42,12 @@ def divergence(target: LoadedModel, prompt_ids: list[int], plain: list[int], spe
     context = torch.tensor([prompt_ids + plain[:at]], device=target.device)
     probs = torch.softmax(target.model(input_ids=context).logits[0, -1].float(), dim=-1)
     top = torch.topk(probs, 2)
-    return Divergence(at, text_of(plain[at]), text_of(spec[at]),
-                      tuple((text_of(int(i)), float(p)) for p, i in zip(top.values, top.indices)))
+    return Divergence(
+        at,
+        text_of(plain[at]),
+        text_of(spec[at]),
+        tuple((text_of(int(i)), float(p)) for p, i in zip(top.values, top.indices)),
+    )
 
 
 def token_ids(events: Iterable[StepEvent]) -> set[int]:
@@ -59,9 +64,30 @@ def token_ids(events: Iterable[StepEvent]) -> set[int]:
     return ids
 
 
-def make_trace(kind: str, prompt, prompt_ids: list[int], settings, models: dict, sides: list[Side],
-               text_of: Callable[[int], str], wall_s: float = 0.0, stopped: bool = False, made_with: str = "") -> Trace:
+def make_trace(
+    kind: str,
+    prompt,
+    prompt_ids: list[int],
+    settings,
+    models: dict,
+    sides: list[Side],
+    text_of: Callable[[int], str],
+    wall_s: float = 0.0,
+    stopped: bool = False,
+    made_with: str = "",
+) -> Trace:
     """`sides[0]` is plain decoding; the others carry their divergence already (greedy runs)."""
     texts = {t: text_of(t) for s in sides for t in sorted(token_ids(s.events))}
-    return Trace(kind, time.strftime("%Y-%m-%dT%H:%M:%S%z"), prompt if isinstance(prompt, str) else str(prompt),
-                 len(prompt_ids), dict(settings.__dict__), models, sides, texts, wall_s, stopped, made_with)
+    return Trace(
+        kind,
+        time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        prompt if isinstance(prompt, str) else str(prompt),
+        len(prompt_ids),
+        dict(settings.__dict__),
+        models,
+        sides,
+        texts,
+        wall_s,
+        stopped,
+        made_with,
+    )

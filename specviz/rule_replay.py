@@ -12,8 +12,8 @@ test. Pure Python: the UI runs it directly.
 import bisect
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 from .events import StepEvent
 from .stats import chi_square_p
@@ -96,7 +96,7 @@ TREE_RULES: dict[str, Rule] = {
 class ReplayedStep:
     labels: tuple[str, ...]  # the recorded tokens' texts, then REST
     p: tuple[float, ...]
-    q: Optional[tuple[float, ...]]  # a draft model's q; None for a lookup (point masses on the candidates)
+    q: tuple[float, ...] | None  # a draft model's q; None for a lookup (point masses on the candidates)
     candidates: tuple[int, ...]  # a lookup's candidates at this position, as indices into labels, in the order tried
     position: int  # the draft position replayed, 1-based
     counts: tuple[int, ...]
@@ -109,7 +109,7 @@ class ReplayedStep:
         return sum(self.counts)
 
 
-def rules_for(event: Optional[StepEvent]) -> dict[str, Rule]:
+def rules_for(event: StepEvent | None) -> dict[str, Rule]:
     """The rules a step can be replayed with: none for a greedy, typical or plain step."""
     if event is None or event.detail is None or event.detail.rule != "lossless" or not event.detail.leading:
         return {}
@@ -117,8 +117,9 @@ def rules_for(event: Optional[StepEvent]) -> dict[str, Rule]:
     return CHAIN_RULES if event.detail.leading[k].q is not None else TREE_RULES
 
 
-def replay_step(event: StepEvent, text_of: Callable[[int], str], rule: str, n: int = REPLAYS,
-                seed: int = 0) -> ReplayedStep:
+def replay_step(
+    event: StepEvent, text_of: Callable[[int], str], rule: str, n: int = REPLAYS, seed: int = 0
+) -> ReplayedStep:
     rules = rules_for(event)
     if rule not in rules:
         raise ValueError(f"this step cannot be replayed with {rule!r}")
@@ -135,5 +136,14 @@ def replay_step(event: StepEvent, text_of: Callable[[int], str], rule: str, n: i
     for _ in range(n):
         counts[apply(p, q, candidates, rng)] += 1
     p_value = chi_square_p(dict(enumerate(counts)), dict(enumerate(p)), n)
-    return ReplayedStep(tuple([*map(text_of, ids), REST]), tuple(p), None if q is None else tuple(q),
-                        tuple(candidates), k + 1, tuple(counts), rule, p_value, time.perf_counter() - began)
+    return ReplayedStep(
+        tuple([*map(text_of, ids), REST]),
+        tuple(p),
+        None if q is None else tuple(q),
+        tuple(candidates),
+        k + 1,
+        tuple(counts),
+        rule,
+        p_value,
+        time.perf_counter() - began,
+    )

@@ -27,7 +27,9 @@ class Settings:
 
     def __post_init__(self):
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise InvalidRequest(f"max new tokens must be an integer in 1..{MAX_NEW_TOKENS}, got {self.max_new_tokens!r}")
+            raise InvalidRequest(
+                f"max new tokens must be an integer in 1..{MAX_NEW_TOKENS}, got {self.max_new_tokens!r}"
+            )
         if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
             raise InvalidRequest(f"gamma (draft length) must be an integer in 1..{MAX_GAMMA}, got {self.gamma!r}")
         if not math.isfinite(self.temperature) or self.temperature < 0:
@@ -37,8 +39,10 @@ class Settings:
         if not (0 < self.top_p <= 1):  # also rejects NaN
             raise InvalidRequest(f"top-p must be in (0, 1], got {self.top_p!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise InvalidRequest(f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1: on a CPU torch keeps only the low "
-                                 f"32 bits of a seed), got {self.seed!r}")
+            raise InvalidRequest(
+                f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1: on a CPU torch keeps only the low "
+                f"32 bits of a seed), got {self.seed!r}"
+            )
         if not isinstance(self.adaptive, bool):
             raise InvalidRequest(f"adaptive must be true or false, got {self.adaptive!r}")
         if self.acceptance not in ACCEPTANCE_MODES:
@@ -62,6 +66,8 @@ def check_prompt(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: half of a character, which no tokenizer can take
-        raise InvalidRequest(f"the prompt is not valid text: {text[exc.start]!r} at character {exc.start} is half of "
-                             "a character (a lone surrogate)") from None
+        raise InvalidRequest(
+            f"the prompt is not valid text: {text[exc.start]!r} at character {exc.start} is half of "
+            "a character (a lone surrogate)"
+        ) from None
     return text

@@ -3,7 +3,7 @@
 Pure Python: the UI draws these curves without importing torch.
 """
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from .events import StepEvent
 
@@ -20,7 +20,7 @@ def expected_speedup(alpha: float, gamma: int, c: float) -> float:
     return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
 
 
-def per_token_alpha(events: Iterable[StepEvent]) -> Optional[float]:
+def per_token_alpha(events: Iterable[StepEvent]) -> float | None:
     """α as the paper defines it: accepted / tested drafts. A draft after the first rejection is never tested,
     so this is accepted / (accepted + rejections), not accepted / proposed."""
     accepted = rejections = 0
@@ -31,12 +31,12 @@ def per_token_alpha(events: Iterable[StepEvent]) -> Optional[float]:
     return accepted / tested if tested else None
 
 
-def target_forward_s(plain: Sequence[StepEvent]) -> Optional[float]:
+def target_forward_s(plain: Sequence[StepEvent]) -> float | None:
     """Mean time of one plain decoding step: one target forward for one token."""
     return sum(e.step_s for e in plain) / len(plain) if plain else None
 
 
-def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> Optional[float]:
+def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> float | None:
     """c: drafting time per proposed token over one target forward (0 for a free lookup drafter)."""
     per_target = target_forward_s(plain)
     proposed = sum(len(e.proposed) for e in spec)
@@ -59,7 +59,7 @@ def interpolate(costs: dict[int, float], k: float) -> float:
     return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
 
 
-def predicted_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float) -> Optional[float]:
+def predicted_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float) -> float | None:
     """The speedup a run should show if a step cost only its drafting and one bare target forward:
     tokens · V(1) / Σ (draft_s + V(k)), k = the tokens each step verified, V(k) = V(1) · relative[k] and V(1) the
     plain run's time per token. Measured ÷ this = efficiency."""
@@ -68,7 +68,9 @@ def predicted_speedup(events: Sequence[StepEvent], relative: dict[int, float], f
     return tokens * forward_1 / spent if spent else None
 
 
-def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float, gamma: int) -> Optional[float]:
+def iid_speedup(
+    events: Sequence[StepEvent], relative: dict[int, float], forward_1: float, gamma: int
+) -> float | None:
     """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
     verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)

@@ -5,7 +5,6 @@ Pure Python, like the events it holds."""
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from .errors import SpecvizError
 from .events import StepEvent
@@ -21,6 +20,7 @@ class TraceError(SpecvizError):
 @dataclass(frozen=True)
 class Divergence:
     """Where greedy speculative output first differs from plain, and how close the target's call was there."""
+
     position: int  # index into the generated tokens
     plain_token: str
     spec_token: str
@@ -32,7 +32,7 @@ class Side:
     name: str  # "plain", or the drafter's name
     words: str  # how it drafted and verified, as the screen said it ("" for plain decoding)
     events: list[StepEvent]
-    divergence: Optional[Divergence] = None  # greedy: where it first parted from plain decoding, if it did
+    divergence: Divergence | None = None  # greedy: where it first parted from plain decoding, if it did
 
     @property
     def tokens(self) -> list[int]:
@@ -82,22 +82,41 @@ class Trace:
     @staticmethod
     def from_json(data) -> "Trace":
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise TraceError("not a specviz trace (no \"format\": \"specviz-trace\" in it)")
+            raise TraceError('not a specviz trace (no "format": "specviz-trace" in it)')
         version = data.get("version")
         if not isinstance(version, int) or version < 1:
             raise TraceError(f"the trace's version is {version!r}, not a whole number")
         if version > VERSION:
-            raise TraceError(f"this trace is version {version}, written by a newer specviz; this one reads version "
-                             f"{VERSION} and older")
+            raise TraceError(
+                f"this trace is version {version}, written by a newer specviz; this one reads version "
+                f"{VERSION} and older"
+            )
         try:
-            sides = [Side(s["name"], s["words"], [StepEvent.from_json(e) for e in s["events"]],
-                          _divergence(s.get("divergence"))) for s in data["sides"]]
+            sides = [
+                Side(
+                    s["name"],
+                    s["words"],
+                    [StepEvent.from_json(e) for e in s["events"]],
+                    _divergence(s.get("divergence")),
+                )
+                for s in data["sides"]
+            ]
             if not sides or sides[0].name != "plain":
                 raise ValueError("its first side is not plain decoding")
-            return Trace(data["kind"], data["created"], data["prompt"], int(data["prompt_tokens"]), dict(data["settings"]),
-                         dict(data["models"]), sides, {int(k): str(v) for k, v in data["texts"].items()},
-                         float(data.get("wall_s", 0.0)), bool(data.get("stopped", False)), str(data.get("made_with", "")),
-                         dict(data.get("extra", {})))
+            return Trace(
+                data["kind"],
+                data["created"],
+                data["prompt"],
+                int(data["prompt_tokens"]),
+                dict(data["settings"]),
+                dict(data["models"]),
+                sides,
+                {int(k): str(v) for k, v in data["texts"].items()},
+                float(data.get("wall_s", 0.0)),
+                bool(data.get("stopped", False)),
+                str(data.get("made_with", "")),
+                dict(data.get("extra", {})),
+            )
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             raise TraceError(f"the trace is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
 
@@ -110,8 +129,12 @@ class Trace:
         return Trace.from_json(data)
 
 
-def _divergence(data) -> Optional[Divergence]:
+def _divergence(data) -> Divergence | None:
     if data is None:
         return None
-    return Divergence(int(data["position"]), str(data["plain_token"]), str(data["spec_token"]),
-                      tuple((str(t), float(p)) for t, p in data["top"]))
+    return Divergence(
+        int(data["position"]),
+        str(data["plain_token"]),
+        str(data["spec_token"]),
+        tuple((str(t), float(p)) for t, p in data["top"]),
+    )

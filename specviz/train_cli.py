@@ -19,67 +19,134 @@ def _log(line: str) -> None:
 
 def add_train_commands(sub, add_model_options) -> None:
     medusa = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
-    _text_flags(medusa, "folder for config.json + medusa_lm_head.safetensors", steps=300, lr=1e-3, train_batch=64,
-                train_batch_help="rows per training step", tokens=96, samples=4, local_tokens=200_000,
-                text_word="text", prompts=MEDUSA_PROMPTS)
+    _text_flags(
+        medusa,
+        "folder for config.json + medusa_lm_head.safetensors",
+        steps=300,
+        lr=1e-3,
+        train_batch=64,
+        train_batch_help="rows per training step",
+        tokens=96,
+        samples=4,
+        local_tokens=200_000,
+        text_word="text",
+        prompts=MEDUSA_PROMPTS,
+    )
     medusa.add_argument("--heads", type=int, default=4)
     medusa.add_argument("--layers", type=int, default=1)
     add_model_options(medusa)
 
     eagle = sub.add_parser("train-eagle", help="train an EAGLE head on a frozen model by self-distillation")
-    _text_flags(eagle, "folder for config.json + model.safetensors (+ head_vocab.json)", steps=400, lr=5e-4,
-                train_batch=8, train_batch_help="windows per training step", tokens=224, samples=2,
-                local_tokens=90_000, text_word="answer", prompts=EAGLE_PROMPTS)
+    _text_flags(
+        eagle,
+        "folder for config.json + model.safetensors (+ head_vocab.json)",
+        steps=400,
+        lr=5e-4,
+        train_batch=8,
+        train_batch_help="windows per training step",
+        tokens=224,
+        samples=2,
+        local_tokens=90_000,
+        text_word="answer",
+        prompts=EAGLE_PROMPTS,
+    )
     eagle.add_argument("--window", type=int, default=128, help="pairs per training window")
     eagle.add_argument("--unroll", type=int, default=2, help="extra passes that feed the head its own guesses")
-    eagle.add_argument("--init", choices=("pass-through", "random"), default="pass-through",
-                       help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), "
-                            "or at random")
-    eagle.add_argument("--intermediate-size", type=int, default=0,
-                       help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)")
-    eagle.add_argument("--features", metavar="FILE", help="keep the target's features here and reuse them when it exists")
-    eagle.add_argument("--checkpoint", metavar="FILE",
-                       help="keep the whole training state here every --save-every steps; when it exists, training "
-                            "goes on from it (same --features) to --steps, the total over all runs; the head's shape "
-                            "(--shortlist, --intermediate-size, --init) stays the first run's")
+    eagle.add_argument(
+        "--init",
+        choices=("pass-through", "random"),
+        default="pass-through",
+        help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), or at random",
+    )
+    eagle.add_argument(
+        "--intermediate-size",
+        type=int,
+        default=0,
+        help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)",
+    )
+    eagle.add_argument(
+        "--features", metavar="FILE", help="keep the target's features here and reuse them when it exists"
+    )
+    eagle.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="keep the whole training state here every --save-every steps; when it exists, training "
+        "goes on from it (same --features) to --steps, the total over all runs; the head's shape "
+        "(--shortlist, --intermediate-size, --init) stays the first run's",
+    )
     eagle.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
-    eagle.add_argument("--until-step", type=int, default=0,
-                       help="stop this run after that step (needs --checkpoint; run again to go on)")
+    eagle.add_argument(
+        "--until-step",
+        type=int,
+        default=0,
+        help="stop this run after that step (needs --checkpoint; run again to go on)",
+    )
     add_model_options(eagle)
 
 
-def _text_flags(p, out_help: str, steps: int, lr: float, train_batch: int, train_batch_help: str, tokens: int,
-                samples: int, local_tokens: int, text_word: str, prompts: tuple[str, ...]) -> None:
+def _text_flags(
+    p,
+    out_help: str,
+    steps: int,
+    lr: float,
+    train_batch: int,
+    train_batch_help: str,
+    tokens: int,
+    samples: int,
+    local_tokens: int,
+    text_word: str,
+    prompts: tuple[str, ...],
+) -> None:
     p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
     p.add_argument("--out", required=True, help=out_help)
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--lr", type=float, default=lr)
     p.add_argument("--train-batch", type=int, default=train_batch, help=train_batch_help)
     p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
-    p.add_argument("--samples", type=int, default=samples,
-                   help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7")
-    p.add_argument("--prompts", action="append", metavar="FILE",
-                   help="JSON file: a list of prompts or {kind: [prompts]}; may be given more than once (default: "
-                        f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)")
+    p.add_argument(
+        "--samples", type=int, default=samples, help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7"
+    )
+    p.add_argument(
+        "--prompts",
+        action="append",
+        metavar="FILE",
+        help="JSON file: a list of prompts or {kind: [prompts]}; may be given more than once (default: "
+        f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)",
+    )
     p.set_defaults(default_prompts=prompts)
-    p.add_argument("--shortlist", type=int, default=8192, help="heads score only this many token ids (0 = the whole vocabulary)")
+    p.add_argument(
+        "--shortlist", type=int, default=8192, help="heads score only this many token ids (0 = the whole vocabulary)"
+    )
     p.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
-    p.add_argument("--local-text", action="append", default=[], metavar="PATH",
-                   help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced")
+    p.add_argument(
+        "--local-text",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced",
+    )
     p.add_argument("--local-tokens", type=int, default=local_tokens, help="how many ids of --local-text to read")
     p.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
 
 
 def _check(args, command: str, *own: tuple[str, int, int]) -> list[str]:
     """The shared checks and the command's own (flag, value, lowest); then the prompts, read before any model loads."""
-    for name, value, low in (("--steps", args.steps, 1), ("--train-batch", args.train_batch, 1), *own,
-                             ("--tokens-per-prompt", args.tokens_per_prompt, 8), ("--samples", args.samples, 1),
-                             ("--shortlist", args.shortlist, 0), ("--batch", args.batch, 1),
-                             ("--local-tokens", args.local_tokens, 1)):
+    for name, value, low in (
+        ("--steps", args.steps, 1),
+        ("--train-batch", args.train_batch, 1),
+        *own,
+        ("--tokens-per-prompt", args.tokens_per_prompt, 8),
+        ("--samples", args.samples, 1),
+        ("--shortlist", args.shortlist, 0),
+        ("--batch", args.batch, 1),
+        ("--local-tokens", args.local_tokens, 1),
+    ):
         if value < low:
             raise InvalidRequest(f"{name} must be at least {low}, got {value}")
     if args.dtype == "int8":
-        raise InvalidRequest(f"{command} trains on a bfloat16 or float32 base; heads so trained also serve its int8 form")
+        raise InvalidRequest(
+            f"{command} trains on a bfloat16 or float32 base; heads so trained also serve its int8 form"
+        )
     files = [Path(f) for f in args.prompts] if args.prompts else [ASSETS / name for name in args.default_prompts]
     return [prompt for path in files for prompt in read_prompt_list(path)]
 
@@ -90,7 +157,13 @@ def read_prompt_list(path: Path) -> list[str]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InvalidRequest(f"cannot read prompts from {path}: {exc}") from None
-    lists = [data] if isinstance(data, list) else [v for k, v in data.items() if not k.startswith("_")] if isinstance(data, dict) else []
+    lists = (
+        [data]
+        if isinstance(data, list)
+        else [v for k, v in data.items() if not k.startswith("_")]
+        if isinstance(data, dict)
+        else []
+    )
     prompts = [p for group in lists if isinstance(group, list) for p in group if isinstance(p, str) and p.strip()]
     if not prompts:
         raise InvalidRequest(f"{path} holds no prompts (expected a JSON list of strings or {{kind: [strings]}})")
@@ -106,8 +179,12 @@ def _texts(base, args, prompts: list[str]):
         texts = load_texts(cache)
         _log(f"read {len(texts)} texts from {cache}")
     else:
-        _log(f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
-        texts = self_distilled_texts(base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=_log)
+        _log(
+            f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}"
+        )
+        texts = self_distilled_texts(
+            base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=_log
+        )
         if cache:
             save_texts(texts, cache)
     if args.local_text:
@@ -125,19 +202,36 @@ def cmd_train_medusa(args) -> int:
 
     base = load_model(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
-    heads, report = train_heads(base, texts, args.heads, args.layers, args.steps, args.lr, batch=args.train_batch,
-                                shortlist=args.shortlist, progress=_log)
+    heads, report = train_heads(
+        base,
+        texts,
+        args.heads,
+        args.layers,
+        args.steps,
+        args.lr,
+        batch=args.train_batch,
+        shortlist=args.shortlist,
+        progress=_log,
+    )
     folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
     accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
-    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
-          f"{report.seconds:.0f} s; held-out top-1 {accuracy}")
+    print(
+        f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
+        f"{report.seconds:.0f} s; held-out top-1 {accuracy}"
+    )
     return 0
 
 
 def cmd_train_eagle(args) -> int:
     """Texts, then the target's features (from --features when it exists, else read and kept there), then training."""
-    prompts = _check(args, "train-eagle", ("--window", args.window, 8), ("--unroll", args.unroll, 0),
-                     ("--save-every", args.save_every, 1), ("--until-step", args.until_step, 0))
+    prompts = _check(
+        args,
+        "train-eagle",
+        ("--window", args.window, 8),
+        ("--unroll", args.unroll, 0),
+        ("--save-every", args.save_every, 1),
+        ("--until-step", args.until_step, 0),
+    )
     if args.until_step and not args.checkpoint:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
@@ -154,16 +248,42 @@ def cmd_train_eagle(args) -> int:
         features = read_features(base, _texts(base, args, prompts), progress=_log)
         if cached:
             save_features(features, cached)
-    head, report = train_eagle(base, features, args.steps, args.lr, args.train_batch, args.window, args.unroll,
-                               args.shortlist, init=args.init, intermediate=args.intermediate_size,
-                               checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-                               save_every=args.save_every, until=args.until_step, progress=_log)
+    head, report = train_eagle(
+        base,
+        features,
+        args.steps,
+        args.lr,
+        args.train_batch,
+        args.window,
+        args.unroll,
+        args.shortlist,
+        init=args.init,
+        intermediate=args.intermediate_size,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        save_every=args.save_every,
+        until=args.until_step,
+        progress=_log,
+    )
     by_depth = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(report.acceptance))
-    folder = save_eagle(head, args.out, args.base, dtype=base.model.dtype, extra={"specviz_training": {
-        "steps": report.steps, "unroll": args.unroll, "train_tokens": report.train_tokens,
-        "held_out_positions": report.held_out_positions,
-        "held_out_acceptance_by_depth": [round(a, 4) for a in report.acceptance], "seconds": round(report.seconds)}})
-    print(f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
-          f"{report.seconds:.0f} s; held-out chain acceptance by depth {by_depth} (tau of a 5-deep chain "
-          f"{report.tau:.2f}, {report.held_out_positions} positions)")
+    folder = save_eagle(
+        head,
+        args.out,
+        args.base,
+        dtype=base.model.dtype,
+        extra={
+            "specviz_training": {
+                "steps": report.steps,
+                "unroll": args.unroll,
+                "train_tokens": report.train_tokens,
+                "held_out_positions": report.held_out_positions,
+                "held_out_acceptance_by_depth": [round(a, 4) for a in report.acceptance],
+                "seconds": round(report.seconds),
+            }
+        },
+    )
+    print(
+        f"{folder}: loss {report.first_loss:.3f} -> {report.last_loss:.3f} in {report.steps} steps, "
+        f"{report.seconds:.0f} s; held-out chain acceptance by depth {by_depth} (tau of a 5-deep chain "
+        f"{report.tau:.2f}, {report.held_out_positions} positions)"
+    )
     return 0

@@ -64,8 +64,9 @@ def pair_heads(pair_folders):
     from specviz.drafters.medusa.heads import MedusaHeads, save_medusa
 
     target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
-    heads = MedusaHeads(target.config.hidden_size, target.get_output_embeddings().weight.shape[0], 4, 1,
-                        target.get_output_embeddings())
+    heads = MedusaHeads(
+        target.config.hidden_size, target.get_output_embeddings().weight.shape[0], 4, 1, target.get_output_embeddings()
+    )
     with torch.no_grad():
         for p in heads.parameters():
             p.zero_()
@@ -102,9 +103,27 @@ def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
         port = s.getsockname()[1]
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", str(target), "--draft", str(draft),
-                             "--medusa", str(pair_heads), *(["--eagle", str(pair_eagle)] if pair_eagle else []), *extra],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "app.py",
+            "--port",
+            str(port),
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--medusa",
+            str(pair_heads),
+            *(["--eagle", str(pair_eagle)] if pair_eagle else []),
+            *extra,
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        text=True,
+        env=env,
+    )
     proc.log = log
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120

@@ -1,20 +1,21 @@
 """Adaptive γ: the controller's choices follow the cost model, and adaptive runs stay exact."""
 
 import pytest
+from test_medusa_drafter import copying_heads
 
-from specviz.engine.adaptive import GammaController
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
+from specviz.engine.adaptive import GammaController
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.theory import best_gamma, expected_speedup
-from test_medusa_drafter import copying_heads
 
 
 def settled(alpha, draft_per_token, slope=0.0, max_gamma=8):
     """A controller whose estimates are already set: α, d (in units of V(1) = 1 s) and the verify slope."""
-    return GammaController(max_gamma, accepted=alpha * 1e6, tested=1e6, draft_per_token=draft_per_token,
-                           forward_1=1.0, slope=slope)
+    return GammaController(
+        max_gamma, accepted=alpha * 1e6, tested=1e6, draft_per_token=draft_per_token, forward_1=1.0, slope=slope
+    )
 
 
 @pytest.mark.parametrize("alpha,c", [(0.9, 0.05), (0.8, 0.3), (0.6, 0.1), (0.95, 0.0)])

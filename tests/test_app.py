@@ -12,10 +12,44 @@ from specviz.app.ui.handlers import StopBoard
 STATUS, ECHO, PLAIN, SPEC, ROWS, METRICS, BADGE, CHART, SUMMARY = range(9)
 
 
-def run(client, pair, prompt="w1 w2 w3", gamma=3, max_new=40, temperature=0, top_k=0, top_p=1, seed=0, dtype="float32",
-        drafter="draft", ngram_max=3, candidates=4, choice="recent", tree="sparse", acceptance="lossless", adaptive=False):
-    return client.submit(pair, drafter, dtype, prompt, gamma, max_new, temperature, top_k, top_p, seed, ngram_max,
-                         candidates, choice, tree, acceptance, adaptive, api_name="/run")
+def run(
+    client,
+    pair,
+    prompt="w1 w2 w3",
+    gamma=3,
+    max_new=40,
+    temperature=0,
+    top_k=0,
+    top_p=1,
+    seed=0,
+    dtype="float32",
+    drafter="draft",
+    ngram_max=3,
+    candidates=4,
+    choice="recent",
+    tree="sparse",
+    acceptance="lossless",
+    adaptive=False,
+):
+    return client.submit(
+        pair,
+        drafter,
+        dtype,
+        prompt,
+        gamma,
+        max_new,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        ngram_max,
+        candidates,
+        choice,
+        tree,
+        acceptance,
+        adaptive,
+        api_name="/run",
+    )
 
 
 @pytest.fixture()
@@ -39,7 +73,9 @@ def test_a_run_streams_finishes_and_reports_metrics(client, pair):
     assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"] == 600
     assert summary["plain"]["tokens_per_s"] > 0 and summary["speculative"]["acceptance_rate"] is not None
     assert "sv-status-done" in final[STATUS] and "identical to plain decoding" in final[BADGE]
-    assert "speedup" in final[METRICS] and final[ROWS].count('class="sv-row"') == min(300, summary["speculative"]["target_forwards"])
+    assert "speedup" in final[METRICS] and final[ROWS].count('class="sv-row"') == min(
+        300, summary["speculative"]["target_forwards"]
+    )
     assert final[CHART]["type"] == "plotly"
 
 
@@ -99,13 +135,20 @@ def test_the_stop_board_keeps_a_stop_for_a_waiting_run_and_for_nothing_else():
         assert flag.is_set()
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(prompt="   "), "error: the prompt is empty"), (dict(top_k=-1), "error: top-k"),
-    (dict(prompt="w1 " * 5000), "error: the prompt is 5000 tokens"),
-    (dict(seed=2**70), f"error: seed must be an integer in 0..4294967295 (2**32 - 1: on a CPU torch keeps only the low 32 "
-                       f"bits of a seed), got {2**70}"),
-    (dict(seed=2**53 + 1), "got 9007199254740993"),  # the seed given, not a float's rounding of it
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(prompt="   "), "error: the prompt is empty"),
+        (dict(top_k=-1), "error: top-k"),
+        (dict(prompt="w1 " * 5000), "error: the prompt is 5000 tokens"),
+        (
+            dict(seed=2**70),
+            f"error: seed must be an integer in 0..4294967295 (2**32 - 1: on a CPU torch keeps only the low 32 "
+            f"bits of a seed), got {2**70}",
+        ),
+        (dict(seed=2**53 + 1), "got 9007199254740993"),  # the seed given, not a float's rounding of it
+    ],
+)
 def test_bad_input_gives_one_message_and_the_app_keeps_serving(client, pair, change, words):
     final = run(client, pair, **change).result(timeout=60)
     assert words in final[STATUS] and "sv-status-error" in final[STATUS] and "Traceback" not in final[STATUS]
@@ -130,8 +173,12 @@ def run_raw(client, url, **values) -> list:
 
     parameters = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"]
     data = [values.get(p["parameter_name"], p["parameter_default"]) for p in parameters]
-    event = httpx.post(f"{url}gradio_api/call/run", content=json.dumps({"data": data}),
-                       headers={"content-type": "application/json"}, timeout=30).json()["event_id"]
+    event = httpx.post(
+        f"{url}gradio_api/call/run",
+        content=json.dumps({"data": data}),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    ).json()["event_id"]
     stream = httpx.get(f"{url}gradio_api/call/run/{event}", timeout=60).text.splitlines()
     done = stream.index("event: complete")
     return json.loads(stream[done + 1].removeprefix("data: "))
@@ -143,11 +190,15 @@ def test_a_lone_surrogate_in_the_prompt_gives_one_message(client, app_server, pa
     assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(gamma="abc"), "γ (draft length) must be a number, got &#x27;abc&#x27;"),
-    (dict(temperature=[1]), "Temperature must be a number"), (dict(seed="x"), "Seed must be a number"),
-    (dict(candidates="<b>"), "must be a number, got &#x27;&lt;b&gt;&#x27;"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(gamma="abc"), "γ (draft length) must be a number, got &#x27;abc&#x27;"),
+        (dict(temperature=[1]), "Temperature must be a number"),
+        (dict(seed="x"), "Seed must be a number"),
+        (dict(candidates="<b>"), "must be a number, got &#x27;&lt;b&gt;&#x27;"),
+    ],
+)
 def test_a_value_that_is_no_number_is_refused_naming_its_field(client, pair, change, words):
     with pytest.raises(AppError) as refused:
         run(client, pair, **change).result(timeout=60)
@@ -174,8 +225,25 @@ def test_markup_in_the_prompt_is_shown_as_text_everywhere(client, pair):
 
 
 def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
-    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 4, 30, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
-                        False, api_name="/sweep")
+    job = client.submit(
+        pair,
+        "draft",
+        "float32",
+        "w1 w2 w3",
+        4,
+        30,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        api_name="/sweep",
+    )
     status, chart = job.result(timeout=300)
     assert "γ sweep: done" in status and chart["type"] == "plotly"
     assert "theory: α=" in chart["plot"] and "best measured γ" in chart["plot"]
@@ -184,8 +252,9 @@ def test_the_gamma_sweep_reports_progress_and_a_chart(client, pair):
 
 @pytest.mark.parametrize("drafter", ["ngram", "history"])
 def test_lookup_drafters_race_and_show_their_trees(client, pair, drafter):
-    final = run(client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter=drafter, max_new=120, gamma=4,
-                candidates=3).result(timeout=120)
+    final = run(
+        client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter=drafter, max_new=120, gamma=4, candidates=3
+    ).result(timeout=120)
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True
     assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"]
@@ -199,15 +268,17 @@ def test_lookup_options_are_checked(client, pair):
 
 
 def test_medusa_races_with_its_acceptance_mode_on_screen(client, pair):
-    final = run(client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter="medusa", max_new=80, gamma=4,
-                tree="wide").result(timeout=120)
+    final = run(client, pair, prompt="w5 w5 w5 w9 w5 w5 w5", drafter="medusa", max_new=80, gamma=4, tree="wide").result(
+        timeout=120
+    )
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True and summary["lossy"] is False
     assert summary["speculative"]["target_forwards"] < summary["plain"]["target_forwards"]
     assert "Medusa heads, wide tree" in final[SPEC] and "lossless" in final[SPEC]
     assert "sv-cand" in final[ROWS]  # losing candidates of tree steps, as for history lookup
-    typical = run(client, pair, prompt="w5 w5 w5 w9", drafter="medusa", max_new=30, temperature=0.8,
-                  acceptance="typical").result(timeout=120)
+    typical = run(
+        client, pair, prompt="w5 w5 w5 w9", drafter="medusa", max_new=30, temperature=0.8, acceptance="typical"
+    ).result(timeout=120)
     assert typical[SUMMARY]["lossy"] is True and "LOSSY" in typical[SPEC] and "sv-mode-lossy" in typical[SPEC]
     assert "lossy by design" in typical[BADGE]
     refused = run(client, pair, drafter="medusa", temperature=0.7, acceptance="greedy").result(timeout=60)
@@ -215,8 +286,27 @@ def test_medusa_races_with_its_acceptance_mode_on_screen(client, pair):
 
 
 def test_eagle_races_its_dynamic_tree_through_the_api(client, pair):
-    job = client.submit(pair, "eagle", "float32", "w5 w5 w5 w9", 4, 30, 0, 0, 1, 0, 3, 4, "recent", "sparse",
-                        "lossless", False, eagle_tree="dynamic", eagle_nodes=8, api_name="/run")
+    job = client.submit(
+        pair,
+        "eagle",
+        "float32",
+        "w5 w5 w5 w9",
+        4,
+        30,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        eagle_tree="dynamic",
+        eagle_nodes=8,
+        api_name="/run",
+    )
     final = job.result(timeout=120)
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True and summary["lossy"] is False
@@ -225,8 +315,26 @@ def test_eagle_races_its_dynamic_tree_through_the_api(client, pair):
 
 def test_the_hybrid_races_with_the_pairs_eagle_head_through_the_api(client, pair):
     """The pair brings its EAGLE heads (app.py --eagle); the hybrid takes them when asked for its EAGLE side."""
-    job = client.submit(pair, "hybrid", "float32", "w1 w2 w3 w4 w1 w2 w3 w4 w1", 4, 30, 0, 0, 1, 0, 3, 4, "recent",
-                        "sparse", "lossless", False, hybrid_model="eagle", api_name="/run")
+    job = client.submit(
+        pair,
+        "hybrid",
+        "float32",
+        "w1 w2 w3 w4 w1 w2 w3 w4 w1",
+        4,
+        30,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        hybrid_model="eagle",
+        api_name="/run",
+    )
     final = job.result(timeout=120)
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True, final[STATUS]
@@ -235,7 +343,9 @@ def test_the_hybrid_races_with_the_pairs_eagle_head_through_the_api(client, pair
 
 
 def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair):
-    final = run(client, pair, prompt="w1 w2 w3", drafter="draft", max_new=60, gamma=6, adaptive=True).result(timeout=120)
+    final = run(client, pair, prompt="w1 w2 w3", drafter="draft", max_new=60, gamma=6, adaptive=True).result(
+        timeout=120
+    )
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True
     assert "adaptive γ ≤ 6" in final[SPEC]
@@ -245,14 +355,50 @@ def test_adaptive_gamma_shows_each_steps_choice_and_stays_identical(client, pair
 
 
 def test_an_int8_draft_races_and_the_target_still_decides(client, pair):
-    job = client.submit(pair, "draft", "float32", "w1 w2 w3", 3, 40, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
-                        False, "int8", api_name="/run")
+    job = client.submit(
+        pair,
+        "draft",
+        "float32",
+        "w1 w2 w3",
+        3,
+        40,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        "int8",
+        api_name="/run",
+    )
     final = job.result(timeout=120)
     summary = final[SUMMARY]
     assert summary["finished"] and summary["identical"] is True
     assert summary["speculative"]["acceptance_rate"] is not None and "draft int8" in final[STATUS]
-    refused = client.submit(pair, "draft", "float32", "w1", 3, 4, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
-                            False, "int3", api_name="/run")
+    refused = client.submit(
+        pair,
+        "draft",
+        "float32",
+        "w1",
+        3,
+        4,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        "int3",
+        api_name="/run",
+    )
     with pytest.raises(AppError):  # not a choice of the menu: Gradio refuses it in one line
         refused.result(timeout=60)
     assert run(client, pair, max_new=4).result(timeout=60)[SUMMARY]["finished"]

@@ -1,16 +1,16 @@
 """The app's device side with tiny real models: the race, the identity check, stop, the sweep, loading once."""
 
 import pytest
+from tiny import tiny_llama, word_tokenizer
 
 from specviz.app.backend import Backend
-from specviz.record import TokenTexts, divergence
+from specviz.app.race import RaceRequest
+from specviz.app.shelf import ModelShelf, PairPreset
 from specviz.engine import generate
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids
-from specviz.app.race import RaceRequest
+from specviz.record import TokenTexts, divergence
 from specviz.settings import Settings
-from specviz.app.shelf import ModelShelf, PairPreset
-from tiny import tiny_llama, word_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,19 @@ def backend(pair_folders):
 
 
 def request(**over):
-    return RaceRequest.of(**({"pair": "tiny", "drafter": "draft", "dtype": "float32", "prompt": "w1 w2 w3",
-                              "gamma": 3, "max_new_tokens": 40} | over))
+    return RaceRequest.of(
+        **(
+            {
+                "pair": "tiny",
+                "drafter": "draft",
+                "dtype": "float32",
+                "prompt": "w1 w2 w3",
+                "gamma": 3,
+                "max_new_tokens": 40,
+            }
+            | over
+        )
+    )
 
 
 def test_a_greedy_race_is_identical_and_the_last_view_says_so(backend):
@@ -52,15 +63,25 @@ def test_a_pair_that_cannot_load_leaves_the_loaded_pair_in_place(pair_folders, t
     stranger = tmp_path / "stranger"  # a real model whose tokenizer shares no token with the target's
     tiny_llama(12, seed=3).save_pretrained(stranger)
     word_tokenizer([f"x{i}" for i in range(10)]).save_pretrained(stranger)
-    shelf = ModelShelf([PairPreset("tiny", str(target), str(draft)), PairPreset("hub", "someone/not-cached", str(draft)),
-                        PairPreset("no model", str(tmp_path / "empty"), str(draft)),
-                        PairPreset("stranger", str(target), str(stranger))], "cpu")
+    shelf = ModelShelf(
+        [
+            PairPreset("tiny", str(target), str(draft)),
+            PairPreset("hub", "someone/not-cached", str(draft)),
+            PairPreset("no model", str(tmp_path / "empty"), str(draft)),
+            PairPreset("stranger", str(target), str(stranger)),
+        ],
+        "cpu",
+    )
     (tmp_path / "empty").mkdir()
     backend = Backend(shelf)
     list(backend.race(request(max_new_tokens=2)))
     held = shelf.current()
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: the Hub is unreachable
-    for label, words in (("hub", "not reachable"), ("no model", "no config.json"), ("stranger", "shares no vocabulary")):
+    for label, words in (
+        ("hub", "not reachable"),
+        ("no model", "no config.json"),
+        ("stranger", "shares no vocabulary"),
+    ):
         with pytest.raises(SpecvizError, match=words) as failed:
             list(backend.race(request(pair=label, max_new_tokens=2)))
         assert "\n" not in str(failed.value) and shelf.current() is held, label
@@ -74,8 +95,14 @@ def test_a_pair_that_cannot_load_leaves_the_loaded_pair_in_place(pair_folders, t
 def test_a_bad_request_fails_before_anything_loads(pair_folders):
     target, draft = pair_folders
     fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
-    for bad in (dict(gamma=0), dict(prompt=""), dict(drafter="none"), dict(temperature=-1),
-                dict(drafter="medusa", acceptance="greedy", temperature=0.5), dict(medusa_tree="[[]]")):
+    for bad in (
+        dict(gamma=0),
+        dict(prompt=""),
+        dict(drafter="none"),
+        dict(temperature=-1),
+        dict(drafter="medusa", acceptance="greedy", temperature=0.5),
+        dict(medusa_tree="[[]]"),
+    ):
         with pytest.raises(InvalidRequest):
             next(fresh.race(request(**bad)))
     assert fresh.shelf.current() is None
@@ -122,7 +149,7 @@ def test_the_sweep_measures_every_gamma_and_fits_the_theory(backend):
     assert [p.gamma for p in points] == [1, 2, 3] and all(p.tokens_per_s > 0 for p in points)
     theory = final.theory()
     assert 0 <= theory.alpha <= 1 and theory.c > 0 and theory.best_gamma in (1, 2, 3)
-    for gamma, events in final.runs.items():  # greedy: every γ writes the plain text
+    for events in final.runs.values():  # greedy: every γ writes the plain text
         assert generated_ids(events) == generated_ids(final.plain)
 
 

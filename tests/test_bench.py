@@ -9,16 +9,27 @@ import pytest
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
-from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
 from specviz.errors import InvalidRequest
+from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
 from specviz.settings import Settings
 from specviz.theory import expected_tokens_per_step, iid_speedup, interpolate, per_token_alpha, predicted_speedup
 
 
 def step(proposed: int, accepted: int, draft_s=0.0, forward_tokens=None) -> StepEvent:
     kind = "bonus" if accepted == proposed and proposed else "correction" if proposed else "plain"
-    return StepEvent(0, tuple(range(proposed)), accepted, 1, kind, (0.5,) * proposed, None, draft_s, 0.0, 0.0,
-                     forward_tokens=1 + proposed if forward_tokens is None else forward_tokens)
+    return StepEvent(
+        0,
+        tuple(range(proposed)),
+        accepted,
+        1,
+        kind,
+        (0.5,) * proposed,
+        None,
+        draft_s,
+        0.0,
+        0.0,
+        forward_tokens=1 + proposed if forward_tokens is None else forward_tokens,
+    )
 
 
 def test_acceptance_by_position_counts_only_steps_that_reached_it():
@@ -44,8 +55,9 @@ def test_the_prediction_charges_each_step_its_drafting_and_one_bare_forward():
 def oracle_run(target, ids, alpha, gamma=4, max_new_tokens=200, seed=0):
     reference = generated_ids(generate(target, ids, Settings(max_new_tokens=max_new_tokens)))
     settings = Settings(max_new_tokens=max_new_tokens, gamma=gamma, seed=seed)
-    drafter = build_drafter("oracle", settings, new_generator(target.device, seed), target,
-                            options={"reference": reference, "alpha": alpha})
+    drafter = build_drafter(
+        "oracle", settings, new_generator(target.device, seed), target, options={"reference": reference, "alpha": alpha}
+    )
     return reference, list(generate(target, ids, settings, drafter))
 
 
@@ -67,10 +79,37 @@ def test_the_oracle_drafter_needs_greedy(target):
 
 def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, pair_eagle, tmp_path):
     target, draft = pair_folders
-    code = main(["bench", "--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle),
-                 "--kinds", "code,chat,context-120", "--prompts-per-kind", "1", "--max-new-tokens", "12", "--gammas", "1,3",
-                 "--oracle-alphas", "0,1", "--repeats", "1", "--dtype", "float32", "--draft-dtype", "float32,int8",
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "bench",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--medusa",
+            str(pair_heads),
+            "--eagle",
+            str(pair_eagle),
+            "--kinds",
+            "code,chat,context-120",
+            "--prompts-per-kind",
+            "1",
+            "--max-new-tokens",
+            "12",
+            "--gammas",
+            "1,3",
+            "--oracle-alphas",
+            "0,1",
+            "--repeats",
+            "1",
+            "--dtype",
+            "float32",
+            "--draft-dtype",
+            "float32,int8",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
@@ -78,7 +117,8 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     greedy = [r for r in ours if r["temperature"] == 0]
     methods = {k.name for k in kinds(menu_only=True)} | {"oracle α=0", "oracle α=1"}
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
-        (m, g) for m in methods for g in (1, 3, "adaptive")}
+        (m, g) for m in methods for g in (1, 3, "adaptive")
+    }
     assert all(r["same_as_plain"] for r in greedy)  # fp32: every drafter, every γ, adaptive too
     assert not any(r["method"].startswith("oracle") for r in ours if r["temperature"] > 0)
     assert all(r["efficiency"] > 0 and r["predicted"] > 0 for r in ours)
@@ -90,9 +130,16 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     oracle = {(r["method"], r["gamma"]): r for r in greedy if r["kind"] == "code"}
     assert oracle[("oracle α=1", 3)]["tau"] == 4.0 and oracle[("oracle α=0", 3)]["tau"] == 1.0
     theirs = {(r["method"], r["gamma"]) for r in rows if r["library"] == "transformers" and r["kind"] == "code"}
-    assert {("transformers plain", None), ("transformers assisted", 1), ("transformers assisted", "adaptive"),
-            ("transformers prompt lookup", 3), ("transformers prompt lookup", "adaptive")} <= theirs
-    assert all(r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None)
+    assert {
+        ("transformers plain", None),
+        ("transformers assisted", 1),
+        ("transformers assisted", "adaptive"),
+        ("transformers prompt lookup", 3),
+        ("transformers prompt lookup", "adaptive"),
+    } <= theirs
+    assert all(
+        r["same_as_plain"] for r in rows if r["library"] == "transformers" and r.get("same_as_plain") is not None
+    )
     references = [r for r in rows if r["method"] == "transformers plain" and r["temperature"] == 0]
     assert references and all(r["same_as_plain"] is True for r in references)  # specviz's plain = their generate
     assert "specviz's plain output identical to transformers' greedy generate: 3 of 3 prompts" in out
@@ -111,15 +158,24 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     assert "plotly" in html and "efficiency of draft" in html and "<script>alert" not in html
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--methods", "draft,magic"], "error: --methods must be some of " + ",".join(k.name for k in kinds()) + ", got 'draft,magic'"),
-    (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
-    (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
-    (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),
-    (["--kinds", "poetry"], "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
-     "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt of about "
-     "N tokens)"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--methods", "draft,magic"],
+            "error: --methods must be some of " + ",".join(k.name for k in kinds()) + ", got 'draft,magic'",
+        ),
+        (["--oracle-alphas", "0.5,2"], "error: --oracle-alphas must be rates in [0, 1], got '0.5,2'"),
+        (["--temperatures", "0,hot"], "error: --temperatures must look like 0,0.7, got '0,hot'"),
+        (["--gammas", "0-40"], "error: gamma (draft length) must be an integer in 1..32, got 0"),
+        (
+            ["--kinds", "poetry"],
+            "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
+            "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt of about "
+            "N tokens)",
+        ),
+    ],
+)
 def test_bench_refuses_bad_input_in_one_line(capsys, pair_folders, flags, message):
     code = main(["bench", "--target", str(pair_folders[0]), *flags])
     _, err = capsys.readouterr()
@@ -128,9 +184,32 @@ def test_bench_refuses_bad_input_in_one_line(capsys, pair_folders, flags, messag
 
 def test_a_repetition_workload_runs_in_order_and_drafts_from_earlier_runs(capsys, pair_folders, tmp_path):
     target, _ = pair_folders
-    code = main(["bench", "--target", str(target), "--methods", "suffix,history,ngram", "--kinds", "repeat_sql",
-                 "--prompts-per-kind", "3", "--max-new-tokens", "10", "--gammas", "4", "--temperatures", "0",
-                 "--repeats", "2", "--dtype", "float32", "--no-transformers", "--out", str(tmp_path)])
+    code = main(
+        [
+            "bench",
+            "--target",
+            str(target),
+            "--methods",
+            "suffix,history,ngram",
+            "--kinds",
+            "repeat_sql",
+            "--prompts-per-kind",
+            "3",
+            "--max-new-tokens",
+            "10",
+            "--gammas",
+            "4",
+            "--temperatures",
+            "0",
+            "--repeats",
+            "2",
+            "--dtype",
+            "float32",
+            "--no-transformers",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]

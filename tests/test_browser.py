@@ -264,8 +264,25 @@ def test_presenter_mode_from_the_url_and_ctrl_enter_runs(app_server, browser):
 def test_a_run_queued_behind_another_visitors_says_what_it_waits_for(app_server, browser):
     url, pair = app_server
     other = Client(url, verbose=False)
-    job = other.submit(pair, "draft", "float32", "w1 w2 w3", 3, 4000, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless",
-                       False, api_name="/run")
+    job = other.submit(
+        pair,
+        "draft",
+        "float32",
+        "w1 w2 w3",
+        3,
+        4000,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        api_name="/run",
+    )
     started = threading.Event()
     while not job.done() and len(job.outputs()) < 2:
         started.wait(0.05)

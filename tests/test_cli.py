@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny import tiny_llama, word_tokenizer
 
 from specviz.cli import main
-from tiny import tiny_llama, word_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,9 +43,23 @@ def gen(folder, *extra):
 
 
 def test_json_output(capsys, model_folder):
-    code, out, err = run_cli(capsys, *gen(model_folder, "--draft", str(model_folder), "--prompt", "w1 w2 w3",
-                                          "--max-new-tokens", "12", "--gamma", "3", "--json",
-                                          "--draft-dtype", "float32"))  # the target's own precision (int8 by default)
+    code, out, err = run_cli(
+        capsys,
+        *gen(
+            model_folder,
+            "--draft",
+            str(model_folder),
+            "--prompt",
+            "w1 w2 w3",
+            "--max-new-tokens",
+            "12",
+            "--gamma",
+            "3",
+            "--json",
+            "--draft-dtype",
+            "float32",
+        ),
+    )  # the target's own precision (int8 by default)
     assert code == 0, err
     data = json.loads(out)
     assert set(data) >= {"text", "token_ids", "steps", "metrics"}
@@ -53,7 +67,15 @@ def test_json_output(capsys, model_folder):
     assert data["metrics"]["acceptance_rate"] == 1.0  # drafting for itself
     assert [t for s in data["steps"] for t in s["proposed"][: s["accepted"]] + [s["next"]]] == data["token_ids"]
     assert {s["next_kind"] for s in data["steps"]} <= {"bonus", "plain"}
-    for key in ("tokens_per_s", "mean_tokens_per_step", "target_forwards", "draft_forwards", "draft_s", "verify_s", "total_s"):
+    for key in (
+        "tokens_per_s",
+        "mean_tokens_per_step",
+        "target_forwards",
+        "draft_forwards",
+        "draft_s",
+        "verify_s",
+        "total_s",
+    ):
         assert key in data["metrics"]
     positions = data["metrics"]["by_position"]  # drafting for itself: every tested position accepted
     assert len(positions) == 3 and all(tested == accepted > 0 for tested, accepted in positions)
@@ -64,19 +86,48 @@ def test_the_text_output_gives_acceptance_by_position(capsys, model_folder, tmp_
     unrelated = tmp_path / "unrelated"
     tiny_llama(62, seed=2).save_pretrained(unrelated)
     word_tokenizer([f"w{i}" for i in range(60)]).save_pretrained(unrelated)
-    code, _, err = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
-                                        "--max-new-tokens", "24", "--gamma", "3"))
+    code, _, err = run_cli(
+        capsys,
+        *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3", "--max-new-tokens", "24", "--gamma", "3"),
+    )
     assert code == 0, err
     line = next(x for x in err.splitlines() if x.startswith("alpha by draft position: "))
     entries = line.removeprefix("alpha by draft position: ").split(", ")
     assert [e.split(":")[0] for e in entries] == ["1", "2", "3"] and "/" in entries[0]
     assert not any(x.startswith("why: ") for x in err.splitlines())  # no plain run, nothing to compare with
-    code, out, err = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
-                                          "--max-new-tokens", "24", "--gamma", "3", "--diagnose"))
+    code, out, err = run_cli(
+        capsys,
+        *gen(
+            model_folder,
+            "--draft",
+            str(unrelated),
+            "--prompt",
+            "w1 w2 w3",
+            "--max-new-tokens",
+            "24",
+            "--gamma",
+            "3",
+            "--diagnose",
+        ),
+    )
     why = next(x for x in err.splitlines() if x.startswith("why: speedup "))
     assert "measured" in why and "predicted" in why
-    code, out, _ = run_cli(capsys, *gen(model_folder, "--draft", str(unrelated), "--prompt", "w1 w2 w3",
-                                        "--max-new-tokens", "24", "--gamma", "3", "--diagnose", "--json"))
+    code, out, _ = run_cli(
+        capsys,
+        *gen(
+            model_folder,
+            "--draft",
+            str(unrelated),
+            "--prompt",
+            "w1 w2 w3",
+            "--max-new-tokens",
+            "24",
+            "--gamma",
+            "3",
+            "--diagnose",
+            "--json",
+        ),
+    )
     found = json.loads(out)["diagnosis"]
     assert found["measured"] > 0 and found["culprit"] in ("", "acceptance", "draft", "verify", "overhead")
 
@@ -84,7 +135,9 @@ def test_the_text_output_gives_acceptance_by_position(capsys, model_folder, tmp_
 def test_plain_and_speculative_agree_through_the_cli(capsys, model_folder):
     outputs = []
     for extra in ([], ["--drafter", "draft", "--draft", str(model_folder), "--gamma", "5"]):
-        code, out, _ = run_cli(capsys, *gen(model_folder, "--prompt", "w7 w8", "--max-new-tokens", "20", "--json", *extra))
+        code, out, _ = run_cli(
+            capsys, *gen(model_folder, "--prompt", "w7 w8", "--max-new-tokens", "20", "--json", *extra)
+        )
         outputs.append(json.loads(out))
     assert outputs[0]["token_ids"] == outputs[1]["token_ids"] and outputs[0]["text"] == outputs[1]["text"]
     assert all(s["next_kind"] == "plain" and s["proposed"] == [] for s in outputs[0]["steps"])
@@ -121,7 +174,9 @@ def test_prompt_longer_than_the_context(capsys, model_folder):
 
 
 def test_unknown_model_names(capsys, tmp_path):
-    assert_one_line_error(*run_cli(capsys, *gen("no-such-model", "--prompt", "hi"))[::2], "unknown model", "smollm2-135m-instruct")
+    assert_one_line_error(
+        *run_cli(capsys, *gen("no-such-model", "--prompt", "hi"))[::2], "unknown model", "smollm2-135m-instruct"
+    )
     assert_one_line_error(*run_cli(capsys, *gen(tmp_path, "--prompt", "hi"))[::2], "not a model")
 
 
@@ -144,8 +199,14 @@ def test_hub_id_without_a_reachable_hub_fails_fast(capsys, monkeypatch):
 
 def test_subprocess_exit_code_and_single_line():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "specviz", "generate", "--target", "nope", "--prompt", "hi", "--gamma", "40"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specviz", "generate", "--target", "nope", "--prompt", "hi", "--gamma", "40"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == ["error: gamma (draft length) must be an integer in 1..32, got 40"]
 
@@ -160,8 +221,19 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
         for p in heads.parameters():
             p.zero_()  # each head repeats the target's own guess
     folder = save_medusa(heads, tmp_path / "heads", str(model_folder))
-    base = ["generate", "--target", str(model_folder), "--prompt", "w5 w5 w5 w5", "--no-chat", "--max-new-tokens", "30",
-            "--dtype", "float32", "--json"]
+    base = [
+        "generate",
+        "--target",
+        str(model_folder),
+        "--prompt",
+        "w5 w5 w5 w5",
+        "--no-chat",
+        "--max-new-tokens",
+        "30",
+        "--dtype",
+        "float32",
+        "--json",
+    ]
     code, out, _ = run_cli(capsys, *base)
     plain = json.loads(out)
     code, out, _ = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), "--gamma", "3")
@@ -170,12 +242,26 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
     assert any(step["candidates"] for step in medusa["steps"])
     code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(tmp_path))
     assert code == 2 and err.startswith("error: ") and "not a Medusa checkpoint" in err
-    code, out, _ = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), "--gamma", "3",
-                           "--medusa-tree", "[[0], [0, 0], [0, 0, 0], [1]]", "--acceptance", "greedy")
+    code, out, _ = run_cli(
+        capsys,
+        *base,
+        "--drafter",
+        "medusa",
+        "--medusa",
+        str(folder),
+        "--gamma",
+        "3",
+        "--medusa-tree",
+        "[[0], [0, 0], [0, 0, 0], [1]]",
+        "--acceptance",
+        "greedy",
+    )
     assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"]
-    for extra, words in ((["--medusa-tree", "[[0], []]"], "Medusa tree must be"),
-                         (["--acceptance", "greedy", "--temperature", "0.7"], "greedy acceptance needs temperature 0"),
-                         (["--medusa-tree", "[[0, 0, 0, 0, 0]]"], "5 deep but these heads are only 4")):
+    for extra, words in (
+        (["--medusa-tree", "[[0], []]"], "Medusa tree must be"),
+        (["--acceptance", "greedy", "--temperature", "0.7"], "greedy acceptance needs temperature 0"),
+        (["--medusa-tree", "[[0, 0, 0, 0, 0]]"], "5 deep but these heads are only 4"),
+    ):
         code, _, err = run_cli(capsys, *base, "--drafter", "medusa", "--medusa", str(folder), *extra)
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, *base, "--drafter", "medusa")
@@ -183,46 +269,119 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
 
 
 def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(capsys, model_folder, tmp_path):
-    base = ["generate", "--target", str(model_folder), "--prompt", "w5 w6 w5 w6", "--no-chat", "--max-new-tokens", "25",
-            "--dtype", "float32", "--json"]
+    base = [
+        "generate",
+        "--target",
+        str(model_folder),
+        "--prompt",
+        "w5 w6 w5 w6",
+        "--no-chat",
+        "--max-new-tokens",
+        "25",
+        "--dtype",
+        "float32",
+        "--json",
+    ]
     plain = json.loads(run_cli(capsys, *base)[1])
     texts = tmp_path / "texts.json"
     texts.write_text(json.dumps(["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10 w11", "w12", "w13 w14 w15"]))
-    code, out, err = run_cli(capsys, "train-eagle", "--base", str(model_folder), "--out", str(tmp_path / "eagle"),
-                             "--prompts", str(texts), "--samples", "2", "--tokens-per-prompt",
-                             "40", "--steps", "5", "--window", "16", "--dtype", "float32")
+    code, out, err = run_cli(
+        capsys,
+        "train-eagle",
+        "--base",
+        str(model_folder),
+        "--out",
+        str(tmp_path / "eagle"),
+        "--prompts",
+        str(texts),
+        "--samples",
+        "2",
+        "--tokens-per-prompt",
+        "40",
+        "--steps",
+        "5",
+        "--window",
+        "16",
+        "--dtype",
+        "float32",
+    )
     assert code == 0 and "held-out chain acceptance by depth 1:" in out, err
     config = json.loads((tmp_path / "eagle" / "config.json").read_text())
-    assert config["specviz_training"]["steps"] == 5 and len(config["specviz_training"]["held_out_acceptance_by_depth"]) == 5
+    assert (
+        config["specviz_training"]["steps"] == 5
+        and len(config["specviz_training"]["held_out_acceptance_by_depth"]) == 5
+    )
     for tree in ("dynamic", "chain"):
-        code, out, err = run_cli(capsys, *base, "--drafter", "eagle", "--eagle", str(tmp_path / "eagle"), "--gamma", "4",
-                                 "--eagle-tree", tree, "--eagle-nodes", "6")
+        code, out, err = run_cli(
+            capsys,
+            *base,
+            "--drafter",
+            "eagle",
+            "--eagle",
+            str(tmp_path / "eagle"),
+            "--gamma",
+            "4",
+            "--eagle-tree",
+            tree,
+            "--eagle-nodes",
+            "6",
+        )
         assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"], err
     hybrid = ["--drafter", "hybrid", "--hybrid-model", "eagle", "--gamma", "6"]  # the lookup or the head, no --draft
     code, out, err = run_cli(capsys, *base, *hybrid, "--eagle", str(tmp_path / "eagle"))
     assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"], err
     both = ["--eagle", str(tmp_path / "eagle"), "--draft", str(model_folder)]
-    for extra, words in (([], "no EAGLE heads for"),
-                         (both, "--draft is not used by --drafter hybrid with the options given")):
+    for extra, words in (
+        ([], "no EAGLE heads for"),
+        (both, "--draft is not used by --drafter hybrid with the options given"),
+    ):
         code, _, err = run_cli(capsys, *base, *hybrid, *extra)
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1, err
-    for extra, words in ((["--eagle", str(tmp_path)], "not an EAGLE checkpoint"), ([], "no EAGLE heads for"),
-                         (["--eagle", str(tmp_path / "eagle"), "--eagle-nodes", "1"], "EAGLE tree nodes must be"),
-                         (["--eagle", str(tmp_path / "eagle"), "--eagle-tree", "bushy"], "invalid choice: 'bushy'")):
+    for extra, words in (
+        (["--eagle", str(tmp_path)], "not an EAGLE checkpoint"),
+        ([], "no EAGLE heads for"),
+        (["--eagle", str(tmp_path / "eagle"), "--eagle-nodes", "1"], "EAGLE tree nodes must be"),
+        (["--eagle", str(tmp_path / "eagle"), "--eagle-tree", "bushy"], "invalid choice: 'bushy'"),
+    ):
         code, _, err = run_cli(capsys, *base, "--drafter", "eagle", *extra)
         assert code == 2 and err.startswith("error: ") and words in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, "train-eagle", "--out", str(tmp_path / "x"), "--unroll", "-1")
     assert code == 2 and err.strip() == "error: --unroll must be at least 0, got -1"
     code, _, err = run_cli(capsys, "train-eagle", "--out", str(tmp_path / "x"), "--until-step", "3")
-    assert code == 2 and err.strip() == "error: --until-step needs --checkpoint, where the run keeps its state to go on from"
+    assert (
+        code == 2
+        and err.strip() == "error: --until-step needs --checkpoint, where the run keeps its state to go on from"
+    )
 
 
 def test_train_eagle_stops_at_a_step_and_goes_on_from_its_checkpoint(capsys, model_folder, tmp_path):
     texts = tmp_path / "texts.json"
     texts.write_text(json.dumps({"a": ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9"], "b": ["w10 w11", "w12", "w13 w14 w15"]}))
-    train = ["train-eagle", "--base", str(model_folder), "--out", str(tmp_path / "eagle"), "--prompts", str(texts),
-             "--samples", "2", "--tokens-per-prompt", "40", "--steps", "6", "--window", "16", "--dtype", "float32",
-             "--features", str(tmp_path / "features.pt"), "--checkpoint", str(tmp_path / "state.pt"), "--save-every", "2"]
+    train = [
+        "train-eagle",
+        "--base",
+        str(model_folder),
+        "--out",
+        str(tmp_path / "eagle"),
+        "--prompts",
+        str(texts),
+        "--samples",
+        "2",
+        "--tokens-per-prompt",
+        "40",
+        "--steps",
+        "6",
+        "--window",
+        "16",
+        "--dtype",
+        "float32",
+        "--features",
+        str(tmp_path / "features.pt"),
+        "--checkpoint",
+        str(tmp_path / "state.pt"),
+        "--save-every",
+        "2",
+    ]
     code, out, err = run_cli(capsys, *train, "--until-step", "3")
     assert code == 0 and " in 3 steps" in out and (tmp_path / "state.pt").is_file(), err
     code, out, err = run_cli(capsys, *train)
@@ -237,7 +396,11 @@ def test_an_int8_draft_through_the_cli_equals_plain_and_an_int8_target_runs(caps
     code, out, err = run_cli(capsys, *base, "--draft", str(model_folder), "--draft-dtype", "int8", "--gamma", "4")
     assert code == 0, err
     assert json.loads(out)["token_ids"] == plain  # the target (float32) alone decides the output
-    code, out, err = run_cli(capsys, *gen(model_folder, "--prompt", "w7 w8 w9", "--no-chat", "--max-new-tokens", "8",
-                                          "--json"), "--dtype", "int8")
+    code, out, err = run_cli(
+        capsys,
+        *gen(model_folder, "--prompt", "w7 w8 w9", "--no-chat", "--max-new-tokens", "8", "--json"),
+        "--dtype",
+        "int8",
+    )
     assert code == 0 and len(json.loads(out)["token_ids"]) == 8, err
     assert_one_line_error(*run_cli(capsys, *base, "--draft-dtype", "int4")[::2], "--draft-dtype", "int4")

@@ -6,6 +6,8 @@ from collections import Counter
 
 import pytest
 import torch
+from test_engine_sampling import RUNS, exact_two_token_law
+from tiny import loaded, tiny_llama, word_tokenizer
 
 from specviz.drafters.cross_tokenizer import CrossTokenizerDrafter
 from specviz.drafters.registry import build_drafter
@@ -15,8 +17,6 @@ from specviz.events import generated_ids
 from specviz.models.vocabulary import check_draft_fits, shared_tokens, token_bytes
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import RUNS, exact_two_token_law
-from tiny import loaded, tiny_llama, word_tokenizer
 
 
 def relabelled(target, words, seed=7, noise=0.2):
@@ -24,7 +24,9 @@ def relabelled(target, words, seed=7, noise=0.2):
     draft's ids for the shared words, plus noise, so it agrees with the target often but not always."""
     tok = word_tokenizer(words)
     model = tiny_llama(len(tok), seed=seed, layers=target.model.config.num_hidden_layers)
-    state = {k: v.clone() for k, v in target.model.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
+    state = {
+        k: v.clone() for k, v in target.model.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k
+    }
     model.load_state_dict(state, strict=False)
     t_vocab, d_vocab = target.tokenizer.get_vocab(), tok.get_vocab()
     gen = torch.Generator().manual_seed(seed)
@@ -147,6 +149,7 @@ def test_sampling_with_duplicate_spellings_is_lossless(duplicate_cross):
 
 def test_keeping_one_duplicate_is_caught(duplicate_cross, monkeypatch):
     """The mutant: q of a target token is one of its draft spellings' probabilities, not their sum."""
+
     def keep_one(self, probs):
         out = torch.zeros(1, self.target.vocab_size, device=probs.device)
         return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])

@@ -4,14 +4,14 @@ target's, sampling keeps the target's law, and a prompt the target itself cannot
 
 import pytest
 import torch
+from test_cross_tokenizer import law_p, relabelled, small_cross  # noqa: F401 (a fixture)
+from tiny import loaded, tiny_llama, word_tokenizer
 
 from specviz.drafters.cross_tokenizer import CrossTokenizerDrafter
 from specviz.engine import generate, new_generator
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from test_cross_tokenizer import law_p, relabelled, small_cross  # noqa: F401 (a fixture)
-from tiny import loaded, tiny_llama, word_tokenizer
 
 
 def with_rows(model: torch.nn.Module, rows: int, loud: int | None = None, gain: float = 3.0) -> torch.nn.Module:

@@ -12,8 +12,22 @@ PLAIN_STEP = 0.1  # seconds per plain step: the unit of every cost
 
 
 def plain(n=40):
-    return [StepEvent(index=i, proposed=(), accepted=0, next_token=1, next_kind="plain", p=(), q=None, draft_s=0.0,
-                      verify_s=PLAIN_STEP * 0.98, step_s=PLAIN_STEP, prefill_s=0.5 if i == 0 else 0.0) for i in range(n)]
+    return [
+        StepEvent(
+            index=i,
+            proposed=(),
+            accepted=0,
+            next_token=1,
+            next_kind="plain",
+            p=(),
+            q=None,
+            draft_s=0.0,
+            verify_s=PLAIN_STEP * 0.98,
+            step_s=PLAIN_STEP,
+            prefill_s=0.5 if i == 0 else 0.0,
+        )
+        for i in range(n)
+    ]
 
 
 def speculative(alpha=0.8, gamma=4, draft_per_token=0.02, verify=0.11, overhead=0.002, steps=400, seed=0):
@@ -24,10 +38,22 @@ def speculative(alpha=0.8, gamma=4, draft_per_token=0.02, verify=0.11, overhead=
         while accepted < gamma and rng.random() < alpha:
             accepted += 1
         draft_s = draft_per_token * gamma
-        events.append(StepEvent(index=i, proposed=(5,) * gamma, accepted=accepted, next_token=1,
-                                next_kind="bonus" if accepted == gamma else "correction", p=(0.5,) * gamma, q=None,
-                                draft_s=draft_s, verify_s=verify, step_s=draft_s + verify + overhead, gamma=gamma,
-                                forward_tokens=gamma + 1))
+        events.append(
+            StepEvent(
+                index=i,
+                proposed=(5,) * gamma,
+                accepted=accepted,
+                next_token=1,
+                next_kind="bonus" if accepted == gamma else "correction",
+                p=(0.5,) * gamma,
+                q=None,
+                draft_s=draft_s,
+                verify_s=verify,
+                step_s=draft_s + verify + overhead,
+                gamma=gamma,
+                forward_tokens=gamma + 1,
+            )
+        )
     return events
 
 
@@ -39,10 +65,15 @@ def test_a_run_that_paid_is_predicted_within_a_few_percent_and_blames_nothing():
     assert "lost" not in found.line() and "predicted" in found.line()
 
 
-@pytest.mark.parametrize("costs, culprit", [
-    (dict(alpha=0.05), "acceptance"), (dict(draft_per_token=0.06), "draft"), (dict(verify=0.35, alpha=0.5), "verify"),
-    (dict(overhead=0.3, alpha=0.6), "overhead"),
-])
+@pytest.mark.parametrize(
+    "costs, culprit",
+    [
+        (dict(alpha=0.05), "acceptance"),
+        (dict(draft_per_token=0.06), "draft"),
+        (dict(verify=0.35, alpha=0.5), "verify"),
+        (dict(overhead=0.3, alpha=0.6), "overhead"),
+    ],
+)
 def test_a_run_that_lost_names_the_term_that_lost_it(costs, culprit):
     found = diagnose(plain(), speculative(**costs))
     assert found.measured < 1.0 and found.culprit == culprit, found

@@ -4,6 +4,8 @@ target's, sampling keeps the target's law, and a draft that lets its confidence 
 
 import pytest
 import torch
+from test_adaptive import _adaptive
+from test_engine_sampling import RUNS, exact_two_token_law, sampled_law, small  # noqa: F401 (a fixture)
 
 from specviz.engine import generate
 from specviz.engine.adaptive import Calibration, GammaController
@@ -11,8 +13,6 @@ from specviz.engine.sampling import choose as honest_choose
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import RUNS, exact_two_token_law, sampled_law, small  # noqa: F401 (a fixture)
-from test_adaptive import _adaptive
 
 
 def settled(**over) -> GammaController:
@@ -66,6 +66,7 @@ def test_sampled_drafts_of_decided_length_keep_the_targets_law(small):
 def test_a_draft_whose_confidence_picks_its_token_is_caught(small, monkeypatch):
     """The mutant: where its sampled token looks unsure, the draft offers its argmax instead but keeps q, so the
     token no longer comes from q."""
+
     def unsure_to_argmax(probs, settings, generator):
         x = honest_choose(probs, settings, generator)
         return torch.where(probs[0, x] < 0.2, probs.argmax(-1), x)
@@ -74,4 +75,3 @@ def test_a_draft_whose_confidence_picks_its_token_is_caught(small, monkeypatch):
     target, draft, prompt = small
     law = exact_two_token_law(target, prompt, SAMPLED)
     assert chi_square_p(sampled_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
-

@@ -2,7 +2,7 @@
 byte-level or character draft does on Chinese or emoji) never outgrows its cache: the cache grows with the text."""
 
 import pytest
-import torch
+from tiny import EOS, loaded, tiny_llama, word_tokenizer
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -10,7 +10,6 @@ from specviz.drafters.cross_tokenizer import CrossTokenizerDrafter
 from specviz.engine import generate, new_generator
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from tiny import EOS, loaded, tiny_llama, word_tokenizer
 
 LONG = ["中文中文中文中文中文中文", "🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂", "你好世界你好世界你好世界"]  # 12 characters a word
 
@@ -18,8 +17,9 @@ LONG = ["中文中文中文中文中文中文", "🙂🙂🙂🙂🙂🙂🙂�
 def char_tokenizer(chars: list[str]) -> PreTrainedTokenizerFast:
     vocab = {c: i for i, c in enumerate([EOS, "<unk>", *chars])}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
-                                                   pre_tokenizers.Split(Regex("."), "isolated")])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex("."), "isolated")]
+    )
     core.decoder = decoders.WordPiece(prefix="##")
     return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, unk_token="<unk>")
 

@@ -5,6 +5,7 @@ after a rejected sibling fails that test."""
 
 import pytest
 import torch
+from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 import specviz.engine.verify as verify
 from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
@@ -12,13 +13,12 @@ from specviz.drafters.registry import build_drafter, decode
 from specviz.drafters.tree_growth import best_next, columns_to, grow, tokens_to
 from specviz.engine import generate
 from specviz.engine.adaptive import GammaController
-from specviz.engine.static_lm import StaticLM
 from specviz.engine.cached_lm import CachedLM
+from specviz.engine.static_lm import StaticLM
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 TREE = {"draft_tree": "tree", "draft_nodes": 10}
 
@@ -54,8 +54,12 @@ def test_every_branch_gets_what_its_path_alone_gives(target, drafts, tokenizer, 
 
     def expand(nodes, chosen, depth):
         past = lm.length
-        logits = lm.extend_branches([nodes[n].token for n in chosen], [len(tokens) + depth - 2] * len(chosen),
-                                    len(tokens), [columns_to(nodes, nodes[n].parent) for n in chosen])
+        logits = lm.extend_branches(
+            [nodes[n].token for n in chosen],
+            [len(tokens) + depth - 2] * len(chosen),
+            len(tokens),
+            [columns_to(nodes, nodes[n].parent) for n in chosen],
+        )
         for row, n in enumerate(chosen):
             nodes[n].column, rows[n] = past + row, logits[row]
         return best_next(torch.log_softmax(logits.float(), -1), 3)
@@ -109,8 +113,12 @@ SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
 def tree_law(target, draft, prompt, settings):
-    return lookup_law(target, prompt, settings,
-                      lambda s: build_drafter("draft", s, None, target, draft, {"draft_tree": "tree", "draft_nodes": 6}))
+    return lookup_law(
+        target,
+        prompt,
+        settings,
+        lambda s: build_drafter("draft", s, None, target, draft, {"draft_tree": "tree", "draft_nodes": 6}),
+    )
 
 
 def test_sampled_draft_trees_keep_the_targets_law(small):

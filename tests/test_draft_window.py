@@ -17,18 +17,24 @@ from specviz.settings import Settings
 LONG = " ".join(f"w{(7 * i) % 40 + 1}" for i in range(30)) + " w1 w2 w3 w1 w2"  # 35 words: longer than the windows
 
 
-@pytest.mark.parametrize("options", [
-    {"draft_window": 12},
-    {"draft_window": 12, "draft_tree": "tree", "draft_nodes": 8},
-    {"draft_window": 5, "draft_tree": "tree"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"draft_window": 12},
+        {"draft_window": 12, "draft_tree": "tree", "draft_nodes": 8},
+        {"draft_window": 5, "draft_tree": "tree"},
+    ],
+)
 def test_windowed_draft_models_equal_plain(target, drafts, tokenizer, options):
     ids = tokenizer.encode(LONG)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     for which in ("same", "partial"):
         kept = 0
-        for settings in (Settings(max_new_tokens=40, gamma=1), Settings(max_new_tokens=40, gamma=4),
-                         Settings(max_new_tokens=40, gamma=6, adaptive=True)):
+        for settings in (
+            Settings(max_new_tokens=40, gamma=1),
+            Settings(max_new_tokens=40, gamma=4),
+            Settings(max_new_tokens=40, gamma=6, adaptive=True),
+        ):
             events = list(decode(target, ids, settings, "draft", drafts[which], options))
             assert generated_ids(events) == plain, (which, settings.gamma, settings.adaptive)
             kept += sum(e.accepted for e in events)
@@ -45,8 +51,13 @@ def test_the_hybrid_with_a_window_equals_plain(target, drafts, tokenizer, window
 
 
 def _drafter(model, window):
-    return DraftModelDrafter(model, Settings(max_new_tokens=16, gamma=3), torch.Generator().manual_seed(0),
-                             model.get_output_embeddings().weight.shape[0], window=window)
+    return DraftModelDrafter(
+        model,
+        Settings(max_new_tokens=16, gamma=3),
+        torch.Generator().manual_seed(0),
+        model.get_output_embeddings().weight.shape[0],
+        window=window,
+    )
 
 
 def test_the_draft_reads_the_opening_and_the_end_then_all_that_follows(drafts, tokenizer):

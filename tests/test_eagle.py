@@ -3,27 +3,29 @@ attention gives every node what its path alone gives; a trained head is accepted
 
 import pytest
 import torch
+from test_mutants import RUNS, exact_law, sampled, sensitive  # noqa: F401 (a fixture)
+from test_mutants import SETTINGS as LAW_SETTINGS
 
 from specviz.drafters.distill import Text, split_by_group
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
 from specviz.drafters.eagle.drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
-from specviz.drafters.tree_growth import tokens_to
 from specviz.drafters.eagle.train import chain_acceptance, read_features, train_eagle
 from specviz.drafters.registry import decode
+from specviz.drafters.tree_growth import tokens_to
 from specviz.engine import generate
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_mutants import RUNS, SETTINGS as LAW_SETTINGS, exact_law, sampled, sensitive  # noqa: F401 (a fixture)
 
 
 def random_head(target, layout="eagle1", seed=0, draft_vocab=0, shortlist=None):
     torch.manual_seed(seed)
-    head = EagleHead(head_config({}, target.model.config), layout, target.model, draft_vocab=draft_vocab,
-                     shortlist=shortlist).eval()
+    head = EagleHead(
+        head_config({}, target.model.config), layout, target.model, draft_vocab=draft_vocab, shortlist=shortlist
+    ).eval()
     if layout == "eagle3":
         with torch.no_grad():
             head.d2t.copy_(torch.arange(draft_vocab) * 2)  # draft id i is target id 3i
@@ -42,8 +44,14 @@ def test_greedy_eagle_equals_plain(target, tokenizer, layout, tree, prompt):
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     head = random_head(target, layout, draft_vocab=20)
     for gamma in (1, 2, 5):
-        events = list(generate(target, ids, Settings(max_new_tokens=40, gamma=gamma),
-                               EagleDrafter(head, layers_of(target, layout), tree, nodes=10)))
+        events = list(
+            generate(
+                target,
+                ids,
+                Settings(max_new_tokens=40, gamma=gamma),
+                EagleDrafter(head, layers_of(target, layout), tree, nodes=10),
+            )
+        )
         assert generated_ids(events) == plain, f"gamma={gamma}"
         if tree == "dynamic" and gamma > 1 and len(ids) > 1:
             assert any(e.candidates for e in events)
@@ -51,8 +59,14 @@ def test_greedy_eagle_equals_plain(target, tokenizer, layout, tree, prompt):
 
 def test_eagle3_drafts_only_mapped_ids(target, tokenizer):
     head = random_head(target, "eagle3", draft_vocab=20)
-    events = list(generate(target, tokenizer.encode("w1 w2 w3"), Settings(max_new_tokens=20, gamma=3),
-                           EagleDrafter(head, layers_of(target, "eagle3"), "dynamic", 10)))
+    events = list(
+        generate(
+            target,
+            tokenizer.encode("w1 w2 w3"),
+            Settings(max_new_tokens=20, gamma=3),
+            EagleDrafter(head, layers_of(target, "eagle3"), "dynamic", 10),
+        )
+    )
     drafted = {t for e in events for c in (e.candidates or [e.proposed]) for t in c}
     assert drafted and all(t % 3 == 0 for t in drafted)
 
@@ -85,11 +99,15 @@ def test_every_tree_node_gets_what_its_path_alone_gives(target, tokenizer):
                 break
             up = nodes[up.parent]
         path = path[::-1]
-        with torch.inference_mode():  # pairs: committed (f_i, x_{i+1}), then (guess before the node, node token) down the path
+        with (
+            torch.inference_mode()
+        ):  # pairs: committed (f_i, x_{i+1}), then (guess before the node, node token) down the path
             feats = [committed] + [drafter.last[None]] + [p.state[None] for p in path[:-1]]
             ids = tokens[1:] + [p.token for p in path]
             n = len(ids)
-            mask = torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), torch.finfo(torch.float32).min)
+            mask = torch.zeros(n, n).masked_fill(
+                ~torch.ones(n, n, dtype=torch.bool).tril(), torch.finfo(torch.float32).min
+            )
             alone = head(torch.cat(feats)[None], torch.tensor([ids]), torch.arange(n)[None], mask[None, None])[0, -1]
         assert torch.allclose(node.state, alone, atol=1e-5)
 
@@ -140,8 +158,9 @@ def greedy_answers(target, prompts: int, prompt_length: int, tokens: int, seed: 
 def trained(target):
     """A head trained on the tiny target's own greedy answers."""
     features = read_features(target, greedy_answers(target, prompts=30, prompt_length=6, tokens=120, seed=0))
-    head, report = train_eagle(target, features, steps=120, lr=3e-3, batch=8, width=48, unroll=2, shortlist=0,
-                               init="random", held_out=0.2)
+    head, report = train_eagle(
+        target, features, steps=120, lr=3e-3, batch=8, width=48, unroll=2, shortlist=0, init="random", held_out=0.2
+    )
     return head, report, features
 
 
@@ -154,7 +173,7 @@ def test_training_lowers_the_loss_and_the_head_is_accepted(target, trained):
     assert report.acceptance[0] >= report.acceptance[1] >= report.acceptance[2]  # deeper is never likelier
     texts = [Text(f.ids.tolist(), f.answer_from, f.group) for f in features]
     seen = split_by_group(texts, 0.2, 0)[0][0]  # a prompt the head trained on: a tiny random model's loops are
-    prompt = seen.ids[: seen.answer_from]       # its own; a head learns them, but they say little of others
+    prompt = seen.ids[: seen.answer_from]  # its own; a head learns them, but they say little of others
     plain = generated_ids(generate(target, prompt, Settings(max_new_tokens=60)))
     for tree in ("chain", "dynamic"):
         events = list(generate(target, prompt, Settings(max_new_tokens=60, gamma=4), EagleDrafter(head, (-1,), tree)))
@@ -166,8 +185,15 @@ def test_the_registry_builds_eagle_from_a_loaded_head(target, tokenizer):
     ids = tokenizer.encode("w5 w6 w7")
     plain = generated_ids(decode(target, ids, Settings(max_new_tokens=20)))
     head = random_head(target)
-    events = list(decode(target, ids, Settings(max_new_tokens=20, gamma=3), "eagle",
-                         options={"eagle": (head, (-1,)), "eagle_tree": "chain"}))
+    events = list(
+        decode(
+            target,
+            ids,
+            Settings(max_new_tokens=20, gamma=3),
+            "eagle",
+            options={"eagle": (head, (-1,)), "eagle_tree": "chain"},
+        )
+    )
     assert generated_ids(events) == plain
 
 
@@ -186,4 +212,6 @@ def test_eagle_sampling_follows_the_targets_law(sensitive, tree):
 def test_a_one_token_prompt_takes_a_plain_first_step(target, tokenizer):
     ids = tokenizer.encode("w9")
     events = list(generate(target, ids, Settings(max_new_tokens=6, gamma=3), EagleDrafter(random_head(target), (-1,))))
-    assert events[0].proposed == () and generated_ids(events) == generated_ids(generate(target, ids, Settings(max_new_tokens=6)))
+    assert events[0].proposed == () and generated_ids(events) == generated_ids(
+        generate(target, ids, Settings(max_new_tokens=6))
+    )

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
+from test_eagle import random_head
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError, load_eagle, save_eagle
 from specviz.drafters.eagle.drafter import EagleDrafter
@@ -13,7 +14,6 @@ from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from test_eagle import random_head
 
 H, INTER, HEADS, KV = 64, 128, 4, 2  # the tiny target's sizes (tests/tiny.py)
 HEAD_DIM = H // HEADS
@@ -39,21 +39,40 @@ def eagle1_shapes(vocab: int) -> dict:
 
 
 def eagle3_shapes(vocab: int, draft_vocab: int) -> dict:
-    return {"fc.weight": (H, 3 * H), **layer_weights("midlayer", 2 * H), "midlayer.input_layernorm.weight": (H,),
-            "midlayer.hidden_norm.weight": (H,), "norm.weight": (H,), "lm_head.weight": (draft_vocab, H)}
+    return {
+        "fc.weight": (H, 3 * H),
+        **layer_weights("midlayer", 2 * H),
+        "midlayer.input_layernorm.weight": (H,),
+        "midlayer.hidden_norm.weight": (H,),
+        "norm.weight": (H,),
+        "lm_head.weight": (draft_vocab, H),
+    }
 
 
 def config(vocab: int, **extra) -> dict:
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": INTER,
-            "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
-            "vocab_size": vocab, "hidden_act": "silu", "torch_dtype": "float16", **extra}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": H,
+        "intermediate_size": INTER,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab,
+        "hidden_act": "silu",
+        "torch_dtype": "float16",
+        **extra,
+    }
 
 
 def write(folder, shapes: dict, cfg: dict, fmt: str = "bin", extra_tensors: dict | None = None):
     folder.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(0)
-    state = {k: (torch.ones(s) if k.endswith("norm.weight") else torch.randn(s, generator=g) * 0.05).half()
-             for k, s in shapes.items()}
+    state = {
+        k: (torch.ones(s) if k.endswith("norm.weight") else torch.randn(s, generator=g) * 0.05).half()
+        for k, s in shapes.items()
+    }
     state.update(extra_tensors or {})
     (folder / "config.json").write_text(json.dumps(cfg))
     if fmt == "bin":
@@ -83,8 +102,13 @@ def test_an_eagle1_checkpoint_in_the_published_layout_loads_and_keeps_greedy_out
 
 def test_an_eagle3_checkpoint_loads_reads_three_layers_and_drafts_its_vocabulary(target, tokenizer, tmp_path):
     vocab = target.vocab_size
-    folder = write(tmp_path / "e3", eagle3_shapes(vocab, 20), config(vocab, draft_vocab_size=20), "safetensors",
-                   eagle3_maps(vocab, 20))
+    folder = write(
+        tmp_path / "e3",
+        eagle3_shapes(vocab, 20),
+        config(vocab, draft_vocab_size=20),
+        "safetensors",
+        eagle3_maps(vocab, 20),
+    )
     head, layers = load_eagle(folder, target)
     assert head.layout == "eagle3" and len(layers) == 3
     ids = tokenizer.encode("w1 w2 w3 w4")
@@ -133,11 +157,22 @@ def _damage(name, target, tmp_path):
     return folder
 
 
-DAMAGES = {"missing key": "missing", "extra key": "unexpected", "wrong shape": "has shape", "wrong width": "width",
-           "another architecture": "qwen2 target", "another vocabulary": "vocabulary", "another base": "trained for",
-           "unknown names": "unexpected names", "embedding of another size": "embed_tokens", "d2t out of range": "d2t",
-           "truncated file": "cannot read", "no weights": "no EAGLE weights", "bad shortlist": "head_vocab.json",
-           "config not an object": "JSON object"}
+DAMAGES = {
+    "missing key": "missing",
+    "extra key": "unexpected",
+    "wrong shape": "has shape",
+    "wrong width": "width",
+    "another architecture": "qwen2 target",
+    "another vocabulary": "vocabulary",
+    "another base": "trained for",
+    "unknown names": "unexpected names",
+    "embedding of another size": "embed_tokens",
+    "d2t out of range": "d2t",
+    "truncated file": "cannot read",
+    "no weights": "no EAGLE weights",
+    "bad shortlist": "head_vocab.json",
+    "config not an object": "JSON object",
+}
 
 
 @pytest.mark.parametrize("name", list(DAMAGES))

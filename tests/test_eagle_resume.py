@@ -3,13 +3,14 @@ an uninterrupted run gives, and a state is refused for other texts or another wi
 
 import pytest
 import torch
+from test_eagle import greedy_answers
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError
 from specviz.drafters.eagle.train import read_features, train_eagle
-from test_eagle import greedy_answers
 
-SETUP = dict(lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-through", intermediate=64, held_out=0.2,
-             depth=3)
+SETUP = dict(
+    lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-through", intermediate=64, held_out=0.2, depth=3
+)
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,9 @@ def test_event_invariants(target, drafts, tokenizer, kind):
     for e in events:
         assert e.accepted <= len(e.proposed) <= 3 and len(e.p) == len(e.proposed)
         assert e.next_token is not None and e.step_s >= e.draft_s + e.verify_s > 0
-        assert e.next_kind == ("plain" if not e.proposed else "bonus" if e.accepted == len(e.proposed) else "correction")
+        assert e.next_kind == (
+            "plain" if not e.proposed else "bonus" if e.accepted == len(e.proposed) else "correction"
+        )
         if not e.proposed:  # plain decoding, or the last step of the budget
             assert e.q is None and e.draft_forwards == 0
         else:
@@ -87,7 +89,9 @@ def test_eos_stops_both_ways_at_the_same_token(target, drafts, tokenizer):
 def test_stop_request_halts_within_one_step(target, drafts, tokenizer):
     stop = threading.Event()
     events = []
-    for event in stream(target, tokenizer.encode(PROMPTS[0]), Settings(max_new_tokens=100, gamma=3), drafts["partial"], stop):
+    for event in stream(
+        target, tokenizer.encode(PROMPTS[0]), Settings(max_new_tokens=100, gamma=3), drafts["partial"], stop
+    ):
         events.append(event)
         stop.set()
     assert len(events) == 1 and events[0].finish is None

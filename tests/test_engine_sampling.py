@@ -4,16 +4,16 @@ from collections import Counter
 
 import pytest
 import torch
+from tiny import loaded, perturbed, tiny_llama, word_tokenizer
 
 import specviz.engine.verify as verify
-from specviz.engine.step import BaseDrafter, Proposal
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
-from specviz.events import generated_ids
 from specviz.engine.sampling import probabilities
+from specviz.engine.step import BaseDrafter, Proposal
+from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from tiny import loaded, perturbed, tiny_llama, word_tokenizer
 
 RUNS = 3000
 
@@ -31,6 +31,7 @@ def small():
 
 def exact_two_token_law(target, prompt, settings):
     """P(t1, t2) of the target alone: p(t1) p(t2 | t1); a first EOS ends the run."""
+
     def dist(ids):
         with torch.no_grad():
             logits = target.model(torch.tensor([ids])).logits[0, -1:]
@@ -56,9 +57,11 @@ def sampled_law(target, draft, prompt, settings):
     return counts
 
 
-SETTINGS = [Settings(max_new_tokens=3, gamma=2, temperature=1.0),
-            Settings(max_new_tokens=3, gamma=2, temperature=0.8, top_k=5, top_p=0.9),
-            Settings(max_new_tokens=3, gamma=2, temperature=1.0, adaptive=True)]
+SETTINGS = [
+    Settings(max_new_tokens=3, gamma=2, temperature=1.0),
+    Settings(max_new_tokens=3, gamma=2, temperature=0.8, top_k=5, top_p=0.9),
+    Settings(max_new_tokens=3, gamma=2, temperature=1.0, adaptive=True),
+]
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=["t1", "t0.8-k5-p0.9", "t1-adaptive"])
@@ -91,7 +94,9 @@ def test_same_seed_same_output_other_seed_other_output(target, drafts, tokenizer
     def once(seed):
         s = Settings(max_new_tokens=30, gamma=3, temperature=1.0, seed=seed)
         gen = new_generator(target.device, seed)
-        return generated_ids(generate(target, prompt, s, build_drafter("draft", s, gen, target, drafts["partial"]), gen))
+        return generated_ids(
+            generate(target, prompt, s, build_drafter("draft", s, gen, target, drafts["partial"]), gen)
+        )
 
     assert once(4) == once(4)
     assert len({tuple(once(seed)) for seed in range(5)}) > 1
@@ -115,7 +120,9 @@ def lookup_law(target, prompt, settings, make_drafter):
     counts = Counter()
     for seed in range(RUNS):
         s = Settings(**{**settings.__dict__, "seed": seed})
-        counts[tuple(generated_ids(generate(target, prompt, s, make_drafter(s), new_generator(target.device, seed)))[:2])] += 1
+        counts[
+            tuple(generated_ids(generate(target, prompt, s, make_drafter(s), new_generator(target.device, seed)))[:2])
+        ] += 1
     return counts
 
 
@@ -125,7 +132,11 @@ def test_tree_verification_is_lossless_through_the_engine(small, which):
     tok = target.tokenizer
     prompt = tok.encode("a b a b a")  # n-gram lookup matches at once
     settings = SETTINGS[0]
-    make = (lambda s: build_drafter("ngram", s, None, target)) if which == "ngram chain" else (lambda s: SiblingsDrafter(tok))
+    make = (
+        (lambda s: build_drafter("ngram", s, None, target))
+        if which == "ngram chain"
+        else (lambda s: SiblingsDrafter(tok))
+    )
     law = exact_two_token_law(target, prompt, settings)
     assert chi_square_p(lookup_law(target, prompt, settings, make), law, RUNS) > 1e-3
 

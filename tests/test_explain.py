@@ -3,13 +3,13 @@ view of p, q and the residual that agrees with the verdict and with the target's
 
 import pytest
 import torch
+from test_engine_sampling import SiblingsDrafter
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.engine.explain import TOP
 from specviz.events import StepEvent
 from specviz.settings import Settings
-from test_engine_sampling import SiblingsDrafter
 
 
 def run(target, ids, settings, drafter_kind="draft", draft=None, drafter=None):
@@ -26,7 +26,9 @@ def target_probs(target, context):
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
 def test_a_sampled_chain_records_each_draw_and_the_residual(target, drafts, tokenizer, temperature):
     ids = tokenizer.encode("w1 w2 w3")
-    events = run(target, ids, Settings(max_new_tokens=60, gamma=2, temperature=temperature, seed=2), draft=drafts["partial"])
+    events = run(
+        target, ids, Settings(max_new_tokens=60, gamma=2, temperature=temperature, seed=2), draft=drafts["partial"]
+    )
     drafted = [e for e in events if e.proposed]
     assert any(e.next_kind == "correction" for e in drafted) and any(e.next_kind == "bonus" for e in drafted)
     context = list(ids)
@@ -66,8 +68,12 @@ def test_a_sampled_chain_records_each_draw_and_the_residual(target, drafts, toke
 
 def test_a_tree_step_records_the_siblings_in_the_order_tried(small_vocab):
     target, tok = small_vocab
-    events = run(target, tok.encode("a b a b a"), Settings(max_new_tokens=12, gamma=2, temperature=1.0, seed=4),
-                 drafter=SiblingsDrafter(tok))
+    events = run(
+        target,
+        tok.encode("a b a b a"),
+        Settings(max_new_tokens=12, gamma=2, temperature=1.0, seed=4),
+        drafter=SiblingsDrafter(tok),
+    )
     tree_steps = [e for e in events if e.candidates]
     assert tree_steps
     for e in tree_steps:
@@ -86,8 +92,12 @@ def test_a_tree_step_records_the_siblings_in_the_order_tried(small_vocab):
 
 def test_typical_acceptance_records_its_bar(small_vocab):
     target, tok = small_vocab
-    events = run(target, tok.encode("a b a b a"), Settings(max_new_tokens=12, gamma=2, temperature=1.0, seed=4,
-                                                          acceptance="typical"), drafter=SiblingsDrafter(tok))
+    events = run(
+        target,
+        tok.encode("a b a b a"),
+        Settings(max_new_tokens=12, gamma=2, temperature=1.0, seed=4, acceptance="typical"),
+        drafter=SiblingsDrafter(tok),
+    )
     trials = [t for e in events if e.detail for t in e.detail.trials]
     assert trials and all(t.bar is not None and t.u is None for t in trials)
     assert all(t.p > t.bar for t in trials if t.accepted)
@@ -95,8 +105,12 @@ def test_typical_acceptance_records_its_bar(small_vocab):
 
 
 def test_events_with_details_survive_json(target, drafts, tokenizer):
-    events = run(target, tokenizer.encode("w1 w2 w3"), Settings(max_new_tokens=20, gamma=3, temperature=1.0, seed=1),
-                 draft=drafts["partial"])
+    events = run(
+        target,
+        tokenizer.encode("w1 w2 w3"),
+        Settings(max_new_tokens=20, gamma=3, temperature=1.0, seed=1),
+        draft=drafts["partial"],
+    )
     events += run(target, tokenizer.encode("w5 w5 w5 w5 w9 w5 w5"), Settings(max_new_tokens=20, gamma=3), "history")
     for e in events:
         assert StepEvent.from_json(e.to_json()) == e

@@ -59,9 +59,16 @@ def stand_in(model_folder, tmp_path, monkeypatch):
     part = package / "data" / "part01.bin"
     part.write_bytes(b"a stand-in for a GGUF file" * 100)
     monkeypatch.syspath_prepend(str(package.parent))
-    monkeypatch.setitem(PRESETS, NAME, OfflinePreset(NAME, (("specviz_stand_in_part1", "data/part01.bin"),),
-                                                     hashlib.sha256(part.read_bytes()).hexdigest(),
-                                                     ("specviz-stand-in-part1",)))
+    monkeypatch.setitem(
+        PRESETS,
+        NAME,
+        OfflinePreset(
+            NAME,
+            (("specviz_stand_in_part1", "data/part01.bin"),),
+            hashlib.sha256(part.read_bytes()).hexdigest(),
+            ("specviz-stand-in-part1",),
+        ),
+    )
     monkeypatch.setenv(offline.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(offline, "_dequantise", lambda gguf, out: shutil.copytree(model_folder, out))
     return part
@@ -98,14 +105,18 @@ def test_a_package_that_fails_its_checksum_changes_nothing_in_the_cache(stand_in
 @pytest.mark.parametrize("fault", ["disk full", "read-only"])
 def test_a_cache_that_cannot_be_written_leaves_nothing_half_written(stand_in, monkeypatch, fault):
     if fault == "disk full":
+
         def fill(gguf, out):
             out.mkdir()
             (out / "model.safetensors").write_bytes(b"half")
             raise OSError(errno.ENOSPC, "No space left on device")
+
         monkeypatch.setattr(offline, "_dequantise", fill)
     else:
+
         def refuse(self, *args, **kwargs):
             raise OSError(errno.EROFS, "Read-only file system")
+
         monkeypatch.setattr(Path, "mkdir", refuse)
     with pytest.raises(OfflinePackageError) as refused:
         load_model(NAME, "float32", "cpu")

@@ -5,17 +5,34 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-from specviz.events import StepEvent
 from specviz.app.ui.figure1 import legend, origin_text, step_row, step_rows, visible
+from specviz.events import StepEvent
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT = {1: "def", 2: " main", 3: "():", 4: "\n", 5: "<script>alert(1)</script>", 6: '<img src=x onerror="alert(2)">', 7: "\t&amp;"}
+TEXT = {
+    1: "def",
+    2: " main",
+    3: "():",
+    4: "\n",
+    5: "<script>alert(1)</script>",
+    6: '<img src=x onerror="alert(2)">',
+    7: "\t&amp;",
+}
 
 
 def event(index, proposed, accepted, nxt, kind, q=True):
-    return StepEvent(index=index, proposed=tuple(proposed), accepted=accepted, next_token=nxt, next_kind=kind,
-                     p=tuple(0.5 for _ in proposed), q=tuple(0.25 for _ in proposed) if q and proposed else None,
-                     draft_s=0.01, verify_s=0.02, step_s=0.03)
+    return StepEvent(
+        index=index,
+        proposed=tuple(proposed),
+        accepted=accepted,
+        next_token=nxt,
+        next_kind=kind,
+        p=tuple(0.5 for _ in proposed),
+        q=tuple(0.25 for _ in proposed) if q and proposed else None,
+        draft_s=0.01,
+        verify_s=0.02,
+        step_s=0.03,
+    )
 
 
 class Tags(HTMLParser):
@@ -80,9 +97,11 @@ def test_legend_names_every_origin():
 
 
 def test_ui_never_imports_torch():
-    code = ("import sys, specviz.app.ui.figure1, specviz.app.ui.panels, specviz.app.ui.charts, specviz.app.ui.controls, "
-            "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.theory, specviz.drafters.kinds; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, specviz.app.ui.figure1, specviz.app.ui.panels, specviz.app.ui.charts, specviz.app.ui.controls, "
+        "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.theory, specviz.drafters.kinds; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
@@ -94,7 +113,9 @@ def test_rendering_real_engine_events(target, drafts, tokenizer):
 
     s = Settings(max_new_tokens=24, gamma=3)
     gen = new_generator(target.device, 0)
-    events = list(generate(target, tokenizer.encode("w1 w2"), s, build_drafter("draft", s, gen, target, drafts["partial"]), gen))
+    events = list(
+        generate(target, tokenizer.encode("w1 w2"), s, build_drafter("draft", s, gen, target, drafts["partial"]), gen)
+    )
     chips = [c.split()[-1] for _, c in Tags(step_rows(events, lambda t: tokenizer.decode([t]))).tags if "sv-tok" in c]
     assert chips.count("sv-acc") == sum(e.accepted for e in events)
     assert chips.count("sv-rej") == sum(len(e.proposed) - e.accepted for e in events)
@@ -102,8 +123,20 @@ def test_rendering_real_engine_events(target, drafts, tokenizer):
 
 
 def test_a_tree_step_shows_the_losing_candidates_collapsed_and_escaped():
-    e = StepEvent(index=0, proposed=(1, 2), accepted=1, next_token=3, next_kind="correction", p=(0.9, 0.1), q=None,
-                  draft_s=0.0, verify_s=0.01, step_s=0.01, candidates=((5, 6), (1, 2), (4,)), winner=1)
+    e = StepEvent(
+        index=0,
+        proposed=(1, 2),
+        accepted=1,
+        next_token=3,
+        next_kind="correction",
+        p=(0.9, 0.1),
+        q=None,
+        draft_s=0.0,
+        verify_s=0.01,
+        step_s=0.01,
+        candidates=((5, 6), (1, 2), (4,)),
+        winner=1,
+    )
     html = step_row(e, TEXT.get)
     parsed = Tags(html)
     assert ("details", "sv-alts") in parsed.tags and "+2 other candidates" in parsed.text

@@ -4,6 +4,8 @@ target's law (and the harness catches a wrong tree rule through it), each step s
 the choice follows the measured worth."""
 
 import pytest
+from test_eagle import random_head
+from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 import specviz.engine.verify as verify
 from specviz.app.ui.explain import explain_step
@@ -14,8 +16,6 @@ from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_eagle import random_head
-from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 
 @pytest.mark.parametrize("which", ["same", "partial", "unrelated"])
@@ -25,8 +25,11 @@ def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt):
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     for gamma in (1, 3, 6):
         for adaptive in (False, True):
-            events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid",
-                                 drafts[which]))
+            events = list(
+                decode(
+                    target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid", drafts[which]
+                )
+            )
             assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
 
 
@@ -39,12 +42,18 @@ def test_greedy_hybrid_with_the_eagle_head_equals_plain(target, tokenizer, promp
     options = {"hybrid_model": "eagle", "eagle": (head, (-1,))}
     for gamma in (1, 3, 6):
         for adaptive in (False, True):
-            events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid",
-                                 options=options))
+            events = list(
+                decode(
+                    target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid", options=options
+                )
+            )
             assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
     if prompt.startswith("w1"):  # each step names its origin, and the step explanation says who wrote a draft
-        drafted = [e for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", options=options)
-                   if e.proposed]
+        drafted = [
+            e
+            for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", options=options)
+            if e.proposed
+        ]
         origins = {e.origin for e in drafted}
         assert PROMPT in origins and HEAD in origins and MODEL not in origins
         by_head = next(e for e in drafted if e.origin == HEAD)
@@ -53,8 +62,11 @@ def test_greedy_hybrid_with_the_eagle_head_equals_plain(target, tokenizer, promp
 
 def test_each_step_says_whether_it_copied_or_the_model_drafted(target, drafts, tokenizer):
     ids = tokenizer.encode("w1 w2 w3 w4 w1 w2 w3 w4 w1 w2")
-    origins = {e.origin for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", drafts["partial"])
-               if e.proposed}
+    origins = {
+        e.origin
+        for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", drafts["partial"])
+        if e.proposed
+    }
     assert PROMPT in origins and MODEL in origins
 
 
@@ -98,8 +110,12 @@ def test_sampled_hybrid_with_the_eagle_head_keeps_the_targets_law(small):
     target, _, _ = small
     prompt, head = target.tokenizer.encode("a b a b a"), random_head(target, seed=5)
     law = exact_two_token_law(target, prompt, SAMPLED)
-    counts = lookup_law(target, prompt, SAMPLED, lambda s: build_drafter(
-        "hybrid", s, None, target, options={"hybrid_model": "eagle", "eagle": (head, (-1,))}))
+    counts = lookup_law(
+        target,
+        prompt,
+        SAMPLED,
+        lambda s: build_drafter("hybrid", s, None, target, options={"hybrid_model": "eagle", "eagle": (head, (-1,))}),
+    )
     assert chi_square_p(counts, law, RUNS) > 1e-3
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from specviz.drafters.history import HistoryDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.suffix_index import KEY_LENGTH, MATCH_CAP
 from specviz.drafters.registry import build_drafter
+from specviz.drafters.suffix_index import KEY_LENGTH, MATCH_CAP
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
@@ -124,7 +124,8 @@ def test_history_random_choice_is_seeded():
 
 
 OPTIONS = [("ngram", {"ngram_max": n}) for n in (1, 2, 3)] + [
-    ("history", {"candidates": m, "choice": choice}) for m in (1, 2, 3, 4) for choice in ("recent", "random")]
+    ("history", {"candidates": m, "choice": choice}) for m in (1, 2, 3, 4) for choice in ("recent", "random")
+]
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -141,7 +142,9 @@ def test_lookup_greedy_equals_plain(target, tokenizer, prompt, kind, options):
 def test_history_steps_carry_their_candidates_and_the_winner(target, tokenizer):
     settings = Settings(max_new_tokens=60, gamma=4)
     ids = tokenizer.encode(PROMPTS[0])
-    events = list(generate(target, ids, settings, build_drafter("history", settings, None, target, None, {"candidates": 4})))
+    events = list(
+        generate(target, ids, settings, build_drafter("history", settings, None, target, None, {"candidates": 4}))
+    )
     trees = [e for e in events if e.candidates]
     assert trees, "the tiny target repeats itself, so history lookup must find several candidates"
     for e in trees:

@@ -3,17 +3,20 @@
 import pytest
 import torch
 
+from specviz.drafters.medusa.drafter import DEFAULT_CHOICES, MedusaDrafter, medusa_tree
+from specviz.drafters.medusa.drafter import TREES as MEDUSA_TREES
+from specviz.drafters.medusa.heads import MedusaHeads
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
-from specviz.drafters.medusa.drafter import DEFAULT_CHOICES, TREES as MEDUSA_TREES, MedusaDrafter, medusa_tree
-from specviz.drafters.medusa.heads import MedusaHeads
 from specviz.settings import Settings
 
 
 def copying_heads(target, count=4):
     """Compact heads whose ResBlocks add nothing: each head repeats the target's own next-token guess."""
-    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, count, 1, target.model.get_output_embeddings())
+    heads = MedusaHeads(
+        target.model.config.hidden_size, target.vocab_size, count, 1, target.model.get_output_embeddings()
+    )
     with torch.no_grad():
         for p in heads.parameters():
             p.zero_()
@@ -50,10 +53,14 @@ def test_a_tree_deeper_than_the_heads_is_refused(target):
 
 def test_shortlisted_heads_still_give_plain_output(target, tokenizer):
     shortlist = torch.arange(0, target.vocab_size, 3)
-    heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 4, 1, target.model.get_output_embeddings(), shortlist)
+    heads = MedusaHeads(
+        target.model.config.hidden_size, target.vocab_size, 4, 1, target.model.get_output_embeddings(), shortlist
+    )
     ids = tokenizer.encode("w5 w5 w5 w5 w5 w5")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
-    events = list(generate(target, ids, Settings(max_new_tokens=40, gamma=4), MedusaDrafter(heads, MEDUSA_TREES["wide"])))
+    events = list(
+        generate(target, ids, Settings(max_new_tokens=40, gamma=4), MedusaDrafter(heads, MEDUSA_TREES["wide"]))
+    )
     assert generated_ids(events) == plain
     assert all(t % 3 == 0 for e in events for c in (e.candidates or []) for t in c)
 

@@ -25,8 +25,15 @@ def official_state(hidden, vocab, heads=HEADS, layers=LAYERS, seed=0):
 def write(folder, state, base="tiny-target", heads_in_config=2, as_pt=True):
     folder.mkdir(parents=True, exist_ok=True)
     # like the published configs, this one understates the head count
-    (folder / "config.json").write_text(json.dumps({"base_model_name_or_path": f"someone/{base}",
-                                                    "medusa_num_heads": heads_in_config, "medusa_num_layers": LAYERS}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "base_model_name_or_path": f"someone/{base}",
+                "medusa_num_heads": heads_in_config,
+                "medusa_num_layers": LAYERS,
+            }
+        )
+    )
     if as_pt:
         torch.save(state, folder / "medusa_lm_head.pt")
     else:
@@ -55,12 +62,15 @@ def test_safetensors_weights_load_too(tmp_path, target):
     assert len(load_medusa(write(tmp_path / "st", state, as_pt=False), target).heads) == 3
 
 
-@pytest.mark.parametrize("damage, words", [
-    (lambda s: s.pop("2.0.linear.bias"), "missing"),
-    (lambda s: s.update({"1.0.extra.weight": torch.zeros(1)}), "unexpected"),
-    (lambda s: s.update({"0.1.weight": torch.zeros(7, 64)}), "shape"),
-    (lambda s: s.update({"x.y": torch.zeros(1)}), "key names"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda s: s.pop("2.0.linear.bias"), "missing"),
+        (lambda s: s.update({"1.0.extra.weight": torch.zeros(1)}), "unexpected"),
+        (lambda s: s.update({"0.1.weight": torch.zeros(7, 64)}), "shape"),
+        (lambda s: s.update({"x.y": torch.zeros(1)}), "key names"),
+    ],
+)
 def test_a_damaged_checkpoint_fails_clearly(tmp_path, target, damage, words):
     state = official_state(target.model.config.hidden_size, target.vocab_size)
     damage(state)
@@ -110,7 +120,7 @@ def test_shortlisted_heads_score_only_their_ids_and_round_trip(tmp_path, target)
     assert loaded.top_ids(x, [3, 2])[0][0] == top[0][0]
 
 
-@pytest.mark.parametrize("content", ["[]", "[1, -2]", "{\"a\": 1}", "[1, 99999]", "not json"])
+@pytest.mark.parametrize("content", ["[]", "[1, -2]", '{"a": 1}', "[1, 99999]", "not json"])
 def test_a_bad_shortlist_fails_clearly(tmp_path, target, content):
     heads = MedusaHeads(target.model.config.hidden_size, target.vocab_size, 2, 1, target.model.get_output_embeddings())
     folder = save_medusa(heads, tmp_path / "bad", "tiny-target")

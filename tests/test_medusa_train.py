@@ -2,12 +2,12 @@
 
 import torch
 
-from specviz.engine import generate
-from specviz.events import generated_ids, summarize
+from specviz.drafters.distill import self_distilled_texts
 from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.medusa.heads import load_medusa, save_medusa
-from specviz.drafters.distill import self_distilled_texts
 from specviz.drafters.medusa.train import train_heads
+from specviz.engine import generate
+from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
 
 
@@ -34,12 +34,17 @@ def test_shortlisted_training_keeps_only_answer_ids_and_stays_exact(target, toke
     assert texts[0].ids != texts[1].ids  # one greedy, one sampled text per prompt
     heads, report = train_heads(target, texts, num_heads=2, steps=40, lr=3e-3, shortlist=24)
     assert report.last_loss < report.first_loss and len(heads.shortlist) == 24
-    answers = [t for text in texts for t in text.ids[text.answer_from:]]
+    answers = [t for text in texts for t in text.ids[text.answer_from :]]
     assert max(answers, key=answers.count) in heads.shortlist.tolist()
     reloaded = load_medusa(save_medusa(heads, tmp_path / "short", target.name), target)
     ids = tokenizer.encode("w3 w4 w5")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
-    assert generated_ids(generate(target, ids, Settings(max_new_tokens=30, gamma=2), MedusaDrafter(reloaded, [(0,), (0, 0), (1,)]))) == plain
+    assert (
+        generated_ids(
+            generate(target, ids, Settings(max_new_tokens=30, gamma=2), MedusaDrafter(reloaded, [(0,), (0, 0), (1,)]))
+        )
+        == plain
+    )
 
 
 def test_local_text_is_teacher_forced_with_the_base_models_own_labels(target, tokenizer, tmp_path):

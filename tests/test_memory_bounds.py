@@ -43,8 +43,10 @@ def test_all_visitors_together_stay_within_the_total_and_under_1_gib_at_worst():
         assert held <= backend_module.TOTAL_TOKENS and "v23" in backend._memories and "v0" not in backend._memories
         assert all(m.tokens <= backend_module.VISITOR_TOKENS for m in backend._memories.values())
         assert size < 2**30, f"{size / 2**20:.0f} MiB for {held} tokens"
-        print(f"{held} tokens held in {size / 2**20:.0f} MiB ({size / held:.0f} bytes a token), "
-              f"{time.perf_counter() - began:.1f} s")
+        print(
+            f"{held} tokens held in {size / 2**20:.0f} MiB ({size / held:.0f} bytes a token), "
+            f"{time.perf_counter() - began:.1f} s"
+        )
         for visitor in list(backend._memories):  # everyone leaves
             backend.forget(visitor)
         assert not backend._memories and tracemalloc.get_traced_memory()[0] < size / 20
@@ -82,7 +84,6 @@ def test_added_pairs_belong_to_their_session_within_a_limit_and_go_with_it():
 
 def test_a_public_space_does_not_let_visitors_name_pairs_unless_its_owner_says_so():
     import app
-
     from specviz.errors import InvalidRequest
 
     assert app.added_pairs({}) == "on" and app.added_pairs({"SPECVIZ_ADD_PAIRS": "0"}) != "on"

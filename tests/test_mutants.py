@@ -6,6 +6,8 @@ from collections import Counter
 
 import pytest
 import torch
+from test_engine_sampling import SiblingsDrafter
+from tiny import loaded, perturbed, tiny_llama, word_tokenizer
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
@@ -14,8 +16,6 @@ from specviz.engine.sampling import probabilities
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import SiblingsDrafter
-from tiny import loaded, perturbed, tiny_llama, word_tokenizer
 
 HORIZON = 4  # tokens whose joint law is tested: a step of γ 2 and the steps after it
 RUNS = 4000
@@ -89,6 +89,7 @@ def _crop_one_short(original):
     def drop_tail(self, length):  # a rollback that leaves the first rejected entry in the cache
         if length + 1 < self.length:
             original(self, length + 1)
+
     return drop_tail
 
 
@@ -97,14 +98,22 @@ def _positions_by_index(tree, prefix, device=None):  # every node at its index, 
 
 
 MUTANTS = {
-    "rollback crops one entry short": ("chain", lambda mp: mp.setattr(CachedLM, "_drop_tail",
-                                                                       _crop_one_short(CachedLM._drop_tail))),
-    "rollback leaves the rejected entries": ("chain", lambda mp: mp.setattr(CachedLM, "_drop_tail",
-                                                                             lambda self, length: None)),
-    "compaction keeps the first branch": ("tree", lambda mp: mp.setattr(
-        CachedLM, "keep", lambda self, start, offsets: self.truncate(start + len(offsets)))),
-    "tree positions by index, not depth": ("tree", lambda mp: mp.setattr(
-        "specviz.engine.cached_lm.tree_positions", _positions_by_index)),
+    "rollback crops one entry short": (
+        "chain",
+        lambda mp: mp.setattr(CachedLM, "_drop_tail", _crop_one_short(CachedLM._drop_tail)),
+    ),
+    "rollback leaves the rejected entries": (
+        "chain",
+        lambda mp: mp.setattr(CachedLM, "_drop_tail", lambda self, length: None),
+    ),
+    "compaction keeps the first branch": (
+        "tree",
+        lambda mp: mp.setattr(CachedLM, "keep", lambda self, start, offsets: self.truncate(start + len(offsets))),
+    ),
+    "tree positions by index, not depth": (
+        "tree",
+        lambda mp: mp.setattr("specviz.engine.cached_lm.tree_positions", _positions_by_index),
+    ),
 }
 
 

@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-from specviz.models import offline
 from specviz.cli import main
+from specviz.models import offline
 from specviz.models.offline import OfflinePreset, ensure_converted
 
 
@@ -25,8 +25,12 @@ def fake_package(tmp_path, monkeypatch):
 
 
 def preset(sha, module="specviz_fake_parts"):
-    return OfflinePreset("fake-model", ((module, "data/part01.bin"), (module, "data/part02.bin")), sha,
-                         ("fake-parts==1", "fake-parts==1"))
+    return OfflinePreset(
+        "fake-model",
+        ((module, "data/part01.bin"), (module, "data/part02.bin")),
+        sha,
+        ("fake-parts==1", "fake-parts==1"),
+    )
 
 
 def test_parts_are_joined_and_checked(fake_package, tmp_path):

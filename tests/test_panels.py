@@ -2,24 +2,37 @@
 
 from test_figure1 import Tags
 
-from specviz.events import StepEvent
 from specviz.app.race import Divergence, Lane, RaceView
 from specviz.app.sweep import SweepView
 from specviz.app.ui import charts, panels
+from specviz.events import StepEvent
 
 EVIL = '<img src=x onerror="alert(1)">'
 
 
 def step(i, proposed=(), accepted=0, kind="plain", nxt=5, s=0.25):
-    return StepEvent(index=i, proposed=tuple(proposed), accepted=accepted, next_token=nxt, next_kind=kind,
-                     p=tuple(0.9 for _ in proposed), q=None, draft_s=0.05 if proposed else 0.0, verify_s=s, step_s=s)
+    return StepEvent(
+        index=i,
+        proposed=tuple(proposed),
+        accepted=accepted,
+        next_token=nxt,
+        next_kind=kind,
+        p=tuple(0.9 for _ in proposed),
+        q=None,
+        draft_s=0.05 if proposed else 0.0,
+        verify_s=s,
+        step_s=s,
+    )
 
 
 def view(**over):
     plain = Lane("plain", [step(i) for i in range(8)], 2.0, True)  # 8 tokens in 2 s: 4 tok/s
     spec = Lane("speculative", [step(i, (5, 5, 5), 3, "bonus") for i in range(2)], 0.5, True)  # 8 tokens in 0.5 s
-    return RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", greedy=True, finished=True) if not over else \
-        RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", **({"greedy": True, "finished": True} | over))
+    return (
+        RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", greedy=True, finished=True)
+        if not over
+        else RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", **({"greedy": True, "finished": True} | over))
+    )
 
 
 def test_status_and_echo_escape_markup():
@@ -65,7 +78,10 @@ def test_race_chart_ends_at_each_sides_tokens_per_second():
 def test_sweep_chart_draws_measured_points_theory_and_the_best_gamma():
     sweep = SweepView(gammas=(1, 2), finished=True)
     sweep.plain = [step(i) for i in range(8)]
-    sweep.runs = {1: [step(i, (5,), 1, "bonus") for i in range(4)], 2: [step(i, (5, 5), 1, "correction") for i in range(4)]}
+    sweep.runs = {
+        1: [step(i, (5,), 1, "bonus") for i in range(4)],
+        2: [step(i, (5, 5), 1, "correction") for i in range(4)],
+    }
     fig = charts.sweep_chart(sweep)
     names = [t.name for t in fig.data]
     assert any(n.startswith("theory: α=") for n in names) and "best measured γ = 1" in names

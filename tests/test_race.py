@@ -2,24 +2,39 @@
 
 import pytest
 
-from specviz.errors import InvalidRequest
-from specviz.events import StepEvent
 from specviz.app.race import Lane, RaceRequest, interleave
 from specviz.app.sweep import SweepView
+from specviz.errors import InvalidRequest
+from specviz.events import StepEvent
 from specviz.settings import Settings
 from specviz.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
 
 
 def step(i, seconds, proposed=(), accepted=0, kind="plain", draft_s=0.0, finish=None, prefill=0.0):
-    return StepEvent(index=i, proposed=tuple(proposed), accepted=accepted, next_token=9, next_kind=kind,
-                     p=tuple(0.5 for _ in proposed), q=None, draft_s=draft_s, verify_s=seconds - draft_s,
-                     step_s=seconds, prefill_s=prefill, finish=finish)
+    return StepEvent(
+        index=i,
+        proposed=tuple(proposed),
+        accepted=accepted,
+        next_token=9,
+        next_kind=kind,
+        p=tuple(0.5 for _ in proposed),
+        q=None,
+        draft_s=draft_s,
+        verify_s=seconds - draft_s,
+        step_s=seconds,
+        prefill_s=prefill,
+        finish=finish,
+    )
 
 
 def side(seconds: list[float], prefill=0.0):
     last = len(seconds) - 1
-    return iter([step(i, s, finish="length" if i == last else None, prefill=prefill if i == 0 else 0.0)
-                 for i, s in enumerate(seconds)])
+    return iter(
+        [
+            step(i, s, finish="length" if i == last else None, prefill=prefill if i == 0 else 0.0)
+            for i, s in enumerate(seconds)
+        ]
+    )
 
 
 def test_the_side_behind_on_its_own_clock_always_runs_next():
@@ -43,16 +58,25 @@ def test_order_follows_own_clocks_exactly():
 
 def test_stop_halts_between_steps():
     lanes = {"a": Lane("a"), "b": Lane("b")}
-    turns = interleave({"a": side([1.0] * 50), "b": side([1.0] * 50)}, lanes, stopped=lambda: sum(
-        len(lane.events) for lane in lanes.values()) >= 3)
+    turns = interleave(
+        {"a": side([1.0] * 50), "b": side([1.0] * 50)},
+        lanes,
+        stopped=lambda: sum(len(lane.events) for lane in lanes.values()) >= 3,
+    )
     assert len(list(turns)) == 3
 
 
 def test_request_values_from_a_browser_are_checked():
     ok = RaceRequest("pair", "draft", "float32", "hi", gamma=4.0, max_new_tokens="16", top_k=0.0)
     assert ok.settings().gamma == 4 and ok.settings().max_new_tokens == 16
-    for bad, words in [(dict(gamma=2.5), "gamma"), (dict(gamma=0), "gamma"), (dict(max_new_tokens="lots"), "max new"),
-                       (dict(top_p=0), "top-p"), (dict(temperature=float("nan")), "temperature"), (dict(prompt="  "), "empty")]:
+    for bad, words in [
+        (dict(gamma=2.5), "gamma"),
+        (dict(gamma=0), "gamma"),
+        (dict(max_new_tokens="lots"), "max new"),
+        (dict(top_p=0), "top-p"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(prompt="  "), "empty"),
+    ]:
         fields = dict(pair="pair", drafter="draft", dtype="float32", prompt="hi") | bad
         with pytest.raises(InvalidRequest, match=words):
             RaceRequest(**fields).settings()
@@ -60,8 +84,8 @@ def test_request_values_from_a_browser_are_checked():
 
 def test_expected_speedup_matches_the_paper_formula():
     # (1 - a^(g+1)) / ((1 - a)(g c + 1))
-    assert expected_speedup(0.8, 3, 0.0) == pytest.approx((1 - 0.8 ** 4) / 0.2)
-    assert expected_speedup(0.8, 3, 0.1) == pytest.approx((1 - 0.8 ** 4) / (0.2 * 1.3))
+    assert expected_speedup(0.8, 3, 0.0) == pytest.approx((1 - 0.8**4) / 0.2)
+    assert expected_speedup(0.8, 3, 0.1) == pytest.approx((1 - 0.8**4) / (0.2 * 1.3))
     assert expected_tokens_per_step(1.0, 5) == 6
     assert expected_speedup(0.0, 4, 0.2) == pytest.approx(1 / 1.8)  # nothing accepted: pure overhead
     # high acceptance and cheap drafts favour long drafts; low acceptance favours short ones

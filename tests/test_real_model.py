@@ -29,8 +29,10 @@ def test_self_drafting_is_identical_and_fully_accepted(smollm):
     assert "def " in text  # a real model writes real code
 
 
-PASSAGE = ("Read the passage and list each person with their role.\n\nPassage: The bridge opened in 1932. Its chief "
-           "engineer, Maria Lind, designed it with her deputy Tomas Berg, while the mayor, Ana Ruiz, cut the ribbon.")
+PASSAGE = (
+    "Read the passage and list each person with their role.\n\nPassage: The bridge opened in 1932. Its chief "
+    "engineer, Maria Lind, designed it with her deputy Tomas Berg, while the mayor, Ana Ruiz, cut the ribbon."
+)
 
 
 @pytest.mark.parametrize("kind, options", [("ngram", {"ngram_max": 3}), ("history", {"candidates": 4})])
@@ -44,8 +46,8 @@ def test_lookup_drafters_are_identical_on_an_input_grounded_prompt(smollm, kind,
 
 
 def test_the_shipped_medusa_heads_work_out_of_the_box(smollm):
-    from specviz.drafters.registry import decode
     from specviz.drafters.medusa.heads import load_medusa, shipped_heads
+    from specviz.drafters.registry import decode
 
     heads = load_medusa(shipped_heads("smollm2-135m-instruct"), smollm)
     assert heads.compact and heads.shortlist is not None and len(heads.heads) == 4

@@ -18,9 +18,15 @@ def transformers_greedy(loaded, ids: list[int], new: int) -> list[int]:
     model = loaded.model
     prompt = torch.tensor([ids])
     with torch.inference_mode():
-        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=False,
-                             eos_token_id=sorted(loaded.eos_ids), pad_token_id=sorted(loaded.eos_ids)[0])
-    return _until_eos(out[0, len(ids):].tolist(), loaded.eos_ids)
+        out = model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=new,
+            do_sample=False,
+            eos_token_id=sorted(loaded.eos_ids),
+            pad_token_id=sorted(loaded.eos_ids)[0],
+        )
+    return _until_eos(out[0, len(ids) :].tolist(), loaded.eos_ids)
 
 
 def uncached_argmax(loaded, ids: list[int], new: int) -> list[int]:
@@ -32,7 +38,7 @@ def uncached_argmax(loaded, ids: list[int], new: int) -> list[int]:
             text.append(int(logits.argmax()))
             if text[-1] in loaded.eos_ids:
                 break
-    return text[len(ids):]
+    return text[len(ids) :]
 
 
 def _until_eos(tokens: list[int], eos) -> list[int]:
@@ -73,8 +79,13 @@ def smollm():
     return load_model("smollm2-135m-instruct", dtype="float32", device="cpu")
 
 
-@pytest.mark.parametrize("prompt", ["Write a Python function that checks whether a number is prime.",
-                                    "List three rivers in Europe and the sea each flows into."])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Write a Python function that checks whether a number is prime.",
+        "List three rivers in Europe and the sea each flows into.",
+    ],
+)
 def test_a_real_models_plain_decoding_is_its_own_greedy_continuation(smollm, prompt):
     ids = encode_prompt(smollm, prompt)
     ours = generated_ids(generate(smollm, ids, Settings(max_new_tokens=32)))

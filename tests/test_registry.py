@@ -73,8 +73,23 @@ def in_copy(root, *args, timeout=300):
 def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
     helped = in_copy(with_toy, "-m", "specviz", "generate", "--help")
     assert helped.returncode == 0 and "toy" in helped.stdout and "--toy-offset" in helped.stdout
-    base = ["-m", "specviz", "generate", "--target", str(model_folder), "--prompt", "w5 w5 w5 w5", "--no-chat",
-            "--max-new-tokens", "16", "--dtype", "float32", "--device", "cpu", "--json"]
+    base = [
+        "-m",
+        "specviz",
+        "generate",
+        "--target",
+        str(model_folder),
+        "--prompt",
+        "w5 w5 w5 w5",
+        "--no-chat",
+        "--max-new-tokens",
+        "16",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--json",
+    ]
     plain = json.loads(in_copy(with_toy, *base).stdout)
     toy = in_copy(with_toy, *base, "--drafter", "toy", "--toy-offset", "1", "--gamma", "3")
     assert toy.returncode == 0, toy.stderr
@@ -94,20 +109,72 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     found = json.loads(shown.stdout.strip().splitlines()[-1])
     assert ["toy: repeat the last token", "toy"] in found["menu"]
     assert "toy offset" in found["labels"]  # its option panel
-    assert found["params"][:16] == ["pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k",
-                                    "top_p", "seed", "ngram_max", "candidates", "choice", "medusa_tree", "acceptance",
-                                    "adaptive"]  # the published order stays; the new option comes after it
-    assert found["params"][16:] == ["draft_dtype", "draft_tree", "draft_nodes", "draft_window",
-                                    "hybrid_window", "hybrid_model", "suffix_factor", "suffix_nodes", "suffix_runs",
-                                    "eagle_tree", "eagle_nodes", "toy_offset"]
+    assert found["params"][:16] == [
+        "pair",
+        "drafter",
+        "dtype",
+        "prompt",
+        "gamma",
+        "max_new",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "ngram_max",
+        "candidates",
+        "choice",
+        "medusa_tree",
+        "acceptance",
+        "adaptive",
+    ]  # the published order stays; the new option comes after it
+    assert found["params"][16:] == [
+        "draft_dtype",
+        "draft_tree",
+        "draft_nodes",
+        "draft_window",
+        "hybrid_window",
+        "hybrid_model",
+        "suffix_factor",
+        "suffix_nodes",
+        "suffix_runs",
+        "eagle_tree",
+        "eagle_nodes",
+        "toy_offset",
+    ]
 
 
 def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):
     target, draft = pair_folders
     out = tmp_path / "bench"
-    ran = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--draft", str(draft), "--methods",
-                  "toy", "--kinds", "code", "--prompts-per-kind", "1", "--max-new-tokens", "8", "--gammas", "2",
-                  "--temperatures", "0", "--repeats", "1", "--no-transformers", "--dtype", "float32", "--out", str(out))
+    ran = in_copy(
+        with_toy,
+        "-m",
+        "specviz",
+        "bench",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--methods",
+        "toy",
+        "--kinds",
+        "code",
+        "--prompts-per-kind",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--gammas",
+        "2",
+        "--temperatures",
+        "0",
+        "--repeats",
+        "1",
+        "--no-transformers",
+        "--dtype",
+        "float32",
+        "--out",
+        str(out),
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = json.loads((out / "bench.json").read_text())["rows"]
     assert {(r["method"], r["gamma"]) for r in rows if r["method"] == "toy"} == {("toy", 2), ("toy", "adaptive")}
@@ -118,7 +185,15 @@ def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_
 
 def test_the_project_itself_lists_its_drafters_in_menu_order():
     assert [k.name for k in kinds()] == ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle", "oracle"]
-    assert [k.name for k in kinds(menu_only=True)] == ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle"]
+    assert [k.name for k in kinds(menu_only=True)] == [
+        "draft",
+        "hybrid",
+        "ngram",
+        "history",
+        "suffix",
+        "medusa",
+        "eagle",
+    ]
     with pytest.raises(InvalidRequest, match="unknown drafter 'magic'; choose one of: none, draft, hybrid, ngram"):
         kind("magic")
     assert build_drafter("none", Settings(), None, None) is None
@@ -134,10 +209,12 @@ def test_options_check_themselves_and_take_values_from_a_browser():
 
     assert Sample.parse({"size": 5.0, "mode": "b", "unrelated": 1}) == Sample(5, "b")  # others' options ignored
     assert Sample.parse({"size": None}) == Sample()
-    for bad, words in (({"size": 9}, "sample size must be an integer in 1..8, got 9"),
-                       ({"size": 2.5}, "sample size must be a whole number, got 2.5"),
-                       ({"size": "many"}, "sample size must be a number, got 'many'"),
-                       ({"mode": "c"}, "sample mode must be a or b, got 'c'")):
+    for bad, words in (
+        ({"size": 9}, "sample size must be an integer in 1..8, got 9"),
+        ({"size": 2.5}, "sample size must be a whole number, got 2.5"),
+        ({"size": "many"}, "sample size must be a number, got 'many'"),
+        ({"mode": "c"}, "sample mode must be a or b, got 'c'"),
+    ):
         with pytest.raises(InvalidRequest, match=words):
             Sample.parse(bad)
 
@@ -181,7 +258,7 @@ def test_no_import_cycles():
         state[m] = "open"
         for n in sorted(graph[m]):
             if state.get(n) == "open":
-                cycles.append(trail[trail.index(n):] + [n])
+                cycles.append(trail[trail.index(n) :] + [n])
             elif n not in state:
                 visit(n, trail + [n])
         state[m] = "done"

@@ -11,10 +11,21 @@ def sampled_step(q=(0.10, 0.50, 0.30, 0.05), candidates=None, rule="lossless"):
     """A step at whose first position the target gave p and the drafter q (or, with candidates, a lookup's tree)."""
     lead = Leading(ids=(11, 12, 13, 14), p=(0.40, 0.30, 0.10, 0.05), q=None if candidates else q)
     proposed = (candidates or (12,))[:1]
-    return StepEvent(index=0, proposed=proposed, accepted=0, next_token=11, next_kind="correction", p=(0.3,),
-                     q=None if candidates else (0.5,), draft_s=0.0, verify_s=0.0, step_s=0.0,
-                     candidates=tuple((c,) for c in candidates) if candidates else None, winner=0 if candidates else None,
-                     detail=StepDetail(rule, (Trial(1, proposed[0], 0.3, 0.5, False, 0.9),), (lead,)))
+    return StepEvent(
+        index=0,
+        proposed=proposed,
+        accepted=0,
+        next_token=11,
+        next_kind="correction",
+        p=(0.3,),
+        q=None if candidates else (0.5,),
+        draft_s=0.0,
+        verify_s=0.0,
+        step_s=0.0,
+        candidates=tuple((c,) for c in candidates) if candidates else None,
+        winner=0 if candidates else None,
+        detail=StepDetail(rule, (Trial(1, proposed[0], 0.3, 0.5, False, 0.9),), (lead,)),
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -40,9 +51,19 @@ def test_only_a_sampled_lossless_step_is_replayed():
 def test_the_replay_takes_the_position_where_the_draft_was_rejected():
     sure = Leading(ids=(11, 12), p=(1.0, 0.0), q=(1.0, 0.0))  # position 1: both sure of 11, nothing to see
     torn = Leading(ids=(11, 12, 13, 14), p=(0.40, 0.30, 0.10, 0.05), q=(0.10, 0.50, 0.30, 0.05))
-    event = StepEvent(index=3, proposed=(11, 12), accepted=1, next_token=13, next_kind="correction", p=(1.0, 0.3),
-                      q=(1.0, 0.5), draft_s=0.0, verify_s=0.0, step_s=0.0,
-                      detail=StepDetail("lossless", (), (sure, torn)))
+    event = StepEvent(
+        index=3,
+        proposed=(11, 12),
+        accepted=1,
+        next_token=13,
+        next_kind="correction",
+        p=(1.0, 0.3),
+        q=(1.0, 0.5),
+        draft_s=0.0,
+        verify_s=0.0,
+        step_s=0.0,
+        detail=StepDetail("lossless", (), (sure, torn)),
+    )
     replay = replay_step(event, str, list(CHAIN_RULES)[1])  # always keep the draft: q, not p, at position 2
     assert replay.position == 2 and replay.p == (0.40, 0.30, 0.10, 0.05, pytest.approx(0.15))
     assert replay.p_value < 1e-6

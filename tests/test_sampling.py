@@ -25,10 +25,16 @@ def reference(row: torch.Tensor, s: Settings) -> torch.Tensor:
     return torch.softmax(logits.masked_fill(~keep, float("-inf")), -1).float()
 
 
-@pytest.mark.parametrize("s", [
-    Settings(temperature=1.0), Settings(temperature=0.7, top_k=5), Settings(temperature=1.3, top_p=0.8),
-    Settings(temperature=0.9, top_k=20, top_p=0.5), Settings(temperature=1.0, top_p=0.05),
-])
+@pytest.mark.parametrize(
+    "s",
+    [
+        Settings(temperature=1.0),
+        Settings(temperature=0.7, top_k=5),
+        Settings(temperature=1.3, top_p=0.8),
+        Settings(temperature=0.9, top_k=20, top_p=0.5),
+        Settings(temperature=1.0, top_p=0.05),
+    ],
+)
 def test_warping_matches_per_row_reference(s):
     logits = torch.randn(7, 50, generator=torch.Generator().manual_seed(3)) * 3
     fast = probabilities(logits, s)

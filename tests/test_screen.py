@@ -13,9 +13,9 @@ from specviz.app.ui.explain import explain_step
 from specviz.app.ui.snapshot import final_view, snapshot_html
 from specviz.cli import main
 from specviz.drafters.registry import decode
+from specviz.events import StepEvent
 from specviz.record import TokenTexts, divergence, make_trace
 from specviz.settings import Settings
-from specviz.events import StepEvent
 from specviz.trace import VERSION, Side, Trace, TraceError
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -27,8 +27,11 @@ def race_trace(target, drafts, tokenizer, drafter="draft", prompt="w1 w2 w3", **
     plain = list(decode(target, ids, s))
     spec = list(decode(target, ids, s, drafter, drafts["partial"]))
     text_of = TokenTexts(tokenizer)
-    parted = divergence(target, ids, [t for e in plain for t in e.tokens], [t for e in spec for t in e.tokens],
-                        text_of) if s.greedy else None
+    parted = (
+        divergence(target, ids, [t for e in plain for t in e.tokens], [t for e in spec for t in e.tokens], text_of)
+        if s.greedy
+        else None
+    )
     sides = [Side("plain", "", plain), Side(drafter, f"{drafter}; lossless", spec, parted)]
     return make_trace("race", prompt, ids, s, {"pair": "tiny", "precision": "float32", "device": "cpu"}, sides, text_of)
 
@@ -76,20 +79,34 @@ def test_a_trace_survives_a_file_and_replays_to_the_same_screen(sampled, tmp_pat
     steps = [e for s in again.sides for e in s.events]
     assert len(paused) == len(steps) and sum(paused) == pytest.approx(sum(e.step_s + e.prefill_s for e in steps) / 4)
     final = views[-1]
-    assert final.finished and final.plain.tokens == sampled.sides[0].tokens and final.spec.tokens == sampled.sides[1].tokens
-    lanes = [Lane(name, side.events, sum(e.prefill_s + e.step_s for e in side.events), True)
-             for name, side in zip(("plain", "speculative"), sampled.sides)]
+    assert (
+        final.finished
+        and final.plain.tokens == sampled.sides[0].tokens
+        and final.spec.tokens == sampled.sides[1].tokens
+    )
+    lanes = [
+        Lane(name, side.events, sum(e.prefill_s + e.step_s for e in side.events), True)
+        for name, side in zip(("plain", "speculative"), sampled.sides)
+    ]
     live = RaceView(*lanes, sampled.text_of, False, finished=True, mode=sampled.sides[1].words)
-    for render in (lambda v: panels.lane_text(v, "plain"), lambda v: panels.lane_text(v, "spec"), panels.identity_badge,
-                   panels.metrics_strip):
+    for render in (
+        lambda v: panels.lane_text(v, "plain"),
+        lambda v: panels.lane_text(v, "spec"),
+        panels.identity_badge,
+        panels.metrics_strip,
+    ):
         assert render(final) == render(live)
 
 
 def test_traces_from_elsewhere_are_refused_in_one_line(sampled, tmp_path):
     newer = {**sampled.to_json(), "version": VERSION + 1}
     broken = {**sampled.to_json(), "sides": [{"name": "plain"}]}
-    cases = [(newer, "newer specviz"), (broken, "damaged"), ({"hello": 1}, "not a specviz trace"),
-             ([1, 2], "not a specviz trace")]
+    cases = [
+        (newer, "newer specviz"),
+        (broken, "damaged"),
+        ({"hello": 1}, "not a specviz trace"),
+        ([1, 2], "not a specviz trace"),
+    ]
     for data, words in cases:
         with pytest.raises(TraceError, match=words) as refused:
             Trace.from_json(data)
@@ -113,7 +130,9 @@ def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, token
     s = Settings(max_new_tokens=20, gamma=3)
     ids = tokenizer.encode("w5 w5 w5 w9 w5 w5")
     plain = list(decode(target, ids, s))
-    entries = [Entry(name, name, None, list(decode(target, ids, s, name, drafts["partial"]))) for name in ("draft", "ngram")]
+    entries = [
+        Entry(name, name, None, list(decode(target, ids, s, name, drafts["partial"]))) for name in ("draft", "ngram")
+    ]
     entries.append(Entry("medusa", "medusa", None, note="not available: no Medusa heads for 'tiny'"))
     view = CompareView(entries, True, plain)
     rows = {r.name: r for r in view.rows()}
@@ -129,8 +148,25 @@ def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, token
 
 def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp_path):
     path, page = tmp_path / "run.json", tmp_path / "run.html"
-    code = main(["generate", "--target", str(model_folder), "--draft", str(model_folder), "--prompt", "w1 w2 w3",
-                 "--no-chat", "--max-new-tokens", "12", "--dtype", "float32", "--trace", str(path), "--json"])
+    code = main(
+        [
+            "generate",
+            "--target",
+            str(model_folder),
+            "--draft",
+            str(model_folder),
+            "--prompt",
+            "w1 w2 w3",
+            "--no-chat",
+            "--max-new-tokens",
+            "12",
+            "--dtype",
+            "float32",
+            "--trace",
+            str(path),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     trace = Trace.load(path)
@@ -148,10 +184,16 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
     from specviz.record import token_ids
 
     runs = recorded_runs()
-    assert [label.split(":")[0] for label, _ in runs] == ["code-draft-model", "extraction-ngram", "prose-draft-model-sampled"]
+    assert [label.split(":")[0] for label, _ in runs] == [
+        "code-draft-model",
+        "extraction-ngram",
+        "prose-draft-model-sampled",
+    ]
     for _, path in runs:
         trace = Trace.load(path)
-        assert trace.models["target"] == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith("python -m specviz")
+        assert trace.models["target"] == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith(
+            "python -m specviz"
+        )
         assert all(t in trace.texts for side in trace.sides for t in token_ids(side.events))
         assert final_view(trace).spec.tokens == trace.sides[1].tokens
         assert any(e.detail and e.detail.trials for e in trace.sides[1].events)

@@ -50,8 +50,23 @@ def test_the_cli_refuses_a_seed_past_the_range_in_one_line(capsys, model_folder)
     out, err = capsys.readouterr()
     assert code == 2 and err.strip().splitlines() == [
         f"error: seed must be an integer in 0..4294967295 (2**32 - 1: on a CPU torch keeps only the low 32 bits "
-        f"of a seed), got {2**32}"]
-    code = main(["generate", "--target", str(model_folder), "--prompt", "w1 w2", "--seed", str(MAX_SEED),
-                 "--temperature", "1", "--max-new-tokens", "4", "--json"])
+        f"of a seed), got {2**32}"
+    ]
+    code = main(
+        [
+            "generate",
+            "--target",
+            str(model_folder),
+            "--prompt",
+            "w1 w2",
+            "--seed",
+            str(MAX_SEED),
+            "--temperature",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0 and len(json.loads(out)["token_ids"]) == 4

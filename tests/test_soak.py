@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import serve
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-
-from conftest import serve
 from test_app import STATUS, SUMMARY, run
 
 RUNS, SESSIONS, WARM_UP = 200, 4, 40
@@ -39,9 +38,15 @@ def soak_server(pair_folders, pair_heads):
 
 def one_run(client, pair, rng: random.Random) -> str:
     """A run with random settings; a few are stopped early, a few carry a bad value. What came back, in a word."""
-    settings = dict(drafter=rng.choice(DRAFTERS), gamma=rng.randint(1, 6), max_new=rng.randint(4, 24),
-                    temperature=rng.choice([0, 0, 0.7, 1.0]), top_k=rng.choice([0, 5]), seed=rng.randint(0, 99),
-                    prompt=rng.choice(["w1 w2 w3", "w5 w5 w5 w9 w5 w5", "w7 w3 w7 w3 w7"]))
+    settings = dict(
+        drafter=rng.choice(DRAFTERS),
+        gamma=rng.randint(1, 6),
+        max_new=rng.randint(4, 24),
+        temperature=rng.choice([0, 0, 0.7, 1.0]),
+        top_k=rng.choice([0, 5]),
+        seed=rng.randint(0, 99),
+        prompt=rng.choice(["w1 w2 w3", "w5 w5 w5 w9 w5 w5", "w7 w3 w7 w3 w7"]),
+    )
     if settings["drafter"] == "medusa" and settings["temperature"]:
         settings["acceptance"] = rng.choice(["lossless", "typical"])
     trouble = rng.random()
@@ -99,9 +104,11 @@ def test_200_runs_from_4_sessions_are_all_answered_with_flat_memory_and_no_stray
     rss, count = resident_mib(proc.pid), threads(proc.pid)
     warm_rss, warm_threads = marks["warm"]
     tally = {a: answers.count(a) for a in sorted(set(answers))}
-    print(f"\nsoak: {len(answers)} runs in {time.time() - began:.0f} s from {SESSIONS} sessions: {tally}; resident "
-          f"memory {warm_rss:.0f} MiB after {WARM_UP} runs, {rss:.0f} MiB after {len(answers)}; threads {warm_threads} "
-          f"then {count}")
+    print(
+        f"\nsoak: {len(answers)} runs in {time.time() - began:.0f} s from {SESSIONS} sessions: {tally}; resident "
+        f"memory {warm_rss:.0f} MiB after {WARM_UP} runs, {rss:.0f} MiB after {len(answers)}; threads {warm_threads} "
+        f"then {count}"
+    )
     assert not failures, failures[:3]
     assert len(answers) == RUNS and proc.poll() is None
     assert {"finished", "stopped", "error", "refused"} <= set(tally)  # every path was taken
@@ -134,7 +141,7 @@ def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pa
     proc, url = serve(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
     pair, rng, resident, began = f"{pair_folders[0]} ← {pair_folders[1]}", random.Random(5), [], time.time()
     try:
-        for batch in range(SOAK_BATCHES):
+        for _ in range(SOAK_BATCHES):
             # A gradio_client Client is a session as a browser tab is one: it holds the session's heartbeat stream
             # open, and close() ends it, so the server's unload handler runs for the session. Each leave is matched
             # by its session id, so serve()'s own probe (a visitor too, which leaves whenever it is collected)
@@ -154,9 +161,11 @@ def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pa
                 assert (tokens > 0) == (visitors > 0), (visitors, tokens)
             resident.append(resident_mib(proc.pid))
         held = SOAK_VISITORS * SOAK_RUNS * SOAK_TOKENS
-        print(f"\nsessions soak: {SOAK_BATCHES} batches of {SOAK_VISITORS} visitors, each {SOAK_RUNS} runs of "
-              f"{SOAK_TOKENS} tokens (a batch holds over {held} tokens before it leaves) in {time.time() - began:.0f} s; "
-              f"resident memory after each batch left: {', '.join(f'{r:.0f}' for r in resident)} MiB")
+        print(
+            f"\nsessions soak: {SOAK_BATCHES} batches of {SOAK_VISITORS} visitors, each {SOAK_RUNS} runs of "
+            f"{SOAK_TOKENS} tokens (a batch holds over {held} tokens before it leaves) in {time.time() - began:.0f} s; "
+            f"resident memory after each batch left: {', '.join(f'{r:.0f}' for r in resident)} MiB"
+        )
         assert resident[-1] - resident[0] < max(30.0, 0.05 * resident[0])
     finally:
         proc.terminate()

@@ -52,7 +52,8 @@ def test_a_61_character_description_is_refused_in_one_line(space_copy):
     done = check(space_copy)
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
-        f"error: front matter: `short_description` is 61 characters; the Hub allows 60: '{'x' * 61}'"]
+        f"error: front matter: `short_description` is 61 characters; the Hub allows 60: '{'x' * 61}'"
+    ]
 
 
 def test_a_12_mb_file_outside_lfs_is_refused_and_routed_it_passes(space_copy):
@@ -62,7 +63,8 @@ def test_a_12_mb_file_outside_lfs_is_refused_and_routed_it_passes(space_copy):
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
         "error: assets/table.csv: 12.0 MB and not routed through LFS by .gitattributes (the Hub refuses plain files "
-        "over 10 MB)"]
+        "over 10 MB)"
+    ]
     with open(space_copy / ".gitattributes", "a") as f:
         f.write("*.csv filter=lfs diff=lfs merge=lfs -text\n")
     assert check(space_copy).returncode == 0
@@ -74,13 +76,16 @@ def test_a_small_binary_file_outside_lfs_is_refused(space_copy):
     assert done.returncode == 1 and "assets/weights.npy: a binary file not routed through LFS" in done.stdout
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    ("colorFrom", "teal", "`colorFrom` must be one of"),
-    ("suggested_hardware", "h100", "`suggested_hardware` 'h100' is not a Space hardware flavor"),
-    ("sdk_version", "5.0.0", "`sdk_version` 5.0.0 is not the pinned gradio"),
-    ("python_version", "3.11", "`python_version` must be a quoted string"),
-    ("app_file", "main.py", "`app_file` main.py does not exist"),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("colorFrom", "teal", "`colorFrom` must be one of"),
+        ("suggested_hardware", "h100", "`suggested_hardware` 'h100' is not a Space hardware flavor"),
+        ("sdk_version", "5.0.0", "`sdk_version` 5.0.0 is not the pinned gradio"),
+        ("python_version", "3.11", "`python_version` must be a quoted string"),
+        ("app_file", "main.py", "`app_file` main.py does not exist"),
+    ],
+)
 def test_front_matter_values_the_hub_or_the_space_refuse(space_copy, key, value, expected):
     front_matter_with(space_copy, key, value)
     done = check(space_copy)
@@ -108,8 +113,20 @@ def test_tests_and_docs_stay_out_of_the_upload():
 @pytest.mark.parametrize("hardware", ["l4x1", "zero-a10g"])
 def test_the_upload_folder_is_built_and_passes_the_check(tmp_path, hardware):
     out = tmp_path / "space"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "push_space.py"), "--dry-run", "--out", str(out),
-                           "--hardware", hardware], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "push_space.py"),
+            "--dry-run",
+            "--out",
+            str(out),
+            "--hardware",
+            hardware,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "assets" / "medusa").is_dir() and not (out / "tests").exists() and not (out / "docs").exists()
     requirements = (out / "requirements.txt").read_text()

@@ -5,17 +5,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny import loaded, perturbed, tiny_llama
 
-from specviz.engine.cached_lm import CachedLM
+from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
-from specviz.errors import InvalidRequest
-from specviz.events import generated_ids
-from specviz.drafters.medusa.drafter import MedusaDrafter
-from specviz.settings import Settings
+from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import STATIC_ON_CPU_FROM, StaticLM, graphs_allowed, open_lm, wants_static
 from specviz.engine.tree import build_tree
-from tiny import loaded, perturbed, tiny_llama
+from specviz.errors import InvalidRequest
+from specviz.events import generated_ids
+from specviz.settings import Settings
 
 
 def same(a, b):
@@ -68,8 +68,11 @@ def test_the_fast_path_is_chosen_on_cuda_for_long_contexts_or_when_forced(tokeni
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")  # ZeroGPU: static cache, eager, no graphs
     assert not graphs_allowed(torch.device("cuda"))
     # flash attention ignores the mask that hides the static cache's stale tail: such a model keeps the dynamic cache
-    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"),
-                            device=torch.device("cuda"), specviz_static=True)
+    flash = SimpleNamespace(
+        config=SimpleNamespace(_attn_implementation="flash_attention_2"),
+        device=torch.device("cuda"),
+        specviz_static=True,
+    )
     assert not wants_static(flash)
 
 
@@ -121,16 +124,16 @@ def test_a_static_cache_and_its_graphs_outlive_a_generation_and_are_never_shared
     the dynamic cache's; two at once (a race's two sides) get two slots; a generation stopped midway gives its back."""
     import gc
 
+    from specviz.engine.loop import generate
     from specviz.engine.static_lm import free_slots, warm_graphs
     from specviz.settings import Settings
-    from specviz.engine.loop import generate
 
     model = tiny_llama(len(tokenizer), seed=1)
     target_static = loaded(model, tokenizer)
     model.specviz_static = True
     prompt, settings = [3, 4, 5, 6], Settings(max_new_tokens=30)
     first = [t for e in generate(target_static, prompt, settings) for t in e.tokens]
-    (key, free), = free_slots(model).items()
+    ((key, free),) = free_slots(model).items()
     assert key == (256, ()) and len(free) == 1  # rounded up to 256 entries, and given back
     slot = free[0]
     again = [t for e in generate(target_static, prompt, settings) for t in e.tokens]

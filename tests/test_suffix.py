@@ -7,24 +7,35 @@ import random
 from collections import Counter
 
 import pytest
+from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 import specviz.engine.verify as verify
 from specviz.drafters.registry import build_drafter, decode
 from specviz.drafters.suffix import SuffixDrafter
-from specviz.drafters.suffix_index import (EARLIER, KEY_LENGTH, MATCH_CAP, OUTPUT, PROMPT, RunMemory, best_chain, draft_depth,
-                                           frequent_tree, longest_match)
+from specviz.drafters.suffix_index import (
+    EARLIER,
+    KEY_LENGTH,
+    MATCH_CAP,
+    OUTPUT,
+    PROMPT,
+    RunMemory,
+    best_chain,
+    draft_depth,
+    frequent_tree,
+    longest_match,
+)
 from specviz.engine import generate
 from specviz.engine.step import Verdict
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]
 
 
 # --- the index, by brute force -------------------------------------------------------------------------------------
+
 
 def brute_occurrences(own, others):
     """Every (serial, end, length, origin) of the longest match of the end of own's text, by scanning every document.
@@ -141,6 +152,7 @@ def test_draft_depth_grows_with_the_match():
 
 
 # --- the memory ----------------------------------------------------------------------------------------------------
+
 
 def test_the_memory_keeps_the_most_recent_runs_and_evicts_the_oldest():
     memory = RunMemory(max_runs=2)
@@ -278,8 +290,13 @@ def test_two_memories_never_share_text(target, tokenizer):
 
 # --- through the target ---------------------------------------------------------------------------------------------
 
-RUN_SETTINGS = [(1, False, {}), (4, False, {}), (8, False, {"suffix_nodes": 4, "suffix_factor": 1}),
-                (8, True, {}), (3, False, {"suffix_nodes": 1, "suffix_factor": 4})]
+RUN_SETTINGS = [
+    (1, False, {}),
+    (4, False, {}),
+    (8, False, {"suffix_nodes": 4, "suffix_factor": 1}),
+    (8, True, {}),
+    (3, False, {"suffix_nodes": 1, "suffix_factor": 4}),
+]
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -320,8 +337,15 @@ def populated(target, prompt, runs=8):
     """A memory holding `runs` sampled runs of `prompt`, longer than the ones tested."""
     memory = RunMemory(max_runs=runs)
     for seed in range(runs):
-        list(decode(target, prompt, Settings(max_new_tokens=12, gamma=4, temperature=1.0, seed=seed), "suffix",
-                    memory=memory))
+        list(
+            decode(
+                target,
+                prompt,
+                Settings(max_new_tokens=12, gamma=4, temperature=1.0, seed=seed),
+                "suffix",
+                memory=memory,
+            )
+        )
     return memory
 
 

@@ -26,12 +26,12 @@ def test_mask_and_positions_match_a_hand_written_tree():
     visible = (tree_mask(tree, 2, torch.float32) == 0).int()[0, 0].tolist()
     assert visible == [
         # prefix  root  5  6  7  8  9
-        [1, 1,    1,    0, 0, 0, 0, 0],  # root
-        [1, 1,    1,    1, 0, 0, 0, 0],  # 5
-        [1, 1,    1,    1, 1, 0, 0, 0],  # 5 6
-        [1, 1,    1,    1, 1, 1, 0, 0],  # 5 6 7
-        [1, 1,    1,    1, 0, 0, 1, 0],  # 5 8
-        [1, 1,    1,    0, 0, 0, 0, 1],  # 9
+        [1, 1, 1, 0, 0, 0, 0, 0],  # root
+        [1, 1, 1, 1, 0, 0, 0, 0],  # 5
+        [1, 1, 1, 1, 1, 0, 0, 0],  # 5 6
+        [1, 1, 1, 1, 1, 1, 0, 0],  # 5 6 7
+        [1, 1, 1, 1, 0, 0, 1, 0],  # 5 8
+        [1, 1, 1, 0, 0, 0, 0, 1],  # 9
     ]
     assert tree_positions(tree, 2).tolist() == [[2, 3, 4, 5, 4, 3]]
     blocked = tree_mask(tree, 0, torch.bfloat16)
@@ -122,8 +122,10 @@ def emitted_pairs(draws=DRAWS, seed=0):
 
 
 def fit(firsts, seconds):
-    return (chi_square_p(firsts, dict(enumerate(P1.tolist())), sum(firsts.values())),
-            chi_square_p(seconds, dict(enumerate(P2[0].tolist())), sum(seconds.values())))
+    return (
+        chi_square_p(firsts, dict(enumerate(P1.tolist())), sum(firsts.values())),
+        chi_square_p(seconds, dict(enumerate(P2[0].tolist())), sum(seconds.values())),
+    )
 
 
 def test_tree_sampling_reproduces_the_target_distribution():
@@ -146,10 +148,11 @@ def test_a_wrong_residual_is_caught(monkeypatch, name):
 
 
 def test_a_model_that_cannot_take_a_tree_mask_gets_a_clear_error_not_wrong_logits(tokenizer):
-    from specviz.errors import TreeAttentionUnsupported
+    from types import SimpleNamespace
+
     from tiny import tiny_llama
 
-    from types import SimpleNamespace
+    from specviz.errors import TreeAttentionUnsupported
 
     model = tiny_llama(len(tokenizer), seed=5)
     lm = CachedLM(model)

@@ -11,15 +11,19 @@ from specviz.stats import chi_square_p
 
 # Context-free target rows p_0..p_2 and draft rows q_0, q_1 over 6 tokens: every output position i
 # of one step must then be distributed as p_i, whatever the draft proposes.
-P = torch.tensor([
-    [0.40, 0.25, 0.15, 0.10, 0.06, 0.04],
-    [0.05, 0.05, 0.50, 0.20, 0.10, 0.10],
-    [0.10, 0.30, 0.10, 0.30, 0.10, 0.10],
-])
-Q = torch.tensor([
-    [0.10, 0.40, 0.05, 0.30, 0.05, 0.10],
-    [0.30, 0.10, 0.20, 0.10, 0.25, 0.05],
-])
+P = torch.tensor(
+    [
+        [0.40, 0.25, 0.15, 0.10, 0.06, 0.04],
+        [0.05, 0.05, 0.50, 0.20, 0.10, 0.10],
+        [0.10, 0.30, 0.10, 0.30, 0.10, 0.10],
+    ]
+)
+Q = torch.tensor(
+    [
+        [0.10, 0.40, 0.05, 0.30, 0.05, 0.10],
+        [0.30, 0.10, 0.20, 0.10, 0.25, 0.05],
+    ]
+)
 DRAWS = 20_000
 
 

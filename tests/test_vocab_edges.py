@@ -3,6 +3,8 @@
 
 import pytest
 import torch
+from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, small  # noqa: F401 (a fixture)
+from tiny import loaded, perturbed
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
@@ -10,8 +12,6 @@ from specviz.engine.sampling import probabilities
 from specviz.events import generated_ids
 from specviz.settings import Settings
 from specviz.stats import chi_square_p
-from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, small  # noqa: F401 (a fixture)
-from tiny import loaded, perturbed
 
 
 def resized(target, rows: int):
@@ -68,8 +68,11 @@ def test_top_k_at_or_beyond_the_vocabulary_changes_nothing(small):
         for s in (base, at_k):
             s = Settings(**{**s.__dict__, "max_new_tokens": 20, "gamma": 3, "seed": 5})
             generator = new_generator(target.device, 5)
-            runs.append(generated_ids(generate(target, prompt, s, build_drafter("draft", s, generator, target, draft),
-                                               generator)))
+            runs.append(
+                generated_ids(
+                    generate(target, prompt, s, build_drafter("draft", s, generator, target, draft), generator)
+                )
+            )
         assert runs[0] == runs[1]
 
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from gradio_client import Client
-
 from conftest import serve
+from gradio_client import Client
 from test_app import SUMMARY, run
 
 FAKE = str(Path(__file__).resolve().parent / "fake_zero_gpu")
@@ -41,8 +40,11 @@ def zero_app(pair_folders, pair_heads, tmp_path_factory):
 
 
 def workers(proc) -> list:
-    return [c for c in psutil.Process(proc.pid).children(recursive=True) if c.is_running()
-            and c.status() != psutil.STATUS_ZOMBIE]
+    return [
+        c
+        for c in psutil.Process(proc.pid).children(recursive=True)
+        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 def test_the_pair_is_loaded_on_the_main_thread_before_the_server_answers(zero_app):
@@ -77,8 +79,25 @@ def test_the_default_race_asks_for_60_seconds_or_less():
 def test_a_sweep_is_one_call_per_run(zero_app):
     url, pair, log, _ = zero_app
     before = len(calls(log))
-    job = Client(url, verbose=False).submit(pair, "draft", "float32", "w1 w2 w3", 4, 20, 0, 0, 1, 0, 3, 4, "recent",
-                                            "sparse", "lossless", False, api_name="/sweep")
+    job = Client(url, verbose=False).submit(
+        pair,
+        "draft",
+        "float32",
+        "w1 w2 w3",
+        4,
+        20,
+        0,
+        0,
+        1,
+        0,
+        3,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        api_name="/sweep",
+    )
     status, chart = job.result(timeout=300)
     assert "γ sweep: done" in status and chart["type"] == "plotly"
     made = calls(log)[before:]
@@ -92,8 +111,25 @@ def test_compare_all_is_one_call_per_drafter(zero_app):
 
     before = len(calls(log))
     client = Client(url, verbose=False)
-    job = client.submit(pair, "draft", "float32", "w1 w2 w3 w1 w2", 4, 16, 0, 0, 1, 0, 1, 4, "recent", "sparse",
-                        "lossless", False, api_name="/compare")
+    job = client.submit(
+        pair,
+        "draft",
+        "float32",
+        "w1 w2 w3 w1 w2",
+        4,
+        16,
+        0,
+        0,
+        1,
+        0,
+        1,
+        4,
+        "recent",
+        "sparse",
+        "lossless",
+        False,
+        api_name="/compare",
+    )
     outputs = job.result(timeout=600)
     status = outputs[0]
     assert "comparison: done" in status, status
@@ -167,8 +203,9 @@ def test_a_visitors_runs_come_back_from_the_worker(pair_folders, tmp_path):
 
     env = zero_env(tmp_path / "log")
     env["PYTHONPATH"] = os.pathsep.join([FAKE, str(Path(__file__).resolve().parent.parent)])
-    done = subprocess.run([sys.executable, "-c", VISITOR, *map(str, pair_folders)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", VISITOR, *map(str, pair_folders)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["kept"][-1][-24:] == seen["first"]  # the run came back from the worker into the server's memory
@@ -184,12 +221,20 @@ def test_a_cpu_space_with_the_package_keeps_the_cpu_pair(tmp_path):
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
-    probe = ("import app, json; from specviz.app.shelf import default_pairs; from specviz.models.device import "
-             "resolve_device; gpu = resolve_device('auto').type == 'cuda'; "
-             "print(json.dumps({'spaces': app.spaces is not None, 'gpu': gpu, "
-             "'first': default_pairs(gpu)[0].label}))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=root, env=zero_env(tmp_path / "log", zero=False),
-                          capture_output=True, text=True, timeout=120)
+    probe = (
+        "import app, json; from specviz.app.shelf import default_pairs; from specviz.models.device import "
+        "resolve_device; gpu = resolve_device('auto').type == 'cuda'; "
+        "print(json.dumps({'spaces': app.spaces is not None, 'gpu': gpu, "
+        "'first': default_pairs(gpu)[0].label}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        env=zero_env(tmp_path / "log", zero=False),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["spaces"] and not seen["gpu"]
     assert "Hub, GPU" not in seen["first"] and ("offline, CPU" in seen["first"] or "(Hub)" in seen["first"])
@@ -205,11 +250,12 @@ def test_the_fake_package_pickles_like_the_real_one(monkeypatch):
     import spaces
 
     def count(stopped, n):
-        for i in range(n):
-            yield i
+        yield from range(n)
 
     counting = spaces.GPU(duration=5)(count)
-    alive = lambda: {p.pid for p in psutil.Process().children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+    def alive():
+        return {p.pid for p in psutil.Process().children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+
     before = alive()
     with pytest.raises(Exception, match="pickle"):
         next(counting(threading.Event().is_set, 3))

@@ -17,13 +17,23 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, unk_token="<unk>")
 
 
-def tiny_llama(vocab_size: int, seed: int, layers: int = 2, sharpness: float = 4.0, context: int = 512,
-               rope_theta: float = 10000.0) -> LlamaForCausalLM:
+def tiny_llama(
+    vocab_size: int, seed: int, layers: int = 2, sharpness: float = 4.0, context: int = 512, rope_theta: float = 10000.0
+) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
-        eos_token_id=0, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False, rope_theta=rope_theta,
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        eos_token_id=0,
+        bos_token_id=None,
+        pad_token_id=None,
+        tie_word_embeddings=False,
+        rope_theta=rope_theta,
     )
     model = LlamaForCausalLM(config).float().eval()
     with torch.no_grad():  # random init gives near-uniform outputs; scale the head so choices are clear

@@ -6,15 +6,16 @@ visitor's earlier runs itself, and stops a run by closing the call's generator (
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Iterator, Optional
 
+from .. import errors
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import PLAIN as NO_DRAFTER, kind, kinds
+from ..drafters.registry import PLAIN as NO_DRAFTER
+from ..drafters.registry import kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
-from .. import errors
 from ..models import DTYPES
 from ..record import TextTable, make_trace
 from ..settings import Settings
@@ -38,7 +39,7 @@ TOTAL_TOKENS = 524_288
 class Backend:
     """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py)."""
 
-    def __init__(self, shelf: ModelShelf, calls: Optional[DeviceCalls] = None):
+    def __init__(self, shelf: ModelShelf, calls: DeviceCalls | None = None):
         self.shelf = shelf
         self.calls = calls or DeviceCalls(shelf)
         self._running = 0  # generations under way on the device (the app lets one at a time in)
@@ -73,8 +74,10 @@ class Backend:
         with self._count:
             self._memories.pop(session, None)
             held = sum(m.tokens for m in self._memories.values())
-            return (f"a visitor left (session {session[:8]}); {len(self._memories)} visitors' earlier runs hold "
-                    f"{held} tokens")
+            return (
+                f"a visitor left (session {session[:8]}); {len(self._memories)} visitors' earlier runs hold "
+                f"{held} tokens"
+            )
 
     def busy(self) -> str:
         """What a run started now would wait for, in words; empty when the device is free."""
@@ -117,8 +120,14 @@ class Backend:
                 yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
             pair, texts = self.shelf.current(), TextTable()
             memory = self.memory(session) if chosen.remembers else None
-            view = RaceView(Lane(PLAIN), Lane(SPEC), texts, settings.greedy, mode=mode_text(chosen.words(options),
-                            settings), lossy=settings.lossy)
+            view = RaceView(
+                Lane(PLAIN),
+                Lane(SPEC),
+                texts,
+                settings.greedy,
+                mode=mode_text(chosen.words(options), settings),
+                lossy=settings.lossy,
+            )
             lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
             call = self.calls.race(request, None if memory is None else memory.copy())
             try:
@@ -146,8 +155,18 @@ class Backend:
                 self.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
         sides = [Side("plain", "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
-        view.trace = make_trace("race", request.prompt, prompt_ids, settings, _models(pair), sides, texts,
-                                view.wall_s, view.stopped, "the app")
+        view.trace = make_trace(
+            "race",
+            request.prompt,
+            prompt_ids,
+            settings,
+            _models(pair),
+            sides,
+            texts,
+            view.wall_s,
+            view.stopped,
+            "the app",
+        )
         yield view
 
     def _parted(self, request: RaceRequest, prompt_ids: list[int], plain: list[int], spec: list[int]):
@@ -156,8 +175,14 @@ class Backend:
             return None
         return self.calls.divergence(request, prompt_ids, plain, spec)
 
-    def _side(self, request: RaceRequest, stopped: Stopped, texts: TextTable, plain_ids=None,
-              memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+    def _side(
+        self,
+        request: RaceRequest,
+        stopped: Stopped,
+        texts: TextTable,
+        plain_ids=None,
+        memory: RunMemory | None = None,
+    ) -> Iterator[Packet]:
         """One side through the device (plain, or a drafter at the request's γ): its packets, the last one "end"
         unless it was stopped. Errors raise here, in the server, as the SpecvizError they were."""
         call = self.calls.decode(request, plain_ids, memory)
@@ -170,8 +195,9 @@ class Backend:
         finally:
             call.close()
 
-    def sweep(self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False,
-              session: str = "") -> Iterator[SweepView]:
+    def sweep(
+        self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False, session: str = ""
+    ) -> Iterator[SweepView]:
         """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
         session's earlier runs as they were before the sweep (its own runs are not remembered)."""
         settings, chosen, _ = self._check(request, session)
@@ -197,7 +223,9 @@ class Backend:
         view.message = "stopped" if view.stopped else "done"
         yield view
 
-    def compare(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[CompareView]:
+    def compare(
+        self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = ""
+    ) -> Iterator[CompareView]:
         """Plain decoding once, then every drafter the app offers with the same settings, one device call each; a view
         before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
         Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
@@ -231,17 +259,34 @@ class Backend:
                 yield view
                 remembers = kind(entry.name).remembers
                 try:
-                    for packet in self._side(replace(request, drafter=entry.name), stopped, texts, plain_ids,
-                                             memory.copy() if remembers else None):
+                    for packet in self._side(
+                        replace(request, drafter=entry.name),
+                        stopped,
+                        texts,
+                        plain_ids,
+                        memory.copy() if remembers else None,
+                    ):
                         entry.events += [packet.event] if packet.kind == "step" else []
                         entry.divergence = packet.divergence if packet.kind == "end" else entry.divergence
                 except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
                     entry.note, entry.events = f"failed: {exc}", []
         view.finished, view.stopped, view.wall_s = True, stopped(), time.perf_counter() - began
         view.message = "stopped" if view.stopped else "done"
-        sides = [Side("plain", "", view.plain)] + [Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events]
-        view.trace = make_trace("comparison", request.prompt, prompt_ids, settings, _models(pair), sides, texts,
-                                view.wall_s, view.stopped, "the app")
+        sides = [Side("plain", "", view.plain)] + [
+            Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events
+        ]
+        view.trace = make_trace(
+            "comparison",
+            request.prompt,
+            prompt_ids,
+            settings,
+            _models(pair),
+            sides,
+            texts,
+            view.wall_s,
+            view.stopped,
+            "the app",
+        )
         yield view
 
 
@@ -254,8 +299,14 @@ def _take(packet: Packet, texts: TextTable) -> bool:
 
 
 def _models(pair: LoadedPair) -> dict:
-    return {"pair": pair.preset.label, "target": pair.preset.target, "draft": pair.preset.draft,
-            "precision": pair.dtype, "draft_precision": pair.draft_dtype, "device": pair.target.device.type}
+    return {
+        "pair": pair.preset.label,
+        "target": pair.preset.target,
+        "draft": pair.preset.draft,
+        "precision": pair.dtype,
+        "draft_precision": pair.draft_dtype,
+        "device": pair.target.device.type,
+    }
 
 
 def _precision(pair: LoadedPair) -> str:

@@ -1,7 +1,7 @@
 """Every drafter on the same prompt and settings, after one plain run: what the comparison screen shows. Pure Python."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 from ..events import StepEvent, summarize
 from ..trace import Divergence, Trace
@@ -13,7 +13,7 @@ class Entry:
     words: str  # how it drafts and verifies, as the race's mode line says it
     options: object
     events: list[StepEvent] = field(default_factory=list)
-    divergence: Optional[Divergence] = None
+    divergence: Divergence | None = None
     note: str = ""  # why it did not run ("not available: ...", "failed: ...")
 
     @property
@@ -24,14 +24,14 @@ class Entry:
 @dataclass(frozen=True)
 class CompareRow:
     name: str
-    tokens_per_s: Optional[float]
-    speedup: Optional[float]
-    alpha: Optional[float]
-    tau: Optional[float]
-    target_forwards: Optional[int]
-    identical: Optional[bool]  # greedy runs only
+    tokens_per_s: float | None
+    speedup: float | None
+    alpha: float | None
+    tau: float | None
+    target_forwards: int | None
+    identical: bool | None  # greedy runs only
     note: str
-    by_position: tuple[Optional[float], ...] = ()  # α_k, k = 1, 2, ...
+    by_position: tuple[float | None, ...] = ()  # α_k, k = 1, 2, ...
 
 
 @dataclass
@@ -44,7 +44,7 @@ class CompareView:
     finished: bool = False
     stopped: bool = False
     wall_s: float = 0.0
-    trace: Optional[Trace] = None
+    trace: Trace | None = None
 
     def progress(self) -> float:
         runnable = [e for e in self.entries if not e.note or e.events]
@@ -52,8 +52,15 @@ class CompareView:
 
     def rows(self) -> list[CompareRow]:
         base = summarize(self.plain) if self.plain else None
-        rows = [CompareRow("plain", base.tokens_per_s, 1.0, None, 1.0, base.target_forwards, True if self.greedy else None,
-                           "")] if base else []
+        rows = (
+            [
+                CompareRow(
+                    "plain", base.tokens_per_s, 1.0, None, 1.0, base.target_forwards, True if self.greedy else None, ""
+                )
+            ]
+            if base
+            else []
+        )
         for e in self.entries:
             if not e.events:
                 rows.append(CompareRow(e.name, None, None, None, None, None, None, e.note or "waiting"))
@@ -61,13 +68,33 @@ class CompareView:
             m = summarize(e.events)
             speedup = m.tokens_per_s / base.tokens_per_s if base and base.tokens_per_s else None
             identical = (e.divergence is None) if self.greedy else None
-            rows.append(CompareRow(e.name, m.tokens_per_s, speedup, m.acceptance_rate, m.mean_tokens_per_step,
-                                   m.target_forwards, identical, e.note, tuple(m.acceptance_by_position)))
+            rows.append(
+                CompareRow(
+                    e.name,
+                    m.tokens_per_s,
+                    speedup,
+                    m.acceptance_rate,
+                    m.mean_tokens_per_step,
+                    m.target_forwards,
+                    identical,
+                    e.note,
+                    tuple(m.acceptance_by_position),
+                )
+            )
         return rows
 
 
 def from_trace(trace: Trace) -> CompareView:
     """A recorded comparison, as the comparison screen shows it."""
     entries = [Entry(s.name, s.words, None, s.events, s.divergence) for s in trace.sides[1:]]
-    return CompareView(entries, trace.greedy, trace.sides[0].events, trace.text_of, "recorded", True, trace.stopped,
-                       trace.wall_s, trace)
+    return CompareView(
+        entries,
+        trace.greedy,
+        trace.sides[0].events,
+        trace.text_of,
+        "recorded",
+        True,
+        trace.stopped,
+        trace.wall_s,
+        trace,
+    )

@@ -8,13 +8,14 @@ tokenizer, a model or a closure. A SpecvizError comes back as a packet (the work
 name). Elsewhere the same calls run in the server's process, unchanged.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import torch
 
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import PLAIN as NO_DRAFTER, decode, kind, kinds
+from ..drafters.registry import PLAIN as NO_DRAFTER
+from ..drafters.registry import decode, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import StepEvent
@@ -35,10 +36,10 @@ SECONDS_PER_TOKEN = 0.06
 class Packet:
     kind: str  # "start" (prompt_ids), "step" (lane, event, texts), "end" (divergence), "error" (error, message)
     lane: str = ""
-    event: Optional[StepEvent] = None
+    event: StepEvent | None = None
     texts: dict = field(default_factory=dict)  # token id -> its text, for ids this call has not sent before
     prompt_ids: tuple[int, ...] = ()
-    divergence: Optional[Divergence] = None
+    divergence: Divergence | None = None
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
 
@@ -58,12 +59,12 @@ def check_request(request: RaceRequest, shelf: ModelShelf) -> tuple[Settings, Dr
     return settings, chosen, options
 
 
-def race_seconds(request: RaceRequest, memory: Optional[RunMemory] = None) -> int:
+def race_seconds(request: RaceRequest, memory: RunMemory | None = None) -> int:
     """The GPU time a race asks for: both sides' tokens."""
     return CALL_START_S + int(2 * _tokens(request) * SECONDS_PER_TOKEN)
 
 
-def decode_seconds(request: RaceRequest, plain_ids=None, memory: Optional[RunMemory] = None) -> int:
+def decode_seconds(request: RaceRequest, plain_ids=None, memory: RunMemory | None = None) -> int:
     """The GPU time one side asks for (a step of the sweep or of Compare all)."""
     return CALL_START_S + int(_tokens(request) * SECONDS_PER_TOKEN)
 
@@ -99,7 +100,7 @@ class DeviceCalls:
             raise InvalidRequest(f"the pair {request.pair!r} is not loaded on the device")
         return pair
 
-    def race(self, request: RaceRequest, memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+    def race(self, request: RaceRequest, memory: RunMemory | None = None) -> Iterator[Packet]:
         """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the
         greedy divergence. `memory` is the visitor's earlier runs, for a drafter that reads them; the call may add
         to it (the server keeps its own and adds the run itself)."""
@@ -109,8 +110,10 @@ class DeviceCalls:
             prompt_ids = encode_prompt(pair.target, request.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids))
             texts, lanes = _Texts(pair.target.tokenizer), {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
-            sides = {PLAIN: decode(pair.target, prompt_ids, settings),
-                     SPEC: decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory)}
+            sides = {
+                PLAIN: decode(pair.target, prompt_ids, settings),
+                SPEC: decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory),
+            }
             with torch.inference_mode():
                 for name in interleave(sides, lanes):
                     event = lanes[name].events[-1]
@@ -120,8 +123,9 @@ class DeviceCalls:
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
-    def decode(self, request: RaceRequest, plain_ids: Optional[list[int]] = None,
-               memory: Optional[RunMemory] = None) -> Iterator[Packet]:
+    def decode(
+        self, request: RaceRequest, plain_ids: list[int] | None = None, memory: RunMemory | None = None
+    ) -> Iterator[Packet]:
         """One side: plain decoding (drafter 'none') or one drafter; a packet per step, then, for a greedy run given
         the plain side's tokens, where it parted from them."""
         try:
@@ -134,8 +138,11 @@ class DeviceCalls:
             yield Packet("start", prompt_ids=tuple(prompt_ids))
             texts, tokens = _Texts(pair.target.tokenizer), []
             with torch.inference_mode():
-                steps = (decode(pair.target, prompt_ids, settings) if chosen is None else
-                         decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory))
+                steps = (
+                    decode(pair.target, prompt_ids, settings)
+                    if chosen is None
+                    else decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory)
+                )
                 for event in steps:
                     tokens.extend(event.tokens)
                     yield Packet("step", lane=request.drafter, event=event, texts=texts.new(event))
@@ -144,14 +151,15 @@ class DeviceCalls:
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
-    def divergence(self, request: RaceRequest, prompt_ids: list[int], plain: list[int],
-                   spec: list[int]) -> Optional[Divergence]:
+    def divergence(
+        self, request: RaceRequest, prompt_ids: list[int], plain: list[int], spec: list[int]
+    ) -> Divergence | None:
         """Where two greedy outputs part, with the target's top two there (for a run the server stopped)."""
         pair = self._pair(request)
         return self._divergence(pair, list(prompt_ids), plain, spec, request.settings())
 
     @staticmethod
-    def _divergence(pair: LoadedPair, prompt_ids, plain, spec, settings: Settings) -> Optional[Divergence]:
+    def _divergence(pair: LoadedPair, prompt_ids, plain, spec, settings: Settings) -> Divergence | None:
         if not settings.greedy:
             return None
         return divergence(pair.target, list(prompt_ids), list(plain), list(spec), TokenTexts(pair.target.tokenizer))

@@ -5,8 +5,8 @@ two never run at the same instant, each side's speed is its own, and at any mome
 what they had produced by the same own-clock time. Pure Python: the sides are iterators of StepEvents.
 """
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Callable, Iterator, Mapping, Optional
 
 from ..errors import InvalidRequest
 from ..events import StepEvent
@@ -19,6 +19,7 @@ PLAIN, SPEC = "plain", "speculative"
 @dataclass(frozen=True)
 class RaceRequest:
     """One run as the user asked for it, before validation (values may come from a browser or the API)."""
+
     pair: str
     drafter: str
     dtype: str
@@ -38,15 +39,21 @@ class RaceRequest:
     def of(cls, **values) -> "RaceRequest":
         """From named values as the screen and the API send them: the general fields, and every drafter option."""
         general = {f.name for f in fields(cls)} - {"options"}
-        return cls(**{k: v for k, v in values.items() if k in general},
-                   options={k: v for k, v in values.items() if k not in general})
+        return cls(
+            **{k: v for k, v in values.items() if k in general},
+            options={k: v for k, v in values.items() if k not in general},
+        )
 
     def settings(self) -> Settings:
         check_prompt(self.prompt)
         return Settings(
-            max_new_tokens=_integer(self.max_new_tokens, "max new tokens"), gamma=_integer(self.gamma, "gamma"),
-            temperature=_number(self.temperature, "temperature"), top_k=_integer(self.top_k, "top-k"),
-            top_p=_number(self.top_p, "top-p"), seed=_integer(self.seed, "seed"), adaptive=_flag(self.adaptive),
+            max_new_tokens=_integer(self.max_new_tokens, "max new tokens"),
+            gamma=_integer(self.gamma, "gamma"),
+            temperature=_number(self.temperature, "temperature"),
+            top_k=_integer(self.top_k, "top-k"),
+            top_p=_number(self.top_p, "top-p"),
+            seed=_integer(self.seed, "seed"),
+            adaptive=_flag(self.adaptive),
             acceptance=self.acceptance,
         )
 
@@ -55,11 +62,15 @@ def mode_text(drafter_words: str, settings: Settings) -> str:
     """How the speculative side drafts and verifies, in words for the screen."""
     text = drafter_words + (f", adaptive γ ≤ {settings.gamma}" if settings.adaptive else "")
     if settings.adaptive and not settings.greedy:  # γ follows the clock, and the draws follow γ
-        text += (" (chosen from measured timings, so the same seed need not repeat a sampled run's text; every run "
-                 "still follows the target's distribution)")
+        text += (
+            " (chosen from measured timings, so the same seed need not repeat a sampled run's text; every run "
+            "still follows the target's distribution)"
+        )
     if settings.acceptance == "typical":
-        return (text + "; typical acceptance: LOSSY by design when sampling (it accepts any plausible token, so "
-                "the output no longer follows the target's distribution); at temperature 0 it is exact")
+        return (
+            text + "; typical acceptance: LOSSY by design when sampling (it accepts any plausible token, so "
+            "the output no longer follows the target's distribution); at temperature 0 it is exact"
+        )
     if settings.acceptance == "greedy":
         return text + "; greedy acceptance: exact, the target's own argmax at every position"
     return text + "; lossless: the rejection rule keeps the target's own distribution"
@@ -111,6 +122,7 @@ class Lane:
 @dataclass
 class RaceView:
     """Everything the screen shows of a run; the backend updates one view in place and yields it after each step."""
+
     plain: Lane
     spec: Lane
     text_of: Callable[[int], str]
@@ -118,15 +130,16 @@ class RaceView:
     message: str = ""
     finished: bool = False
     stopped: bool = False
-    divergence: Optional[Divergence] = None
+    divergence: Divergence | None = None
     wall_s: float = 0.0
     mode: str = ""  # how the speculative side drafts and verifies (mode_text)
     lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
-    trace: Optional[Trace] = None  # the finished run, recorded
+    trace: Trace | None = None  # the finished run, recorded
 
 
-def interleave(sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane],
-               stopped: Callable[[], bool] = lambda: False) -> Iterator[str]:
+def interleave(
+    sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane], stopped: Callable[[], bool] = lambda: False
+) -> Iterator[str]:
     """Advance whichever unfinished lane has the smaller own clock by one step; yield that lane's name."""
     while not stopped():
         running = [name for name in sides if not lanes[name].done]

@@ -1,7 +1,7 @@
 """A recorded race on screen again, at its recorded pace (or ¼× or 4× of it), with no model loaded. Pure Python."""
 
 import time
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 from ..trace import Trace
 from .race import PLAIN, SPEC, Lane, RaceView, interleave
@@ -9,14 +9,29 @@ from .race import PLAIN, SPEC, Lane, RaceView, interleave
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0}
 
 
-def replay(trace: Trace, side: Optional[str] = None, speed: float = 1.0, stopped: Callable[[], bool] = lambda: False,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[RaceView]:
+def replay(
+    trace: Trace,
+    side: str | None = None,
+    speed: float = 1.0,
+    stopped: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[RaceView]:
     """Plain decoding against the side named `side` (default: the first drafter), turn by turn as in the live race;
     each step takes its recorded time divided by `speed`. The last view is final, with the recorded verdicts."""
     spec = trace.side(side) if side else (trace.sides[1] if len(trace.sides) > 1 else trace.sides[0])
-    made = ", ".join(str(v) for v in (trace.models.get("pair"), trace.models.get("precision"), trace.models.get("device")) if v)
-    view = RaceView(Lane(PLAIN), Lane(SPEC), trace.text_of, trace.greedy, message=f"recorded {trace.created[:16]}; {made}",
-                    mode=spec.words, lossy=trace.lossy, trace=trace)
+    made = ", ".join(
+        str(v) for v in (trace.models.get("pair"), trace.models.get("precision"), trace.models.get("device")) if v
+    )
+    view = RaceView(
+        Lane(PLAIN),
+        Lane(SPEC),
+        trace.text_of,
+        trace.greedy,
+        message=f"recorded {trace.created[:16]}; {made}",
+        mode=spec.words,
+        lossy=trace.lossy,
+        trace=trace,
+    )
     lanes = {PLAIN: view.plain, SPEC: view.spec}
     for name in interleave({PLAIN: iter(trace.sides[0].events), SPEC: iter(spec.events)}, lanes, stopped):
         event = lanes[name].events[-1]

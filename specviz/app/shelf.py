@@ -3,15 +3,15 @@
 import gc
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
 
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
 from ..models.device import check_fits, weight_bytes
 from ..models.loading import check_loadable, check_precision, load_tokenizer
-from ..models.vocabulary import check_tokenizers_fit
 from ..models.offline import PRESETS, converted_path, locate_parts
+from ..models.vocabulary import check_tokenizers_fit
 
 
 @dataclass(frozen=True)
@@ -34,21 +34,32 @@ class PairPreset:
         return True
 
 
-OFFLINE_QWEN = PairPreset("Qwen2.5-Coder 1.5B ← 0.5B (offline, CPU)", "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
+OFFLINE_QWEN = PairPreset(
+    "Qwen2.5-Coder 1.5B ← 0.5B (offline, CPU)", "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
+)
 # A draft with another tokenizer (49,152 ids against Qwen's 151,936): bridged through text (drafters/cross_tokenizer.py).
-OFFLINE_CROSS = PairPreset("Qwen2.5-Coder 1.5B ← SmolLM2 135M (offline, CPU, another tokenizer)",
-                           "qwen2.5-coder-1.5b-instruct", "smollm2-135m-instruct")
+OFFLINE_CROSS = PairPreset(
+    "Qwen2.5-Coder 1.5B ← SmolLM2 135M (offline, CPU, another tokenizer)",
+    "qwen2.5-coder-1.5b-instruct",
+    "smollm2-135m-instruct",
+)
 HUB_PAIRS = (
     PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-    PairPreset("SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    PairPreset(
+        "SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"
+    ),
     # The published Medusa-1 heads (5 heads) and EAGLE head for Vicuna-7B v1.3, with a 68M Llama drafter for Vicuna.
-    PairPreset("Vicuna 7B ← 68M, Medusa and EAGLE heads (Hub, GPU)", "lmsys/vicuna-7b-v1.3", "double7/vicuna-68m",
-               options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"), ("eagle", "yuhuili/EAGLE-Vicuna-7B-v1.3"))),
+    PairPreset(
+        "Vicuna 7B ← 68M, Medusa and EAGLE heads (Hub, GPU)",
+        "lmsys/vicuna-7b-v1.3",
+        "double7/vicuna-68m",
+        options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"), ("eagle", "yuhuili/EAGLE-Vicuna-7B-v1.3")),
+    ),
 )
 
 
-def default_pairs(gpu: bool, custom: Optional[PairPreset] = None) -> list[PairPreset]:
+def default_pairs(gpu: bool, custom: PairPreset | None = None) -> list[PairPreset]:
     """The presets in menu order; the first is the default: a custom pair, else the GPU pair on a GPU,
     else the offline pair when its packages are installed, else the smallest Hub pair."""
     pairs = [OFFLINE_QWEN, OFFLINE_CROSS, *HUB_PAIRS]
@@ -68,7 +79,7 @@ class LoadedPair:
     draft_dtype: str = ""  # the draft's precision
 
 
-def held_bytes(pair: Optional[LoadedPair]) -> int:
+def held_bytes(pair: LoadedPair | None) -> int:
     """The bytes of a loaded pair's weights: what loading another pair in its place frees."""
     if pair is None:
         return 0
@@ -90,7 +101,7 @@ class ModelShelf:
         # Pairs a visitor names belong to their session (at most ADDED_PER_SESSION); `added_pairs` is "on", or why not.
         self.added_pairs = added_pairs
         self._added: dict[str, dict[str, PairPreset]] = {}  # session -> label -> pair
-        self._loaded: Optional[LoadedPair] = None
+        self._loaded: LoadedPair | None = None
         self._lock = threading.Lock()
         self.loading = ""  # while a pair loads: what is loading, in words
         self.pinned = ""  # when set, the held pair is the only one: why, for anyone who asks for another
@@ -100,7 +111,7 @@ class ModelShelf:
         or precision, or adding one, is refused with `why`."""
         self.pinned = why
 
-    def current(self) -> Optional[LoadedPair]:
+    def current(self) -> LoadedPair | None:
         return self._loaded
 
     def add(self, target: str, draft: str, session: str = "") -> str:
@@ -130,27 +141,32 @@ class ModelShelf:
         """The visitor left: the pairs they added go (a loaded one stays loaded until another is asked for)."""
         self._added.pop(session, None)
 
-    def preset(self, label: str, session: Optional[str] = None) -> PairPreset:
+    def preset(self, label: str, session: str | None = None) -> PairPreset:
         """A preset, or a pair the session added; with no session (the device side, after the server has checked
         the visitor's request), a pair any session added. An unknown label's error lists only what the asker may
         choose."""
         if label in self.pairs:
             return self.pairs[label]
-        added = self._added.get(session, {}) if session is not None else {
-            k: v for own in self._added.values() for k, v in own.items()}
+        added = (
+            self._added.get(session, {})
+            if session is not None
+            else {k: v for own in self._added.values() for k, v in own.items()}
+        )
         if label in added:
             return added[label]
         mine = self.choices(session) if session is not None else list(self.pairs)
         raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(mine)}")
 
-    def get(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None,
-            draft_dtype: str = "") -> LoadedPair:
+    def get(
+        self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None, draft_dtype: str = ""
+    ) -> LoadedPair:
         for _ in self.load(label, dtype, report, draft_dtype):
             pass
         return self._loaded
 
-    def load(self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None,
-             draft_dtype: str = "") -> Iterator[str]:
+    def load(
+        self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None, draft_dtype: str = ""
+    ) -> Iterator[str]:
         """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision
         is the target's unless `draft_dtype` says otherwise."""
         preset = self.preset(label)
@@ -168,9 +184,12 @@ class ModelShelf:
                 self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
                 where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
                 found = [check_loadable(name) for name in (preset.target, preset.draft)]
-                sizes = [(name, weight_bytes(source, precision, local_only=bool(offline)))
-                         for name, precision, (source, _, offline) in zip((preset.target, preset.draft),
-                                                                           (dtype, draft_dtype), found)]
+                sizes = [
+                    (name, weight_bytes(source, precision, local_only=bool(offline)))
+                    for name, precision, (source, _, offline) in zip(
+                        (preset.target, preset.draft), (dtype, draft_dtype), found
+                    )
+                ]
                 check_fits(sizes, where, freed=held_bytes(held))
                 self.loading = f"checking the tokenizers of {preset.label}"
                 tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]

@@ -2,7 +2,6 @@
 Pure Python."""
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..events import StepEvent, summarize
 from ..theory import best_gamma, cost_ratio, expected_speedup, per_token_alpha
@@ -11,7 +10,7 @@ from ..theory import best_gamma, cost_ratio, expected_speedup, per_token_alpha
 @dataclass(frozen=True)
 class SweepPoint:
     gamma: int
-    acceptance_rate: Optional[float]  # accepted / proposed, as the metrics strip shows it
+    acceptance_rate: float | None  # accepted / proposed, as the metrics strip shows it
     tokens_per_step: float
     tokens_per_s: float
     speedup: float  # over the plain run's tokens/s
@@ -44,18 +43,26 @@ class SweepView:
         points = []
         for gamma, events in sorted(self.runs.items()):
             m = summarize(events)
-            points.append(SweepPoint(gamma, m.acceptance_rate, m.mean_tokens_per_step, m.tokens_per_s,
-                                     m.tokens_per_s / base if base else 0.0))
+            points.append(
+                SweepPoint(
+                    gamma,
+                    m.acceptance_rate,
+                    m.mean_tokens_per_step,
+                    m.tokens_per_s,
+                    m.tokens_per_s / base if base else 0.0,
+                )
+            )
         return points
 
-    def theory(self) -> Optional[Theory]:
+    def theory(self) -> Theory | None:
         pooled = [e for events in self.runs.values() for e in events]
         alpha, c = per_token_alpha(pooled), cost_ratio(pooled, self.plain)
         if alpha is None or c is None:
             return None
-        return Theory(alpha, c, tuple(expected_speedup(alpha, g, c) for g in self.gammas),
-                      best_gamma(alpha, c, self.gammas))
+        return Theory(
+            alpha, c, tuple(expected_speedup(alpha, g, c) for g in self.gammas), best_gamma(alpha, c, self.gammas)
+        )
 
-    def best_measured(self) -> Optional[int]:
+    def best_measured(self) -> int | None:
         points = self.points()
         return max(points, key=lambda p: p.speedup).gamma if points else None

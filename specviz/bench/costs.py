@@ -12,8 +12,8 @@ import statistics
 import torch
 
 from ..engine import make_clock
-from ..models import LoadedModel
 from ..engine.static_lm import open_lm
+from ..models import LoadedModel
 
 
 def relative_forward_costs(target: LoadedModel, prefix: list[int], ks: list[int], repeats: int = 5) -> dict[int, float]:

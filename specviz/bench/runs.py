@@ -12,8 +12,15 @@ def measure(target, prompt_ids, settings, kind="none", draft=None, options=None,
     memory = copy.deepcopy(memory)
     events = list(decode(target, prompt_ids, settings, kind, draft, options, memory=memory))
     m = summarize(events)
-    return {"ids": generated_ids(events), "seconds": m.total_s, "decode_s": m.decode_s, "events": events,
-            "alpha": m.acceptance_rate, "tau": m.mean_tokens_per_step, "memory": memory}
+    return {
+        "ids": generated_ids(events),
+        "seconds": m.total_s,
+        "decode_s": m.decode_s,
+        "events": events,
+        "alpha": m.acceptance_rate,
+        "tau": m.mean_tokens_per_step,
+        "memory": memory,
+    }
 
 
 def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draft=None, ngram_max=3, clock=None):
@@ -24,8 +31,12 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     from transformers import GenerationConfig
 
     ids = torch.tensor([prompt_ids], device=target.device)
-    kwargs = dict(max_new_tokens=settings.max_new_tokens, attention_mask=torch.ones_like(ids),
-                  do_sample=not settings.greedy, repetition_penalty=1.0)
+    kwargs = dict(
+        max_new_tokens=settings.max_new_tokens,
+        attention_mask=torch.ones_like(ids),
+        do_sample=not settings.greedy,
+        repetition_penalty=1.0,
+    )
     if not settings.greedy:
         kwargs.update(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p)
     if method == "transformers assisted":
@@ -42,14 +53,14 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     start = clock()
     with torch.inference_mode():
         out = target.model.generate(ids, **kwargs)
-    return {"ids": out[0, len(prompt_ids):].tolist(), "seconds": clock() - start}
+    return {"ids": out[0, len(prompt_ids) :].tolist(), "seconds": clock() - start}
 
 
 def fastest(fns: dict, repeats: int) -> dict:
     """Run every fn `repeats` times, alternating the order, and keep each one's fastest run."""
     runs = {name: [] for name in fns}
     for r in range(repeats):
-        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+        for name in list(fns) if r % 2 == 0 else list(fns)[::-1]:
             runs[name].append(fns[name]())
     return {name: min(rs, key=lambda run: run["seconds"]) for name, rs in runs.items()}
 

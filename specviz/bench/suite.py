@@ -37,8 +37,11 @@ ORACLE = "oracle"  # the set-acceptance-rate drafter: run once per --oracle-alph
 def add_bench_options(p) -> None:
     names = ",".join(k.name for k in kinds())
     p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
-    p.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct",
-                   help="draft model(s), comma-separated (another tokenizer than the target's is bridged)")
+    p.add_argument(
+        "--draft",
+        default="qwen2.5-coder-0.5b-instruct",
+        help="draft model(s), comma-separated (another tokenizer than the target's is bridged)",
+    )
     p.add_argument("--methods", default=names, help="drafters to run, from " + names)
     p.add_argument("--gammas", default="1-8", help="fixed γ values, e.g. 1-8 or 2,4; adaptive always runs too")
     p.add_argument("--kinds", default="code,extraction,prose,chat", help="prompt kinds from assets/prompts.json")
@@ -85,14 +88,18 @@ def load_prompts(kinds_: list[str], per_kind: int) -> list[tuple[str, object]]:
     table = json.loads((ASSETS / "prompts.json").read_text())
     unknown = [k for k in kinds_ if k not in table and not _context_length(k)]
     if unknown:
-        raise InvalidRequest(f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}, or {CONTEXT}N "
-                             f"(a prompt of about N tokens)")
-    return [(k, context_prompt(table, _context_length(k))) if _context_length(k) else (k, prompt)
-            for k in kinds_ for prompt in table.get(k, [None])[:per_kind]]
+        raise InvalidRequest(
+            f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}, or {CONTEXT}N (a prompt of about N tokens)"
+        )
+    return [
+        (k, context_prompt(table, _context_length(k))) if _context_length(k) else (k, prompt)
+        for k in kinds_
+        for prompt in table.get(k, [None])[:per_kind]
+    ]
 
 
 def _context_length(kind: str) -> int:
-    tail = kind[len(CONTEXT):] if kind.startswith(CONTEXT) else ""
+    tail = kind[len(CONTEXT) :] if kind.startswith(CONTEXT) else ""
     return int(tail) if tail.isdigit() and int(tail) > 0 else 0
 
 
@@ -112,6 +119,7 @@ def prompt_label(prompt) -> str:
 @dataclass
 class Plan:
     """The flags, checked before any model loads."""
+
     methods: list[DrafterKind]
     options: dict  # drafter name -> its Options
     gammas: list[int]
@@ -169,8 +177,11 @@ class Bench:
         # prompts of a kind, run in order, can draft from the ones before (and a cell never from another cell's runs)
         self.memories: dict[tuple, RunMemory] = {}
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
-        self.longest = {k.name: build_drafter(k.name, Settings(), None, self.target, self.draft,
-                                              plan.options[k.name]).longest for k in plan.methods if k.name != ORACLE}
+        self.longest = {
+            k.name: build_drafter(k.name, Settings(), None, self.target, self.draft, plan.options[k.name]).longest
+            for k in plan.methods
+            if k.name != ORACLE
+        }
 
     def ours(self, ids, settings, kind="none", options=None, draft=None, memory=None):
         return lambda: measure(self.target, ids, settings, kind, draft or self.draft, options, memory)
@@ -184,8 +195,10 @@ class Bench:
         warm = encode_prompt(self.target, "Say hi.")
         for k in [None, *[k for k in self.plan.methods if k.name != ORACLE]]:
             name = k.name if k else "none"
-            for draft in (self.drafts.values() if k and k.draft_needed(self.plan.options[name]) else [self.draft]):
-                measure(self.target, warm, Settings(max_new_tokens=8, gamma=2), name, draft, self.plan.options.get(name))
+            for draft in self.drafts.values() if k and k.draft_needed(self.plan.options[name]) else [self.draft]:
+                measure(
+                    self.target, warm, Settings(max_new_tokens=8, gamma=2), name, draft, self.plan.options.get(name)
+                )
         if self.hf:
             transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
 
@@ -197,8 +210,9 @@ class Bench:
             if k.name == ORACLE:
                 if not settings.greedy:
                     continue
-                variants = [(f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a}), None)
-                            for a in self.plan.alphas]
+                variants = [
+                    (f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a}), None) for a in self.plan.alphas
+                ]
             else:
                 options = self.plan.options[k.name]
                 variants = [(k.name, options, d) for d in (self.drafts if k.draft_needed(options) else [None])]
@@ -218,16 +232,23 @@ class Bench:
 
         ids = encode_prompt(self.target, prompt)
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
-        plain_runs = lambda: {"specviz": self.ours(ids, settings), **({"hf": self.theirs(ids, settings)} if self.hf else {})}  # noqa: E731
+        plain_runs = lambda: {
+            "specviz": self.ours(ids, settings),
+            **({"hf": self.theirs(ids, settings)} if self.hf else {}),
+        }  # noqa: E731
         opening = fastest(plain_runs(), self.args.repeats)
-        log(f"[{kind_name} #{run_index + 1}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
-            + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else ""))
+        log(
+            f"[{kind_name} #{run_index + 1}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
+            + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else "")
+        )
         measured, raced = [], {}
         for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
             other = COUNTERPART.get(drafter) if self.hf else None
             draft = self.drafts.get(precision)
             remembers = kind(drafter).remembers
-            memory = self.memories.setdefault((kind_name, temperature, name, gamma), RunMemory(64)) if remembers else None
+            memory = (
+                self.memories.setdefault((kind_name, temperature, name, gamma), RunMemory(64)) if remembers else None
+            )
             fns = {"specviz": self.ours(ids, at, drafter, options, draft, memory)}
             theirs_key = (other, gamma, precision, at)  # two drafters with one counterpart share its runs
             if other and theirs_key not in raced:  # γ "adaptive": transformers at its own default schedule
@@ -239,8 +260,10 @@ class Bench:
                 self.memories[kind_name, temperature, name, gamma] = best["specviz"]["memory"]
             measured.append((name, gamma, other, best, precision))
             name = name + (f" ({' '.join(precision)})" if precision else "")
-            log(f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
-                f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else ""))
+            log(
+                f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
+                f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else "")
+            )
         # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
         # the fastest of `repeats` runs, like every cell; the faster of the two would be a best of 2·repeats.
         closing = fastest(plain_runs(), self.args.repeats)
@@ -248,23 +271,58 @@ class Bench:
         hf_plain = bracketed(opening["hf"], closing["hf"]) if self.hf else None
         ks = sorted({*range(1, max(self.plan.gammas) + 2), 12, 17, 25, 33})
         costs = relative_forward_costs(self.target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
-        log(f"[{kind_name} #{run_index + 1}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline "
-            f"(mean time of opening and closing) {tps(plain):.2f} tok/s" + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
-            + "; V(k)/V(1) at k=2,5,9,17: " + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs))
-        common = dict(kind=kind_name, prompt=prompt_label(prompt), temperature=temperature, prompt_tokens=len(ids),
-                      run_index=run_index)
-        rows = [BenchRow(**common, method="plain", gamma=None, library="specviz", tps=tps(plain), speedup=1.0, tau=1.0,
-                         verify_costs=costs)]
+        log(
+            f"[{kind_name} #{run_index + 1}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline "
+            f"(mean time of opening and closing) {tps(plain):.2f} tok/s"
+            + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
+            + "; V(k)/V(1) at k=2,5,9,17: "
+            + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs)
+        )
+        common = dict(
+            kind=kind_name,
+            prompt=prompt_label(prompt),
+            temperature=temperature,
+            prompt_tokens=len(ids),
+            run_index=run_index,
+        )
+        rows = [
+            BenchRow(
+                **common,
+                method="plain",
+                gamma=None,
+                library="specviz",
+                tps=tps(plain),
+                speedup=1.0,
+                tau=1.0,
+                verify_costs=costs,
+            )
+        ]
         if hf_plain is not None:
             # An independent reference: transformers' own greedy generate must write what specviz's plain decoding wrote.
-            rows.append(BenchRow(**common, method="transformers plain", gamma=None, library="transformers",
-                                 tps=tps(hf_plain), speedup=1.0, vs_transformers=tps(plain) / tps(hf_plain),
-                                 same_as_plain=plain["ids"] == hf_plain["ids"] if settings.greedy else None))
+            rows.append(
+                BenchRow(
+                    **common,
+                    method="transformers plain",
+                    gamma=None,
+                    library="transformers",
+                    tps=tps(hf_plain),
+                    speedup=1.0,
+                    vs_transformers=tps(plain) / tps(hf_plain),
+                    same_as_plain=plain["ids"] == hf_plain["ids"] if settings.greedy else None,
+                )
+            )
         for name, gamma, other, best, precision in measured:
-            rows += self._cell_rows(common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy, precision)
-            log(f"  {rows[-1].name} γ={gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, efficiency {_f(rows[-1].efficiency)}"
-                + (f", {other} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
-                   if "hf" in best else ""))
+            rows += self._cell_rows(
+                common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy, precision
+            )
+            log(
+                f"  {rows[-1].name} γ={gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, efficiency {_f(rows[-1].efficiency)}"
+                + (
+                    f", {other} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
+                    if "hf" in best
+                    else ""
+                )
+            )
         return rows
 
     def _cell_rows(self, common, name, gamma, other, best, plain, hf_plain, costs, greedy, precision) -> list[BenchRow]:
@@ -276,26 +334,44 @@ class Bench:
         predicted = predicted_speedup(events, costs, forward_1)
         decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
         found = diagnose(plain["events"], events, forward_1)
-        row = BenchRow(**common, method=name, gamma=gamma, library="specviz", tps=tps(run), speedup=speedup,
-                       alpha=run["alpha"], tau=run["tau"], per_tau=speedup / run["tau"], predicted=predicted,
-                       efficiency=decode_speedup / predicted if predicted else None,
-                       iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
-                       mean_gamma=sum(e.gamma for e in events) / len(events),
-                       by_depth=depth_acceptance(events, max(self.plan.gammas)),
-                       same_as_plain=run["ids"] == plain["ids"] if greedy else None,
-                       draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None,
-                       c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
-                       diagnosed=found.predicted if found else None, decode_speedup=decode_speedup,
-                       nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
-                       copied=(sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting)
-                               if drafting else None))
+        row = BenchRow(
+            **common,
+            method=name,
+            gamma=gamma,
+            library="specviz",
+            tps=tps(run),
+            speedup=speedup,
+            alpha=run["alpha"],
+            tau=run["tau"],
+            per_tau=speedup / run["tau"],
+            predicted=predicted,
+            efficiency=decode_speedup / predicted if predicted else None,
+            iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
+            mean_gamma=sum(e.gamma for e in events) / len(events),
+            by_depth=depth_acceptance(events, max(self.plan.gammas)),
+            same_as_plain=run["ids"] == plain["ids"] if greedy else None,
+            draft_name=precision[0] if precision else None,
+            draft_dtype=precision[1] if precision else None,
+            c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
+            diagnosed=found.predicted if found else None,
+            decode_speedup=decode_speedup,
+            nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
+            copied=(sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting) if drafting else None),
+        )
         if "hf" not in best:
             return [row]
         row.vs_transformers = tps(run) / tps(best["hf"])
-        theirs = BenchRow(**common, method=other, gamma=gamma, library="transformers", tps=tps(best["hf"]),
-                          speedup=tps(best["hf"]) / tps(hf_plain),
-                          same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None,
-                          draft_name=precision[0] if precision else None, draft_dtype=precision[1] if precision else None)
+        theirs = BenchRow(
+            **common,
+            method=other,
+            gamma=gamma,
+            library="transformers",
+            tps=tps(best["hf"]),
+            speedup=tps(best["hf"]) / tps(hf_plain),
+            same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None,
+            draft_name=precision[0] if precision else None,
+            draft_dtype=precision[1] if precision else None,
+        )
         return [theirs, row]
 
 
@@ -316,11 +392,21 @@ def cmd_bench(args) -> int:
             rows += bench.prompt_rows(kind_name, prompt, temperature, log, run_index)
     medusa = plan.options.get("medusa")
     heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
-    meta = {"target": args.target, "draft": args.draft if bench.draft else None, "medusa": heads,
-            "dtype": args.dtype, "drafts": [f"{n} {d}" for n, d in plan.drafts], "device": str(bench.target.device), "max_new_tokens": args.max_new_tokens,
-            "repeats": args.repeats, "gammas": plan.gammas, "methods": [k.name for k in plan.methods],
-            "prompts": len(plan.prompts), "minutes": round((time.perf_counter() - began) / 60, 1),
-            "when": time.strftime("%Y-%m-%d %H:%M")}
+    meta = {
+        "target": args.target,
+        "draft": args.draft if bench.draft else None,
+        "medusa": heads,
+        "dtype": args.dtype,
+        "drafts": [f"{n} {d}" for n, d in plan.drafts],
+        "device": str(bench.target.device),
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "gammas": plan.gammas,
+        "methods": [k.name for k in plan.methods],
+        "prompts": len(plan.prompts),
+        "minutes": round((time.perf_counter() - began) / 60, 1),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"meta": meta, "rows": [r.to_json() for r in rows]}, indent=1))

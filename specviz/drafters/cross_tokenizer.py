@@ -61,7 +61,7 @@ class CrossTokenizerDrafter(BaseDrafter):
     def _resync(self, tokens: list[int]) -> list[int]:
         """The committed text in the draft's tokens; the cache cut back to what it shares with them, never holding the
         last one (a proposal starts by feeding at least one token)."""
-        text = self.prompt_text + self.target.tokenizer.decode(tokens[self.prompt_len:])
+        text = self.prompt_text + self.target.tokenizer.decode(tokens[self.prompt_len :])
         # A token the draft's model has no row for (an added token, a trimmed vocabulary) is left out of what it reads.
         want = [t for t in self.draft.tokenizer.encode(text, add_special_tokens=False) if t < self.readable]
         keep = max(0, min(common_prefix(self.cached, want), len(want) - 1))
@@ -86,7 +86,7 @@ class CrossTokenizerDrafter(BaseDrafter):
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         want = self._resync(tokens)
-        feed = want[len(self.cached):]
+        feed = want[len(self.cached) :]
         if self.settings.greedy:
             own = []
             for _ in range(gamma):
@@ -96,7 +96,9 @@ class CrossTokenizerDrafter(BaseDrafter):
             text = self.draft.tokenizer.decode(own)
             chain = self.target.tokenizer.encode(text, add_special_tokens=False)[:gamma]
             cut = next((i for i, t in enumerate(chain) if t >= self.target_rows), len(chain))
-            chain = chain[:cut]  # past an id the target cannot read nothing could be accepted: the target never writes it
+            chain = chain[
+                :cut
+            ]  # past an id the target cannot read nothing could be accepted: the target never writes it
             spelled = tuple(self.draft.tokenizer.decode([t]) for t in own)
             return Proposal((tuple(chain),), forwards=gamma, spelled=spelled) if chain else None
         own, q = [], []

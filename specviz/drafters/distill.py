@@ -6,9 +6,9 @@ import json
 import random
 import sysconfig
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -32,9 +32,15 @@ def load_texts(path: Path) -> list[Text]:
 
 
 @torch.inference_mode()
-def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: int, samples: int = 1,
-                         temperature: float = 0.7, batch: int = 16,
-                         progress: Callable[[str], None] = lambda _: None) -> list[Text]:
+def self_distilled_texts(
+    base: LoadedModel,
+    prompts: list[str],
+    max_new_tokens: int,
+    samples: int = 1,
+    temperature: float = 0.7,
+    batch: int = 16,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Text]:
     """Prompt + the base model's own continuations as token ids, `samples` per prompt in prompt order: the first
     greedy, the rest sampled. Prompts go through transformers' generate `batch` at a time (left-padded)."""
     from transformers import GenerationConfig
@@ -51,8 +57,16 @@ def self_distilled_texts(base: LoadedModel, prompts: list[str], max_new_tokens: 
         width = max(len(jobs[i][0]) for i in part)
         ids = torch.tensor([[pad] * (width - len(jobs[i][0])) + jobs[i][0] for i in part], device=base.device)
         mask = torch.tensor([[0] * (width - len(jobs[i][0])) + [1] * len(jobs[i][0]) for i in part], device=base.device)
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, temperature=temperature,
-                                  top_k=0, top_p=1.0, repetition_penalty=1.0, pad_token_id=pad, eos_token_id=sorted(eos))
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=not greedy,
+            temperature=temperature,
+            top_k=0,
+            top_p=1.0,
+            repetition_penalty=1.0,
+            pad_token_id=pad,
+            eos_token_id=sorted(eos),
+        )
         written = base.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, width:].tolist()
         for i, new in zip(part, written):
             end = next((n + 1 for n, t in enumerate(new) if t in eos), len(new))

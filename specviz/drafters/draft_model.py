@@ -11,8 +11,8 @@ from ..engine.sampling import choose, probabilities
 from ..engine.static_lm import open_lm
 from ..engine.step import BaseDrafter, Proposal, Verdict
 from ..errors import InvalidRequest
-from ..settings import MAX_GAMMA, Settings
 from ..models.vocabulary import check_draft_fits, same_vocabulary
+from ..settings import MAX_GAMMA, Settings
 from .cross_tokenizer import CrossTokenizerDrafter
 from .kinds import DrafterKind, Options, option
 from .tree_growth import best_next, best_nodes, best_paths, columns_to, grow, token_probabilities
@@ -31,8 +31,17 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 class DraftModelDrafter(BaseDrafter):
     tree_size = None  # set by the loop when adaptive: (the tree's node chances, best first; depth) -> how many pay
-    def __init__(self, model: torch.nn.Module, settings: Settings, generator: torch.Generator, vocab_size: int,
-                 shape: str = "chain", nodes: int = 12, window: int = 0):
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        settings: Settings,
+        generator: torch.Generator,
+        vocab_size: int,
+        shape: str = "chain",
+        nodes: int = 12,
+        window: int = 0,
+    ):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.shape, self.nodes, self.window = shape, nodes, window
         self.stops_early = True  # adaptive: a chain's length, a tree's depth, decided while drafting
@@ -79,13 +88,18 @@ class DraftModelDrafter(BaseDrafter):
                 if not self.keep_drafting(confidence):
                     break
         self._count = len(drafted)
-        return Proposal((tuple(torch.cat(drafted).tolist()),), torch.cat(dists), forwards=len(drafted),
-                        confidence=tuple(confidence) or None)
+        return Proposal(
+            (tuple(torch.cat(drafted).tolist()),),
+            torch.cat(dists),
+            forwards=len(drafted),
+            confidence=tuple(confidence) or None,
+        )
 
     @torch.inference_mode()
     def _tree(self, feed: torch.Tensor, gamma: int) -> Proposal | None:
         """The committed text's new tokens in one forward, then one forward per depth over the most confident
         branches; the drafts leave the cache again, so the next step starts from the committed text."""
+
         def ranked(logits: torch.Tensor):
             return best_next(torch.log_softmax(fit_vocab(logits, self.vocab_size).float(), dim=-1), WIDTH)
 
@@ -93,8 +107,12 @@ class DraftModelDrafter(BaseDrafter):
 
         def expand(nodes, chosen, depth):
             past = self.lm.length
-            logits = self.lm.extend_branches([nodes[n].token for n in chosen], [committed + depth - 2] * len(chosen),
-                                             committed, [columns_to(nodes, nodes[n].parent) for n in chosen])
+            logits = self.lm.extend_branches(
+                [nodes[n].token for n in chosen],
+                [committed + depth - 2] * len(chosen),
+                committed,
+                [columns_to(nodes, nodes[n].parent) for n in chosen],
+            )
             for row, n in enumerate(chosen):
                 nodes[n].column = past + row
             return ranked(logits)
@@ -124,16 +142,32 @@ class DraftModelDrafter(BaseDrafter):
 
 @dataclass(frozen=True)
 class DraftOptions(Options):
-    draft_tree: str = option("chain", "draft shape", "chain (one sampled token per depth, its probabilities to the "
-                             "rejection rule) or tree (the draft's top candidates, grown where it is most confident; "
-                             "a draft of another tokenizer drafts a chain)",
-                             choices=SHAPES)
-    draft_nodes: int = option(12, "draft tree nodes", "the most draft tokens a tree sends to verification (adaptive: "
-                              "fewer where the measured costs say more would not pay)", low=2, high=64)
-    draft_window: int = option(0, "draft window", "the most prompt tokens the draft reads (its first quarter from the "
-                               "prompt's opening, the rest from its end; 0: all): a long prompt's draft prefill and "
-                               "draft steps get cheaper, its guesses perhaps worse (a draft of another tokenizer "
-                               "reads all)", low=0, high=8192)
+    draft_tree: str = option(
+        "chain",
+        "draft shape",
+        "chain (one sampled token per depth, its probabilities to the "
+        "rejection rule) or tree (the draft's top candidates, grown where it is most confident; "
+        "a draft of another tokenizer drafts a chain)",
+        choices=SHAPES,
+    )
+    draft_nodes: int = option(
+        12,
+        "draft tree nodes",
+        "the most draft tokens a tree sends to verification (adaptive: "
+        "fewer where the measured costs say more would not pay)",
+        low=2,
+        high=64,
+    )
+    draft_window: int = option(
+        0,
+        "draft window",
+        "the most prompt tokens the draft reads (its first quarter from the "
+        "prompt's opening, the rest from its end; 0: all): a long prompt's draft prefill and "
+        "draft steps get cheaper, its guesses perhaps worse (a draft of another tokenizer "
+        "reads all)",
+        low=0,
+        high=8192,
+    )
 
 
 def build(options: DraftOptions, ctx):
@@ -143,11 +177,25 @@ def build(options: DraftOptions, ctx):
     if not same_vocabulary(ctx.target, ctx.draft):  # another tokenizer: bridged through text
         check_draft_fits(ctx.target, ctx.draft)
         return CrossTokenizerDrafter(ctx.draft, ctx.target, ctx.settings, ctx.generator)
-    return DraftModelDrafter(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size,
-                             options.draft_tree, options.draft_nodes, options.draft_window)
+    return DraftModelDrafter(
+        ctx.draft.model,
+        ctx.settings,
+        ctx.generator,
+        ctx.target.vocab_size,
+        options.draft_tree,
+        options.draft_nodes,
+        options.draft_window,
+    )
 
 
-KIND = DrafterKind("draft", "draft model", "a smaller model drafts γ tokens, one forward each (any tokenizer: another "
-                   "one is bridged through text)", build, DraftOptions, needs_draft=True, order=10,
-                   preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
-                   describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""))
+KIND = DrafterKind(
+    "draft",
+    "draft model",
+    "a smaller model drafts γ tokens, one forward each (any tokenizer: another one is bridged through text)",
+    build,
+    DraftOptions,
+    needs_draft=True,
+    order=10,
+    preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
+    describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
+)

@@ -26,8 +26,10 @@ def heads_for(given, shipped: Path | None, target_name: str, what: str, flag: st
     """The heads location asked for, else the shipped one; neither: one line saying how to get some."""
     where = given or shipped
     if not where:
-        raise InvalidRequest(f"no {what} for '{target_name}': none ship with specviz for it; give some "
-                             f"({flag} HEADS, or a pair with heads) or train them with {trainer}")
+        raise InvalidRequest(
+            f"no {what} for '{target_name}': none ship with specviz for it; give some "
+            f"({flag} HEADS, or a pair with heads) or train them with {trainer}"
+        )
     return where
 
 
@@ -46,8 +48,7 @@ def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -
         return Path(snapshot_download(str(spec), allow_patterns=patterns, local_files_only=cache_only))
     except Exception as exc:  # offline, no such repo, ...: one line
         where = "the local cache (the Hub is not reachable)" if cache_only else "the Hub"
-        raise error(f"cannot fetch {what} '{spec}' from {where}: "
-                    f"{first_line(exc)[:200]}") from exc
+        raise error(f"cannot fetch {what} '{spec}' from {where}: {first_line(exc)[:200]}") from exc
 
 
 def check_base(config: dict, target_name: str, what: str, error: type[Exception]) -> None:
@@ -76,7 +77,9 @@ def write_shortlist(folder: Path, shortlist: torch.Tensor | None) -> None:
         (folder / SHORTLIST_FILE).write_text(json.dumps(shortlist.tolist()) + "\n")
 
 
-def register_shortlist(module: torch.nn.Module, lm_head: torch.nn.Module | None, shortlist: torch.Tensor | None) -> None:
+def register_shortlist(
+    module: torch.nn.Module, lm_head: torch.nn.Module | None, shortlist: torch.Tensor | None
+) -> None:
     """`module.shortlist` (the ids, or None) and `module.rows`, their rows of the LM head: buffers, so .to() moves
     them with the heads, kept out of the state dict (the shortlist has its own file)."""
     module.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)

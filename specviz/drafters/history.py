@@ -51,13 +51,29 @@ class HistoryDrafter(BaseDrafter):
 
 @dataclass(frozen=True)
 class HistoryOptions(Options):
-    candidates: int = option(4, "history candidates (m)", "earlier occurrences of the last token, verified together "
-                             "as a tree", low=1, high=MAX_CANDIDATES)
-    choice: str = option("recent", "history choice", "the most recent occurrences, or a seeded random choice",
-                         choices=("recent", "random"), flag="--history-choice")
+    candidates: int = option(
+        4,
+        "history candidates (m)",
+        "earlier occurrences of the last token, verified together as a tree",
+        low=1,
+        high=MAX_CANDIDATES,
+    )
+    choice: str = option(
+        "recent",
+        "history choice",
+        "the most recent occurrences, or a seeded random choice",
+        choices=("recent", "random"),
+        flag="--history-choice",
+    )
 
 
-KIND = DrafterKind("history", "history lookup (tree)", "earlier continuations of the last token in the output, "
-                   "verified together as a token tree; it pays where the output repeats itself (lists, repeated "
-                   "code), rarely elsewhere",
-                   lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed), HistoryOptions, order=30)
+KIND = DrafterKind(
+    "history",
+    "history lookup (tree)",
+    "earlier continuations of the last token in the output, "
+    "verified together as a token tree; it pays where the output repeats itself (lists, repeated "
+    "code), rarely elsewhere",
+    lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed),
+    HistoryOptions,
+    order=30,
+)

@@ -17,8 +17,10 @@ import time
 from dataclasses import dataclass, replace
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
-from .draft_model import DraftOptions, build as build_draft_model
-from .eagle import KIND as EAGLE, EagleOptions
+from .draft_model import DraftOptions
+from .draft_model import build as build_draft_model
+from .eagle import KIND as EAGLE
+from .eagle import EagleOptions
 from .kinds import DrafterKind, Options, option, shared_option
 from .suffix import SuffixDrafter, SuffixOptions
 from .suffix_index import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
@@ -100,13 +102,23 @@ ORIGINS = {"draft": MODEL, "eagle": HEAD}  # the model side's name on screen, by
 
 @dataclass(frozen=True)
 class HybridOptions(Options):
-    hybrid_window: int = option(256, "hybrid draft window", "the most prompt tokens the hybrid's draft model reads (its "
-                                "first quarter from the prompt's opening, the rest from its end; 0: all): the lookup "
-                                "copies from the whole prompt, so a long one need not cost the draft its prefill",
-                                low=0, high=8192)
-    hybrid_model: str = option("draft", "hybrid's model drafter", "what drafts where the lookup has no long match: "
-                               "the draft model (a tree of its top tokens) or the target's EAGLE head (its dynamic "
-                               "tree, read from the target's own features; no draft model needed)", choices=tuple(ORIGINS))
+    hybrid_window: int = option(
+        256,
+        "hybrid draft window",
+        "the most prompt tokens the hybrid's draft model reads (its "
+        "first quarter from the prompt's opening, the rest from its end; 0: all): the lookup "
+        "copies from the whole prompt, so a long one need not cost the draft its prefill",
+        low=0,
+        high=8192,
+    )
+    hybrid_model: str = option(
+        "draft",
+        "hybrid's model drafter",
+        "what drafts where the lookup has no long match: "
+        "the draft model (a tree of its top tokens) or the target's EAGLE head (its dynamic "
+        "tree, read from the target's own features; no draft model needed)",
+        choices=tuple(ORIGINS),
+    )
     eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
 
 
@@ -116,8 +128,11 @@ def _build(options: HybridOptions, ctx):
     else:  # the draft model drafts its tree, the shape measured best in the hybrid
         model = build_draft_model(DraftOptions(draft_tree="tree", draft_window=options.hybrid_window), ctx)
     lookup = SuffixOptions()  # suffix decoding at its own defaults
-    return HybridDrafter(SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory,
-                                       ctx.target.eos_ids), model, ORIGINS[options.hybrid_model])
+    return HybridDrafter(
+        SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory, ctx.target.eos_ids),
+        model,
+        ORIGINS[options.hybrid_model],
+    )
 
 
 def _precheck(options: HybridOptions, target_name: str) -> None:
@@ -125,9 +140,19 @@ def _precheck(options: HybridOptions, target_name: str) -> None:
         EAGLE.check_for(EagleOptions(eagle=options.eagle), target_name)
 
 
-KIND = DrafterKind("hybrid", "hybrid: lookup or a model drafter", "each step, a copy from the prompt, this output or "
-                   "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
-                   "head's) tree otherwise", _build, HybridOptions, needs_draft=True,
-                   draft_if=lambda o: o.hybrid_model == "draft", precheck=_precheck,
-                   describe=lambda o: f"hybrid: lookup or {ORIGINS[o.hybrid_model]}",
-                   order=12, remembers=True, preferred=(("gamma", 8), ("adaptive", True)))
+KIND = DrafterKind(
+    "hybrid",
+    "hybrid: lookup or a model drafter",
+    "each step, a copy from the prompt, this output or "
+    "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
+    "head's) tree otherwise",
+    _build,
+    HybridOptions,
+    needs_draft=True,
+    draft_if=lambda o: o.hybrid_model == "draft",
+    precheck=_precheck,
+    describe=lambda o: f"hybrid: lookup or {ORIGINS[o.hybrid_model]}",
+    order=12,
+    remembers=True,
+    preferred=(("gamma", 8), ("adaptive", True)),
+)

@@ -6,8 +6,9 @@ What a drafter needs from the target (its hidden state) and how many tree nodes 
 answered by the drafter itself (engine/step.py), since the engine sees drafters, not kinds. No torch here.
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from ..errors import InvalidRequest
 
@@ -15,13 +16,14 @@ from ..errors import InvalidRequest
 @dataclass(frozen=True)
 class OptionSpec:
     """One option as the CLI and the app ask for it, and the values it takes."""
+
     label: str  # in error messages and on screen
     help: str
-    low: Optional[int] = None  # with high: an integer in low..high
-    high: Optional[int] = None
+    low: int | None = None  # with high: an integer in low..high
+    high: int | None = None
     choices: tuple = ()  # the values offered; with strict, the only ones accepted
     strict: bool = True
-    flag: Optional[str] = None  # the CLI flag; None: --name-with-dashes
+    flag: str | None = None  # the CLI flag; None: --name-with-dashes
     app: bool = True  # on the app's option panel (False: the model pair supplies it, or nobody types it)
     cli: bool = True  # a CLI flag
     name: str = ""  # the field's name, filled in by Options.specs()
@@ -48,7 +50,9 @@ class OptionSpec:
         return int(number)
 
     def check(self, value) -> None:
-        if self.integer and (not isinstance(value, int) or isinstance(value, bool) or not self.low <= value <= self.high):
+        if self.integer and (
+            not isinstance(value, int) or isinstance(value, bool) or not self.low <= value <= self.high
+        ):
             raise InvalidRequest(f"{self.label} must be an integer in {self.low}..{self.high}, got {value!r}")
         if self.choices and self.strict and value not in self.choices:
             words = " or ".join(self.choices) if len(self.choices) == 2 else "one of " + ", ".join(self.choices)
@@ -81,8 +85,9 @@ class Options:
 
     @classmethod
     def specs(cls) -> tuple[OptionSpec, ...]:
-        return tuple(replace(f.metadata["option"], name=f.name, default=f.default)
-                     for f in fields(cls) if "option" in f.metadata)
+        return tuple(
+            replace(f.metadata["option"], name=f.name, default=f.default) for f in fields(cls) if "option" in f.metadata
+        )
 
     @classmethod
     def parse(cls, values: Mapping) -> "Options":
@@ -93,6 +98,7 @@ class Options:
 @dataclass(frozen=True)
 class DraftContext:
     """What a drafter is built from, once per generation."""
+
     target: Any  # LoadedModel
     settings: Any  # Settings
     generator: Any  # the torch.Generator the verification draws from too
@@ -108,9 +114,9 @@ class DrafterKind:
     build: Callable[[Any, DraftContext], Any]  # (its options, the context) -> a Drafter for one generation
     options: type = Options  # its Options dataclass
     needs_draft: bool = False  # a second model beside the target (the pair's draft, or --draft), at least sometimes
-    draft_if: Optional[Callable[[Any], bool]] = None  # (its options) -> whether they need it; None: always
-    precheck: Optional[Callable[[Any, str], None]] = None  # (options, target name): refuse before any model loads
-    describe: Optional[Callable[[Any], str]] = None  # its words on screen, given the options (default: the label)
+    draft_if: Callable[[Any], bool] | None = None  # (its options) -> whether they need it; None: always
+    precheck: Callable[[Any, str], None] | None = None  # (options, target name): refuse before any model loads
+    describe: Callable[[Any], str] | None = None  # its words on screen, given the options (default: the label)
     order: int = 100  # position in menus
     menu: bool = True  # offered by the CLI and the app; False: a measuring tool of the benchmark only
     remembers: bool = False  # drafts from the caller's earlier runs (DraftContext.memory), so run order matters
@@ -121,7 +127,7 @@ class DrafterKind:
     def prefers(self, name: str, default=None):
         return dict(self.preferred).get(name, default)
 
-    def parse(self, values: Optional[Mapping]) -> Options:
+    def parse(self, values: Mapping | None) -> Options:
         return values if isinstance(values, self.options) else self.options.parse(values or {})
 
     def draft_needed(self, options: Options) -> bool:

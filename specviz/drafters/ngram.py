@@ -35,9 +35,20 @@ class NgramDrafter(BaseDrafter):
 
 @dataclass(frozen=True)
 class NgramOptions(Options):
-    ngram_max: int = option(1, "shortest match (n-gram size)", "the text's end must match earlier text over at least "
-                            "this many tokens to draft; the longest match is copied", low=1, high=MAX_NGRAM)
+    ngram_max: int = option(
+        1,
+        "shortest match (n-gram size)",
+        "the text's end must match earlier text over at least this many tokens to draft; the longest match is copied",
+        low=1,
+        high=MAX_NGRAM,
+    )
 
 
-KIND = DrafterKind("ngram", "n-gram prompt lookup", "copies what followed the longest earlier match of the text's end",
-                   lambda options, ctx: NgramDrafter(options.ngram_max), NgramOptions, order=20)
+KIND = DrafterKind(
+    "ngram",
+    "n-gram prompt lookup",
+    "copies what followed the longest earlier match of the text's end",
+    lambda options, ctx: NgramDrafter(options.ngram_max),
+    NgramOptions,
+    order=20,
+)

@@ -25,20 +25,23 @@ class OracleDrafter(BaseDrafter):
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         done = len(tokens) - self.prompt_len
-        if tokens[self.prompt_len:] != self.reference[:done]:
+        if tokens[self.prompt_len :] != self.reference[:done]:
             return None  # off the reference: the target's next token is no longer known
         follow = self.reference[done : done + gamma]
         if not follow:
             return None
-        draft = [t if self.rng.random() < self.alpha else (t + 1 + self.rng.randrange(self.vocab_size - 1)) % self.vocab_size
-                 for t in follow]
+        draft = [
+            t if self.rng.random() < self.alpha else (t + 1 + self.rng.randrange(self.vocab_size - 1)) % self.vocab_size
+            for t in follow
+        ]
         return Proposal((tuple(draft),))
 
 
 @dataclass(frozen=True)
 class OracleOptions(Options):
-    alpha: float = option(0.8, "oracle acceptance rate", "the share of drafts that are the target's own token",
-                          cli=False, app=False)
+    alpha: float = option(
+        0.8, "oracle acceptance rate", "the share of drafts that are the target's own token", cli=False, app=False
+    )
     reference: tuple = option((), "reference", "the target's greedy output, made beforehand", cli=False, app=False)
 
     def check(self) -> None:
@@ -52,5 +55,12 @@ def _build(options, ctx) -> OracleDrafter:
     return OracleDrafter(options.reference, options.alpha, ctx.target.vocab_size, ctx.settings.seed)
 
 
-KIND = DrafterKind("oracle", "oracle (set α)", "proposes the target's own token with probability α, for free",
-                   _build, OracleOptions, order=90, menu=False)
+KIND = DrafterKind(
+    "oracle",
+    "oracle (set α)",
+    "proposes the target's own token with probability α, for free",
+    _build,
+    OracleOptions,
+    order=90,
+    menu=False,
+)

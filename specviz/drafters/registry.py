@@ -5,7 +5,7 @@ Adding a drafter is one new module here (and its tests); the CLI, the app and th
 
 import importlib
 import pkgutil
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from ..engine import generate, new_generator
 from ..errors import InvalidRequest
@@ -73,8 +73,16 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
     return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
 
 
-def decode(target, prompt_ids: list[int], settings, drafter: str = PLAIN, draft=None,
-           options: Optional[Options | dict] = None, stop=None, memory=None):
+def decode(
+    target,
+    prompt_ids: list[int],
+    settings,
+    drafter: str = PLAIN,
+    draft=None,
+    options: Options | dict | None = None,
+    stop=None,
+    memory=None,
+):
     """generate() with the drafter named `drafter`, sharing one generator seeded from the settings: what the CLI, the
     app and the benchmark all run. The drafter is built at once, so a bad option fails before the first step."""
     generator = new_generator(target.device, settings.seed)

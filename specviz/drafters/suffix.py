@@ -16,8 +16,9 @@ class SuffixDrafter(BaseDrafter):
     """Begins a run in the memory at start(); the run holds only committed tokens: those the engine passes to
     propose(), and after each verdict the accepted draft tokens and the target's own token."""
 
-    def __init__(self, depth_per_token: float = 2, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None,
-                 eos_ids=()):
+    def __init__(
+        self, depth_per_token: float = 2, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None, eos_ids=()
+    ):
         self.depth_per_token, self.nodes, self.runs = depth_per_token, nodes, runs
         self.memory = RunMemory(max_runs=0) if memory is None else memory  # private: this run alone
         self.eos_ids = frozenset(eos_ids)
@@ -58,19 +59,39 @@ class SuffixDrafter(BaseDrafter):
 
 @dataclass(frozen=True)
 class SuffixOptions(Options):
-    suffix_factor: int = option(2, "suffix depth per matched token", "a match of m tokens drafts up to m × this "
-                                "many tokens, in depth (γ caps it) and in all (the node budget caps it)", low=1, high=8)
-    suffix_nodes: int = option(16, "suffix tree nodes", "the most draft tokens verified together in one step",
-                               low=1, high=64)
-    suffix_runs: int = option(16, "earlier runs searched", "the most recent earlier runs drafted from, as far as the "
-                              "caller keeps them (0: this run only)", low=0, high=64)
+    suffix_factor: int = option(
+        2,
+        "suffix depth per matched token",
+        "a match of m tokens drafts up to m × this "
+        "many tokens, in depth (γ caps it) and in all (the node budget caps it)",
+        low=1,
+        high=8,
+    )
+    suffix_nodes: int = option(
+        16, "suffix tree nodes", "the most draft tokens verified together in one step", low=1, high=64
+    )
+    suffix_runs: int = option(
+        16,
+        "earlier runs searched",
+        "the most recent earlier runs drafted from, as far as the caller keeps them (0: this run only)",
+        low=0,
+        high=64,
+    )
 
 
 def _build(options: SuffixOptions, ctx) -> SuffixDrafter:
-    return SuffixDrafter(options.suffix_factor, options.suffix_nodes, options.suffix_runs, ctx.memory,
-                         ctx.target.eos_ids)
+    return SuffixDrafter(
+        options.suffix_factor, options.suffix_nodes, options.suffix_runs, ctx.memory, ctx.target.eos_ids
+    )
 
 
-KIND = DrafterKind("suffix", "suffix decoding (across runs)", "the most frequent continuations of the longest earlier "
-                   "match, in this run and earlier ones, verified together as a token tree", _build, SuffixOptions,
-                   order=35, remembers=True)
+KIND = DrafterKind(
+    "suffix",
+    "suffix decoding (across runs)",
+    "the most frequent continuations of the longest earlier "
+    "match, in this run and earlier ones, verified together as a token tree",
+    _build,
+    SuffixOptions,
+    order=35,
+    remembers=True,
+)

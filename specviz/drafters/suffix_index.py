@@ -12,8 +12,8 @@ continuations. No torch here.
 import heapq
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 KEY_LENGTH = 4  # the longest n-gram indexed; longer matches are measured by extending candidates backwards
 MATCH_CAP = 64  # longer matches count as this long (and tie)
@@ -65,6 +65,7 @@ class Document:
 @dataclass(frozen=True)
 class Occurrence:
     """An earlier place matching the text's end over `length` tokens; its continuation starts at `end`."""
+
     document: Document
     end: int
     length: int
@@ -82,8 +83,9 @@ def longest_match(own: Document, others: Sequence[Document] = (), shortest: int 
     """Every occurrence, earlier in `own` or anywhere in `others`, of the longest match of the end of own's text, if
     that match is at least `shortest` tokens long; else none."""
     text, documents = own.tokens, [*others, own]
-    key_length = next((n for n in range(min(KEY_LENGTH, len(text)), 0, -1)
-                       if any(tuple(text[-n:]) in d.ends for d in documents)), 0)
+    key_length = next(
+        (n for n in range(min(KEY_LENGTH, len(text)), 0, -1) if any(tuple(text[-n:]) in d.ends for d in documents)), 0
+    )
     if key_length == 0:
         return []
     key = tuple(text[-key_length:])
@@ -132,6 +134,7 @@ def best_chain(occurrences: Sequence[Occurrence], depth: int) -> tuple[tuple[int
 @dataclass(eq=False)
 class _Node:
     """A prefix of the continuations, with the occurrences whose continuation starts with it."""
+
     path: tuple[int, ...]
     through: list[Occurrence]
     chosen: list["_Node"] = field(default_factory=list)  # children picked so far, in the order picked
@@ -153,7 +156,9 @@ class _Node:
         return [_Node(self.path + (token,), through) for token, through in groups.items()]
 
 
-def frequent_tree(occurrences: Sequence[Occurrence], depth: int, budget: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+def frequent_tree(
+    occurrences: Sequence[Occurrence], depth: int, budget: int
+) -> tuple[tuple[tuple[int, ...], ...], str]:
     """The `budget` most likely nodes of the trie of continuations (up to `depth` tokens each), a node's likelihood
     estimated as the share of occurrences continuing through it, picked best-first; returned as root-to-leaf
     candidates, the most likely child first at every level, with where the first candidate came from."""
@@ -189,7 +194,7 @@ class RunMemory:
     """Earlier runs to draft from, owned by a caller and handed to each generation: the `max_runs` most recent
     earlier runs are kept (the oldest evicted first), beside the run in progress, which is indexed as it grows."""
 
-    def __init__(self, max_runs: int = 16, max_tokens: Optional[int] = None):
+    def __init__(self, max_runs: int = 16, max_tokens: int | None = None):
         self.max_runs, self.max_tokens = max_runs, max_tokens
         self.runs: deque[Document] = deque()
         self.begun = 0
@@ -211,7 +216,7 @@ class RunMemory:
         newest run always stays, cut to its last max_tokens tokens if it alone is longer)."""
         prompt, output = list(prompt_ids), list(output)
         cut = 0 if self.max_tokens is None else max(0, len(prompt) + len(output) - self.max_tokens)
-        self.begin(prompt[cut:]).extend(output[max(0, cut - len(prompt)):])
+        self.begin(prompt[cut:]).extend(output[max(0, cut - len(prompt)) :])
         while self.max_tokens is not None and len(self.runs) > 1 and self.tokens > self.max_tokens:
             self.runs.popleft()
 
@@ -225,7 +230,7 @@ class RunMemory:
             self.runs.popleft()
         return run
 
-    def earlier(self, run: Optional[Document], limit: int) -> list[Document]:
+    def earlier(self, run: Document | None, limit: int) -> list[Document]:
         """The `limit` most recent runs kept other than `run`, oldest first."""
         others = [r for r in self.runs if r is not run]
         return others[max(0, len(others) - limit) :]

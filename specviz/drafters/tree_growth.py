@@ -9,8 +9,9 @@ kept nodes form a tree, and its root-to-leaf paths go to the engine's tree verif
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -23,7 +24,7 @@ class Node:
     parent: int  # index of its parent in the node list; ROOT for depth 1
     depth: int
     score: float  # log-probability of its path under the drafter
-    column: Optional[int] = None  # where the drafter's cache holds it, once fed
+    column: int | None = None  # where the drafter's cache holds it, once fed
     state: Any = None  # what the drafter keeps per fed node (EAGLE: the feature guessed after it)
 
 
@@ -39,8 +40,14 @@ def best_next(logp: torch.Tensor, k: int, to_ids=None) -> tuple[list[list[float]
     return top.values.tolist(), (top.indices if to_ids is None else to_ids(top.indices)).tolist()
 
 
-def grow(first: tuple[list[float], list[int]], expand: Expand, depth: int, width: int,
-         budget: Optional[int] = None, go_on: Optional[Callable[[list[float]], bool]] = None) -> list[Node]:
+def grow(
+    first: tuple[list[float], list[int]],
+    expand: Expand,
+    depth: int,
+    width: int,
+    budget: int | None = None,
+    go_on: Callable[[list[float]], bool] | None = None,
+) -> list[Node]:
     """Every node made down to `depth`, parents before children. `first`: the best tokens after the committed text.
     With a `budget`, growth stops once `budget` nodes outscore the whole frontier: no deeper node could be kept.
     With `go_on`, it stops when go_on(the drafter's probability of each token on the likeliest path) says no."""

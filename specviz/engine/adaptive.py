@@ -11,10 +11,8 @@ Pure Python: every estimate comes from the step timings the engine already measu
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..theory import expected_tokens_per_step
-
 
 BINS = 10
 
@@ -23,6 +21,7 @@ BINS = 10
 class Calibration:
     """How often a draft token holds, by the draft's own probability for it (ten bins, each starting from the
     probability itself, worth two tests)."""
+
     held: list = field(default_factory=lambda: [2 * (b + 0.5) / BINS for b in range(BINS)])
     tested: list = field(default_factory=lambda: [2.0] * BINS)
 
@@ -47,8 +46,8 @@ class GammaController:
     # online estimates (priors until measured; only ratios of times matter)
     accepted: float = 1.4  # decayed counts of accepted / tested drafts: prior α = 0.7 worth 2 tests
     tested: float = 2.0
-    draft_per_token: Optional[float] = None  # seconds per drafted token (prior: a tenth of V(1))
-    forward_1: Optional[float] = None  # V(1): a target forward over one token
+    draft_per_token: float | None = None  # seconds per drafted token (prior: a tenth of V(1))
+    forward_1: float | None = None  # V(1): a target forward over one token
     slope: float = 0.05  # V(k) = V(1)·(1 + slope·(k − 1))
     nodes_per_gamma: float = 1.0
     plain_run: int = 0  # plain steps chosen in a row
@@ -116,8 +115,17 @@ class GammaController:
                 best, best_rate = n, rate
         return best
 
-    def observe(self, gamma: int, forward_tokens: int, accepted: int, rejected: bool,
-                draft_s: float, verify_s: float, confidences: Optional[tuple] = None, held: int = 0) -> None:
+    def observe(
+        self,
+        gamma: int,
+        forward_tokens: int,
+        accepted: int,
+        rejected: bool,
+        draft_s: float,
+        verify_s: float,
+        confidences: tuple | None = None,
+        held: int = 0,
+    ) -> None:
         """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its two timings,
         and, when the drafter stops early, its probability for each token of its first candidate, of which the
         first `held` were the target's."""

@@ -100,8 +100,10 @@ class CachedLM:
         if tree.is_chain:
             return self.extend(torch.tensor([root, *tree.tokens]))
         if not takes_custom_mask(self.model):  # flash kernels take no arbitrary mask and would ignore the tree
-            raise TreeAttentionUnsupported(f"attention implementation {attention_of(self.model)!r} cannot take a "
-                                           "tree mask; load the model with sdpa or eager attention")
+            raise TreeAttentionUnsupported(
+                f"attention implementation {attention_of(self.model)!r} cannot take a "
+                "tree mask; load the model with sdpa or eager attention"
+            )
         mask = tree_mask(tree, self.length, self.model.dtype, self.device)
         try:
             out = self.model(
@@ -115,13 +117,16 @@ class CachedLM:
         except Exception as exc:  # a model that refuses a custom 4D mask must not give silently wrong logits
             raise TreeAttentionUnsupported(
                 f"{type(self.model).__name__} does not accept a custom 4D attention mask ({exc}); "
-                "use a single-candidate drafter with this model") from exc
+                "use a single-candidate drafter with this model"
+            ) from exc
         self._remember(self._rows_of(out), self.length)
         self.length += 1 + len(tree.tokens)
         return out.logits[0]
 
     @torch.inference_mode()
-    def extend_branches(self, ids: list[int], positions: list[int], shared: int, ancestors: list[list[int]]) -> torch.Tensor:
+    def extend_branches(
+        self, ids: list[int], positions: list[int], shared: int, ancestors: list[list[int]]
+    ) -> torch.Tensor:
         """Append n rows in one forward (a drafter growing its own tree); return their [n, V] logits. Row i holds
         ids[i] at positions[i] and sees cache entries [0, shared), the entries listed in ancestors[i] and itself."""
         n = len(ids)
@@ -130,8 +135,9 @@ class CachedLM:
         for row, columns in enumerate(ancestors):
             sees[row, columns] = True
             sees[row, self.length + row] = True
-        logits, hidden = self._masked_forward(torch.tensor([ids], device=self.device),
-                                              torch.tensor([positions], device=self.device), sees)
+        logits, hidden = self._masked_forward(
+            torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device), sees
+        )
         self._remember(hidden, self.length)
         self.length += n
         return logits
@@ -139,11 +145,19 @@ class CachedLM:
     def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
         """One forward of [1, q] ids whose row i may look at the cache entries and new rows where sees[i] holds."""
         if not takes_custom_mask(self.model):
-            raise TreeAttentionUnsupported(f"attention implementation {attention_of(self.model)!r} cannot take a "
-                                           "tree mask; load the model with sdpa or eager attention")
+            raise TreeAttentionUnsupported(
+                f"attention implementation {attention_of(self.model)!r} cannot take a "
+                "tree mask; load the model with sdpa or eager attention"
+            )
         mask = torch.zeros(sees.shape, dtype=self.model.dtype).masked_fill(~sees, torch.finfo(self.model.dtype).min)
-        out = self.model(input_ids=ids, attention_mask=mask.to(self.device)[None, None], position_ids=positions,
-                         past_key_values=self.cache, use_cache=True, output_hidden_states=self.keep_hidden)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask.to(self.device)[None, None],
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            output_hidden_states=self.keep_hidden,
+        )
         return out.logits[0], self._rows_of(out)
 
     @torch.inference_mode()

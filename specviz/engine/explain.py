@@ -13,8 +13,9 @@ from .tree import TokenTree
 TOP = 6  # leading tokens kept per distribution
 
 
-def step_detail(p: torch.Tensor, tree: TokenTree, verdict: Verdict, q: torch.Tensor | None,
-                settings: Settings) -> StepDetail | None:
+def step_detail(
+    p: torch.Tensor, tree: TokenTree, verdict: Verdict, q: torch.Tensor | None, settings: Settings
+) -> StepDetail | None:
     """None for a plain step (nothing drafted, nothing to explain)."""
     if not tree.tokens:
         return None
@@ -29,7 +30,11 @@ def step_detail(p: torch.Tensor, tree: TokenTree, verdict: Verdict, q: torch.Ten
     for trial in verdict.trials:  # every sibling tried at a position (they all hang below the accepted path)
         ids[trial.depth - 1].add(trial.token)
 
-    tops = [p[rows]] + ([q[q_rows]] if q_rows else []) + ([verdict.drawn_from[None]] if verdict.drawn_from is not None else [])
+    tops = (
+        [p[rows]]
+        + ([q[q_rows]] if q_rows else [])
+        + ([verdict.drawn_from[None]] if verdict.drawn_from is not None else [])
+    )
     leaders = torch.topk(torch.cat(tops), min(TOP, p.shape[-1])).indices.tolist()
     for i in range(tested):
         ids[i] |= set(leaders[i])
@@ -45,15 +50,20 @@ def step_detail(p: torch.Tensor, tree: TokenTree, verdict: Verdict, q: torch.Ten
         values, out = dist[flat_rows, flat_ids].tolist(), []
         for i in positions:
             out.append(values[: len(ids[i])])
-            values = values[len(ids[i]):]
+            values = values[len(ids[i]) :]
         return out
 
     p_vals = gather(p, list(range(tested)), lambda i: rows[i])
     q_vals = gather(q, q_rows, lambda i: i) if q_rows else []
     r_vals = gather(verdict.drawn_from[None], [tested - 1], lambda i: 0)[0] if verdict.drawn_from is not None else None
     leading = tuple(
-        Leading(tuple(ids[i]), tuple(p_vals[i]), tuple(q_vals[i]) if i < len(q_vals) else None,
-                tuple(r_vals) if r_vals is not None and i == tested - 1 else None)
-        for i in range(tested))
+        Leading(
+            tuple(ids[i]),
+            tuple(p_vals[i]),
+            tuple(q_vals[i]) if i < len(q_vals) else None,
+            tuple(r_vals) if r_vals is not None and i == tested - 1 else None,
+        )
+        for i in range(tested)
+    )
     rule = "greedy" if settings.greedy else settings.acceptance
     return StepDetail(rule, verdict.trials, leading)

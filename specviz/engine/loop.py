@@ -5,8 +5,9 @@ token. With a drafter, every step is: draft, verify in one target forward, roll 
 """
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator, Optional, Protocol
+from typing import Protocol
 
 import torch
 
@@ -29,9 +30,11 @@ class StopFlag(Protocol):
 def make_clock(device: torch.device):
     """perf_counter that first waits for queued GPU work, so a phase's time is really its own."""
     if device.type == "cuda":
+
         def clock() -> float:
             torch.cuda.synchronize(device)
             return time.perf_counter()
+
         return clock
     return time.perf_counter
 
@@ -40,7 +43,7 @@ def new_generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def hidden_layers(drafter: Optional[Drafter]) -> tuple[int, ...]:
+def hidden_layers(drafter: Drafter | None) -> tuple[int, ...]:
     """Which of the target's hidden states the drafter reads (none, or e.g. (-1,): the final one)."""
     if drafter is None or not drafter.reads_hidden:
         return ()
@@ -51,9 +54,9 @@ def generate(
     target: LoadedModel,
     prompt_ids: list[int],
     settings: Settings,
-    drafter: Optional[Drafter] = None,
-    generator: Optional[torch.Generator] = None,
-    stop: Optional[StopFlag] = None,
+    drafter: Drafter | None = None,
+    generator: torch.Generator | None = None,
+    stop: StopFlag | None = None,
 ) -> Iterator[StepEvent]:
     """Yield one StepEvent per target forward until EOS, the token budget, or a stop request."""
     target.check_readable(prompt_ids)
@@ -91,8 +94,9 @@ def generate(
         #    next token: exactly what the target alone would produce (verify.py states each rule's math).
         logits = lm.extend_tree(tokens[-1], tree)
         p = probabilities(logits, settings)
-        verdict = verify(p, tree, proposal.q if proposal else None, settings, generator,
-                         typical_distribution(logits, settings))
+        verdict = verify(
+            p, tree, proposal.q if proposal else None, settings, generator, typical_distribution(logits, settings)
+        )
         detail = step_detail(p, tree, verdict, proposal.q if proposal else None, settings)  # for the screen
         # 3. Roll back: the cache keeps the last token and the accepted path, as if only they had ever been fed.
         lm.keep(len(tokens), list(verdict.path))
@@ -102,15 +106,29 @@ def generate(
         shown = tree.paths[verdict.winner] if tree.paths else ()
         if controller is not None:
             depth = max(map(len, proposal.candidates)) if proposal else gamma
-            controller.observe(depth, 1 + len(tree.tokens), verdict.accepted, verdict.accepted < len(shown),
-                               t1 - t0, t2 - t1, proposal.confidence if proposal else None,
-                               proposal.first_held(tree, verdict) if proposal else 0)
+            controller.observe(
+                depth,
+                1 + len(tree.tokens),
+                verdict.accepted,
+                verdict.accepted < len(shown),
+                t1 - t0,
+                t2 - t1,
+                proposal.confidence if proposal else None,
+                proposal.first_held(tree, verdict) if proposal else 0,
+            )
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
         event = _event(index, tree, verdict, detail, target.eos_ids, budget - produced, proposal)
         tokens.extend(event.tokens)
         produced += len(event.tokens)
-        yield replace(event, draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0, gamma=gamma,
-                      forward_tokens=1 + len(tree.tokens), prefill_s=prefill_s if index == 0 else 0.0)
+        yield replace(
+            event,
+            draft_s=t1 - t0,
+            verify_s=t2 - t1,
+            step_s=clock() - t0,
+            gamma=gamma,
+            forward_tokens=1 + len(tree.tokens),
+            prefill_s=prefill_s if index == 0 else 0.0,
+        )
         if event.finish:
             return
         index += 1
@@ -125,19 +143,39 @@ def _event(index, tree, verdict: Verdict, detail, eos, room, proposal) -> StepEv
     if hit is not None:  # an accepted draft token was EOS: the run ends there; nothing after it was ever tested
         proposed, accepted, next_token, finish = proposed[: hit + 1], hit + 1, None, "eos"
         p, q = p[: hit + 1], None if q is None else q[: hit + 1]
-        detail = replace(detail, trials=tuple(t for t in detail.trials if t.depth <= hit + 1),
-                         leading=detail.leading[: hit + 1])
+        detail = replace(
+            detail, trials=tuple(t for t in detail.trials if t.depth <= hit + 1), leading=detail.leading[: hit + 1]
+        )
     elif next_token in eos:
         finish = "eos"
-    kind = ("plain" if not proposed else "end" if next_token is None else
-            "bonus" if accepted == len(proposed) else "correction")
+    kind = (
+        "plain"
+        if not proposed
+        else "end"
+        if next_token is None
+        else "bonus"
+        if accepted == len(proposed)
+        else "correction"
+    )
     if finish is None and accepted + (next_token is not None) >= room:
         finish = "length"
     candidates = tree.candidates if len(tree.paths) > 1 else None
     return StepEvent(
-        index=index, proposed=tuple(proposed), accepted=accepted, next_token=next_token, next_kind=kind,
-        p=tuple(p), q=None if q is None else tuple(q), draft_s=0.0, verify_s=0.0, step_s=0.0,
-        draft_forwards=proposal.forwards if proposal else 0, finish=finish,
-        candidates=candidates, winner=verdict.winner if candidates else None, detail=detail,
-        draft_tokens=proposal.spelled if proposal else None, origin=proposal.origin if proposal else None,
+        index=index,
+        proposed=tuple(proposed),
+        accepted=accepted,
+        next_token=next_token,
+        next_kind=kind,
+        p=tuple(p),
+        q=None if q is None else tuple(q),
+        draft_s=0.0,
+        verify_s=0.0,
+        step_s=0.0,
+        draft_forwards=proposal.forwards if proposal else 0,
+        finish=finish,
+        candidates=candidates,
+        winner=verdict.winner if candidates else None,
+        detail=detail,
+        draft_tokens=proposal.spelled if proposal else None,
+        origin=proposal.origin if proposal else None,
     )

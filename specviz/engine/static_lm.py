@@ -16,8 +16,8 @@ import weakref
 import torch
 from transformers import StaticCache
 
-from .cached_lm import CachedLM, takes_custom_mask
 from ..errors import InvalidRequest
+from .cached_lm import CachedLM, takes_custom_mask
 from .tree import TokenTree, tree_mask, tree_positions
 
 LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (the prefill) runs eagerly
@@ -130,7 +130,7 @@ class StaticLM(CachedLM):
             try:
                 self._graphs[key] = self._capture(ids, positions, mask, last_only)
             except Exception as exc:  # a model or driver that cannot be captured still runs, eagerly
-                warnings.warn(f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})")
+                warnings.warn(f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})", stacklevel=2)
                 self.graphs_on = False
                 self._reset_write_position()
                 return self._call(ids, positions, mask, last_only)
@@ -142,14 +142,21 @@ class StaticLM(CachedLM):
         if eager is not None:  # the first replay must give what the eager forward gave on the same inputs
             self._graphs[key] = (graph, inputs, outputs, None)
             if not torch.allclose(result[0].float(), eager.float(), atol=1e-2, rtol=1e-2):
-                warnings.warn("specviz: a CUDA graph replay differed from the eager forward; running eagerly")
+                warnings.warn("specviz: a CUDA graph replay differed from the eager forward; running eagerly", stacklevel=2)
                 self.graphs_on = False
                 return (eager, result[1])
         return result
 
     def _call(self, ids, positions, mask, last_only: bool):
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
-                         use_cache=True, logits_to_keep=1 if last_only else 0, output_hidden_states=self.keep_hidden)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1 if last_only else 0,
+            output_hidden_states=self.keep_hidden,
+        )
         return out.logits[0], self._rows_of(out)
 
     def _capture(self, ids, positions, mask, last_only: bool):
@@ -182,8 +189,11 @@ class StaticLM(CachedLM):
 def warm_graphs(model: torch.nn.Module, widths=range(1, 10)) -> int:
     """Capture, in every free slot of `model`, the graphs of forwards over each width (a plain step, a draft's
     step, a verify of up to 8 drafts), so that no visitor's timed step pays for a capture; the number of slots."""
-    taken = [StaticLM(model, capacity, layers) for (capacity, layers), free in list(free_slots(model).items())
-             for _ in range(len(free))]
+    taken = [
+        StaticLM(model, capacity, layers)
+        for (capacity, layers), free in list(free_slots(model).items())
+        for _ in range(len(free))
+    ]
     for lm in taken:
         lm.extend(torch.zeros(8, dtype=torch.long))  # the cache is filled once, so later forwards may be captured
         for q in widths:

@@ -9,7 +9,7 @@ with no q (a lookup, Medusa) proposes point masses: q(x) = 1 for the token it na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .tree import TokenTree, TreeShape, build_tree, fill_shape
 
@@ -23,25 +23,27 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Proposal:
     candidates: tuple[tuple[int, ...], ...]  # one chain, or alternatives verified together as a tree
-    q: Optional["torch.Tensor"] = None  # [g, V] drafter probabilities of a single sampled chain; None: point masses
+    q: torch.Tensor | None = None  # [g, V] drafter probabilities of a single sampled chain; None: point masses
     forwards: int = 0  # drafter model forwards spent on this proposal
-    shape: Optional[TreeShape] = None  # the candidates' trie shape, when the drafter keeps a fixed one
-    spelled: Optional[tuple[str, ...]] = None  # the guess in the drafter's own tokens, when its tokenizer is another
-    origin: Optional[str] = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
-    confidence: Optional[tuple[float, ...]] = None  # the drafter's own probability of each token of its first
+    shape: TreeShape | None = None  # the candidates' trie shape, when the drafter keeps a fixed one
+    spelled: tuple[str, ...] | None = None  # the guess in the drafter's own tokens, when its tokenizer is another
+    origin: str | None = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
+    confidence: tuple[float, ...] | None = None  # the drafter's own probability of each token of its first
     # candidate, when those probabilities decided where it stopped
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
-            raise TypeError(f"a Proposal's candidates are non-empty token sequences, e.g. ((5, 9),) for one chain; "
-                            f"got {self.candidates!r}")
+            raise TypeError(
+                f"a Proposal's candidates are non-empty token sequences, e.g. ((5, 9),) for one chain; "
+                f"got {self.candidates!r}"
+            )
         if self.q is not None and len(self.candidates) != 1:
             raise TypeError("q belongs to a single sampled chain")
 
     def tree(self) -> TokenTree:
         return build_tree(self.candidates) if self.shape is None else fill_shape(self.shape, self.candidates)
 
-    def first_held(self, tree: TokenTree, verdict: "Verdict") -> int:
+    def first_held(self, tree: TokenTree, verdict: Verdict) -> int:
         """How many leading tokens of the first candidate the target kept (a chain: the accepted count)."""
         kept, first = tree.candidate(verdict.winner)[: verdict.accepted], self.candidates[0]
         return next((i for i, (a, b) in enumerate(zip(first, kept)) if a != b), min(len(first), len(kept)))
@@ -53,9 +55,9 @@ class Verdict:
     next_token: int  # the target's own token after them: a correction after a rejection, else a bonus
     winner: int = 0  # the candidate shown: the longest one holding the accepted path
     p: tuple[float, ...] = ()  # the target's probability of each of the winner's tokens
-    q: Optional[tuple[float, ...]] = None  # the drafter's, for a sampled chain
-    trials: tuple["Trial", ...] = ()  # every drafted token the rule tested, in order, with its draw
-    drawn_from: Optional["torch.Tensor"] = None  # [V] the residual the next token came from; None: a row of p
+    q: tuple[float, ...] | None = None  # the drafter's, for a sampled chain
+    trials: tuple[Trial, ...] = ()  # every drafted token the rule tested, in order, with its draw
+    drawn_from: torch.Tensor | None = None  # [V] the residual the next token came from; None: a row of p
 
     @property
     def accepted(self) -> int:
@@ -69,10 +71,10 @@ class Drafter(Protocol):
     def max_nodes(self, gamma: int) -> int:
         """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
 
-    def start(self, prompt_ids: list[int], target: "CachedLM") -> None:
+    def start(self, prompt_ids: list[int], target: CachedLM) -> None:
         """Once per generation, after the prompt is in the target's cache (counted as prefill)."""
 
-    def propose(self, tokens: list[int], gamma: int) -> Optional[Proposal]:
+    def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         """Guess up to `gamma` tokens after `tokens` (the prompt and everything generated); None: a plain step."""
 
     def observe(self, verdict: Verdict) -> None:
@@ -84,14 +86,14 @@ class BaseDrafter:
 
     reads_hidden = False
     hidden_layers = (-1,)
-    longest: Optional[int] = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
+    longest: int | None = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
     stops_early = False  # it asks keep_drafting after each token (a draft model with adaptive γ)
     keep_drafting = None  # set by the loop: (the draft's probabilities so far) -> whether one more token pays
 
     def max_nodes(self, gamma: int) -> int:
         return gamma
 
-    def start(self, prompt_ids: list[int], target: "CachedLM") -> None:
+    def start(self, prompt_ids: list[int], target: CachedLM) -> None:
         pass
 
     def observe(self, verdict: Verdict) -> None:

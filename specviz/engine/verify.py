@@ -18,15 +18,25 @@ from .step import Verdict
 from .tree import ROOT, TokenTree, build_tree
 
 
-def verify(p: torch.Tensor, tree: TokenTree, q: torch.Tensor | None, settings: Settings,
-           generator: torch.Generator, untruncated: torch.Tensor | None = None) -> Verdict:
+def verify(
+    p: torch.Tensor,
+    tree: TokenTree,
+    q: torch.Tensor | None,
+    settings: Settings,
+    generator: torch.Generator,
+    untruncated: torch.Tensor | None = None,
+) -> Verdict:
     """`untruncated`: the target's distribution at the run's temperature before top-k and top-p, for typical
     acceptance (None: the same as p)."""
     if not tree.tokens:  # a plain step: the target's own token
         return Verdict((), int(choose(p[:1], settings, generator)[0]))
     draft = None if q is None else torch.tensor(tree.tokens, device=p.device)  # a sampled chain
     if settings.greedy or settings.acceptance == "typical":  # typical: lossy by design; the user asked for it
-        verdict = verify_greedy(p, tree) if settings.greedy else verify_typical(p if untruncated is None else untruncated, tree)
+        verdict = (
+            verify_greedy(p, tree)
+            if settings.greedy
+            else verify_typical(p if untruncated is None else untruncated, tree)
+        )
         if q is None:
             return verdict
         q_x = q[torch.arange(len(draft)), draft].tolist()
@@ -85,8 +95,7 @@ def verify_sampled(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, genera
     next_token = int(torch.multinomial(dist, 1, generator=generator))
     px, qx, u = torch.stack([p_x, q_x, r.to(p_x.dtype)]).tolist()
     trials = tuple(Trial(i + 1, int(draft[i]), px[i], qx[i], i < accepted, u[i]) for i in range(min(accepted + 1, g)))
-    return Verdict(tuple(range(accepted)), next_token, 0, tuple(px), tuple(qx), trials,
-                   None if accepted == g else dist)
+    return Verdict(tuple(range(accepted)), next_token, 0, tuple(px), tuple(qx), trials, None if accepted == g else dist)
 
 
 def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Generator) -> Verdict:
@@ -145,8 +154,10 @@ def verify_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delt
     path = [] if end is None else list(tree.path_to(end))
     shown = _verdict(p, tree, path, 0)
     tried = tree.paths[shown.winner][: len(path) + 1]  # the shown candidate up to its first failing token
-    trials = tuple(Trial(tree.depths[n], tree.tokens[n], probs[n], 1.0, n in reach and i < len(path), bar=bars[rows[n]])
-                   for i, n in enumerate(tried))
+    trials = tuple(
+        Trial(tree.depths[n], tree.tokens[n], probs[n], 1.0, n in reach and i < len(path), bar=bars[rows[n]])
+        for i, n in enumerate(tried)
+    )
     return replace(shown, next_token=int(p[_row(path[-1] if path else ROOT)].argmax()), trials=trials)
 
 

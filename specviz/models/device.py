@@ -29,16 +29,20 @@ def gpu_present() -> str:
 def cuda_problem() -> str:
     """Why CUDA cannot start with this torch, in words for the fix."""
     if torch.version.cuda is None:
-        return (f"torch {torch.__version__} is a build without CUDA; install the CUDA 12.9 build "
-                f"(pip install -r requirements.txt)")
+        return (
+            f"torch {torch.__version__} is a build without CUDA; install the CUDA 12.9 build "
+            f"(pip install -r requirements.txt)"
+        )
     try:
         torch.cuda.init()
     except Exception as exc:  # the driver's own words: too old for this CUDA, no device, ...
         reason = first_line(exc)
     else:
         reason = "torch.cuda.is_available() is false"
-    return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) cannot start CUDA: {reason[:200]}; a CUDA 12.x "
-            f"build runs on NVIDIA drivers from R525 on, CUDA 13 needs R580")
+    return (
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}) cannot start CUDA: {reason[:200]}; a CUDA 12.x "
+        f"build runs on NVIDIA drivers from R525 on, CUDA 13 needs R580"
+    )
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -110,5 +114,7 @@ def check_fits(models: list[tuple[str, int]], device: torch.device, freed: int =
         return
     parts = " + ".join(f"{name} {size / 1e9:.1f} GB" for name, size in models)
     where = "GPU" if device.type == "cuda" and not zero_gpu() else "machine"
-    raise OutOfMemory(f"the pair needs about {need * HEADROOM / 1e9:.1f} GB ({parts} of weights, and room to run) but "
-                      f"the {where} has {(available + freed) / 1e9:.1f} GB free; choose a smaller pair or precision")
+    raise OutOfMemory(
+        f"the pair needs about {need * HEADROOM / 1e9:.1f} GB ({parts} of weights, and room to run) but "
+        f"the {where} has {(available + freed) / 1e9:.1f} GB free; choose a smaller pair or precision"
+    )

@@ -9,7 +9,14 @@ from pathlib import Path
 
 MANIFEST = "specviz-source.json"  # written last by a conversion: its presence means the conversion finished
 # any one of them makes a loadable tokenizer
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 def file_sizes(folder: Path) -> dict[str, int]:

@@ -3,9 +3,9 @@
 import os
 import re
 import socket
-from urllib.parse import urlparse
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 
@@ -58,9 +58,11 @@ class LoadedModel:
         """One line for a prompt holding a token the tokenizer knows but the model has no embedding row for."""
         bad = next((i for i in ids if i >= self.readable), None)
         if bad is not None:
-            raise InvalidRequest(f"the prompt holds token {bad} ({self.tokenizer.convert_ids_to_tokens(bad)!r}), which "
-                                 f"the tokenizer knows but '{self.name}' cannot read (it has {self.readable} embedding "
-                                 f"rows); remove that text from the prompt")
+            raise InvalidRequest(
+                f"the prompt holds token {bad} ({self.tokenizer.convert_ids_to_tokens(bad)!r}), which "
+                f"the tokenizer knows but '{self.name}' cannot read (it has {self.readable} embedding "
+                f"rows); remove that text from the prompt"
+            )
 
 
 def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
@@ -110,9 +112,13 @@ def locate(name: str) -> tuple[str, bool]:
         return str(path), False
     if looks_like_hub_id(name):
         if hub_offline():
-            raise ModelNotFound(f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder")
+            raise ModelNotFound(
+                f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder"
+            )
         return name, True
-    raise ModelNotFound(f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)")
+    raise ModelNotFound(
+        f"unknown model '{name}': not an offline preset ({', '.join(PRESETS)}), not a folder, not a Hub id (owner/name)"
+    )
 
 
 def check_precision(dtype: str, device: str = "auto") -> torch.device:
@@ -133,16 +139,21 @@ def check_loadable(name: str) -> tuple[str, bool, str | None]:
     if not from_hub:
         problem = folder_problem(Path(source))
         if problem:
-            fix = (f"rebuild it with `python -m specviz prepare --rebuild {name}`" if name in PRESETS else
-                   "restore the file or fetch the model again")
+            fix = (
+                f"rebuild it with `python -m specviz prepare --rebuild {name}`"
+                if name in PRESETS
+                else "restore the file or fetch the model again"
+            )
             raise ModelLoadError(f"cannot load '{name}': {problem} in {source}; {fix}")
     offline_reason = hub_unreachable_reason() if from_hub else None
     if offline_reason:
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(source, "config.json"), str):
-            raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
-                                 f"and the model is not in the local cache; use an offline preset or a local folder")
+            raise ModelLoadError(
+                f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
+                f"and the model is not in the local cache; use an offline preset or a local folder"
+            )
     return source, from_hub, offline_reason
 
 
@@ -165,12 +176,18 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
         # On a GPU the weights go straight to it in their precision; under ZeroGPU they are read on the CPU and
         # placed with .to("cuda") below, which the `spaces` package intercepts in the main process.
         straight = where.type == "cuda" and not zero_gpu()
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], local_files_only=bool(offline_reason),
-                                                     **({"device_map": str(where)} if straight else {}))
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=DTYPES[dtype],
+            local_files_only=bool(offline_reason),
+            **({"device_map": str(where)} if straight else {}),
+        )
     except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
         if offline_reason:
-            raise ModelLoadError(f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
-                                 f"and the model is not in the local cache; use an offline preset or a local folder") from exc
+            raise ModelLoadError(
+                f"cannot load '{name}': the Hugging Face Hub is not reachable ({offline_reason}) "
+                f"and the model is not in the local cache; use an offline preset or a local folder"
+            ) from exc
         raise ModelLoadError(f"cannot load '{name}': {first_line(exc)[:300]}") from exc
     model.to(where).eval()
     if dtype == "int8":

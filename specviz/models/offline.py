@@ -141,9 +141,11 @@ def ensure_converted(preset: OfflinePreset, log=None, rebuild: bool = False) -> 
                 shutil.rmtree(final)
             os.replace(out, final)
     except OSError as exc:
-        raise OfflinePackageError(f"cannot write the converted model '{preset.name}' to {final.parent}: "
-                                  f"{exc.strerror or exc}; free some space or set {CACHE_ENV} to a writable folder "
-                                  "(nothing was left half-written)") from None
+        raise OfflinePackageError(
+            f"cannot write the converted model '{preset.name}' to {final.parent}: "
+            f"{exc.strerror or exc}; free some space or set {CACHE_ENV} to a writable folder "
+            "(nothing was left half-written)"
+        ) from None
     return final
 
 

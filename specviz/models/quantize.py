@@ -35,9 +35,12 @@ def int8_dynamic(model: torch.nn.Module, keep=KEEP_BF16, per_channel: bool = Tru
             if type(child) is torch.nn.Linear and name in keep:
                 setattr(parent, name, Bfloat16Linear(child))
     qconfig = per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig
-    chosen = {name: qconfig for name, m in model.named_modules()
-              if type(m) is torch.nn.Linear and not isinstance(model.get_submodule(name.rpartition(".")[0] or ""),
-                                                               Bfloat16Linear)}
+    chosen = {
+        name: qconfig
+        for name, m in model.named_modules()
+        if type(m) is torch.nn.Linear
+        and not isinstance(model.get_submodule(name.rpartition(".")[0] or ""), Bfloat16Linear)
+    }
     with torch.no_grad(), warnings.catch_warnings():
         # torch marks its eager int8 API deprecated in favour of torchao, whose int8 kernels measured 9-20x slower
         # on this CPU (docs/benchmarks.md); torch is pinned, so the API is there.

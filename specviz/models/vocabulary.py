@@ -10,7 +10,9 @@ from ..errors import VocabularyMismatch
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's printable stand-ins for bytes (Ġ for a space, Ċ for a newline, ...), back to the bytes."""
-    visible = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    visible = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     codes, extra = list(visible), 0
     for b in range(256):
         if b not in visible:
@@ -26,7 +28,9 @@ BYTE_DECODER = _byte_decoder()  # a constant table
 def token_bytes(tokenizer) -> list[bytes | None]:
     """Per id, the bytes the token stands for (special tokens: their text); None for an id with no token."""
     vocab = tokenizer.get_vocab()
-    special = set(tokenizer.all_special_tokens) | {str(t) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()}
+    special = set(tokenizer.all_special_tokens) | {
+        str(t) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
+    }
     byte_level = any("Ġ" in t for t in list(vocab)[:5000])
     decoder = BYTE_DECODER
     out: list[bytes | None] = [None] * (max(vocab.values()) + 1)
@@ -77,4 +81,5 @@ def check_common_tokens(draft_ids: list[int], draft_tokenizer, target_name: str,
     if not any(draft_tokenizer.convert_ids_to_tokens(i) not in special for i in draft_ids):
         raise VocabularyMismatch(
             f"draft '{draft_name}' shares no vocabulary with target '{target_name}' (no ordinary token is spelled the "
-            f"same in both), so its guesses cannot be bridged; pick another draft")
+            f"same in both), so its guesses cannot be bridged; pick another draft"
+        )

@@ -15,8 +15,13 @@ from ..sweep import SweepView
 from .figure1 import WHITESPACE
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
-_LAYOUT = dict(template="plotly_white", font=dict(size=15), margin=dict(l=50, r=20, t=50, b=45), height=340,
-               legend=dict(orientation="h", y=-0.25))
+_LAYOUT = dict(
+    template="plotly_white",
+    font=dict(size=15),
+    margin=dict(l=50, r=20, t=50, b=45),
+    height=340,
+    legend=dict(orientation="h", y=-0.25),
+)
 
 
 def running_rate(events: list[StepEvent]) -> tuple[list[float], list[float]]:
@@ -37,8 +42,12 @@ def race_chart(view: RaceView) -> go.Figure:
     for name, lane, colour in (("plain", view.plain, PLAIN_COLOUR), ("speculative", view.spec, SPEC_COLOUR)):
         xs, ys = running_rate(lane.events)
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", line=dict(color=colour, width=3)))
-    fig.update_layout(title="tokens/s so far, against each side's own clock", xaxis_title="own clock (s)",
-                      yaxis_title="tokens/s", **_LAYOUT)
+    fig.update_layout(
+        title="tokens/s so far, against each side's own clock",
+        xaxis_title="own clock (s)",
+        yaxis_title="tokens/s",
+        **_LAYOUT,
+    )
     return fig
 
 
@@ -46,22 +55,68 @@ def sweep_chart(view: SweepView) -> go.Figure:
     points, theory = view.points(), view.theory()
     gammas = [p.gamma for p in points]
     fig = make_subplots(rows=1, cols=3, subplot_titles=("acceptance rate", "tokens per step (τ)", "speedup over plain"))
-    fig.add_trace(go.Scatter(x=gammas, y=[p.acceptance_rate for p in points], name="acceptance (accepted/drafted)",
-                             mode="lines+markers", line=dict(color=SPEC_COLOUR)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=gammas, y=[p.tokens_per_step for p in points], name="τ measured",
-                             mode="lines+markers", line=dict(color=SPEC_COLOUR), showlegend=False), row=1, col=2)
-    fig.add_trace(go.Scatter(x=gammas, y=[p.speedup for p in points], name="speedup measured",
-                             mode="lines+markers", line=dict(color=SPEC_COLOUR, width=3)), row=1, col=3)
+    fig.add_trace(
+        go.Scatter(
+            x=gammas,
+            y=[p.acceptance_rate for p in points],
+            name="acceptance (accepted/drafted)",
+            mode="lines+markers",
+            line=dict(color=SPEC_COLOUR),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=gammas,
+            y=[p.tokens_per_step for p in points],
+            name="τ measured",
+            mode="lines+markers",
+            line=dict(color=SPEC_COLOUR),
+            showlegend=False,
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=gammas,
+            y=[p.speedup for p in points],
+            name="speedup measured",
+            mode="lines+markers",
+            line=dict(color=SPEC_COLOUR, width=3),
+        ),
+        row=1,
+        col=3,
+    )
     if theory is not None:
         label = f"theory: α={theory.alpha:.2f}, c={theory.c:.2f}"
-        fig.add_trace(go.Scatter(x=list(view.gammas), y=list(theory.speedups), name=label, mode="lines",
-                                 line=dict(color=THEORY_COLOUR, dash="dash", width=3)), row=1, col=3)
+        fig.add_trace(
+            go.Scatter(
+                x=list(view.gammas),
+                y=list(theory.speedups),
+                name=label,
+                mode="lines",
+                line=dict(color=THEORY_COLOUR, dash="dash", width=3),
+            ),
+            row=1,
+            col=3,
+        )
         fig.add_vline(x=theory.best_gamma, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=3)
     best = view.best_measured()
     if best is not None:
         top = max(p.speedup for p in points)
-        fig.add_trace(go.Scatter(x=[best], y=[top], name=f"best measured γ = {best}", mode="markers",
-                                 marker=dict(symbol="star", size=18, color=SPEC_COLOUR)), row=1, col=3)
+        fig.add_trace(
+            go.Scatter(
+                x=[best],
+                y=[top],
+                name=f"best measured γ = {best}",
+                mode="markers",
+                marker=dict(symbol="star", size=18, color=SPEC_COLOUR),
+            ),
+            row=1,
+            col=3,
+        )
     fig.add_hline(y=1.0, line=dict(color=PLAIN_COLOUR, dash="dot"), row=1, col=3)
     fig.update_xaxes(title_text="γ (draft length)", dtick=1)
     fig.update_layout(title="γ sweep on this prompt" + ("" if view.finished else " (running…)"), **_LAYOUT)
@@ -78,9 +133,15 @@ def placeholder(title: str) -> go.Figure:
 def compare_chart(rows) -> go.Figure:
     """Tokens/s of every drafter beside plain decoding, each bar labelled with its speedup."""
     done = [r for r in rows if r.tokens_per_s is not None]
-    fig = go.Figure(go.Bar(x=[r.name for r in done], y=[r.tokens_per_s for r in done],
-                           text=[f"{r.speedup:.2f}×" if r.speedup else "" for r in done], textposition="outside",
-                           marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done]))
+    fig = go.Figure(
+        go.Bar(
+            x=[r.name for r in done],
+            y=[r.tokens_per_s for r in done],
+            text=[f"{r.speedup:.2f}×" if r.speedup else "" for r in done],
+            textposition="outside",
+            marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done],
+        )
+    )
     fig.update_layout(title="tokens/s on this prompt (label: speedup over plain)", yaxis_title="tokens/s", **_LAYOUT)
     return fig
 
@@ -95,13 +156,23 @@ def replay_chart(replay: ReplayedStep) -> go.Figure:
         seen.add(shown)
         labels.append(shown)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=labels, y=[c / replay.n for c in replay.counts], name=f"emitted in {replay.n:,} replays",
-                         marker_color=SPEC_COLOUR))
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=[c / replay.n for c in replay.counts],
+            name=f"emitted in {replay.n:,} replays",
+            marker_color=SPEC_COLOUR,
+        )
+    )
     fig.add_trace(go.Bar(x=labels, y=list(replay.p), name="target's p", marker_color=PLAIN_COLOUR))
     if replay.q is not None:
         fig.add_trace(go.Bar(x=labels, y=list(replay.q), name="drafter's q", marker_color=THEORY_COLOUR))
-    fig.update_layout(title=f"χ² test of the emitted tokens against p: p-value {replay.p_value:.3g}", barmode="group",
-                      yaxis_title="share", **_LAYOUT)
+    fig.update_layout(
+        title=f"χ² test of the emitted tokens against p: p-value {replay.p_value:.3g}",
+        barmode="group",
+        yaxis_title="share",
+        **_LAYOUT,
+    )
     return fig
 
 
@@ -110,16 +181,45 @@ def position_chart(events: list[StepEvent]) -> go.Figure:
     each step accepted."""
     m = summarize(events)
     alphas, ks = m.acceptance_by_position, list(range(1, len(m.by_position) + 1))
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("acceptance by draft position (α_k)", "drafts accepted per step"))
-    fig.add_trace(go.Bar(x=ks, y=alphas, name="α_k measured", marker_color=SPEC_COLOUR,
-                         text=[f"{a}/{t}" for t, a in m.by_position], textposition="outside"), row=1, col=1)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("acceptance by draft position (α_k)", "drafts accepted per step")
+    )
+    fig.add_trace(
+        go.Bar(
+            x=ks,
+            y=alphas,
+            name="α_k measured",
+            marker_color=SPEC_COLOUR,
+            text=[f"{a}/{t}" for t, a in m.by_position],
+            textposition="outside",
+        ),
+        row=1,
+        col=1,
+    )
     alpha = per_token_alpha(events)
     if alpha is not None and ks:
-        fig.add_trace(go.Scatter(x=[0.5, ks[-1] + 0.5], y=[alpha, alpha], mode="lines", name=f"i.i.d. theory: α = "
-                                 f"{alpha:.2f} at every position", line=dict(color=THEORY_COLOUR, dash="dash", width=3)),
-                      row=1, col=1)
-    fig.add_trace(go.Bar(x=list(range(len(m.accepted_lengths))), y=list(m.accepted_lengths), name="steps",
-                         marker_color=PLAIN_COLOUR, showlegend=False), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=[0.5, ks[-1] + 0.5],
+                y=[alpha, alpha],
+                mode="lines",
+                name=f"i.i.d. theory: α = {alpha:.2f} at every position",
+                line=dict(color=THEORY_COLOUR, dash="dash", width=3),
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Bar(
+            x=list(range(len(m.accepted_lengths))),
+            y=list(m.accepted_lengths),
+            name="steps",
+            marker_color=PLAIN_COLOUR,
+            showlegend=False,
+        ),
+        row=1,
+        col=2,
+    )
     fig.update_xaxes(title_text="draft position k", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="drafts accepted", dtick=1, row=1, col=2)
     fig.update_yaxes(range=[0, 1.15], row=1, col=1)
@@ -136,7 +236,16 @@ def time_chart(view: RaceView) -> go.Figure:
     fig = go.Figure()
     for part, colour in SPLIT_COLOURS.items():
         values = [getattr(split, part) for split in splits.values()]
-        fig.add_trace(go.Bar(y=list(splits), x=values, name=part, orientation="h", marker_color=colour,
-                             text=[f"{v:.1f} s" if v >= 0.05 else "" for v in values], textposition="inside"))
+        fig.add_trace(
+            go.Bar(
+                y=list(splits),
+                x=values,
+                name=part,
+                orientation="h",
+                marker_color=colour,
+                text=[f"{v:.1f} s" if v >= 0.05 else "" for v in values],
+                textposition="inside",
+            )
+        )
     fig.update_layout(title="where each side's own time went", barmode="stack", xaxis_title="seconds", **_LAYOUT)
     return fig

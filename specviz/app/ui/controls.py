@@ -7,14 +7,35 @@ from . import fields
 
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
 # never changes; options of drafters added later follow it, in menu order.
-API_ORDER = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new", "temperature", "top_k", "top_p", "seed",
-             "ngram_max", "candidates", "choice", "medusa_tree", "acceptance", "adaptive", "draft_dtype")
+API_ORDER = (
+    "pair",
+    "drafter",
+    "dtype",
+    "prompt",
+    "gamma",
+    "max_new",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "ngram_max",
+    "candidates",
+    "choice",
+    "medusa_tree",
+    "acceptance",
+    "adaptive",
+    "draft_dtype",
+)
 
 
 def option_widget(spec, value):
     """A slider for a bounded integer, a radio or a menu for a choice, else a text box."""
-    common = dict(value=value, label=spec.label, info=spec.help[:1].upper() + spec.help[1:] + ".",
-                  elem_id="sv-opt-" + spec.name.replace("_", "-"))
+    common = dict(
+        value=value,
+        label=spec.label,
+        info=spec.help[:1].upper() + spec.help[1:] + ".",
+        elem_id="sv-opt-" + spec.name.replace("_", "-"),
+    )
     if spec.integer:
         return fields.Slider(spec.low, spec.high, step=1, **common)
     if spec.choices and spec.strict and len(spec.choices) <= 3:

@@ -14,7 +14,9 @@ class ExampleKind:
     adaptive: bool
 
     def title(self) -> str:
-        return f"{self.label}: {self.drafter}, " + (f"adaptive γ ≤ {self.gamma}" if self.adaptive else f"γ {self.gamma}")
+        return f"{self.label}: {self.drafter}, " + (
+            f"adaptive γ ≤ {self.gamma}" if self.adaptive else f"γ {self.gamma}"
+        )
 
 
 # From the task-family benchmark of 2026-11-23 (int8 draft; docs/benchmarks.md), and the earlier runs for extraction,

@@ -21,9 +21,13 @@ def _checked(component, payload):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise gr.Error(f"{escape(name)} must be a number, got {escape(repr(payload)[:80])}", print_exception=False)
     if component.minimum is not None and value < component.minimum:
-        raise gr.Error(f"{escape(name)}: value {value:g} is below the minimum {component.minimum:g}", print_exception=False)
+        raise gr.Error(
+            f"{escape(name)}: value {value:g} is below the minimum {component.minimum:g}", print_exception=False
+        )
     if component.maximum is not None and value > component.maximum:
-        raise gr.Error(f"{escape(name)}: value {value:g} is above the maximum {component.maximum:g}", print_exception=False)
+        raise gr.Error(
+            f"{escape(name)}: value {value:g} is above the maximum {component.maximum:g}", print_exception=False
+        )
     return value
 
 

@@ -8,9 +8,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from types import SimpleNamespace
 
 import gradio as gr
@@ -111,11 +111,19 @@ def race_summary(view: RaceView) -> dict:
     same = None
     if view.finished and view.greedy:
         same = view.divergence is None
-    return {"finished": view.finished, "stopped": view.stopped, "wall_s": round(view.wall_s, 4),
-            "plain": summarize(view.plain.events).to_json(), "speculative": summarize(view.spec.events).to_json(),
-            "identical": same, "mode": view.mode, "lossy": view.lossy,
-            "plain_tokens": view.plain.tokens, "speculative_tokens": view.spec.tokens,
-            "speculative_gammas": [e.gamma for e in view.spec.events]}  # γ of each step (adaptive: as chosen)
+    return {
+        "finished": view.finished,
+        "stopped": view.stopped,
+        "wall_s": round(view.wall_s, 4),
+        "plain": summarize(view.plain.events).to_json(),
+        "speculative": summarize(view.spec.events).to_json(),
+        "identical": same,
+        "mode": view.mode,
+        "lossy": view.lossy,
+        "plain_tokens": view.plain.tokens,
+        "speculative_tokens": view.spec.tokens,
+        "speculative_gammas": [e.gamma for e in view.spec.events],
+    }  # γ of each step (adaptive: as chosen)
 
 
 def failure(exc: Exception) -> str:
@@ -152,9 +160,14 @@ class Handlers:
     # -- the race, live or replayed: the first nine outputs are the /run API's, in its published order --
     def race_outputs(self, view: RaceView, prompt: str, chart: bool = True) -> tuple:
         if view.finished:
-            line = f"stopped after {view.wall_s:.1f} s wall time" if view.stopped else (
-                f"done in {view.wall_s:.1f} s wall time (plain {view.plain.clock_s:.1f} s + speculative "
-                f"{view.spec.clock_s:.1f} s on their own clocks); {view.message}")
+            line = (
+                f"stopped after {view.wall_s:.1f} s wall time"
+                if view.stopped
+                else (
+                    f"done in {view.wall_s:.1f} s wall time (plain {view.plain.clock_s:.1f} s + speculative "
+                    f"{view.spec.clock_s:.1f} s on their own clocks); {view.message}"
+                )
+            )
             status = panels.status(line, "done")
         else:
             started = view.plain.events or view.spec.events
@@ -162,14 +175,25 @@ class Handlers:
         finished = view.finished and view.trace is not None
         step = first_rejection(view.spec.events) if finished else None
         files = self.downloads(view.trace) if finished else (gr.skip(), gr.skip())
-        return (status, panels.prompt_echo(prompt), panels.lane_text(view, "plain"), panels.lane_text(view, "spec"),
-                figure1(view), panels.metrics_strip(view), panels.identity_badge(view),
-                charts.race_chart(view) if chart else gr.skip(), race_summary(view),
-                files[0],
-                gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
-                *files,
-                *((panels.diagnosis(view), charts.time_chart(view), charts.position_chart(view.spec.events)) if finished
-                  else (gr.skip(),) * 3))
+        return (
+            status,
+            panels.prompt_echo(prompt),
+            panels.lane_text(view, "plain"),
+            panels.lane_text(view, "spec"),
+            figure1(view),
+            panels.metrics_strip(view),
+            panels.identity_badge(view),
+            charts.race_chart(view) if chart else gr.skip(),
+            race_summary(view),
+            files[0],
+            gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
+            *files,
+            *(
+                (panels.diagnosis(view), charts.time_chart(view), charts.position_chart(view.spec.events))
+                if finished
+                else (gr.skip(),) * 3
+            ),
+        )
 
     def stream(self, views, prompt: str):
         shown = charted = 0.0
@@ -256,15 +280,24 @@ class Handlers:
         event = self._step(step, trace)
         rules = rules_for(event)
         if not rules:
-            return panels.status("only a sampled step verified by the lossless rule can be replayed: run with a "
-                                 "temperature above 0 and pick a step that drafted", "info"), gr.skip()
+            return panels.status(
+                "only a sampled step verified by the lossless rule can be replayed: run with a "
+                "temperature above 0 and pick a step that drafted",
+                "info",
+            ), gr.skip()
         replayed = replay_step(event, trace.text_of, rule if rule in rules else next(iter(rules)))
         fits = replayed.p_value > 1e-3
-        line = (f"{replayed.rule.split(':')[0]}, draft position {replayed.position}: {replayed.n:,} replays in "
-                f"{replayed.seconds * 1000:.0f} ms: "
-                + ("the emitted tokens follow the target's p (χ² p-value {:.2g}): this rule keeps the target's "
-                   "distribution" if fits else "the emitted tokens do not follow the target's p (χ² p-value {:.2g}): "
-                   "this rule changes what the model would write").format(replayed.p_value))
+        line = (
+            f"{replayed.rule.split(':')[0]}, draft position {replayed.position}: {replayed.n:,} replays in "
+            f"{replayed.seconds * 1000:.0f} ms: "
+            + (
+                "the emitted tokens follow the target's p (χ² p-value {:.2g}): this rule keeps the target's "
+                "distribution"
+                if fits
+                else "the emitted tokens do not follow the target's p (χ² p-value {:.2g}): "
+                "this rule changes what the model would write"
+            ).format(replayed.p_value)
+        )
         return panels.status(line, "done" if fits else "error"), charts.replay_chart(replayed)
 
     def nudge(self, step, held: str | None, by: int):
@@ -292,8 +325,10 @@ class Handlers:
             try:
                 for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
                     progress(view.progress(), desc=view.message)
-                    yield (panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"),
-                           charts.sweep_chart(view))
+                    yield (
+                        panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"),
+                        charts.sweep_chart(view),
+                    )
             except Exception as exc:
                 yield failure(exc), gr.skip()
 
@@ -308,12 +343,20 @@ class Handlers:
 
     def compare_outputs(self, view: CompareView) -> dict:
         s = self.screen
-        out = {s.status: panels.status(f"comparison: {view.message}", "done" if view.finished else "busy"),
-               s.compare_table: panels.compare_table(view.rows()), s.compare_chart: charts.compare_chart(view.rows())}
+        out = {
+            s.status: panels.status(f"comparison: {view.message}", "done" if view.finished else "busy"),
+            s.compare_table: panels.compare_table(view.rows()),
+            s.compare_chart: charts.compare_chart(view.rows()),
+        }
         texts = {"plain": view.plain, **{e.name: e.events for e in view.entries}}
         for name, box in s.compare_texts.items():
-            out[box] = origin_text(texts.get(name, []), view.text_of) if texts.get(name) else panels.waiting_text(
-                next((e.note for e in view.entries if e.name == name and e.note), "not run yet"))
+            out[box] = (
+                origin_text(texts.get(name, []), view.text_of)
+                if texts.get(name)
+                else panels.waiting_text(
+                    next((e.note for e in view.entries if e.name == name and e.note), "not run yet")
+                )
+            )
         if view.finished and view.trace is not None:
             out[s.download], out[s.snapshot] = self.downloads(view.trace)
         return out
@@ -332,7 +375,9 @@ class Handlers:
             mixed = draft_dtype not in ("same", dtype_name)
             for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype="" if not mixed else draft_dtype):
                 yield panels.status(line, "busy")
-            yield panels.status(f"ready: {pair_label} ({dtype_name}{f', draft {draft_dtype}' if mixed else ''})", "done")
+            yield panels.status(
+                f"ready: {pair_label} ({dtype_name}{f', draft {draft_dtype}' if mixed else ''})", "done"
+            )
         except Exception as exc:
             yield failure(exc)
 

@@ -2,7 +2,6 @@
 Every piece of model or user text goes through html.escape."""
 
 from html import escape
-from typing import Optional
 
 from ...diagnosis import diagnose
 from ...events import Metrics, summarize
@@ -30,32 +29,54 @@ def lane_text(view: RaceView, side: str) -> str:
     return mode + origin_text(lane.events, view.text_of)
 
 
-def _fmt(value: Optional[float], pattern: str, missing: str = "–") -> str:
+def _fmt(value: float | None, pattern: str, missing: str = "–") -> str:
     return missing if value is None else pattern.format(value)
 
 
-def _row(name: str, m: Metrics, speedup: Optional[float], clock_s: float) -> str:
+def _row(name: str, m: Metrics, speedup: float | None, clock_s: float) -> str:
     cells = [
-        name, f"{m.new_tokens}", _fmt(m.tokens_per_s if m.new_tokens else None, "{:.2f}"), _fmt(speedup, "{:.2f}×"),
-        _fmt(m.acceptance_rate, "{:.2f}"), f"{m.mean_tokens_per_step:.2f}", f"{m.target_forwards}",
-        f"{m.draft_s:.2f} / {m.verify_s:.2f}", f"{m.prefill_s:.2f}", f"{clock_s:.2f}",
+        name,
+        f"{m.new_tokens}",
+        _fmt(m.tokens_per_s if m.new_tokens else None, "{:.2f}"),
+        _fmt(speedup, "{:.2f}×"),
+        _fmt(m.acceptance_rate, "{:.2f}"),
+        f"{m.mean_tokens_per_step:.2f}",
+        f"{m.target_forwards}",
+        f"{m.draft_s:.2f} / {m.verify_s:.2f}",
+        f"{m.prefill_s:.2f}",
+        f"{clock_s:.2f}",
     ]
     return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
 
 
-METRIC_HEADERS = ("side", "tokens", "tokens/s", "speedup", "α", "τ", "target forwards", "draft / verify s", "prefill s",
-                  "own clock s")
-HEADER_TIPS = {"α": "acceptance rate: accepted / drafted tokens", "τ": "tokens per target forward (per step)",
-               "own clock s": "this side's prefill and steps only: what its tokens/s is measured on"}
+METRIC_HEADERS = (
+    "side",
+    "tokens",
+    "tokens/s",
+    "speedup",
+    "α",
+    "τ",
+    "target forwards",
+    "draft / verify s",
+    "prefill s",
+    "own clock s",
+)
+HEADER_TIPS = {
+    "α": "acceptance rate: accepted / drafted tokens",
+    "τ": "tokens per target forward (per step)",
+    "own clock s": "this side's prefill and steps only: what its tokens/s is measured on",
+}
 
 
 def metrics_strip(view: RaceView) -> str:
     plain, spec = summarize(view.plain.events), summarize(view.spec.events)
     speedup = spec.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s and spec.new_tokens else None
     head = "".join(f'<th title="{escape(HEADER_TIPS.get(h, h))}">{escape(h)}</th>' for h in METRIC_HEADERS)
-    return (f'<table class="sv-metrics"><thead><tr>{head}</tr></thead><tbody>'
-            f'{_row("plain", plain, 1.0 if plain.new_tokens else None, view.plain.clock_s)}'
-            f'{_row("speculative", spec, speedup, view.spec.clock_s)}</tbody></table>')
+    return (
+        f'<table class="sv-metrics"><thead><tr>{head}</tr></thead><tbody>'
+        f"{_row('plain', plain, 1.0 if plain.new_tokens else None, view.plain.clock_s)}"
+        f"{_row('speculative', spec, speedup, view.spec.clock_s)}</tbody></table>"
+    )
 
 
 def identity_badge(view: RaceView) -> str:
@@ -63,36 +84,46 @@ def identity_badge(view: RaceView) -> str:
     if not view.finished:
         return '<div class="sv-badge sv-badge-wait">identity check: after the run</div>'
     if not view.greedy and view.lossy:
-        return ('<div class="sv-badge sv-badge-diff">sampled run with typical acceptance: lossy by design, so the '
-                'speculative side is not guaranteed to follow the target\'s distribution; choose lossless '
-                'acceptance for that guarantee</div>')
+        return (
+            '<div class="sv-badge sv-badge-diff">sampled run with typical acceptance: lossy by design, so the '
+            "speculative side is not guaranteed to follow the target's distribution; choose lossless "
+            "acceptance for that guarantee</div>"
+        )
     if not view.greedy:
-        return ('<div class="sv-badge sv-badge-info">sampled run: both sides draw from the same distribution '
-                '(the acceptance rule guarantees it), so their texts differ like two plain samples would; '
-                'set temperature 0 to compare token by token</div>')
+        return (
+            '<div class="sv-badge sv-badge-info">sampled run: both sides draw from the same distribution '
+            "(the acceptance rule guarantees it), so their texts differ like two plain samples would; "
+            "set temperature 0 to compare token by token</div>"
+        )
     plain, spec = view.plain.tokens, view.spec.tokens
     common = min(len(plain), len(spec))
     d = view.divergence
     if d is None:
         scope = "all" if len(plain) == len(spec) else "the first"
         note = " (the run was stopped; both sides compared as far as both got)" if view.stopped else ""
-        return (f'<div class="sv-badge sv-badge-ok">\u2714 identical to plain decoding: {scope} {common} tokens '
-                f'match{escape(note)}</div>')
+        return (
+            f'<div class="sv-badge sv-badge-ok">\u2714 identical to plain decoding: {scope} {common} tokens '
+            f"match{escape(note)}</div>"
+        )
     top = ", ".join(f"{visible(t)} {p:.3f}" for t, p in d.top)
     margin = d.top[0][1] - d.top[1][1] if len(d.top) == 2 else float("nan")
-    return (f'<div class="sv-badge sv-badge-diff">\u2260 the two outputs part at token {d.position + 1}: plain chose '
-            f'{visible(d.plain_token)}, speculative {visible(d.spec_token)}. The target\'s top two there: {top} '
-            f'(margin {margin:.3f}). A near-tie like this can flip with the rounding of a different batch shape '
-            f'in bfloat16, or in int8, whose activation scales depend on the batch; choose float32 for a token-exact '
-            f'comparison.</div>')
+    return (
+        f'<div class="sv-badge sv-badge-diff">\u2260 the two outputs part at token {d.position + 1}: plain chose '
+        f"{visible(d.plain_token)}, speculative {visible(d.spec_token)}. The target's top two there: {top} "
+        f"(margin {margin:.3f}). A near-tie like this can flip with the rounding of a different batch shape "
+        f"in bfloat16, or in int8, whose activation scales depend on the batch; choose float32 for a token-exact "
+        f"comparison.</div>"
+    )
 
 
 def how_it_runs() -> str:
-    return ('<div class="sv-how"><b>How the race is run.</b> Both sides share one device, so they take turns: '
-            'whichever side is behind on its own clock runs its next step. Each clock counts only that side\'s '
-            'prefill and steps (synchronised on a GPU), so each side\'s tokens/s is its own and the two never '
-            'compute at the same instant. While both run, the screen moves at about half speed with true '
-            'proportions; once one side is done, the other finishes alone.</div>')
+    return (
+        '<div class="sv-how"><b>How the race is run.</b> Both sides share one device, so they take turns: '
+        "whichever side is behind on its own clock runs its next step. Each clock counts only that side's "
+        "prefill and steps (synchronised on a GPU), so each side's tokens/s is its own and the two never "
+        "compute at the same instant. While both run, the screen moves at about half speed with true "
+        "proportions; once one side is done, the other finishes alone.</div>"
+    )
 
 
 def waiting_text(note: str) -> str:
@@ -101,18 +132,41 @@ def waiting_text(note: str) -> str:
 
 def compare_table(rows) -> str:
     """Every drafter on one prompt: speed, acceptance, steps and whether greedy output stayed the target's own."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in ("drafter", "tokens/s", "speedup", "α", "α by position 1, 2, …",
-                                                     "τ", "target forwards", "identical to plain", ""))
+    head = "".join(
+        f"<th>{escape(h)}</th>"
+        for h in (
+            "drafter",
+            "tokens/s",
+            "speedup",
+            "α",
+            "α by position 1, 2, …",
+            "τ",
+            "target forwards",
+            "identical to plain",
+            "",
+        )
+    )
     body = []
     for r in rows:
         same = "–" if r.identical is None else "\u2714 yes" if r.identical else "\u2260 no"
         by_position = " · ".join(_fmt(a, "{:.2f}") for a in r.by_position[:8])
-        cells = [r.name, _fmt(r.tokens_per_s, "{:.2f}"), _fmt(r.speedup, "{:.2f}×"), _fmt(r.alpha, "{:.2f}"),
-                 by_position, _fmt(r.tau, "{:.2f}"), _fmt(r.target_forwards, "{}"), same, r.note]
+        cells = [
+            r.name,
+            _fmt(r.tokens_per_s, "{:.2f}"),
+            _fmt(r.speedup, "{:.2f}×"),
+            _fmt(r.alpha, "{:.2f}"),
+            by_position,
+            _fmt(r.tau, "{:.2f}"),
+            _fmt(r.target_forwards, "{}"),
+            same,
+            r.note,
+        ]
         body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     if not body:
-        body = ['<tr><td colspan="9" class="sv-waiting">press the button: plain decoding once, then every drafter '
-                'with the current settings</td></tr>']
+        body = [
+            '<tr><td colspan="9" class="sv-waiting">press the button: plain decoding once, then every drafter '
+            "with the current settings</td></tr>"
+        ]
     return f'<table class="sv-metrics sv-compare"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 

@@ -12,13 +12,28 @@ TREES = ("dynamic", "chain")
 
 @dataclass(frozen=True)
 class EagleOptions(Options):
-    eagle: object = option("", "EAGLE heads", "heads folder or Hub id (EAGLE-1/2 or EAGLE-3 layout, or specviz's "
-                           "own); default: the heads shipped for an offline target", app=False)
-    eagle_tree: str = option("dynamic", "EAGLE tree", "dynamic (EAGLE-2: grow the most confident branches, keep the "
-                             "best nodes) or chain (the head's top guess at each depth)", choices=TREES)
-    eagle_nodes: int = option(6, "EAGLE tree nodes", "the most draft tokens a dynamic tree sends to verification "
-                              "(a CPU pays for each one; a GPU verifies 32-64 nearly free)",
-                              low=2, high=64)
+    eagle: object = option(
+        "",
+        "EAGLE heads",
+        "heads folder or Hub id (EAGLE-1/2 or EAGLE-3 layout, or specviz's "
+        "own); default: the heads shipped for an offline target",
+        app=False,
+    )
+    eagle_tree: str = option(
+        "dynamic",
+        "EAGLE tree",
+        "dynamic (EAGLE-2: grow the most confident branches, keep the "
+        "best nodes) or chain (the head's top guess at each depth)",
+        choices=TREES,
+    )
+    eagle_nodes: int = option(
+        6,
+        "EAGLE tree nodes",
+        "the most draft tokens a dynamic tree sends to verification "
+        "(a CPU pays for each one; a GPU verifies 32-64 nearly free)",
+        low=2,
+        high=64,
+    )
 
 
 def _location(options: EagleOptions, target_name: str):
@@ -47,9 +62,16 @@ def _precheck(options: EagleOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
-KIND = DrafterKind("eagle", "EAGLE head (dynamic tree)", "a one-layer head predicts the target's next hidden state "
-                   "from its last one; the target's own LM head turns it into tokens, grown into a tree",
-                   _build, EagleOptions, precheck=_precheck,
-                   describe=lambda o: f"EAGLE head, {o.eagle_tree} tree" + (f" of {o.eagle_nodes} nodes"
-                                                                            if o.eagle_tree == "dynamic" else ""),
-                   order=45)
+KIND = DrafterKind(
+    "eagle",
+    "EAGLE head (dynamic tree)",
+    "a one-layer head predicts the target's next hidden state "
+    "from its last one; the target's own LM head turns it into tokens, grown into a tree",
+    _build,
+    EagleOptions,
+    precheck=_precheck,
+    describe=lambda o: (
+        f"EAGLE head, {o.eagle_tree} tree" + (f" of {o.eagle_nodes} nodes" if o.eagle_tree == "dynamic" else "")
+    ),
+    order=45,
+)

@@ -21,8 +21,16 @@ from .head import EagleHead
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 SHIPPED = ASSETS / "eagle"  # trained heads for the offline presets
-SHAPE_FIELDS = ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
-                "rms_norm_eps", "attention_bias", "mlp_bias")
+SHAPE_FIELDS = (
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_act",
+    "rms_norm_eps",
+    "attention_bias",
+    "mlp_bias",
+)
 
 
 class EagleCheckpointError(SpecvizError):
@@ -53,8 +61,10 @@ def layout_of(state: dict) -> str:
         return "eagle3"
     if any(k.startswith("layers.0.") for k in state) and "fc.weight" in state:
         return "eagle1"
-    raise EagleCheckpointError("EAGLE weights have unexpected names (expected 'fc.*' with 'layers.0.*' for EAGLE-1/2 "
-                               "or 'midlayer.*' for EAGLE-3)")
+    raise EagleCheckpointError(
+        "EAGLE weights have unexpected names (expected 'fc.*' with 'layers.0.*' for EAGLE-1/2 "
+        "or 'midlayer.*' for EAGLE-3)"
+    )
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
@@ -68,17 +78,23 @@ def head_config(saved: dict, target_config):
     if model_type and model_type != target_config.model_type:
         raise EagleCheckpointError(f"these EAGLE heads are for a {model_type} target, not {target_config.model_type}")
     if saved.get("hidden_size", target_config.hidden_size) != target_config.hidden_size:
-        raise EagleCheckpointError(f"EAGLE heads of width {saved['hidden_size']} do not fit a target of hidden size "
-                                   f"{target_config.hidden_size}")
+        raise EagleCheckpointError(
+            f"EAGLE heads of width {saved['hidden_size']} do not fit a target of hidden size "
+            f"{target_config.hidden_size}"
+        )
     if saved.get("target_hidden_size", target_config.hidden_size) != target_config.hidden_size:
-        raise EagleCheckpointError("EAGLE heads whose width differs from the target's (target_hidden_size) are not "
-                                   "supported")
+        raise EagleCheckpointError(
+            "EAGLE heads whose width differs from the target's (target_hidden_size) are not supported"
+        )
     vocab = saved.get("vocab_size", target_config.vocab_size)
     if vocab != target_config.vocab_size:
-        raise EagleCheckpointError(f"these EAGLE heads were made for a vocabulary of {vocab} ids; the target has "
-                                   f"{target_config.vocab_size}")
+        raise EagleCheckpointError(
+            f"these EAGLE heads were made for a vocabulary of {vocab} ids; the target has {target_config.vocab_size}"
+        )
     theta = saved.get("rope_theta")
-    ours = (getattr(target_config, "rope_parameters", None) or {}).get("rope_theta", getattr(target_config, "rope_theta", None))
+    ours = (getattr(target_config, "rope_parameters", None) or {}).get(
+        "rope_theta", getattr(target_config, "rope_theta", None)
+    )
     if theta is not None and ours is not None and float(theta) != float(ours):
         raise EagleCheckpointError(f"these EAGLE heads use rope_theta {theta}; the target uses {ours}")
     config = copy.deepcopy(target_config)
@@ -94,8 +110,12 @@ def head_config(saved: dict, target_config):
 def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     """Heads from a folder or Hub id, strictly checked against the target (a LoadedModel). Returns the head and the
     target hidden states it reads."""
-    folder = locate_heads(where, ["config.json", "*.safetensors", "pytorch_model.bin", SHORTLIST_FILE],
-                          "EAGLE heads", EagleCheckpointError)
+    folder = locate_heads(
+        where,
+        ["config.json", "*.safetensors", "pytorch_model.bin", SHORTLIST_FILE],
+        "EAGLE heads",
+        EagleCheckpointError,
+    )
     if not (folder / "config.json").is_file():
         raise EagleCheckpointError(f"'{folder}' is not an EAGLE checkpoint (no config.json)")
     try:
@@ -110,8 +130,10 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     config = head_config(saved, model.config)
     embed = state.pop("embed_tokens.weight", None)
     if embed is not None and tuple(embed.shape) != tuple(model.get_input_embeddings().weight.shape):
-        raise EagleCheckpointError(f"EAGLE weight embed_tokens.weight has shape {tuple(embed.shape)}; the target's "
-                                   f"embedding is {tuple(model.get_input_embeddings().weight.shape)}")
+        raise EagleCheckpointError(
+            f"EAGLE weight embed_tokens.weight has shape {tuple(embed.shape)}; the target's "
+            f"embedding is {tuple(model.get_input_embeddings().weight.shape)}"
+        )
     draft_vocab = state["lm_head.weight"].shape[0] if layout == "eagle3" and "lm_head.weight" in state else 0
     shortlist = read_shortlist(folder, config.vocab_size, EagleCheckpointError)
     if shortlist is not None and layout != "eagle1":
@@ -120,11 +142,15 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     expected = head.state_dict()
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:
-        raise EagleCheckpointError(f"EAGLE weights ({layout}) do not fit: missing {missing[:3]}, unexpected {extra[:3]}")
+        raise EagleCheckpointError(
+            f"EAGLE weights ({layout}) do not fit: missing {missing[:3]}, unexpected {extra[:3]}"
+        )
     for key, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise EagleCheckpointError(f"EAGLE weight {key} has shape {tuple(tensor.shape)}; target '{target.name}' "
-                                       f"needs {tuple(expected[key].shape)}")
+            raise EagleCheckpointError(
+                f"EAGLE weight {key} has shape {tuple(tensor.shape)}; target '{target.name}' "
+                f"needs {tuple(expected[key].shape)}"
+            )
     if layout == "eagle3" and not bool(((state["d2t"] + torch.arange(draft_vocab)) < config.vocab_size).all()):
         raise EagleCheckpointError("EAGLE-3 d2t maps draft ids outside the target's vocabulary")
     head.load_state_dict(state, strict=True)
@@ -133,19 +159,32 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     return head.to(device=target.device, dtype=dtype).eval(), layers
 
 
-def save_eagle(head: EagleHead, folder, base_name: str, dtype: torch.dtype | None = None, extra: dict | None = None) -> Path:
+def save_eagle(
+    head: EagleHead, folder, base_name: str, dtype: torch.dtype | None = None, extra: dict | None = None
+) -> Path:
     """config.json (the layer's sizes, the base's name) + model.safetensors (+ head_vocab.json for a shortlist)."""
     from safetensors.torch import save_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     c = head.config
-    config = {"base_model_name_or_path": base_name, "model_type": c.model_type, "hidden_size": c.hidden_size,
-              "vocab_size": c.vocab_size, "num_hidden_layers": 1, "specviz_layout": head.layout,
-              **{name: getattr(c, name) for name in SHAPE_FIELDS if getattr(c, name, None) is not None}, **(extra or {})}
+    config = {
+        "base_model_name_or_path": base_name,
+        "model_type": c.model_type,
+        "hidden_size": c.hidden_size,
+        "vocab_size": c.vocab_size,
+        "num_hidden_layers": 1,
+        "specviz_layout": head.layout,
+        **{name: getattr(c, name) for name in SHAPE_FIELDS if getattr(c, name, None) is not None},
+        **(extra or {}),
+    }
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file({k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
-               for k, v in head.state_dict().items()},
-              str(folder / WEIGHT_FILES[0]))
+    save_file(
+        {
+            k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
+            for k, v in head.state_dict().items()
+        },
+        str(folder / WEIGHT_FILES[0]),
+    )
     write_shortlist(folder, head.shortlist)
     return folder

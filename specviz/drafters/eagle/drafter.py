@@ -27,8 +27,9 @@ BEAM = 4  # frontier nodes expanded per depth, and children kept per node
 class EagleDrafter(BaseDrafter):
     reads_hidden = True
 
-    def __init__(self, head: EagleHead, hidden_layers: tuple[int, ...], tree: str = "dynamic", nodes: int = 16,
-                 width: int = BEAM):
+    def __init__(
+        self, head: EagleHead, hidden_layers: tuple[int, ...], tree: str = "dynamic", nodes: int = 16, width: int = BEAM
+    ):
         self.head, self.hidden_layers = head, tuple(hidden_layers)
         self.tree, self.nodes, self.width = tree, nodes, width
         self.target_lm = None
@@ -77,8 +78,9 @@ class EagleDrafter(BaseDrafter):
         if causal:
             sees[:, past:] = torch.ones(n, n, dtype=torch.bool).tril()
         mask = torch.zeros(sees.shape, dtype=self.head.fc.weight.dtype).masked_fill(~sees, self._min)
-        return self.head(features, ids, torch.tensor([positions], device=self._device),
-                         mask.to(self._device)[None, None], self.cache)
+        return self.head(
+            features, ids, torch.tensor([positions], device=self._device), mask.to(self._device)[None, None], self.cache
+        )
 
     def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
         """The head's k likeliest next tokens after each feature in [m, H]: log-probabilities and target ids."""
@@ -105,8 +107,7 @@ class EagleDrafter(BaseDrafter):
                 break
             ids = torch.tensor([[token]], device=self._device)
             past = self.cache.get_seq_length()
-            feature = self._feed(feature[None, None], ids, [self.fed + depth - 1],
-                                 [list(range(self.fed, past))])[0, -1]
+            feature = self._feed(feature[None, None], ids, [self.fed + depth - 1], [list(range(self.fed, past))])[0, -1]
         return [chain], gamma
 
     def _dynamic_tree(self, gamma: int):
@@ -121,8 +122,12 @@ class EagleDrafter(BaseDrafter):
             past = self.cache.get_seq_length()
             parents = [nodes[n].parent for n in chosen]
             features = torch.stack([self.last if p == ROOT else nodes[p].state for p in parents])[None]
-            out = self._feed(features, torch.tensor([[nodes[n].token for n in chosen]], device=self._device),
-                             [self.fed + depth - 2] * len(chosen), [columns_to(nodes, p) for p in parents])[0]
+            out = self._feed(
+                features,
+                torch.tensor([[nodes[n].token for n in chosen]], device=self._device),
+                [self.fed + depth - 2] * len(chosen),
+                [columns_to(nodes, p) for p in parents],
+            )[0]
             for row, n in enumerate(chosen):
                 nodes[n].state, nodes[n].column = out[row], past + row
             return self._best(out, self.width)

@@ -25,8 +25,15 @@ LAYOUTS = ("eagle1", "eagle3")
 
 
 class EagleHead(nn.Module):
-    def __init__(self, config, layout: str, target: nn.Module, fc_bias: bool = True, draft_vocab: int = 0,
-                 shortlist: torch.Tensor | None = None):
+    def __init__(
+        self,
+        config,
+        layout: str,
+        target: nn.Module,
+        fc_bias: bool = True,
+        draft_vocab: int = 0,
+        shortlist: torch.Tensor | None = None,
+    ):
         """`config`: the target-architecture config of the layer (hidden size, heads, ...); `target`: the target
         model, whose decoder layer, rotary and norm classes are used and whose embedding (and, for eagle1, LM head)
         are shared, not copied."""
@@ -61,8 +68,9 @@ class EagleHead(nn.Module):
     def layer(self) -> nn.Module:
         return self.layers[0] if self.layout == "eagle1" else self.midlayer
 
-    def forward(self, features: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                cache=None) -> torch.Tensor:
+    def forward(
+        self, features: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache=None
+    ) -> torch.Tensor:
         """features [B, n, F] (the target's, or the head's own earlier outputs [B, n, H]), ids [B, n] (x_{i+1}),
         positions [B, n], mask [B, 1, n, past + n] additive -> [B, n, H] the head's features f̂_{i+1}."""
         embed = self._shared[0](ids).to(self.fc.weight.dtype)
@@ -74,8 +82,12 @@ class EagleHead(nn.Module):
         else:
             x = self.fc(features) if features.shape[-1] != self.config.hidden_size else features
             attention_input = torch.cat([layer.input_layernorm(embed), layer.hidden_norm(x)], dim=-1)
-        attended, _ = layer.self_attn(hidden_states=attention_input, attention_mask=mask, past_key_values=cache,
-                                      position_embeddings=self.rotary(x, positions))
+        attended, _ = layer.self_attn(
+            hidden_states=attention_input,
+            attention_mask=mask,
+            past_key_values=cache,
+            position_embeddings=self.rotary(x, positions),
+        )
         x = x + attended
         return x + layer.mlp(layer.post_attention_layernorm(x))
 

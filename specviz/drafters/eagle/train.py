@@ -14,9 +14,9 @@
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -54,8 +54,9 @@ class EagleReport:
 
 
 @torch.inference_mode()
-def read_features(base: LoadedModel, texts: list[Text], progress: Callable[[str], None] = lambda _: None,
-                  chunk: int = 1024) -> list[Features]:
+def read_features(
+    base: LoadedModel, texts: list[Text], progress: Callable[[str], None] = lambda _: None, chunk: int = 1024
+) -> list[Features]:
     """Step 2: one prefill per text (long texts in pieces of `chunk`, each piece seeing the ones before it)."""
     from transformers import DynamicCache
 
@@ -64,12 +65,17 @@ def read_features(base: LoadedModel, texts: list[Text], progress: Callable[[str]
         ids = torch.tensor(text.ids, device=base.device)
         cache, hidden, greedy = DynamicCache(config=base.model.config), [], []
         for start in range(0, len(ids), chunk):
-            run = base.model(input_ids=ids[None, start : start + chunk], past_key_values=cache, use_cache=True,
-                             output_hidden_states=True)
+            run = base.model(
+                input_ids=ids[None, start : start + chunk],
+                past_key_values=cache,
+                use_cache=True,
+                output_hidden_states=True,
+            )
             hidden.append(run.hidden_states[-1][0].to(torch.bfloat16).cpu())
             greedy.append(run.logits[0].argmax(-1).cpu())
-        out.append(Features(ids.cpu(), torch.cat(hidden), torch.cat(greedy), text.answer_from, text.group,
-                            text.teacher_forced))
+        out.append(
+            Features(ids.cpu(), torch.cat(hidden), torch.cat(greedy), text.answer_from, text.group, text.teacher_forced)
+        )
         done += len(ids)
         if n % 20 == 0 or n == len(texts) - 1:
             rate = done / max(time.perf_counter() - began, 1e-9)
@@ -144,19 +150,36 @@ def _init_pass_through(head: EagleHead) -> None:
         layer.mlp.down_proj.weight.zero_()
 
 
-def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, lr: float = 5e-4,
-                batch: int = 8, width: int = 128, unroll: int = 2, shortlist: int = 8192, held_out: float = 0.1,
-                seed: int = 0, init: str = "pass-through", depth: int = 5, intermediate: int = 0,
-                checkpoint: Path | None = None, save_every: int = 50, until: int = 0,
-                progress: Callable[[str], None] = lambda _: None) -> tuple[EagleHead, EagleReport]:
+def train_eagle(
+    base: LoadedModel,
+    features: list[Features],
+    steps: int = 400,
+    lr: float = 5e-4,
+    batch: int = 8,
+    width: int = 128,
+    unroll: int = 2,
+    shortlist: int = 8192,
+    held_out: float = 0.1,
+    seed: int = 0,
+    init: str = "pass-through",
+    depth: int = 5,
+    intermediate: int = 0,
+    checkpoint: Path | None = None,
+    save_every: int = 50,
+    until: int = 0,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[EagleHead, EagleReport]:
     """Steps 3-5 on cached features, in float32 weights with bfloat16 matmuls on a CPU. With `checkpoint`, the whole
     training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists goes on
     from it to `steps` (the total over all runs; `until` > 0 stops this run after that step); the head is the one an
     uninterrupted run gives."""
     began = time.perf_counter()
     by_text = [Text(f.ids.tolist(), f.answer_from, f.group, f.teacher_forced) for f in features]
-    train_texts = [t for forced in (False, True)  # prompts and files are held out apart, each in the same share
-                   for t in split_by_group([t for t in by_text if t.teacher_forced == forced], held_out, seed)[0]]
+    train_texts = [
+        t
+        for forced in (False, True)  # prompts and files are held out apart, each in the same share
+        for t in split_by_group([t for t in by_text if t.teacher_forced == forced], held_out, seed)[0]
+    ]
     train_groups = {t.group for t in train_texts}
     train = [f for f in features if f.group in train_groups]
     test = [f for f in features if f.group not in train_groups and _greedy_answer(f)]
@@ -175,8 +198,10 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
     if init == "pass-through" and saved is None:
         _init_pass_through(head)
     spans = _windows(train, width)
-    progress(f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {width}), "
-             f"{len(test)} held-out answers")
+    progress(
+        f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {width}), "
+        f"{len(test)} held-out answers"
+    )
     trained = [p for p in head.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)
@@ -212,7 +237,7 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
                 logp = torch.log_softmax(head.logits(out).float(), dim=-1)
                 ce = -(teacher * logp).sum(-1)
                 pull = torch.nn.functional.smooth_l1_loss(out.float(), nxt.float(), reduction="none").mean(-1)
-                loss = loss + 0.8 ** k * ((ce + 0.1 * pull) * valid).sum() / valid.sum().clamp_min(1)
+                loss = loss + 0.8**k * ((ce + 0.1 * pull) * valid).sum() / valid.sum().clamp_min(1)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
@@ -223,12 +248,25 @@ def train_eagle(base: LoadedModel, features: list[Features], steps: int = 400, l
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
         if checkpoint and ((step + 1) % save_every == 0 or step == stop - 1):
-            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, texts_made, seed, held_out,
-                         width, intermediate)
+            _write_state(
+                checkpoint,
+                head,
+                optimiser,
+                generator,
+                step + 1,
+                first,
+                last,
+                texts_made,
+                seed,
+                held_out,
+                width,
+                intermediate,
+            )
     head.eval()
     acceptance, positions = chain_acceptance(head, test, depth)
-    return head, EagleReport(max(stop, done), first, last, acceptance, positions, sum(len(f.ids) for f in train),
-                             time.perf_counter() - began)
+    return head, EagleReport(
+        max(stop, done), first, last, acceptance, positions, sum(len(f.ids) for f in train), time.perf_counter() - began
+    )
 
 
 def _fingerprint(features: list[Features]) -> str:
@@ -240,13 +278,35 @@ def _fingerprint(features: list[Features]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _write_state(path: Path, head: EagleHead, optimiser, generator, step: int, first: float, last: float,
-                 texts_made: str, seed: int, held_out: float, width: int, intermediate: int) -> None:
+def _write_state(
+    path: Path,
+    head: EagleHead,
+    optimiser,
+    generator,
+    step: int,
+    first: float,
+    last: float,
+    texts_made: str,
+    seed: int,
+    held_out: float,
+    width: int,
+    intermediate: int,
+) -> None:
     """Everything a later run needs to go on as if it had never stopped; written beside, then moved into place."""
-    state = {"head": head.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state(),
-             "step": step, "first_loss": first, "last_loss": last, "shortlist": head.shortlist,
-             "intermediate": intermediate, "features": texts_made, "seed": seed, "held_out": held_out,
-             "width": width}
+    state = {
+        "head": head.state_dict(),
+        "optimiser": optimiser.state_dict(),
+        "generator": generator.get_state(),
+        "step": step,
+        "first_loss": first,
+        "last_loss": last,
+        "shortlist": head.shortlist,
+        "intermediate": intermediate,
+        "features": texts_made,
+        "seed": seed,
+        "held_out": held_out,
+        "width": width,
+    }
     partial = path.with_name(path.name + ".partial")
     torch.save(state, partial)
     partial.replace(path)
@@ -258,8 +318,10 @@ def _read_state(path: Path, texts_made: str, seed: int, held_out: float, width: 
     except Exception as exc:
         raise EagleCheckpointError(f"cannot read the training state {path}: {first_line(exc)[:160]}") from None
     if state.get("features") != texts_made:
-        raise EagleCheckpointError(f"the training state {path} was made on other texts; go on with the same "
-                                   f"--features, or start afresh with another --checkpoint")
+        raise EagleCheckpointError(
+            f"the training state {path} was made on other texts; go on with the same "
+            f"--features, or start afresh with another --checkpoint"
+        )
     for name, value in (("seed", seed), ("held_out", held_out), ("width", width)):
         if state.get(name) != value:
             raise EagleCheckpointError(f"the training state {path} used {name} {state.get(name)}, not {value}")
@@ -270,7 +332,7 @@ def _greedy_answer(f: Features) -> bool:
     """A self-written answer that follows the target's greedy choices (not a sampled one, not a file)."""
     if f.teacher_forced or f.answer_from < 1 or len(f.ids) <= f.answer_from:
         return False
-    return float((f.ids[f.answer_from:] == f.greedy[f.answer_from - 1 : -1]).float().mean()) >= 0.9
+    return float((f.ids[f.answer_from :] == f.greedy[f.answer_from - 1 : -1]).float().mean()) >= 0.9
 
 
 @torch.no_grad()

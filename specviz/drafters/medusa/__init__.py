@@ -10,11 +10,21 @@ from .drafter import TREES, MedusaDrafter, medusa_tree
 
 @dataclass(frozen=True)
 class MedusaOptions(Options):
-    medusa: object = option("", "Medusa heads", "heads folder or Hub id (official Medusa-1 layout or specviz's "
-                            "compact one); default: the heads shipped for an offline target", app=False)
-    medusa_tree: str = option("sparse", "candidate tree", "sparse (11 paths), chain (each head's top guess), wide "
-                              "(24 paths), or index paths as JSON, e.g. '[[0], [0, 0], [1]]'",
-                              choices=tuple(TREES), strict=False)
+    medusa: object = option(
+        "",
+        "Medusa heads",
+        "heads folder or Hub id (official Medusa-1 layout or specviz's "
+        "compact one); default: the heads shipped for an offline target",
+        app=False,
+    )
+    medusa_tree: str = option(
+        "sparse",
+        "candidate tree",
+        "sparse (11 paths), chain (each head's top guess), wide "
+        "(24 paths), or index paths as JSON, e.g. '[[0], [0, 0], [1]]'",
+        choices=tuple(TREES),
+        strict=False,
+    )
 
     def check(self) -> None:
         medusa_tree(self.medusa_tree)
@@ -23,7 +33,9 @@ class MedusaOptions(Options):
 def _location(options: MedusaOptions, target_name: str):
     from .heads import shipped_heads
 
-    return heads_for(options.medusa, shipped_heads(target_name), target_name, "Medusa heads", "--medusa", "train-medusa")
+    return heads_for(
+        options.medusa, shipped_heads(target_name), target_name, "Medusa heads", "--medusa", "train-medusa"
+    )
 
 
 def _build(options: MedusaOptions, ctx) -> MedusaDrafter:
@@ -41,6 +53,13 @@ def _precheck(options: MedusaOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
-KIND = DrafterKind("medusa", "Medusa heads (tree)", "heads on the target's last hidden state guess the next tokens; "
-                   "a tree of their guesses is verified in one forward", _build, MedusaOptions, precheck=_precheck,
-                   describe=lambda o: f"Medusa heads, {o.medusa_tree} tree", order=40)
+KIND = DrafterKind(
+    "medusa",
+    "Medusa heads (tree)",
+    "heads on the target's last hidden state guess the next tokens; a tree of their guesses is verified in one forward",
+    _build,
+    MedusaOptions,
+    precheck=_precheck,
+    describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
+    order=40,
+)

@@ -17,9 +17,32 @@ from .heads import MedusaHeads
 TREES = {
     "sparse": ((0,), (0, 0), (1,), (0, 1), (0, 0, 0), (1, 0), (2,), (0, 0, 0, 0), (0, 2), (0, 0, 1), (3,)),
     "chain": ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)),
-    "wide": ((0,), (1,), (2,), (3,), (4,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (3, 0), (0, 3),
-             (0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (0, 0, 2), (2, 1), (0, 0, 0, 0), (0, 0, 0, 1),
-             (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0)),
+    "wide": (
+        (0,),
+        (1,),
+        (2,),
+        (3,),
+        (4,),
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (3, 0),
+        (0, 3),
+        (0, 0, 0),
+        (0, 0, 1),
+        (0, 1, 0),
+        (1, 0, 0),
+        (0, 0, 2),
+        (2, 1),
+        (0, 0, 0, 0),
+        (0, 0, 0, 1),
+        (0, 0, 1, 0),
+        (0, 1, 0, 0),
+        (1, 0, 0, 0),
+    ),
 }
 DEFAULT_CHOICES = TREES["sparse"]  # most weight on the top guesses, a few second choices near the root
 MAX_TREE_PATHS, MAX_TREE_WIDTH = 64, 32
@@ -33,13 +56,21 @@ def medusa_tree(spec) -> tuple[tuple[int, ...], ...]:
         paths = json.loads(spec) if isinstance(spec, str) else spec
     except ValueError:
         paths = None
-    ok = (isinstance(paths, (list, tuple)) and 0 < len(paths) <= MAX_TREE_PATHS
-          and all(isinstance(p, (list, tuple)) and 0 < len(p) <= MAX_GAMMA
-                  and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_TREE_WIDTH for i in p)
-                  for p in paths))
+    ok = (
+        isinstance(paths, (list, tuple))
+        and 0 < len(paths) <= MAX_TREE_PATHS
+        and all(
+            isinstance(p, (list, tuple))
+            and 0 < len(p) <= MAX_GAMMA
+            and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_TREE_WIDTH for i in p)
+            for p in paths
+        )
+    )
     if not ok:
-        raise InvalidRequest(f"Medusa tree must be one of {', '.join(TREES)} or a JSON list of up to "
-                             f"{MAX_TREE_PATHS} index paths like [[0], [0, 0], [1]] (indexes 0..{MAX_TREE_WIDTH - 1})")
+        raise InvalidRequest(
+            f"Medusa tree must be one of {', '.join(TREES)} or a JSON list of up to "
+            f"{MAX_TREE_PATHS} index paths like [[0], [0, 0], [1]] (indexes 0..{MAX_TREE_WIDTH - 1})"
+        )
     return tuple(tuple(p) for p in paths)
 
 

@@ -15,8 +15,17 @@ from torch import nn
 
 from ...errors import SpecvizError
 from ...runtime import ASSETS
-from ..heads_common import (SHORTLIST_FILE, check_base, locate_heads as shared_locate, read_shortlist,
-                            register_shortlist, shipped_folder, write_shortlist)
+from ..heads_common import (
+    SHORTLIST_FILE,
+    check_base,
+    read_shortlist,
+    register_shortlist,
+    shipped_folder,
+    write_shortlist,
+)
+from ..heads_common import (
+    locate_heads as shared_locate,
+)
 
 
 class MedusaCheckpointError(SpecvizError):
@@ -35,16 +44,26 @@ class ResBlock(nn.Module):
 class MedusaHeads(nn.Module):
     """K heads. `lm_head` given: compact (heads end in the shared LM head); else each head owns its linear map."""
 
-    def __init__(self, hidden: int, vocab: int, num_heads: int, num_layers: int, lm_head: nn.Module | None = None,
-                 shortlist: torch.Tensor | None = None):
+    def __init__(
+        self,
+        hidden: int,
+        vocab: int,
+        num_heads: int,
+        num_layers: int,
+        lm_head: nn.Module | None = None,
+        shortlist: torch.Tensor | None = None,
+    ):
         super().__init__()
         if shortlist is not None and lm_head is None:
             raise MedusaCheckpointError("a vocabulary shortlist needs compact heads (heads sharing the base LM head)")
         self.compact = lm_head is not None
         self.heads = nn.ModuleList(
-            nn.Sequential(*[ResBlock(hidden) for _ in range(num_layers)],
-                          *([] if self.compact else [nn.Linear(hidden, vocab, bias=False)]))
-            for _ in range(num_heads))
+            nn.Sequential(
+                *[ResBlock(hidden) for _ in range(num_layers)],
+                *([] if self.compact else [nn.Linear(hidden, vocab, bias=False)]),
+            )
+            for _ in range(num_heads)
+        )
         self._lm_head = [lm_head]  # a list keeps the shared head out of this module's state dict
         self.num_layers = num_layers
         register_shortlist(self, lm_head, shortlist)
@@ -89,7 +108,9 @@ def _shape_of(state: dict) -> tuple[int, int, bool]:
         heads = 1 + max(int(k.split(".")[0]) for k in state)
         layers = 1 + max(int(k.split(".")[1]) for k in state if k.split(".")[2:3] == ["linear"])
     except (ValueError, IndexError):
-        raise MedusaCheckpointError("Medusa weights have unexpected key names (expected '<head>.<layer>.linear.weight')") from None
+        raise MedusaCheckpointError(
+            "Medusa weights have unexpected key names (expected '<head>.<layer>.linear.weight')"
+        ) from None
     compact = not any(k == f"0.{layers}.weight" for k in state)
     return heads, layers, compact
 
@@ -103,8 +124,9 @@ def shipped_heads(base_name: str) -> Path | None:
 
 
 def locate_heads(spec: str | Path) -> Path:
-    return shared_locate(spec, ["config.json", "medusa_lm_head.*", SHORTLIST_FILE], "Medusa heads",
-                         MedusaCheckpointError)
+    return shared_locate(
+        spec, ["config.json", "medusa_lm_head.*", SHORTLIST_FILE], "Medusa heads", MedusaCheckpointError
+    )
 
 
 def load_medusa(folder: str | Path, base) -> MedusaHeads:
@@ -118,17 +140,22 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     heads, layers, compact = _shape_of(state)
     hidden, vocab = base.model.config.hidden_size, base.vocab_size
     shortlist = read_shortlist(folder, vocab, MedusaCheckpointError)
-    module = MedusaHeads(hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None,
-                         shortlist)
+    module = MedusaHeads(
+        hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None, shortlist
+    )
     expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:
-        raise MedusaCheckpointError(f"Medusa weights do not match {heads} heads x {layers} layers: "
-                                    f"missing {missing[:3]}, unexpected {extra[:3]}")
+        raise MedusaCheckpointError(
+            f"Medusa weights do not match {heads} heads x {layers} layers: "
+            f"missing {missing[:3]}, unexpected {extra[:3]}"
+        )
     for key, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise MedusaCheckpointError(f"Medusa weight {key} has shape {tuple(tensor.shape)}; base '{base.name}' "
-                                        f"needs {tuple(expected[key].shape)} (hidden {hidden}, vocabulary {vocab})")
+            raise MedusaCheckpointError(
+                f"Medusa weight {key} has shape {tuple(tensor.shape)}; base '{base.name}' "
+                f"needs {tuple(expected[key].shape)} (hidden {hidden}, vocabulary {vocab})"
+            )
     module.heads.load_state_dict(state, strict=True)
     return module.to(device=base.device, dtype=base.model.dtype).eval()
 
@@ -140,10 +167,16 @@ def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: t
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"base_model_name_or_path": base_name, "medusa_num_heads": len(heads.heads),
-              "medusa_num_layers": heads.num_layers, "specviz_compact": heads.compact}
+    config = {
+        "base_model_name_or_path": base_name,
+        "medusa_num_heads": len(heads.heads),
+        "medusa_num_layers": heads.num_layers,
+        "specviz_compact": heads.compact,
+    }
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file({k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
-              str(folder / WEIGHT_FILES[0]))
+    save_file(
+        {k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
+        str(folder / WEIGHT_FILES[0]),
+    )
     write_shortlist(folder, heads.shortlist)
     return folder

@@ -9,8 +9,8 @@
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -43,10 +43,19 @@ def _rows(base: LoadedModel, texts: list[Text], heads: int) -> tuple[torch.Tenso
     return torch.cat(xs), torch.cat(ys)
 
 
-def train_heads(base: LoadedModel, texts: list[Text], num_heads: int = 4, num_layers: int = 1,
-                steps: int = 200, lr: float = 1e-3, batch: int = 64, held_out: float = 0.15, seed: int = 0,
-                shortlist: int = 0,
-                progress: Callable[[str], None] = lambda _: None) -> tuple[MedusaHeads, TrainReport]:
+def train_heads(
+    base: LoadedModel,
+    texts: list[Text],
+    num_heads: int = 4,
+    num_layers: int = 1,
+    steps: int = 200,
+    lr: float = 1e-3,
+    batch: int = 64,
+    held_out: float = 0.15,
+    seed: int = 0,
+    shortlist: int = 0,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[MedusaHeads, TrainReport]:
     """A share `held_out` of the groups is kept apart; the accuracy is measured on its self-written answers
     (what the heads meet while decoding), or on all of it when there are none.
     `shortlist` > 0 limits the heads to that many ids (chosen from the training side only)."""
@@ -74,13 +83,17 @@ def train_heads(base: LoadedModel, texts: list[Text], num_heads: int = 4, num_la
             p.zero_()
     optimiser = torch.optim.AdamW(heads.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda n: 0.5 * (1 + math.cos(math.pi * n / steps)))
-    weights = torch.tensor([0.8 ** k for k in range(num_heads)])  # later heads matter less (as in the paper)
+    weights = torch.tensor([0.8**k for k in range(num_heads)])  # later heads matter less (as in the paper)
     first = last = float("nan")
     for step in range(steps):
         pick = torch.randint(len(train_x), (min(batch, len(train_x)),))
         logits = heads(train_x[pick])  # [K, B, V]
-        losses = torch.stack([torch.nn.functional.cross_entropy(logits[k], train_y[pick, k], ignore_index=-100)
-                              for k in range(num_heads)])
+        losses = torch.stack(
+            [
+                torch.nn.functional.cross_entropy(logits[k], train_y[pick, k], ignore_index=-100)
+                for k in range(num_heads)
+            ]
+        )
         loss = (losses * weights).sum() / weights.sum()
         optimiser.zero_grad()
         loss.backward()

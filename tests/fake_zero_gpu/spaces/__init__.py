@@ -107,6 +107,7 @@ def GPU(task=None, duration=None, **_):
         return task
 
     if inspect.isgeneratorfunction(task) or inspect.isgeneratorfunction(getattr(task, "__func__", None)):
+
         @wraps(task)
         def stream(*args, **kwargs):
             _log(task, _duration(duration, args, kwargs))
