@@ -274,6 +274,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
     """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
     from .app.race import mode_text
     from .drafters.registry import PLAIN, kind
+    from .events import generated_ids
     from .record import TokenTexts, divergence, make_trace
     from .trace import Side
 
@@ -281,7 +282,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
     if drafter_name == PLAIN:
         sides = [Side("plain", "", events)]
     else:
-        plain_ids, spec_ids = [t for e in plain for t in e.tokens], [t for e in events for t in e.tokens]
+        plain_ids, spec_ids = generated_ids(plain), generated_ids(events)
         parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
         words = mode_text(kind(drafter_name).words(options), settings)
         sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]

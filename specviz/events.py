@@ -134,7 +134,7 @@ class Metrics:
     @property
     def acceptance_by_position(self) -> list[float | None]:
         """α_k, k = 1, 2, ...: of the steps that tested a k-th draft token, the share that accepted it."""
-        return [accepted / tested if tested else None for tested, accepted in self.by_position]
+        return acceptance_rates(self.by_position)
 
 
 def summarize(events: Iterable[StepEvent]) -> Metrics:
@@ -184,6 +184,11 @@ def generated_ids(events: Iterable[StepEvent]) -> list[int]:
 
 
 def depth_acceptance(events: Iterable[StepEvent], depth: int) -> list[float | None]:
-    """α by draft position: of the steps that drafted a k-th token and accepted the k − 1 before it, the share that
-    accepted it too (k = 1..depth). For Medusa, position k + 1 is head k's guess."""
-    return [accepted / tested if tested else None for tested, accepted in position_counts(list(events), depth)]
+    """α by draft position k = 1..depth (Medusa: position k + 1 is head k's guess)."""
+    return acceptance_rates(position_counts(list(events), depth))
+
+
+def acceptance_rates(counts: Iterable[tuple[int, int]]) -> list[float | None]:
+    """α_k from (tested, accepted) counts by position: of the steps that drafted a k-th token and accepted the k − 1
+    before it, the share that accepted it too (None where no step tested one)."""
+    return [accepted / tested if tested else None for tested, accepted in counts]

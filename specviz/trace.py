@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import SpecvizError
-from .events import StepEvent
+from .events import StepEvent, generated_ids
 
 FORMAT = "specviz-trace"
 VERSION = 1
@@ -36,7 +36,7 @@ class Side:
 
     @property
     def tokens(self) -> list[int]:
-        return [t for e in self.events for t in e.tokens]
+        return generated_ids(self.events)
 
 
 @dataclass

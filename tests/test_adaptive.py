@@ -74,7 +74,7 @@ def test_adaptive_greedy_equals_plain(target, drafts, tokenizer, prompt, kind):
     if kind in drafts:
         events = _adaptive(target, ids, "draft", drafts[kind])
     else:
-        options = {"ngram_max": 3, "candidates": 4, "choice": "recent", "medusa": copying_heads(target)}
+        options = {"ngram_min": 3, "candidates": 4, "choice": "recent", "medusa": copying_heads(target)}
         events = _adaptive(target, ids, kind, options=options)
     assert generated_ids(events) == plain
     for e in events:

@@ -123,7 +123,7 @@ def test_history_random_choice_is_seeded():
     assert a == b and len(a) == 2 and all(c[0] in (2, 3, 4, 5, 6) for c in a)
 
 
-OPTIONS = [("ngram", {"ngram_max": n}) for n in (1, 2, 3)] + [
+OPTIONS = [("ngram", {"ngram_min": n}) for n in (1, 2, 3)] + [
     ("history", {"candidates": m, "choice": choice}) for m in (1, 2, 3, 4) for choice in ("recent", "random")
 ]
 

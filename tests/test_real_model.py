@@ -35,7 +35,7 @@ PASSAGE = (
 )
 
 
-@pytest.mark.parametrize("kind, options", [("ngram", {"ngram_max": 3}), ("history", {"candidates": 4})])
+@pytest.mark.parametrize("kind, options", [("ngram", {"ngram_min": 3}), ("history", {"candidates": 4})])
 def test_lookup_drafters_are_identical_on_an_input_grounded_prompt(smollm, kind, options):
     prompt = encode_prompt(smollm, PASSAGE)
     plain = generated_ids(generate(smollm, prompt, Settings(max_new_tokens=48)))

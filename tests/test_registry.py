@@ -120,7 +120,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
         "top_k",
         "top_p",
         "seed",
-        "ngram_max",
+        "ngram_min",
         "candidates",
         "choice",
         "medusa_tree",

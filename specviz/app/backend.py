@@ -16,6 +16,7 @@ from ..drafters.registry import PLAIN as NO_DRAFTER
 from ..drafters.registry import kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
+from ..events import generated_ids
 from ..models import DTYPES
 from ..record import TextTable, make_trace
 from ..settings import Settings
@@ -251,7 +252,7 @@ class Backend:
             for packet in self._side(replace(request, drafter=NO_DRAFTER), stopped, texts):
                 prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
                 view.plain += [packet.event] if packet.kind == "step" else []
-            plain_ids = [t for e in view.plain for t in e.tokens] if settings.greedy else None
+            plain_ids = generated_ids(view.plain) if settings.greedy else None
             for entry in [e for e in entries if not e.note]:
                 if stopped():
                     break

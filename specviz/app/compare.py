@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..events import StepEvent, summarize
+from ..events import StepEvent, generated_ids, summarize
 from ..trace import Divergence, Trace
 
 
@@ -18,7 +18,7 @@ class Entry:
 
     @property
     def tokens(self) -> list[int]:
-        return [t for e in self.events for t in e.tokens]
+        return generated_ids(self.events)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ class NgramDrafter(BaseDrafter):
     """One chain copied from the text itself, which it indexes as it grows (suffix_index.Document), so a step costs a
     few look-ups, not a scan. One run per start()."""
 
-    def __init__(self, shortest: int = 1, depth_per_token: float = DEPTH_PER_MATCHED_TOKEN, device=None):
+    def __init__(self, shortest: int = 1, depth_per_token: float = DEPTH_PER_MATCHED_TOKEN):
         self.shortest, self.depth_per_token = shortest, depth_per_token
         self.start([])
 
@@ -35,7 +35,7 @@ class NgramDrafter(BaseDrafter):
 
 @dataclass(frozen=True)
 class NgramOptions(Options):
-    ngram_max: int = option(
+    ngram_min: int = option(
         1,
         "shortest match (n-gram size)",
         "the text's end must match earlier text over at least this many tokens to draft; the longest match is copied",
@@ -48,7 +48,7 @@ KIND = DrafterKind(
     "ngram",
     "n-gram prompt lookup",
     "copies what followed the longest earlier match of the text's end",
-    lambda options, ctx: NgramDrafter(options.ngram_max),
+    lambda options, ctx: NgramDrafter(options.ngram_min),
     NgramOptions,
     order=20,
 )

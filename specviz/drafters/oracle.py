@@ -15,7 +15,7 @@ from .kinds import DrafterKind, Options, option
 
 
 class OracleDrafter(BaseDrafter):
-    def __init__(self, reference: list[int], alpha: float, vocab_size: int, seed: int = 0, device=None):
+    def __init__(self, reference: list[int], alpha: float, vocab_size: int, seed: int = 0):
         self.reference, self.alpha, self.vocab_size = list(reference), alpha, vocab_size
         self.rng = random.Random(seed)
         self.prompt_len = 0

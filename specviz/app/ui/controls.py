@@ -18,7 +18,7 @@ API_ORDER = (
     "top_k",
     "top_p",
     "seed",
-    "ngram_max",
+    "ngram_min",
     "candidates",
     "choice",
     "medusa_tree",

@@ -8,6 +8,7 @@ from ..heads_common import heads_for
 from ..kinds import DrafterKind, Options, option
 
 TREES = ("dynamic", "chain")
+NODES = 6  # the most draft tokens a dynamic tree sends to verification, unless asked otherwise
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class EagleOptions(Options):
         choices=TREES,
     )
     eagle_nodes: int = option(
-        6,
+        NODES,
         "EAGLE tree nodes",
         "the most draft tokens a dynamic tree sends to verification "
         "(a CPU pays for each one; a GPU verifies 32-64 nearly free)",

@@ -19,6 +19,7 @@ from transformers import DynamicCache
 
 from ...engine.step import BaseDrafter, Proposal
 from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
+from . import NODES
 from .head import EagleHead
 
 BEAM = 4  # frontier nodes expanded per depth, and children kept per node
@@ -28,7 +29,12 @@ class EagleDrafter(BaseDrafter):
     reads_hidden = True
 
     def __init__(
-        self, head: EagleHead, hidden_layers: tuple[int, ...], tree: str = "dynamic", nodes: int = 16, width: int = BEAM
+        self,
+        head: EagleHead,
+        hidden_layers: tuple[int, ...],
+        tree: str = "dynamic",
+        nodes: int = NODES,
+        width: int = BEAM,
     ):
         self.head, self.hidden_layers = head, tuple(hidden_layers)
         self.tree, self.nodes, self.width = tree, nodes, width

@@ -14,36 +14,17 @@ from ...settings import MAX_GAMMA
 from .heads import MedusaHeads
 
 # Candidate trees as index paths: (i0, i1, ...) = head 0's i0-th guess, then head 1's i1-th, ...
+# fmt: off
 TREES = {
     "sparse": ((0,), (0, 0), (1,), (0, 1), (0, 0, 0), (1, 0), (2,), (0, 0, 0, 0), (0, 2), (0, 0, 1), (3,)),
     "chain": ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)),
     "wide": (
-        (0,),
-        (1,),
-        (2,),
-        (3,),
-        (4,),
-        (0, 0),
-        (0, 1),
-        (0, 2),
-        (1, 0),
-        (1, 1),
-        (2, 0),
-        (3, 0),
-        (0, 3),
-        (0, 0, 0),
-        (0, 0, 1),
-        (0, 1, 0),
-        (1, 0, 0),
-        (0, 0, 2),
-        (2, 1),
-        (0, 0, 0, 0),
-        (0, 0, 0, 1),
-        (0, 0, 1, 0),
-        (0, 1, 0, 0),
-        (1, 0, 0, 0),
+        (0,), (1,), (2,), (3,), (4,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (3, 0), (0, 3),
+        (0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (0, 0, 2), (2, 1),
+        (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0),
     ),
 }
+# fmt: on
 DEFAULT_CHOICES = TREES["sparse"]  # most weight on the top guesses, a few second choices near the root
 MAX_TREE_PATHS, MAX_TREE_WIDTH = 64, 32
 
@@ -102,7 +83,10 @@ class MedusaDrafter(BaseDrafter):
         hidden = None if self.target_lm is None else self.target_lm.last_hidden
         if hidden is None:  # a one-token prompt: no hidden state yet, so a plain step
             return None
-        top = self.heads.top_ids(hidden, self.widths)  # head k guesses the token k + 2 places after tokens[-1]
+        # The cache ends at tokens[-2] (the target's own last token is fed with the next verify), so the target's
+        # LM head on this state gives tokens[-1], and head k (from 0) guesses draft depth k + 1: the token k + 1
+        # places after tokens[-1].
+        top = self.heads.top_ids(hidden, self.widths)
         trie = self._trie(gamma)
         candidates = tuple(tuple(top[k][i] for k, i in enumerate(trie.candidate(n))) for n in range(len(trie.paths)))
         return Proposal(candidates, forwards=1, shape=trie.shape)
