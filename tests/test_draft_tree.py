@@ -15,6 +15,7 @@ from specviz.engine import generate
 from specviz.engine.adaptive import GammaController
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM
+from specviz.engine.tree import draft_position
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
@@ -56,7 +57,7 @@ def test_every_branch_gets_what_its_path_alone_gives(target, drafts, tokenizer, 
         past = lm.length
         logits = lm.extend_branches(
             [nodes[n].token for n in chosen],
-            [len(tokens) + depth - 2] * len(chosen),
+            [draft_position(len(tokens), depth)] * len(chosen),
             len(tokens),
             [columns_to(nodes, nodes[n].parent) for n in chosen],
         )

@@ -10,6 +10,7 @@ from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, probabilities
 from ..engine.static_lm import open_lm
 from ..engine.step import BaseDrafter, Proposal, Verdict
+from ..engine.tree import draft_position
 from ..errors import InvalidRequest
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..settings import MAX_GAMMA, Settings
@@ -109,7 +110,7 @@ class DraftModelDrafter(BaseDrafter):
             past = self.lm.length
             logits = self.lm.extend_branches(
                 [nodes[n].token for n in chosen],
-                [committed + depth - 2] * len(chosen),
+                [draft_position(committed, depth)] * len(chosen),
                 committed,
                 [columns_to(nodes, nodes[n].parent) for n in chosen],
             )

@@ -28,7 +28,7 @@ class Node:
     state: Any = None  # what the drafter keeps per fed node (EAGLE: the feature guessed after it)
 
 
-# expand(nodes, chosen, depth): feed the chosen nodes (each of depth - 1) in one forward, record their column and
+# expand(nodes, chosen, depth): feed the chosen nodes (all of that depth) in one forward, record their column and
 # state, and return each one's best next tokens as (log-probabilities, ids), a list per chosen node.
 Expand = Callable[[list[Node], list[int], int], tuple[list[list[float]], list[list[int]]]]
 
@@ -59,7 +59,7 @@ def grow(
         if go_on is not None and not go_on(token_probabilities(nodes, max(frontier, key=lambda n: nodes[n].score))):
             break
         chosen = sorted(frontier, key=lambda n: -nodes[n].score)[:width]  # the most confident branches
-        values, ids = expand(nodes, chosen, d)
+        values, ids = expand(nodes, chosen, d - 1)
         frontier = []
         for n, row_values, row_ids in zip(chosen, values, ids):
             for value, token in zip(row_values, row_ids):

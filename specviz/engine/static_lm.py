@@ -130,7 +130,9 @@ class StaticLM(CachedLM):
             try:
                 self._graphs[key] = self._capture(ids, positions, mask, last_only)
             except Exception as exc:  # a model or driver that cannot be captured still runs, eagerly
-                warnings.warn(f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})", stacklevel=2)
+                warnings.warn(
+                    f"specviz: CUDA graph capture failed, running eagerly ({type(exc).__name__}: {exc})", stacklevel=2
+                )
                 self.graphs_on = False
                 self._reset_write_position()
                 return self._call(ids, positions, mask, last_only)
@@ -142,7 +144,9 @@ class StaticLM(CachedLM):
         if eager is not None:  # the first replay must give what the eager forward gave on the same inputs
             self._graphs[key] = (graph, inputs, outputs, None)
             if not torch.allclose(result[0].float(), eager.float(), atol=1e-2, rtol=1e-2):
-                warnings.warn("specviz: a CUDA graph replay differed from the eager forward; running eagerly", stacklevel=2)
+                warnings.warn(
+                    "specviz: a CUDA graph replay differed from the eager forward; running eagerly", stacklevel=2
+                )
                 self.graphs_on = False
                 return (eager, result[1])
         return result

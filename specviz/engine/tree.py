@@ -17,6 +17,17 @@ import torch
 ROOT = -1  # parent of depth-1 nodes: the last committed token, fed first
 
 
+def draft_position(committed: int, depth: int) -> int:
+    """The position of a draft token `depth` places after the last of `committed` tokens (depth 0: that last
+    token itself, the root; positions count from 0)."""
+    return committed - 1 + depth
+
+
+def row_after(node: int) -> int:
+    """The verify forward's row that predicts the token after `node`: row 0 follows the root, row 1 + i node i."""
+    return 0 if node == ROOT else 1 + node
+
+
 @dataclass(frozen=True)
 class TreeShape:
     parents: tuple[int, ...]  # node i's parent index, ROOT for the first level; a parent comes before its children
@@ -59,8 +70,8 @@ class TreeShape:
         sees = torch.zeros(1 + n, 1 + n, dtype=torch.bool)
         sees[:, 0] = True
         for i, parent in enumerate(self.parents):
-            sees[1 + i] = sees[1 + parent] if parent != ROOT else sees[0]
-            sees[1 + i, 1 + i] = True
+            sees[row_after(i)] = sees[row_after(parent)]
+            sees[row_after(i), row_after(i)] = True
         return sees
 
 
@@ -123,9 +134,27 @@ def tree_positions(tree: TokenTree, prefix: int, device=None) -> torch.Tensor:
 
 
 def tree_mask(tree: TokenTree, prefix: int, dtype: torch.dtype, device=None) -> torch.Tensor:
-    """[1, 1, 1 + n, prefix + 1 + n] additive mask: 0 where a row may look, the dtype's minimum elsewhere.
-    Every row sees the whole cached prefix; within the tree, what TreeShape.sees allows."""
+    """[1, 1, 1 + n, prefix + 1 + n] additive mask. Every row sees the whole cached prefix; within the tree, what
+    TreeShape.sees allows."""
     sees = tree.shape.sees
-    full = torch.cat([torch.ones(sees.shape[0], prefix, dtype=torch.bool), sees], dim=1)
-    mask = torch.zeros(full.shape, dtype=dtype).masked_fill(~full, torch.finfo(dtype).min)
+    return additive_mask(torch.cat([torch.ones(sees.shape[0], prefix, dtype=torch.bool), sees], dim=1), dtype, device)
+
+
+def branch_sees(shared: int, past: int, ancestors: list[list[int]], causal: bool = False) -> torch.Tensor:
+    """[n, past + n] bool for n rows appended after `past` cache entries (a drafter growing its own tree): row i
+    sees entries [0, shared), the entries listed in ancestors[i] and itself; `causal`: every earlier new row too."""
+    n = len(ancestors)
+    sees = torch.zeros(n, past + n, dtype=torch.bool)
+    sees[:, :shared] = True
+    for row, columns in enumerate(ancestors):
+        sees[row, columns] = True
+        sees[row, past + row] = True
+    if causal:
+        sees[:, past:] = torch.ones(n, n, dtype=torch.bool).tril()
+    return sees
+
+
+def additive_mask(sees: torch.Tensor, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """[1, 1, rows, columns] attention mask from a bool one: 0 where a row may look, the dtype's minimum elsewhere."""
+    mask = torch.zeros(sees.shape, dtype=dtype).masked_fill(~sees, torch.finfo(dtype).min)
     return mask.to(device)[None, None]

@@ -15,7 +15,7 @@ from ..events import Trial
 from ..settings import Settings
 from .sampling import choose
 from .step import Verdict
-from .tree import ROOT, TokenTree, build_tree
+from .tree import ROOT, TokenTree, build_tree, row_after
 
 
 def verify(
@@ -58,8 +58,8 @@ def verify_greedy(p: torch.Tensor, tree: TokenTree) -> Verdict:
     while True:
         child = None
         for c in tree.children(node):
-            tried.append((c, _row(node)))
-            if tree.tokens[c] == best[_row(node)]:
+            tried.append((c, row_after(node)))
+            if tree.tokens[c] == best[row_after(node)]:
                 child = c
                 break
         if child is None:
@@ -68,7 +68,7 @@ def verify_greedy(p: torch.Tensor, tree: TokenTree) -> Verdict:
         node = child
     probs = p[[row for _, row in tried], [tree.tokens[c] for c, _ in tried]].tolist() if tried else []
     trials = tuple(Trial(tree.depths[c], tree.tokens[c], pr, 1.0, c in path) for (c, _), pr in zip(tried, probs))
-    return _verdict(p, tree, path, best[_row(node)], trials)
+    return _verdict(p, tree, path, best[row_after(node)], trials)
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -107,7 +107,7 @@ def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Gener
     """
     node, path, trials = ROOT, [], []
     while True:
-        dist = p[_row(node)]
+        dist = p[row_after(node)]
         for child in tree.children(node):
             x = tree.tokens[child]
             u, px = float(torch.rand((), generator=generator, device=dist.device)), float(dist[x])
@@ -142,7 +142,7 @@ def verify_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delt
     min(ε, δ·exp(−H)) at its parent, p being the target's distribution at the run's temperature before any top-k or
     top-p cut; the longest candidate prefix that passes throughout is accepted (between equally long ones, the
     likelier); the token after it is the target's argmax there."""
-    rows = [_row(tree.parents[n]) for n in range(len(tree.tokens))]
+    rows = [row_after(tree.parents[n]) for n in range(len(tree.tokens))]
     bars = {row: typical_threshold(p[row], epsilon, delta) for row in set(rows)}
     probs = p[rows, list(tree.tokens)].tolist()
     reach: dict[int, tuple[int, float]] = {}  # a node whose path from the root passes throughout: (depth, log p)
@@ -158,11 +158,7 @@ def verify_typical(p: torch.Tensor, tree: TokenTree, epsilon: float = 0.09, delt
         Trial(tree.depths[n], tree.tokens[n], probs[n], 1.0, n in reach and i < len(path), bar=bars[rows[n]])
         for i, n in enumerate(tried)
     )
-    return replace(shown, next_token=int(p[_row(path[-1] if path else ROOT)].argmax()), trials=trials)
-
-
-def _row(node: int) -> int:
-    return 0 if node == ROOT else 1 + node
+    return replace(shown, next_token=int(p[row_after(path[-1] if path else ROOT)].argmax()), trials=trials)
 
 
 def _verdict(p: torch.Tensor, tree: TokenTree, path: list[int], next_token: int, trials=(), drawn_from=None) -> Verdict:
@@ -175,6 +171,6 @@ def _verdict(p: torch.Tensor, tree: TokenTree, path: list[int], next_token: int,
 
 def token_probs(p: torch.Tensor, tree: TokenTree, nodes) -> tuple[float, ...]:
     """The target's probability of each node's token given its ancestors (one gather, one host copy)."""
-    rows = torch.tensor([_row(tree.parents[n]) for n in nodes], dtype=torch.long, device=p.device)
+    rows = torch.tensor([row_after(tree.parents[n]) for n in nodes], dtype=torch.long, device=p.device)
     cols = torch.tensor([tree.tokens[n] for n in nodes], dtype=torch.long, device=p.device)
     return tuple(p[rows, cols].tolist())

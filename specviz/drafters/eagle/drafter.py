@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from ...engine.step import BaseDrafter, Proposal
+from ...engine.tree import additive_mask, branch_sees, draft_position
 from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
 from . import NODES
 from .head import EagleHead
@@ -43,7 +44,6 @@ class EagleDrafter(BaseDrafter):
         self.fed = 0  # committed pairs in the head's cache
         self.last = None  # the head's feature after the last committed pair
         self._device = head.fc.weight.device
-        self._min = torch.finfo(head.fc.weight.dtype).min
 
     def max_nodes(self, gamma: int) -> int:
         if self.tree == "chain":
@@ -75,18 +75,14 @@ class EagleDrafter(BaseDrafter):
         """One head forward over n new pairs after `self.fed` committed ones and any drafts already in its cache.
         Each new row sees the committed pairs, the cache columns in its `ancestors` and itself (or, `causal`,
         every earlier new row)."""
-        n, past = ids.shape[-1], self.cache.get_seq_length()
-        sees = torch.zeros(n, past + n, dtype=torch.bool)
-        sees[:, : self.fed] = True
-        for row, columns in enumerate(ancestors):
-            sees[row, columns] = True
-            sees[row, past + row] = True
-        if causal:
-            sees[:, past:] = torch.ones(n, n, dtype=torch.bool).tril()
-        mask = torch.zeros(sees.shape, dtype=self.head.fc.weight.dtype).masked_fill(~sees, self._min)
-        return self.head(
-            features, ids, torch.tensor([positions], device=self._device), mask.to(self._device)[None, None], self.cache
-        )
+        sees = branch_sees(self.fed, self.cache.get_seq_length(), ancestors, causal)
+        mask = additive_mask(sees, self.head.fc.weight.dtype, self._device)
+        return self.head(features, ids, torch.tensor([positions], device=self._device), mask, self.cache)
+
+    def _pair_position(self, depth: int) -> int:
+        """Where the pair that carries the draft token at `depth` sits: at its feature's position, one before the
+        token's own (the committed text is one token longer than the committed pairs)."""
+        return draft_position(self.fed + 1, depth) - 1
 
     def _best(self, hidden: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
         """The head's k likeliest next tokens after each feature in [m, H]: log-probabilities and target ids."""
@@ -113,7 +109,8 @@ class EagleDrafter(BaseDrafter):
                 break
             ids = torch.tensor([[token]], device=self._device)
             past = self.cache.get_seq_length()
-            feature = self._feed(feature[None, None], ids, [self.fed + depth - 1], [list(range(self.fed, past))])[0, -1]
+            feature = self._feed(feature[None, None], ids, [self._pair_position(depth)], [list(range(self.fed, past))])
+            feature = feature[0, -1]
         return [chain], gamma
 
     def _dynamic_tree(self, gamma: int):
@@ -131,7 +128,7 @@ class EagleDrafter(BaseDrafter):
             out = self._feed(
                 features,
                 torch.tensor([[nodes[n].token for n in chosen]], device=self._device),
-                [self.fed + depth - 2] * len(chosen),
+                [self._pair_position(depth)] * len(chosen),
                 [columns_to(nodes, p) for p in parents],
             )[0]
             for row, n in enumerate(chosen):
