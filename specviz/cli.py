@@ -252,7 +252,8 @@ def cmd_generate(args) -> int:
         sys.stdout.write(text[len(shown) :] + "\n")
         alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
         print(
-            f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, {metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
+            f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, "
+            f"{metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
             f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}",
             file=sys.stderr,
         )

@@ -179,9 +179,8 @@ def _texts(base, args, prompts: list[str]):
         texts = load_texts(cache)
         _log(f"read {len(texts)} texts from {cache}")
     else:
-        _log(
-            f"writing {len(prompts) * args.samples} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}"
-        )
+        count = len(prompts) * args.samples
+        _log(f"writing {count} self-distilled texts of {args.tokens_per_prompt} tokens with {args.base}")
         texts = self_distilled_texts(
             base, prompts, args.tokens_per_prompt, args.samples, batch=args.batch, progress=_log
         )

@@ -8,8 +8,8 @@ Its guesses reach the target in one of two ways:
   the target checks (universal assisted decoding). The greedy rule needs no q, so the output is exactly the target's.
 - sampling: the draft samples only among the tokens both vocabularies spell the same way, its q renormalised over
   them and carried onto the target's ids (token-level intersection; where several draft tokens spell one target
-  token, as a character and its byte-fallback piece do, their probabilities add up). Then q is a distribution over the target's
-  vocabulary and the usual rejection rule keeps the target's distribution exactly.
+  token, as a character and its byte-fallback piece do, their probabilities add up). Then q is a distribution over
+  the target's vocabulary and the usual rejection rule keeps the target's distribution exactly.
 """
 
 import torch

@@ -113,7 +113,8 @@ def locate(name: str) -> tuple[str, bool]:
     if looks_like_hub_id(name):
         if hub_offline():
             raise ModelNotFound(
-                f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset ({', '.join(PRESETS)}) or a local folder"
+                f"'{name}' looks like a Hub id, but HF_HUB_OFFLINE is set; use an offline preset "
+                f"({', '.join(PRESETS)}) or a local folder"
             )
         return name, True
     raise ModelNotFound(
