@@ -16,14 +16,14 @@ RULES = {
     "greedy": "Greedy decoding (temperature 0). A drafted token is kept when it is the target's own first choice there "
     "(its argmax); at the first one that is not, the target's first choice replaces it. The output is "
     "exactly what the target alone would write.",
-    "sampled": "Sampling, with a drafter that sampled its tokens from its own distribution q. The target keeps a drafted "
-    "token x with probability min(1, p(x)/q(x)): always when it likes x at least as much as the drafter did, "
+    "sampled": "Sampling, with a drafter that sampled its tokens from its own distribution q. The target keeps a "
+    "drafted token x with probability min(1, p(x)/q(x)): always when it likes x at least as much as the drafter did, "
     "otherwise in proportion. At the first rejection it draws its own token from what p has left over, "
     "norm(max(0, p − q)). Together this makes every token follow the target's own distribution exactly.",
-    "point": "Sampling, with a drafter that names tokens without probabilities (a lookup, Medusa's or EAGLE's heads: q is a point "
-    "mass, q(x) = 1). The target keeps a candidate x with probability p(x); a rejected x is removed from p and "
-    "the next candidate at that position is tried against what is left; when none is left, the target draws "
-    "its own token from the remainder. The output follows the target's own distribution exactly.",
+    "point": "Sampling, with a drafter that names tokens without probabilities (a lookup, Medusa's or EAGLE's "
+    "heads: q is a point mass, q(x) = 1). The target keeps a candidate x with probability p(x); a rejected x is "
+    "removed from p and the next candidate at that position is tried against what is left; when none is left, the "
+    "target draws its own token from the remainder. The output follows the target's own distribution exactly.",
     "typical": "Typical acceptance (Medusa's), lossy by design: a drafted token is kept when the target's p(x) clears "
     "min(ε, δ·exp(−H(p))), a bar that rises when the target is confident. Faster, but the output no longer "
     "follows the target's distribution.",

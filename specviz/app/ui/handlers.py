@@ -16,7 +16,6 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ...errors import InvalidRequest, SpecvizError
-from ...events import summarize
 from ...rule_replay import replay_step, rules_for
 from ...runtime import ASSETS
 from ...trace import Trace
@@ -25,14 +24,13 @@ from ..race import RaceRequest, RaceView
 from ..replay import SPEEDS, replay
 from . import charts, panels
 from .explain import explain_step
-from .figure1 import origin_text, step_rows
+from .figure1 import origin_text
+from .race_screen import RaceScreen, race_update
 from .snapshot import snapshot_html
 
 UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
 CHART_EVERY_S = 1.0  # building a plotly figure costs ~17 ms on a laptop CPU: the chart refreshes less often
-MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
 RECORDED = ASSETS / "traces"
-RACE_OUTPUTS = 16  # race_outputs(): the /run API's nine, the trace, the step slider, two downloads, why this speedup
 
 
 class StopBoard:
@@ -99,33 +97,6 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-def figure1(view: RaceView) -> str:
-    events = view.spec.events
-    hidden = max(0, len(events) - MAX_ROWS)
-    note = f'<div class="sv-status">{hidden} earlier steps not shown</div>' if hidden else ""
-    return note + step_rows(events[hidden:], view.text_of)
-
-
-def race_summary(view: RaceView) -> dict:
-    """The run in numbers, for the API and for anyone who wants them raw."""
-    same = None
-    if view.finished and view.greedy:
-        same = view.divergence is None
-    return {
-        "finished": view.finished,
-        "stopped": view.stopped,
-        "wall_s": round(view.wall_s, 4),
-        "plain": summarize(view.plain.events).to_json(),
-        "speculative": summarize(view.spec.events).to_json(),
-        "identical": same,
-        "mode": view.mode,
-        "lossy": view.lossy,
-        "plain_tokens": view.plain.tokens,
-        "speculative_tokens": view.spec.tokens,
-        "speculative_gammas": [e.gamma for e in view.spec.events],
-    }  # γ of each step (adaptive: as chosen)
-
-
 def failure(exc: Exception) -> str:
     if isinstance(exc, SpecvizError):
         return panels.status(f"error: {exc}", "error")
@@ -139,61 +110,23 @@ def request_of(values: dict) -> RaceRequest:
     return RaceRequest.of(**values)
 
 
-def first_rejection(events) -> int:
-    """The step worth explaining first: the first one with a rejected draft, else the first that drafted (1-based)."""
-    drafted = [e for e in events if e.proposed]
-    pick = next((e for e in drafted if e.accepted < len(e.proposed)), drafted[0] if drafted else None)
-    return pick.index + 1 if pick else 1
-
-
 class Handlers:
-    """The callbacks, bound to the backend, the per-session stop flags and the screen's components."""
+    """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
+    those a race fills)."""
 
     def __init__(self, backend, screen: SimpleNamespace):
         self.backend, self.screen, self.board = backend, screen, StopBoard()
+        self.race_screen: RaceScreen = screen.race
         self.files = Path(tempfile.mkdtemp(prefix="specviz-downloads-"))  # this server's downloadable runs
         # A session's last run is held as the path of its trace file, not as a Trace: Gradio keeps a closed session's
         # state for an hour, and a long run's events in memory are megabytes. The few read last stay parsed.
         self._parsed: OrderedDict[str, Trace] = OrderedDict()
         self._parsing = threading.Lock()
 
-    # -- the race, live or replayed: the first nine outputs are the /run API's, in its published order --
-    def race_outputs(self, view: RaceView, prompt: str, chart: bool = True) -> tuple:
-        if view.finished:
-            line = (
-                f"stopped after {view.wall_s:.1f} s wall time"
-                if view.stopped
-                else (
-                    f"done in {view.wall_s:.1f} s wall time (plain {view.plain.clock_s:.1f} s + speculative "
-                    f"{view.spec.clock_s:.1f} s on their own clocks); {view.message}"
-                )
-            )
-            status = panels.status(line, "done")
-        else:
-            started = view.plain.events or view.spec.events
-            status = panels.status(f"running… {view.message}" if started else view.message, "busy")
-        finished = view.finished and view.trace is not None
-        step = first_rejection(view.spec.events) if finished else None
-        files = self.downloads(view.trace) if finished else (gr.skip(), gr.skip())
-        return (
-            status,
-            panels.prompt_echo(prompt),
-            panels.lane_text(view, "plain"),
-            panels.lane_text(view, "spec"),
-            figure1(view),
-            panels.metrics_strip(view),
-            panels.identity_badge(view),
-            charts.race_chart(view) if chart else gr.skip(),
-            race_summary(view),
-            files[0],
-            gr.Slider(minimum=1, maximum=max(2, len(view.spec.events)), value=step) if finished else gr.skip(),
-            *files,
-            *(
-                (panels.diagnosis(view), charts.time_chart(view), charts.position_chart(view.spec.events))
-                if finished
-                else (gr.skip(),) * 3
-            ),
-        )
+    # -- the race, live or replayed --
+    def race_outputs(self, view: RaceView, prompt: str, chart: bool = True) -> dict:
+        files = self.downloads(view.trace) if view.finished and view.trace is not None else None
+        return race_update(self.race_screen, view, prompt, chart, files)
 
     def stream(self, views, prompt: str):
         shown = charted = 0.0
@@ -210,7 +143,10 @@ class Handlers:
             try:
                 yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
             except Exception as exc:  # one message on screen; the server keeps serving
-                yield (failure(exc), panels.prompt_echo(str(req.prompt)), *[gr.skip()] * (RACE_OUTPUTS - 2))
+                yield {
+                    self.race_screen.status: failure(exc),
+                    self.race_screen.echo: panels.prompt_echo(str(req.prompt)),
+                }
 
     def leave(self, request: gr.Request) -> None:
         print(f"specviz: {self.backend.forget(request.session_hash)}", file=sys.stderr, flush=True)
@@ -233,7 +169,7 @@ class Handlers:
                 trace = Trace.load(path)
                 yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
             except Exception as exc:
-                yield (failure(exc), *[gr.skip()] * (RACE_OUTPUTS - 1))
+                yield {self.race_screen.status: failure(exc)}
 
     def downloads(self, trace: Trace) -> tuple[str, str]:
         """The run as a trace file and as a snapshot page, for the two download buttons."""

@@ -39,11 +39,11 @@ def svg_chart(view: RaceView, width: int = 720, height: int = 260) -> str:
     def point(x, y):
         return f"{left + x / x_max * (width - left - 10):.1f},{bottom - y / y_max * (bottom - 10):.1f}"
 
-    lines = "".join(
-        f'<polyline fill="none" stroke="{colour}" stroke-width="3" points="{" ".join(point(x, y) for x, y in zip(xs, ys))}"/>'
-        for _, (xs, ys), colour in series
-        if xs
-    )
+    def polyline(xs, ys, colour):
+        points = " ".join(point(x, y) for x, y in zip(xs, ys))
+        return f'<polyline fill="none" stroke="{colour}" stroke-width="3" points="{points}"/>'
+
+    lines = "".join(polyline(xs, ys, colour) for _, (xs, ys), colour in series if xs)
     keys = "".join(
         f'<text x="{left + 10 + 130 * i}" y="20" fill="{colour}">{name}</text>'
         for i, (name, _, colour) in enumerate(series)
@@ -52,7 +52,8 @@ def svg_chart(view: RaceView, width: int = 720, height: int = 260) -> str:
         f'<line x1="{left}" y1="{bottom}" x2="{width - 10}" y2="{bottom}" stroke="#888"/>'
         f'<line x1="{left}" y1="10" x2="{left}" y2="{bottom}" stroke="#888"/>'
         f'<text x="{left}" y="{height - 8}">0</text><text x="{width - 60}" y="{height - 8}">{x_max:.1f} s</text>'
-        f'<text x="4" y="20">{y_max:.1f}</text><text x="{width / 2 - 80}" y="{height - 8}">own clock (s) → tokens/s so far</text>'
+        f'<text x="4" y="20">{y_max:.1f}</text>'
+        f'<text x="{width / 2 - 80}" y="{height - 8}">own clock (s) → tokens/s so far</text>'
     )
     return (
         f'<svg class="sv-chart" role="img" aria-label="tokens per second of both sides" viewBox="0 0 {width} {height}" '
@@ -86,7 +87,8 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
     comparison = f"<h2>Every drafter on this prompt</h2>{compare_table(trace)}" if trace.kind == "comparison" else ""
     css = (ASSETS / "specviz.css").read_text() + PAGE_CSS
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: {escape(trace.prompt[:60])}</title>'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>specviz: {escape(trace.prompt[:60])}</title>"
         f'<style>{css}</style></head><body><h1 class="sv-title">specviz</h1><p class="sv-meta">{meta}</p>'
         f'{panels.prompt_echo(trace.prompt)}<div class="sv-lanes"><div><h3 class="sv-side">Plain decoding</h3>'
         f'{panels.lane_text(view, "plain")}</div><div><h3 class="sv-side">Speculative decoding</h3>'

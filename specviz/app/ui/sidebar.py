@@ -1,0 +1,135 @@
+"""The settings sidebar: the model pair (or any pair a visitor names), the drafter and its options, the precisions,
+the decoding controls, the rarely used settings folded, and the example prompts. Each part adds its components to
+the screen (a namespace the layout hands round) in the order they appear. No torch here."""
+
+from html import escape
+
+import gradio as gr
+
+from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS
+from . import fields
+from .controls import option_panels
+from .examples import EXAMPLE_KINDS, example_rows
+
+
+def settings_sidebar(
+    s, pair_labels: list[str], kinds, dtypes: list[str], max_new_default: int, draft_default: str, prompts: dict
+) -> None:
+    """The sidebar, open at first. Sets, besides the controls, `s.drafter_notes` (a line per drafter, shown under
+    the menu), `s.options` ({option name: widget}) and `s.option_boxes` ({drafter name: its options' panel})."""
+    with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar"):
+        model_choices(s, pair_labels)
+        drafter_choice(s, kinds)
+        precisions(s, dtypes, draft_default)
+        decoding_controls(s, kinds[0], max_new_default)
+        s.options, s.option_boxes = option_panels(kinds, kinds[0].name)
+        more_settings(s)
+        example_prompts(s, kinds, prompts)
+
+
+def model_choices(s, pair_labels: list[str]) -> None:
+    """The pair menu, and below it, folded, a pair of any target and any draft."""
+    s.pair = gr.Dropdown(
+        pair_labels,
+        value=pair_labels[0],
+        label="Model pair (target ← draft)",
+        info="Loaded once and kept; switching loads the new pair.",
+        allow_custom_value=True,
+        elem_id="sv-pair",
+    )
+    with gr.Accordion("Any target, any draft", open=False):
+        s.any_target = gr.Textbox(
+            label="target", placeholder="offline preset, model folder or Hub id", elem_id="sv-any-target"
+        )
+        s.any_draft = gr.Textbox(
+            label="draft (any tokenizer)", placeholder="e.g. smollm2-135m-instruct", elem_id="sv-any-draft"
+        )
+        s.add_pair = gr.Button("Use this pair", size="sm", elem_id="sv-add-pair")
+
+
+def drafter_choice(s, kinds) -> None:
+    """The drafter menu and the line under it that says how the chosen drafter drafts."""
+    s.drafter = gr.Dropdown(
+        [(k.label, k.name) for k in kinds],
+        value=kinds[0].name,
+        label="Drafter",
+        info="Who proposes tokens for the target to verify.",
+        elem_id="sv-drafter",
+    )
+    s.drafter_notes = {
+        k.name: f'<span class="sv-note">{escape(k.summary[:1].upper() + k.summary[1:])}.</span>' for k in kinds
+    }
+    s.drafter_note = gr.HTML(s.drafter_notes[kinds[0].name], elem_id="sv-drafter-note")
+
+
+def precisions(s, dtypes: list[str], draft_default: str) -> None:
+    """The target's precision and the draft's (the target's own unless chosen)."""
+    s.dtype = gr.Radio(
+        dtypes,
+        value=dtypes[0],
+        label="Precision",
+        info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact; int8 "
+        "(CPU) is an int8 model on both sides.",
+    )
+    s.draft_dtype = gr.Dropdown(
+        ["same", *dtypes],
+        value=draft_default,
+        label="Draft precision",
+        info="An int8 draft costs less per guess; the target alone decides the output.",
+        elem_id="sv-draft-dtype",
+    )
+
+
+def decoding_controls(s, first, max_new_default: int) -> None:
+    """γ, adaptive γ, the token budget and the temperature. The race a visitor starts with runs the first drafter's
+    measured best settings."""
+    s.gamma = fields.Slider(
+        1,
+        MAX_GAMMA,
+        value=first.prefers("gamma", 4),
+        step=1,
+        label="γ (draft length)",
+        info="Tokens proposed per verification step (adaptive: the most).",
+    )
+    s.adaptive = gr.Checkbox(
+        first.prefers("adaptive", False),
+        label="adaptive γ (up to γ)",
+        elem_id="sv-adaptive",
+        info="Choose the draft length (a tree's size) every step from measured acceptance "
+        "and costs; γ 0 (a plain step) when speculation cannot pay.",
+    )
+    s.max_new = fields.Slider(1, MAX_NEW_TOKENS, value=max_new_default, step=1, label="Max new tokens")
+    s.temperature = fields.Slider(
+        0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy (outputs comparable token by token)."
+    )
+
+
+def more_settings(s) -> None:
+    """The sampling settings few change, folded."""
+    with gr.Accordion("More settings", open=False):
+        s.acceptance = gr.Radio(
+            list(ACCEPTANCE_MODES),
+            value="lossless",
+            label="acceptance when sampling",
+            info="lossless: rejection sampling keeps the target's distribution. typical "
+            "(Medusa's): accepts any plausible token, lossy by design. greedy: exact, "
+            "temperature 0 only.",
+        )
+        s.top_k = fields.Number(0, precision=0, label="Top-k", info="0 switches it off.")
+        s.top_p = fields.Slider(0.05, 1, value=1, step=0.05, label="Top-p", info="1 switches it off.")
+        s.seed = fields.Number(0, precision=0, label="Seed", info="Same seed for both sides.")
+
+
+def example_prompts(s, kinds, prompts: dict) -> None:
+    """Example prompts by kind, each setting the drafter and γ measured best for it (the prompt alone where that
+    drafter is not on this screen)."""
+    with gr.Accordion(
+        "Example prompts (each sets the drafter and γ measured best for it)", open=False, elem_id="sv-examples"
+    ):
+        offered = {k.name for k in kinds}
+        for example in EXAMPLE_KINDS:
+            rows = example_rows(example, prompts)
+            if example.drafter in offered:
+                gr.Examples(rows, inputs=[s.prompt, s.drafter, s.gamma, s.adaptive], label=example.title())
+            else:
+                gr.Examples([row[:1] for row in rows], inputs=[s.prompt], label=example.label)

@@ -1,0 +1,130 @@
+"""The tabs below the race: Figure 1, a step explained (and its acceptance rule replayed), the charts, the drafter
+comparison, the γ sweep, the recorded runs, the run in numbers and how the race is run. Each part adds its
+components to the screen (a namespace the layout hands round). No torch here."""
+
+import gradio as gr
+
+from ..replay import SPEEDS
+from . import charts, panels
+from .explain import explain_step
+from .figure1 import legend
+from .handlers import recorded_runs
+
+# Figure 1's rows say which step they show; a click on one asks for its explanation.
+PICK_JS = (
+    "element.addEventListener('click', (e) => { const row = e.target.closest('.sv-row[data-step]'); "
+    "if (row) { trigger('pick', {step: Number(row.dataset.step)}); } });"
+)
+
+
+def result_tabs(s, kinds) -> None:
+    """Every tab, in the order shown; `s.tabs` is their strip (a handler can select one by id)."""
+    with gr.Tabs(elem_id="sv-tabs") as s.tabs:
+        figure1_tab(s)
+        explain_tab(s)
+        chart_tabs(s)
+        compare_tab(s, kinds)
+        sweep_tab(s)
+        recorded_tab(s)
+        with gr.Tab("Run in numbers", id="numbers"):
+            s.summary = gr.JSON(elem_id="sv-summary")
+        with gr.Tab("How the race is run", id="how"):
+            gr.HTML(panels.how_it_runs())
+
+
+def figure1_tab(s) -> None:
+    with gr.Tab("Figure 1", id="fig1"):
+        gr.HTML(legend())
+        s.rows = gr.HTML(elem_id="sv-fig1", max_height=520, autoscroll=True, js_on_load=PICK_JS)
+
+
+def explain_tab(s) -> None:
+    """One step of the speculative side in words, ◀ ▶ to move, and its acceptance rule replayed with no model."""
+    with gr.Tab("Explain a step", id="explain"):
+        with gr.Row():
+            s.prev = gr.Button("◀", elem_id="sv-step-prev", size="sm", scale=0, min_width=50)
+            s.step = gr.Slider(1, 2, value=1, step=1, label="step of the speculative side", elem_id="sv-step")
+            s.next = gr.Button("▶", elem_id="sv-step-next", size="sm", scale=0, min_width=50)
+        s.explanation = gr.HTML(explain_step(None, str), elem_id="sv-explain")
+        with gr.Row(equal_height=True):
+            s.replay_rule = gr.Dropdown(
+                [],
+                label="replay this step's acceptance rule, with no model",
+                elem_id="sv-replay-rule",
+                scale=4,
+                interactive=False,
+            )
+            s.replay_step = gr.Button("Replay it 10,000 times", elem_id="sv-replay-step", scale=1)
+        s.replay_verdict = gr.HTML(elem_id="sv-replay-verdict")
+        s.replay_plot = gr.Plot(
+            charts.placeholder("a sampled step's rule, replayed: what it emits against p"),
+            elem_id="sv-replay-chart",
+        )
+
+
+def chart_tabs(s) -> None:
+    """tokens/s during a run, and after it why this speedup: a line, where the time went, acceptance by position."""
+    with gr.Tab("tokens/s", id="chart"):
+        s.race_plot = gr.Plot(
+            charts.placeholder("tokens/s of both sides appear here during a run"),
+            label="tokens/s",
+            elem_id="sv-race-chart",
+        )
+    with gr.Tab("Why this speedup", id="why"):
+        s.diagnosis = gr.HTML(panels.diagnosis(None), elem_id="sv-diagnosis")
+        with gr.Row():
+            s.time_plot = gr.Plot(
+                charts.placeholder("after a run: where each side's time went"),
+                label="time",
+                elem_id="sv-time-chart",
+            )
+            s.position_plot = gr.Plot(
+                charts.placeholder("after a run: how acceptance decays along the draft"),
+                label="acceptance by position",
+                elem_id="sv-position-chart",
+            )
+
+
+def compare_tab(s, kinds) -> None:
+    """Every drafter's run side by side: a table, a chart, and each side's text in a tab of its own
+    (`s.compare_texts`: {"plain" or drafter name: its text})."""
+    with gr.Tab("Compare drafters", id="compare"):
+        gr.HTML(
+            '<p class="sv-note">“Compare all” runs plain decoding once, then every drafter with the '
+            "current settings, one after the other.</p>"
+        )
+        s.compare_table = gr.HTML(panels.compare_table([]), elem_id="sv-compare-table")
+        s.compare_chart = gr.Plot(
+            charts.placeholder("tokens/s and speedup of every drafter appear here"), elem_id="sv-compare-chart"
+        )
+        s.compare_texts = {}
+        with gr.Tabs():
+            for name in ["plain", *(k.name for k in kinds)]:
+                with gr.Tab(name):
+                    s.compare_texts[name] = gr.HTML(elem_id=f"sv-compare-{name}")
+
+
+def sweep_tab(s) -> None:
+    with gr.Tab("γ sweep", id="sweep"):
+        s.sweep = gr.Button("γ sweep 1…8 on this prompt", elem_id="sv-sweep")
+        s.sweep_plot = gr.Plot(
+            charts.placeholder("press “γ sweep” to measure γ = 1…8 on the current prompt"),
+            label="γ sweep",
+            elem_id="sv-sweep-chart",
+        )
+
+
+def recorded_tab(s) -> None:
+    """A recorded run (shipped or uploaded) to replay at a pace, and the last run's trace and snapshot to download."""
+    with gr.Tab("Recorded runs", id="recorded"):
+        runs = recorded_runs()
+        with gr.Row():
+            s.recorded = gr.Dropdown(
+                runs, value=runs[0][1] if runs else None, label="recorded runs", elem_id="sv-recorded", scale=3
+            )
+            s.upload = gr.File(label="or a trace file", file_types=[".json"], elem_id="sv-upload", scale=2)
+            s.speed = gr.Radio(list(SPEEDS), value="1×", label="pace", elem_id="sv-speed", scale=1)
+        with gr.Row():
+            s.replay = gr.Button("Replay", elem_id="sv-replay")
+            s.download = gr.DownloadButton("Download trace (JSON)", elem_id="sv-download")
+            s.snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-snapshot")

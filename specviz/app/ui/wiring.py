@@ -1,0 +1,108 @@
+"""What each control sets off: the runs on the device (race, γ sweep, comparison) and the replay, the step shown
+and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter mode).
+The API's endpoints are named here: /run, /sweep, /compare, /replay, /load, /stop, /add_pair. No torch here."""
+
+import gradio as gr
+
+from .controls import in_api_order
+
+ONE_ON_THE_DEVICE = dict(concurrency_id="device", concurrency_limit=1)  # one generation on the device at a time
+
+
+def wire_events(demo: gr.Blocks, s, h) -> None:
+    """Every listener of the screen `s`, answered by the handlers `h`."""
+    wire_runs(s, h, run_controls(s))
+    wire_steps(s, h)
+    wire_settings(demo, s, h)
+
+
+def run_controls(s) -> dict:
+    """The controls a run reads, by name, in the order the /run, /sweep and /compare endpoints take them."""
+    return in_api_order(
+        dict(
+            pair=s.pair,
+            drafter=s.drafter,
+            dtype=s.dtype,
+            prompt=s.prompt,
+            gamma=s.gamma,
+            max_new=s.max_new,
+            temperature=s.temperature,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            seed=s.seed,
+            acceptance=s.acceptance,
+            adaptive=s.adaptive,
+            draft_dtype=s.draft_dtype,
+            **s.options,
+        )
+    )
+
+
+def compare_outputs(s) -> list:
+    return [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
+
+
+def wire_runs(s, h, controls: dict) -> None:
+    """Run, γ sweep and Compare all (each arms Stop at the click, before it waits for the device), and Replay."""
+    race_outputs = s.race.outputs()
+    s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(
+        h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **ONE_ON_THE_DEVICE
+    )
+    s.sweep.click(h.arm, None, None, api_name=False, queue=False).then(
+        h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **ONE_ON_THE_DEVICE
+    )
+    s.compare.click(
+        h.to_comparison,
+        None,
+        s.tabs,
+        api_name=False,
+        queue=False,
+        js="() => { document.querySelector('#sv-tabs').scrollIntoView({behavior: 'smooth'}); }",
+    ).then(h.compare, inputs_kwargs=controls, outputs=compare_outputs(s), api_name="compare", **ONE_ON_THE_DEVICE)
+    s.replay.click(
+        h.replay,
+        [s.recorded, s.upload, s.speed],
+        race_outputs,
+        api_name="replay",
+        concurrency_id="replay",
+        concurrency_limit=None,
+    ).then(h.after_replay, s.trace, compare_outputs(s), api_name=False, queue=False)
+
+
+def wire_steps(s, h) -> None:
+    """The step shown in "Explain a step": the slider, ◀ ▶, a click on a Figure-1 row, a new run; and the rules that
+    step can be replayed with."""
+    s.step.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
+    s.prev.click(lambda v, t: h.nudge(v, t, -1), [s.step, s.trace], s.step, api_name=False, queue=False)
+    s.next.click(lambda v, t: h.nudge(v, t, +1), [s.step, s.trace], s.step, api_name=False, queue=False)
+    s.rows.pick(h.pick, s.trace, [s.step, s.explanation, s.tabs], api_name=False, queue=False)
+    s.trace.change(h.explain, [s.step, s.trace], s.explanation, api_name=False, queue=False)
+    for source in (s.step, s.trace):  # the rules a step can be replayed with follow the step shown
+        source.change(h.replay_choices, [s.step, s.trace], s.replay_rule, api_name=False, queue=False)
+    s.replay_step.click(
+        h.replay_rule,
+        [s.step, s.trace, s.replay_rule],
+        [s.replay_verdict, s.replay_plot],
+        api_name=False,
+        queue=False,
+    )
+
+
+def wire_settings(demo: gr.Blocks, s, h) -> None:
+    """The chosen drafter's options and note, loading a pair or precision, Stop, a visitor's own pair, presenter mode
+    from the URL, and a visitor leaving."""
+    s.drafter.change(
+        lambda name: [gr.update(visible=n == name) for n in s.option_boxes] + [s.drafter_notes.get(name, "")],
+        s.drafter,
+        [*s.option_boxes.values(), s.drafter_note],
+        api_name=False,
+        queue=False,
+    )
+    s.pair.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name="load", **ONE_ON_THE_DEVICE)
+    for precision in (s.dtype, s.draft_dtype):
+        precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **ONE_ON_THE_DEVICE)
+    s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
+    s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair")
+    demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")
+    demo.unload(h.leave)  # the visitor's earlier runs, kept for drafting, go with them
+    s.presenter.change(None, s.presenter, None, js="(on) => { window.svSetPresenter(on); return []; }")
