@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidRequest
-from ..events import StepEvent
+from ..events import StepEvent, generated_ids
 from ..settings import Settings, check_prompt
 from ..trace import Divergence, Trace
 
@@ -110,7 +110,7 @@ class Lane:
 
     @property
     def tokens(self) -> list[int]:
-        return [t for e in self.events for t in e.tokens]
+        return generated_ids(self.events)
 
     def add(self, event: StepEvent) -> None:
         """One more step: its time joins this side's own clock; a step that finished the run ends the lane."""
