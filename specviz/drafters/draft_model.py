@@ -15,7 +15,7 @@ from ..errors import InvalidRequest
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..settings import MAX_GAMMA, Settings
 from .cross_tokenizer import CrossTokenizerDrafter
-from .kinds import DrafterKind, Options, option
+from .kinds import DrafterKind, FamilyBest, Options, option
 from .tree_growth import best_next, best_nodes, best_paths, columns_to, grow, token_probabilities
 
 SHAPES = ("chain", "tree")
@@ -199,4 +199,11 @@ KIND = DrafterKind(
     order=10,
     preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
     describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
+    counterpart="transformers assisted",
+    best_for=(  # the task-family benchmark of 2026-11-23 (int8 draft; docs/benchmarks.md), and an earlier run for prose
+        FamilyBest("code", 4, adaptive=False),  # 2.10x, τ 4.2
+        FamilyBest("translation", 4, adaptive=True),  # 1.43x
+        FamilyBest("math", 10, adaptive=False),  # 2.70x, τ 7.4
+        FamilyBest("prose", 4, adaptive=True),
+    ),
 )

@@ -76,4 +76,5 @@ KIND = DrafterKind(
     lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed),
     HistoryOptions,
     order=30,
+    lookup=True,
 )

@@ -155,4 +155,6 @@ KIND = DrafterKind(
     order=12,
     remembers=True,
     preferred=(("gamma", 8), ("adaptive", True)),
+    counterpart="transformers assisted",
+    lookup=True,
 )

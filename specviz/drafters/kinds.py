@@ -26,6 +26,8 @@ class OptionSpec:
     flag: str | None = None  # the CLI flag; None: --name-with-dashes
     app: bool = True  # on the app's option panel (False: the model pair supplies it, or nobody types it)
     cli: bool = True  # a CLI flag
+    pair_model: bool = False  # where a model it loads is found (heads for the target): a model pair can bring it
+    published: tuple = ()  # with pair_model: (Hub target, its published model) pairs, which a preset pair brings
     name: str = ""  # the field's name, filled in by Options.specs()
     default: Any = None
 
@@ -107,6 +109,15 @@ class DraftContext:
 
 
 @dataclass(frozen=True)
+class FamilyBest:
+    """A prompt family the benchmark measured a drafter fastest on, and the settings it won with there."""
+
+    family: str  # a kind of assets/prompts.json
+    gamma: int
+    adaptive: bool
+
+
+@dataclass(frozen=True)
 class DrafterKind:
     name: str  # what users pick: --drafter NAME, the API's drafter value, the benchmark's method
     label: str  # the app's menu entry
@@ -123,6 +134,11 @@ class DrafterKind:
     # what the benchmark measured fastest for it, used where a caller gives nothing (the CLI, the app's first screen):
     # (name, value) pairs of settings (gamma, adaptive) and of its own options; the library's defaults stay plain
     preferred: tuple = ()
+    counterpart: str | None = None  # transformers' own method that does what it does, raced against it in the bench
+    lookup: bool = False  # copies drafts from earlier text (the prompt, this output, earlier runs), at least sometimes
+    # a measuring tool accepted at a rate it is given (its options `reference` and `alpha`): run once per rate, greedy
+    sets_alpha: bool = False
+    best_for: tuple[FamilyBest, ...] = ()  # the prompt families it was measured fastest on (the app's examples)
 
     def prefers(self, name: str, default=None):
         return dict(self.preferred).get(name, default)

@@ -5,7 +5,7 @@ match drafts a little, a long copy up to γ. No second model and no probabilitie
 from dataclasses import dataclass
 
 from ..engine.step import BaseDrafter, Proposal
-from .kinds import DrafterKind, Options, option
+from .kinds import DrafterKind, FamilyBest, Options, option
 from .suffix_index import Document, best_chain, draft_depth, longest_match
 
 MAX_NGRAM = 8
@@ -51,4 +51,10 @@ KIND = DrafterKind(
     lambda options, ctx: NgramDrafter(options.ngram_min),
     NgramOptions,
     order=20,
+    counterpart="transformers prompt lookup",
+    lookup=True,
+    best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmarks.md), and an earlier run for extraction
+        FamilyBest("extraction", 10, adaptive=True),
+        FamilyBest("qa", 10, adaptive=True),  # 1.68x
+    ),
 )

@@ -63,4 +63,5 @@ KIND = DrafterKind(
     OracleOptions,
     order=90,
     menu=False,
+    sets_alpha=True,
 )

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..engine import generate, new_generator
 from ..errors import InvalidRequest
-from .kinds import DraftContext, DrafterKind, Options
+from .kinds import DraftContext, DrafterKind, FamilyBest, Options, OptionSpec
 
 PLAIN = "none"  # what the plain side runs: no drafter at all
 _NOT_KINDS = {"kinds", "registry"}
@@ -61,6 +61,32 @@ def option_owners() -> Iterator[tuple[tuple[DrafterKind, ...], object]]:
             taking.setdefault(spec.name, ([], spec))[0].append(k)
     for takers, spec in taking.values():
         yield tuple(takers), spec
+
+
+def default_kind() -> DrafterKind:
+    """The drafter a caller that names none starts with (the app's first race): the first on the menu."""
+    return kinds(menu_only=True)[0]
+
+
+def best_for(family: str) -> tuple[DrafterKind, FamilyBest] | None:
+    """The drafter the benchmark measured fastest on a prompt family, with its settings there; None if none was."""
+    for k in kinds(menu_only=True):
+        for best in k.best_for:
+            if best.family == family:
+                return k, best
+    return None
+
+
+def pair_model_options() -> tuple[OptionSpec, ...]:
+    """The options that say where a model a drafter loads is found (heads for the target), which a pair brings."""
+    return tuple(spec for _, spec in option_owners() if spec.pair_model)
+
+
+def published_options(target: str) -> tuple[tuple[str, str], ...]:
+    """(option, location) for every model published for `target` that a drafter loads: what a preset pair brings."""
+    return tuple(
+        (spec.name, dict(spec.published)[target]) for spec in pair_model_options() if target in dict(spec.published)
+    )
 
 
 def build_drafter(name: str, settings, generator, target, draft=None, options=None, memory=None):

@@ -8,7 +8,7 @@ candidate is a point mass."""
 from dataclasses import dataclass
 
 from ..engine.step import BaseDrafter, Proposal, Verdict
-from .kinds import DrafterKind, Options, option
+from .kinds import DrafterKind, FamilyBest, Options, option
 from .suffix_index import RunMemory, draft_depth, frequent_tree, longest_match
 
 
@@ -94,4 +94,10 @@ KIND = DrafterKind(
     SuffixOptions,
     order=35,
     remembers=True,
+    lookup=True,
+    best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmarks.md), and an earlier repetition workload
+        FamilyBest("summarization", 10, adaptive=True),  # 1.75x (n-gram 1.71x)
+        FamilyBest("rag", 10, adaptive=False),  # 1.57x (n-gram 1.51x)
+        FamilyBest("repeat_sql", 16, adaptive=False),  # 3.3x on run 2
+    ),
 )

@@ -18,6 +18,8 @@ class EagleOptions(Options):
         "EAGLE heads",
         "heads folder or Hub id (EAGLE-1/2 or EAGLE-3 layout, or specviz's "
         "own); default: the heads shipped for an offline target",
+        pair_model=True,
+        published=(("lmsys/vicuna-7b-v1.3", "yuhuili/EAGLE-Vicuna-7B-v1.3"),),  # its EAGLE head
         app=False,
     )
     eagle_tree: str = option(

@@ -16,6 +16,8 @@ class MedusaOptions(Options):
         "heads folder or Hub id (official Medusa-1 layout or specviz's "
         "compact one); default: the heads shipped for an offline target",
         app=False,
+        pair_model=True,
+        published=(("lmsys/vicuna-7b-v1.3", "FasterDecoding/medusa-vicuna-7b-v1.3"),),  # Medusa-1, 5 heads
     )
     medusa_tree: str = option(
         "sparse",
