@@ -1,13 +1,30 @@
-"""One row of the benchmark: a method at one γ on one prompt and temperature, as bench.json stores it."""
+"""One row of the benchmark: a method at one γ on one prompt and temperature, as bench.json stores it; and what
+bench.json says about the run as a whole."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
-# transformers' own method that does what a drafter does, raced against it cell by cell
-COUNTERPART = {
-    "draft": "transformers assisted",
-    "hybrid": "transformers assisted",
-    "ngram": "transformers prompt lookup",
-}
+AT_RATE = " α="  # a set-α measuring tool's rows are named after it and its rate: "{name} α={rate}"
+
+
+def at_rate(name: str, alpha: float) -> str:
+    """The method of a set-α measuring tool's rows at one acceptance rate."""
+    return f"{name}{AT_RATE}{alpha:g}"
+
+
+def drafter_of(method: str) -> str:
+    """The drafter a specviz row's method names (a set-α tool's without its rate)."""
+    return method.partition(AT_RATE)[0]
+
+
+@dataclass(frozen=True)
+class RowKey:
+    """What every row of one prompt at one temperature shares."""
+
+    kind: str
+    prompt: str
+    temperature: float
+    prompt_tokens: int
+    run_index: int
 
 
 @dataclass
@@ -31,9 +48,7 @@ class BenchRow:
     same_as_plain: bool | None = None  # greedy: identical to the same library's plain output
     vs_transformers: float | None = None  # tokens/s over transformers' counterpart (same prompt, γ, run)
     verify_costs: dict | None = None  # plain rows: V(k)/V(1) measured after this prompt
-    draft_dtype: str | None = (
-        None  # the draft model's precision, for the draft model and its transformers counterpart
-    )
+    draft_dtype: str | None = None  # the draft model's precision, for the draft model and its transformers counterpart
     c: float | None = None  # drafting seconds per drafted token ÷ V(1), one target forward
     draft_name: str | None = None  # which draft model, for the draft model and its transformers counterpart
     prompt_tokens: int | None = None  # the prompt's length in the target's tokens (chat template included)
@@ -50,3 +65,30 @@ class BenchRow:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchMeta:
+    """The run as a whole: bench.json's "meta", and the reports' titles."""
+
+    target: str
+    draft: str | None  # the draft models given, when a drafter ran with one
+    brought: tuple  # (option, where its model was found, or None where no drafter took it) per model location
+    dtype: str
+    drafts: list[str]  # "name precision" of each draft model a drafter needing one ran with
+    device: str
+    max_new_tokens: int
+    repeats: int
+    gammas: list[int]
+    methods: list[str]
+    prompts: int
+    minutes: float
+    when: str
+
+    def to_json(self) -> dict:
+        """Its fields in order, each model location under its option's name in place of `brought`."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out.update(dict(value) if f.name == "brought" else {f.name: value})
+        return out

@@ -1,29 +1,49 @@
 """One run as the benchmark records it, for specviz and for transformers' generate, and the fastest of several."""
 
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from ..drafters.registry import decode
 from ..events import generated_ids, summarize
 
 
-def measure(target, prompt_ids, settings, kind="none", draft=None, options=None, memory=None) -> dict:
-    """One specviz run: ids, seconds (prefill + decode), its events and metrics. A drafter that remembers runs
-    drafts from a copy of `memory`, returned with this run in it, so that a repeated measurement never sees itself."""
+@dataclass(frozen=True)
+class Run:
+    """One run: the ids it wrote and its seconds, prefill included. specviz's runs also keep their decode seconds,
+    events, α and τ, and (for a drafter that remembers runs) the memory with this run in it."""
+
+    ids: list[int]
+    seconds: float
+    decode_s: float | None = None
+    events: tuple = ()
+    alpha: float | None = None
+    tau: float | None = None
+    memory: object = None  # a RunMemory
+
+    @property
+    def tps(self) -> float:
+        return len(self.ids) / self.seconds
+
+
+@dataclass(frozen=True)
+class Sides:
+    """specviz's run and transformers' run of one cell or of plain decoding (theirs: None where not raced)."""
+
+    ours: Run
+    theirs: Run | None = None
+
+
+def measure(target, prompt_ids, settings, kind="none", draft=None, options=None, memory=None) -> Run:
+    """One specviz run. A drafter that remembers runs drafts from a copy of `memory`, returned with this run in it,
+    so that a repeated measurement never sees itself."""
     memory = copy.deepcopy(memory)
-    events = list(decode(target, prompt_ids, settings, kind, draft, options, memory=memory))
+    events = tuple(decode(target, prompt_ids, settings, kind, draft, options, memory=memory))
     m = summarize(events)
-    return {
-        "ids": generated_ids(events),
-        "seconds": m.total_s,
-        "decode_s": m.decode_s,
-        "events": events,
-        "alpha": m.acceptance_rate,
-        "tau": m.mean_tokens_per_step,
-        "memory": memory,
-    }
+    return Run(generated_ids(events), m.total_s, m.decode_s, events, m.acceptance_rate, m.mean_tokens_per_step, memory)
 
 
-def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draft=None, ngram_max=3, clock=None):
+def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draft=None, ngram_max=3, clock=None) -> Run:
     """transformers' generate: plain (method None), "transformers assisted" (γ, or None for its own default
     schedule) or "transformers prompt lookup" (γ, or None for its recommended 10 tokens and its default n-gram
     size), with the same sampling settings as ours."""
@@ -53,23 +73,27 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     start = clock()
     with torch.inference_mode():
         out = target.model.generate(ids, **kwargs)
-    return {"ids": out[0, len(prompt_ids) :].tolist(), "seconds": clock() - start}
+    return Run(out[0, len(prompt_ids) :].tolist(), clock() - start)
 
 
-def fastest(fns: dict, repeats: int) -> dict:
-    """Run every fn `repeats` times, alternating the order, and keep each one's fastest run."""
-    runs = {name: [] for name in fns}
+def fastest(ours: Callable[[], Run], theirs: Callable[[], Run] | None, repeats: int) -> Sides:
+    """Run each side `repeats` times, alternating which goes first, and keep each one's fastest run."""
+    sides = [ours] if theirs is None else [ours, theirs]
+    runs = [[] for _ in sides]
     for r in range(repeats):
-        for name in list(fns) if r % 2 == 0 else list(fns)[::-1]:
-            runs[name].append(fns[name]())
-    return {name: min(rs, key=lambda run: run["seconds"]) for name, rs in runs.items()}
+        for i in range(len(sides)) if r % 2 == 0 else reversed(range(len(sides))):
+            runs[i].append(sides[i]())
+    best = [min(rs, key=lambda run: run.seconds) for rs in runs]
+    return Sides(*best)
 
 
-def bracketed(opening: dict, closing: dict) -> dict:
+def bracketed(opening: Run, closing: Run) -> Run:
     """The opening plain run with the mean of both runs' times: the CPU's speed across the cells between them."""
-    mean = lambda key: (opening[key] + closing[key]) / 2  # noqa: E731
-    return {**opening, "seconds": mean("seconds"), **({"decode_s": mean("decode_s")} if "decode_s" in opening else {})}
+    decode_s = None if opening.decode_s is None else (opening.decode_s + closing.decode_s) / 2
+    return replace(opening, seconds=(opening.seconds + closing.seconds) / 2, decode_s=decode_s)
 
 
-def tps(run) -> float:
-    return len(run["ids"]) / run["seconds"]
+def bracketed_sides(opening: Sides, closing: Sides) -> Sides:
+    """Both libraries' plain runs, each bracketed (bracketed)."""
+    theirs = None if opening.theirs is None else bracketed(opening.theirs, closing.theirs)
+    return Sides(bracketed(opening.ours, closing.ours), theirs)

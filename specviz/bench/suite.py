@@ -15,23 +15,20 @@ Writes bench.json, bench.md and bench.html (plotly) to --out; report.py draws th
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..diagnosis import diagnose
-from ..drafters.kinds import DrafterKind
-from ..drafters.registry import build_drafter, kind, kinds
+from ..drafters.kinds import DrafterKind, Options
+from ..drafters.registry import build_drafter, kinds, pair_model_options
 from ..drafters.suffix_index import DRAFTED, RunMemory
-from ..errors import InvalidRequest
 from ..events import depth_acceptance
-from ..flags import PRECISIONS, add_model_options, add_option_flags, given_options
-from ..runtime import ASSETS
+from ..flags import add_model_options, add_option_flags
 from ..settings import MAX_GAMMA, Settings
 from ..theory import iid_speedup, predicted_speedup
-from .rows import COUNTERPART, BenchRow
-from .runs import bracketed, fastest, measure, tps, transformers_run
-
-ORACLE = "oracle"  # the set-acceptance-rate drafter: run once per --oracle-alphas rate, greedy only
+from .plan import DraftModel, Plan, plan_from, prompt_label
+from .rows import BenchMeta, BenchRow, RowKey, at_rate
+from .runs import Run, Sides, bracketed_sides, fastest, measure, transformers_run
 
 
 def add_bench_options(p) -> None:
@@ -56,104 +53,41 @@ def add_bench_options(p) -> None:
     add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-max N, ...) for the cells that run it
 
 
-def parse_gammas(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            lo, hi = (int(x) for x in text.split("-"))
-            gammas = list(range(lo, hi + 1))
-        else:
-            gammas = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise InvalidRequest(f"--gammas must look like 1-8 or 2,4,6, got {text!r}") from None
-    for g in gammas:
-        Settings(gamma=g)  # same range check as everywhere else
-    if not gammas:
-        raise InvalidRequest("--gammas selects nothing")
-    return gammas
+@dataclass(frozen=True)
+class Cell:
+    """One drafter at one γ on one prompt and temperature."""
+
+    method: str  # its rows' method: the drafter's name (a set-α tool's with its rate)
+    gamma: int | str  # a fixed γ, or "adaptive"
+    settings: Settings  # the prompt's, at this γ
+    kind: DrafterKind
+    options: Options
+    draft: DraftModel | None  # for a drafter that needs a draft model: the one it runs with
+
+    @property
+    def label(self) -> str:
+        """The method as the log shows it, with the draft model it ran with."""
+        return self.method + (f" ({self.draft.name} {self.draft.precision})" if self.draft else "")
 
 
-def parse_numbers(text: str, flag: str, example: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",")]
-    except ValueError:
-        raise InvalidRequest(f"{flag} must look like {example}, got {text!r}") from None
+@dataclass(frozen=True)
+class Measured:
+    """A cell's fastest run, beside transformers' counterpart's where one was raced."""
+
+    cell: Cell
+    counterpart: str | None  # transformers' method raced against it (its runs are shared by drafters with one)
+    best: Sides
 
 
-CONTEXT = "context-"  # a kind "context-N": one prompt of about N tokens, for the sweep over prompt length
-WORDS_PER_TOKEN = 0.75  # English prose in the Qwen and SmolLM2 tokenizers, near enough to aim at a length
+@dataclass(frozen=True)
+class MemoryKey:
+    """Whose earlier runs a drafter that remembers runs drafts from: the prompts of one kind, run in order, at one
+    temperature, by one drafter at one γ (never another cell's runs)."""
 
-
-def load_prompts(kinds_: list[str], per_kind: int) -> list[tuple[str, object]]:
-    """(kind, prompt) pairs; a prompt is a text or, for chat, a list of messages ending with the user's turn."""
-    table = json.loads((ASSETS / "prompts.json").read_text())
-    unknown = [k for k in kinds_ if k not in table and not _context_length(k)]
-    if unknown:
-        raise InvalidRequest(
-            f"unknown prompt kind {unknown[0]!r}; kinds: {', '.join(table)}, or {CONTEXT}N (a prompt of about N tokens)"
-        )
-    return [
-        (k, context_prompt(table, _context_length(k))) if _context_length(k) else (k, prompt)
-        for k in kinds_
-        for prompt in table.get(k, [None])[:per_kind]
-    ]
-
-
-def _context_length(kind: str) -> int:
-    tail = kind[len(CONTEXT) :] if kind.startswith(CONTEXT) else ""
-    return int(tail) if tail.isdigit() and int(tail) > 0 else 0
-
-
-def context_prompt(table: dict, tokens: int) -> str:
-    """About `tokens` tokens of the shipped articles and passages, then a request to continue them: decoding then
-    attends over a context of that length, as after a long document or a long chat."""
-    source = " ".join(p for kind in ("summarization", "rag") for p in table[kind]).split()
-    words = max(1, round(tokens * WORDS_PER_TOKEN) - 30)  # the chat template and the request take ~40 tokens
-    text = " ".join((source * (words // len(source) + 1))[:words])
-    return f"{text}\n\nContinue the text above with one more paragraph in the same style."
-
-
-def prompt_label(prompt) -> str:
-    return (prompt if isinstance(prompt, str) else f"[{len(prompt)} turns] " + prompt[-1]["content"])[:60]
-
-
-@dataclass
-class Plan:
-    """The flags, checked before any model loads."""
-
-    methods: list[DrafterKind]
-    options: dict  # drafter name -> its Options
-    gammas: list[int]
-    temperatures: list[float]
-    alphas: list[float]
-    prompts: list[tuple[str, object]]
-    drafts: list[tuple[str, str]]  # (draft model, precision): the draft-model drafter runs with each
-
-
-def plan_from(args) -> Plan:
-    by_name = {k.name: k for k in kinds()}
-    names = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if not names or any(m not in by_name for m in names):
-        raise InvalidRequest(f"--methods must be some of {','.join(by_name)}, got {args.methods!r}")
-    gammas = parse_gammas(args.gammas)
-    temperatures = parse_numbers(args.temperatures, "--temperatures", "0,0.7")
-    alphas = parse_numbers(args.oracle_alphas, "--oracle-alphas", "0.5,0.8")
-    if any(not 0 <= a <= 1 for a in alphas):
-        raise InvalidRequest(f"--oracle-alphas must be rates in [0, 1], got {args.oracle_alphas!r}")
-    if args.repeats < 1:
-        raise InvalidRequest(f"--repeats must be at least 1, got {args.repeats}")
-    for t in temperatures:
-        Settings(temperature=t, max_new_tokens=args.max_new_tokens)
-    prompts = load_prompts([k.strip() for k in args.kinds.split(",")], args.prompts_per_kind)
-    given = given_options(args)
-    methods = [by_name[m] for m in names]
-    options = {k.name: k.parse({**dict(k.preferred), **given.get(k.name, {})}) for k in methods}  # as the CLI runs them
-    for k in methods:
-        k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
-    draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
-    if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
-        raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")
-    drafts = [(name.strip(), d) for name in args.draft.split(",") if name.strip() for d in draft_dtypes]
-    return Plan(methods, options, gammas, temperatures, alphas, prompts, drafts)
+    prompt_kind: str
+    temperature: float
+    method: str
+    gamma: int | str
 
 
 class Bench:
@@ -166,34 +100,38 @@ class Bench:
 
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
         self.target = load_model(args.target, args.dtype, args.device)
-        self.drafts = {}  # (draft model, precision) -> it, loaded
+        self.drafts = {}  # DraftModel -> it, loaded
         if any(k.draft_needed(plan.options[k.name]) for k in plan.methods):
-            for name, precision in plan.drafts:
-                self.drafts[name, precision] = load_model(name, precision, args.device)
-                check_draft_fits(self.target, self.drafts[name, precision])
+            for d in plan.drafts:
+                self.drafts[d] = load_model(d.name, d.precision, args.device)
+                check_draft_fits(self.target, self.drafts[d])
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
-        # earlier runs, for drafters that remember them: one memory per kind, temperature, drafter and γ, so the
-        # prompts of a kind, run in order, can draft from the ones before (and a cell never from another cell's runs)
-        self.memories: dict[tuple, RunMemory] = {}
+        self.memories: dict[MemoryKey, RunMemory] = {}
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
         self.longest = {
             k.name: build_drafter(k.name, Settings(), None, self.target, self.draft, plan.options[k.name]).longest
             for k in plan.methods
-            if k.name != ORACLE
+            if not k.sets_alpha
         }
 
     def ours(self, ids, settings, kind="none", options=None, draft=None, memory=None):
-        return lambda: measure(self.target, ids, settings, kind, draft or self.draft, options, memory)
+        def run() -> Run:
+            return measure(self.target, ids, settings, kind, draft or self.draft, options, memory)
+
+        return run
 
     def theirs(self, ids, settings, method=None, gamma=None, draft=None):
-        return lambda: transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
+        def run() -> Run:
+            return transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
+
+        return run
 
     def warm_up(self) -> None:
         from ..models import encode_prompt
 
         warm = encode_prompt(self.target, "Say hi.")
-        for k in [None, *[k for k in self.plan.methods if k.name != ORACLE]]:
+        for k in [None, *[k for k in self.plan.methods if not k.sets_alpha]]:
             name = k.name if k else "none"
             for draft in self.drafts.values() if k and k.draft_needed(self.plan.options[name]) else [self.draft]:
                 measure(
@@ -203,176 +141,197 @@ class Bench:
             transformers_run(self.target, warm, Settings(max_new_tokens=8), clock=self.clock)
 
     def cells(self, settings: Settings, plain_ids: list[int]):
-        """(row name, γ label, its settings, drafter name, options, (draft model, precision) or None) for one prompt
-        and temperature; a drafter that needs a draft model runs once per draft model and precision."""
+        """The cells of one prompt and temperature; a drafter that needs a draft model runs once per draft model
+        and precision, a set-α measuring tool (greedy only) once per rate."""
         gammas = self.plan.gammas
         for k in self.plan.methods:
-            if k.name == ORACLE:
+            if k.sets_alpha:
                 if not settings.greedy:
                     continue
                 variants = [
-                    (f"oracle α={a:g}", k.parse({"reference": plain_ids, "alpha": a}), None) for a in self.plan.alphas
+                    (at_rate(k.name, a), k.parse({"reference": plain_ids, "alpha": a}), None) for a in self.plan.alphas
                 ]
             else:
                 options = self.plan.options[k.name]
                 variants = [(k.name, options, d) for d in (self.drafts if k.draft_needed(options) else [None])]
             deepest = self.longest.get(k.name) or MAX_GAMMA
-            for name, options, precision in variants:
+            for method, options, draft in variants:
                 ceiling = max(*gammas, k.prefers("gamma", 0))  # adaptive: up to the drafter's preferred γ, if larger
                 for gamma in [*gammas, "adaptive"]:
                     g = min(ceiling, deepest) if gamma == "adaptive" else gamma
                     if g <= deepest:
                         at = replace(settings, gamma=g, adaptive=gamma == "adaptive")
-                        yield name, gamma, at, k.name, options, precision
+                        yield Cell(method, gamma, at, k, options, draft)
 
-    def prompt_rows(self, kind_name: str, prompt, temperature: float, log, run_index: int = 0) -> list[BenchRow]:
+    def plain(self, ids, settings) -> Sides:
+        """Plain decoding in both libraries (transformers' where raced), each the fastest of `repeats` runs."""
+        return fastest(self.ours(ids, settings), self.theirs(ids, settings) if self.hf else None, self.args.repeats)
+
+    def measure_cells(self, prompt_kind: str, ids, settings: Settings, plain_ids, log) -> list[Measured]:
+        """Every cell of one prompt at one temperature, each the fastest of `repeats` runs beside transformers'
+        counterpart (two drafters with one counterpart share its runs)."""
+        measured, raced = [], {}
+        for cell in self.cells(settings, plain_ids):
+            other = cell.kind.counterpart if self.hf else None
+            draft = self.drafts.get(cell.draft)
+            key = MemoryKey(prompt_kind, settings.temperature, cell.method, cell.gamma)
+            memory = self.memories.setdefault(key, RunMemory(64)) if cell.kind.remembers else None
+            theirs_key = (other, cell.gamma, cell.draft, cell.settings)
+            theirs = None
+            if other and theirs_key not in raced:  # γ "adaptive": transformers at its own default schedule
+                theirs = self.theirs(ids, cell.settings, other, None if cell.gamma == "adaptive" else cell.gamma, draft)
+            ours = self.ours(ids, cell.settings, cell.kind.name, cell.options, draft, memory)
+            best = fastest(ours, theirs, self.args.repeats)
+            if other:
+                best = replace(best, theirs=raced.setdefault(theirs_key, best.theirs))
+            if cell.kind.remembers:  # the kept run joins the memory; the repeats that lost are forgotten
+                self.memories[key] = best.ours.memory
+            measured.append(Measured(cell, other, best))
+            log(
+                f"  {cell.label} γ={cell.gamma}: {best.ours.tps:.2f} tok/s (α {_f(best.ours.alpha)}, "
+                f"τ {best.ours.tau:.2f})" + (f", {other} {best.theirs.tps:.2f} tok/s" if best.theirs else "")
+            )
+        return measured
+
+    def prompt_rows(self, prompt_kind: str, prompt, temperature: float, log, run_index: int = 0) -> list[BenchRow]:
         """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make."""
         from ..models import encode_prompt
         from .costs import relative_forward_costs
 
         ids = encode_prompt(self.target, prompt)
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
-        plain_runs = lambda: {
-            "specviz": self.ours(ids, settings),
-            **({"hf": self.theirs(ids, settings)} if self.hf else {}),
-        }  # noqa: E731
-        opening = fastest(plain_runs(), self.args.repeats)
+        where = f"[{prompt_kind} #{run_index + 1}, T={temperature:g}]"
+        opening = self.plain(ids, settings)
         log(
-            f"[{kind_name} #{run_index + 1}, T={temperature:g}] {len(ids)} prompt tokens; plain {tps(opening['specviz']):.2f} tok/s"
-            + (f", transformers plain {tps(opening['hf']):.2f} tok/s" if self.hf else "")
+            f"{where} {len(ids)} prompt tokens; plain {opening.ours.tps:.2f} tok/s"
+            + (f", transformers plain {opening.theirs.tps:.2f} tok/s" if opening.theirs else "")
         )
-        measured, raced = [], {}
-        for name, gamma, at, drafter, options, precision in self.cells(settings, opening["specviz"]["ids"]):
-            other = COUNTERPART.get(drafter) if self.hf else None
-            draft = self.drafts.get(precision)
-            remembers = kind(drafter).remembers
-            memory = (
-                self.memories.setdefault((kind_name, temperature, name, gamma), RunMemory(64)) if remembers else None
-            )
-            fns = {"specviz": self.ours(ids, at, drafter, options, draft, memory)}
-            theirs_key = (other, gamma, precision, at)  # two drafters with one counterpart share its runs
-            if other and theirs_key not in raced:  # γ "adaptive": transformers at its own default schedule
-                fns["hf"] = self.theirs(ids, at, other, None if gamma == "adaptive" else gamma, draft)
-            best = fastest(fns, self.args.repeats)
-            if other:
-                best["hf"] = raced.setdefault(theirs_key, best.get("hf"))
-            if remembers:  # the kept run joins the memory; the repeats that lost are forgotten
-                self.memories[kind_name, temperature, name, gamma] = best["specviz"]["memory"]
-            measured.append((name, gamma, other, best, precision))
-            name = name + (f" ({' '.join(precision)})" if precision else "")
-            log(
-                f"  {name} γ={gamma}: {tps(best['specviz']):.2f} tok/s (α {_f(best['specviz']['alpha'])}, "
-                f"τ {best['specviz']['tau']:.2f})" + (f", {other} {tps(best['hf']):.2f} tok/s" if "hf" in best else "")
-            )
+        measured = self.measure_cells(prompt_kind, ids, settings, opening.ours.ids, log)
         # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
         # the fastest of `repeats` runs, like every cell; the faster of the two would be a best of 2·repeats.
-        closing = fastest(plain_runs(), self.args.repeats)
-        plain = bracketed(opening["specviz"], closing["specviz"])
-        hf_plain = bracketed(opening["hf"], closing["hf"]) if self.hf else None
+        closing = self.plain(ids, settings)
+        baseline = bracketed_sides(opening, closing)
+        plain = baseline.ours
         ks = sorted({*range(1, max(self.plan.gammas) + 2), 12, 17, 25, 33})
-        costs = relative_forward_costs(self.target, ids + plain["ids"][: len(plain["ids"]) // 2], ks)
+        costs = relative_forward_costs(self.target, ids + plain.ids[: len(plain.ids) // 2], ks)
         log(
-            f"[{kind_name} #{run_index + 1}, T={temperature:g}] plain: closing {tps(closing['specviz']):.2f}, baseline "
-            f"(mean time of opening and closing) {tps(plain):.2f} tok/s"
-            + (f", transformers plain {tps(hf_plain):.2f} tok/s" if hf_plain else "")
+            f"{where} plain: closing {closing.ours.tps:.2f}, baseline (mean time of opening and closing) "
+            f"{plain.tps:.2f} tok/s"
+            + (f", transformers plain {baseline.theirs.tps:.2f} tok/s" if baseline.theirs else "")
             + "; V(k)/V(1) at k=2,5,9,17: "
             + ", ".join(f"{costs[k]:.2f}" for k in (2, 5, 9, 17) if k in costs)
         )
-        common = dict(
-            kind=kind_name,
-            prompt=prompt_label(prompt),
-            temperature=temperature,
-            prompt_tokens=len(ids),
-            run_index=run_index,
-        )
-        rows = [
-            BenchRow(
-                **common,
-                method="plain",
-                gamma=None,
-                library="specviz",
-                tps=tps(plain),
-                speedup=1.0,
-                tau=1.0,
-                verify_costs=costs,
-            )
-        ]
-        if hf_plain is not None:
-            # An independent reference: transformers' own greedy generate must write what specviz's plain decoding wrote.
-            rows.append(
-                BenchRow(
-                    **common,
-                    method="transformers plain",
-                    gamma=None,
-                    library="transformers",
-                    tps=tps(hf_plain),
-                    speedup=1.0,
-                    vs_transformers=tps(plain) / tps(hf_plain),
-                    same_as_plain=plain["ids"] == hf_plain["ids"] if settings.greedy else None,
-                )
-            )
-        for name, gamma, other, best, precision in measured:
-            rows += self._cell_rows(
-                common, name, gamma, other, best, plain, hf_plain, costs, settings.greedy, precision
-            )
+        key = RowKey(prompt_kind, prompt_label(prompt), temperature, len(ids), run_index)
+        rows = plain_rows(key, baseline, costs, settings.greedy)
+        for m in measured:
+            rows += self.cell_rows(key, m, baseline, costs, settings.greedy)
             log(
-                f"  {rows[-1].name} γ={gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, efficiency {_f(rows[-1].efficiency)}"
+                f"  {rows[-1].name} γ={m.cell.gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, "
+                f"efficiency {_f(rows[-1].efficiency)}"
                 + (
-                    f", {other} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
-                    if "hf" in best
+                    f", {m.counterpart} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
+                    if m.best.theirs
                     else ""
                 )
             )
         return rows
 
-    def _cell_rows(self, common, name, gamma, other, best, plain, hf_plain, costs, greedy, precision) -> list[BenchRow]:
-        run, events = best["specviz"], best["specviz"]["events"]
-        forward_1 = plain["decode_s"] / len(plain["ids"])  # V(1): the plain run's own time per token
+    def cell_rows(self, key: RowKey, measured: Measured, baseline: Sides, costs, greedy: bool) -> list[BenchRow]:
+        """A cell's row, after its transformers counterpart's where one was raced."""
+        cell, run, theirs, plain = measured.cell, measured.best.ours, measured.best.theirs, baseline.ours
+        events = run.events
+        forward_1 = plain.decode_s / len(plain.ids)  # V(1): the plain run's own time per token
         drafted = sum(len(e.proposed) for e in events)
         drafting = [e for e in events if e.proposed]
-        speedup = tps(run) / tps(plain)
+        speedup = run.tps / plain.tps
         predicted = predicted_speedup(events, costs, forward_1)
-        decode_speedup = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(plain["ids"])
-        found = diagnose(plain["events"], events, forward_1)
+        decode_speedup = plain.decode_s / run.decode_s * len(run.ids) / len(plain.ids)
+        found = diagnose(plain.events, events, forward_1)
+        draft = dict(
+            draft_name=cell.draft.name if cell.draft else None,
+            draft_dtype=cell.draft.precision if cell.draft else None,
+        )
         row = BenchRow(
-            **common,
-            method=name,
-            gamma=gamma,
+            **asdict(key),
+            method=cell.method,
+            gamma=cell.gamma,
             library="specviz",
-            tps=tps(run),
+            tps=run.tps,
             speedup=speedup,
-            alpha=run["alpha"],
-            tau=run["tau"],
-            per_tau=speedup / run["tau"],
+            alpha=run.alpha,
+            tau=run.tau,
+            per_tau=speedup / run.tau,
             predicted=predicted,
             efficiency=decode_speedup / predicted if predicted else None,
-            iid=None if gamma == "adaptive" else iid_speedup(events, costs, forward_1, gamma),
+            iid=None if cell.gamma == "adaptive" else iid_speedup(events, costs, forward_1, cell.gamma),
             mean_gamma=sum(e.gamma for e in events) / len(events),
             by_depth=depth_acceptance(events, max(self.plan.gammas)),
-            same_as_plain=run["ids"] == plain["ids"] if greedy else None,
-            draft_name=precision[0] if precision else None,
-            draft_dtype=precision[1] if precision else None,
+            same_as_plain=run.ids == plain.ids if greedy else None,
+            **draft,
             c=sum(e.draft_s for e in events) / drafted / forward_1 if drafted else None,
             diagnosed=found.predicted if found else None,
             decode_speedup=decode_speedup,
             nodes=sum(e.forward_tokens - 1 for e in drafting) / len(drafting) if drafting else None,
             copied=(sum(e.origin not in (None, *DRAFTED) for e in drafting) / len(drafting) if drafting else None),
+            vs_transformers=run.tps / theirs.tps if theirs else None,
         )
-        if "hf" not in best:
+        if theirs is None:
             return [row]
-        row.vs_transformers = tps(run) / tps(best["hf"])
-        theirs = BenchRow(
-            **common,
-            method=other,
-            gamma=gamma,
+        hf_plain = baseline.theirs
+        theirs_row = BenchRow(
+            **asdict(key),
+            method=measured.counterpart,
+            gamma=cell.gamma,
             library="transformers",
-            tps=tps(best["hf"]),
-            speedup=tps(best["hf"]) / tps(hf_plain),
-            same_as_plain=best["hf"]["ids"] == hf_plain["ids"] if greedy else None,
-            draft_name=precision[0] if precision else None,
-            draft_dtype=precision[1] if precision else None,
+            tps=theirs.tps,
+            speedup=theirs.tps / hf_plain.tps,
+            same_as_plain=theirs.ids == hf_plain.ids if greedy else None,
+            **draft,
         )
-        return [theirs, row]
+        return [theirs_row, row]
+
+
+def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[BenchRow]:
+    """Plain decoding's row, and transformers' plain row where it ran: an independent reference, whose greedy
+    generate must write what specviz's plain decoding wrote."""
+    plain, hf_plain = baseline.ours, baseline.theirs
+    rows = [
+        BenchRow(
+            **asdict(key),
+            method="plain",
+            gamma=None,
+            library="specviz",
+            tps=plain.tps,
+            speedup=1.0,
+            tau=1.0,
+            verify_costs=costs,
+        )
+    ]
+    if hf_plain is not None:
+        rows.append(
+            BenchRow(
+                **asdict(key),
+                method="transformers plain",
+                gamma=None,
+                library="transformers",
+                tps=hf_plain.tps,
+                speedup=1.0,
+                vs_transformers=plain.tps / hf_plain.tps,
+                same_as_plain=plain.ids == hf_plain.ids if greedy else None,
+            )
+        )
+    return rows
+
+
+def brought(plan: Plan, target: str) -> tuple[tuple[str, str | None], ...]:
+    """Where each model a drafter loads was found (heads for the target), for the drafters that ran and take it: the
+    location given, or those shipped for the target; None where no drafter that ran takes it."""
+    found = []
+    for spec in pair_model_options():
+        takers = [k for k in plan.methods if spec.name in {s.name for s in k.options.specs()}]
+        given = getattr(plan.options[takers[0].name], spec.name) if takers else None
+        found.append((spec.name, str(given or f"shipped for {target}") if takers else None))
+    return tuple(found)
 
 
 def cmd_bench(args) -> int:
@@ -383,38 +342,39 @@ def cmd_bench(args) -> int:
     quiet_transformers()
     bench = Bench(plan, args)
     bench.warm_up()
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     rows, began = [], time.perf_counter()
     seen: dict[str, int] = {}
-    for kind_name, prompt in plan.prompts:
-        seen[kind_name] = run_index = seen.get(kind_name, -1) + 1  # the prompts of a kind run in file order
+    for prompt_kind, prompt in plan.prompts:
+        seen[prompt_kind] = run_index = seen.get(prompt_kind, -1) + 1  # the prompts of a kind run in file order
         for temperature in plan.temperatures:
-            rows += bench.prompt_rows(kind_name, prompt, temperature, log, run_index)
-    medusa = plan.options.get("medusa")
-    heads = None if medusa is None else str(medusa.medusa or f"shipped for {args.target}")
-    meta = {
-        "target": args.target,
-        "draft": args.draft if bench.draft else None,
-        "medusa": heads,
-        "dtype": args.dtype,
-        "drafts": [f"{n} {d}" for n, d in plan.drafts],
-        "device": str(bench.target.device),
-        "max_new_tokens": args.max_new_tokens,
-        "repeats": args.repeats,
-        "gammas": plan.gammas,
-        "methods": [k.name for k in plan.methods],
-        "prompts": len(plan.prompts),
-        "minutes": round((time.perf_counter() - began) / 60, 1),
-        "when": time.strftime("%Y-%m-%d %H:%M"),
-    }
+            rows += bench.prompt_rows(prompt_kind, prompt, temperature, _log, run_index)
+    meta = BenchMeta(
+        target=args.target,
+        draft=args.draft if bench.draft else None,
+        brought=brought(plan, args.target),
+        dtype=args.dtype,
+        drafts=[f"{d.name} {d.precision}" for d in plan.drafts],
+        device=str(bench.target.device),
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        gammas=plan.gammas,
+        methods=[k.name for k in plan.methods],
+        prompts=len(plan.prompts),
+        minutes=round((time.perf_counter() - began) / 60, 1),
+        when=time.strftime("%Y-%m-%d %H:%M"),
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"meta": meta, "rows": [r.to_json() for r in rows]}, indent=1))
+    (out / "bench.json").write_text(json.dumps({"meta": meta.to_json(), "rows": [r.to_json() for r in rows]}, indent=1))
     report = markdown_report(rows, meta)
     (out / "bench.md").write_text(report + "\n")
     (out / "bench.html").write_text(html_report(rows, meta))
     print(report)
     return 0
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _f(x) -> str:
