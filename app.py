@@ -1,7 +1,9 @@
 """specviz app: `python app.py` here, and what a Hugging Face Space runs.
 
 Flags (or environment): --host/SPECVIZ_HOST, --port/SPECVIZ_PORT (else GRADIO_SERVER_PORT, else PORT, else 7860),
---share, --target/--draft for a pair of your own (offline preset, folder or Hub id), --device, --dtype, --no-preload.
+--share, --target/--draft for a pair of your own (offline preset, folder or Hub id) with the heads it brings
+(--medusa/SPECVIZ_MEDUSA, --eagle/SPECVIZ_EAGLE: one flag per drafter option that locates a model), --device,
+--dtype, --no-preload.
 """
 
 try:  # ZeroGPU: `spaces` must be imported before torch; elsewhere it is absent and GPU work runs undecorated.
@@ -17,6 +19,8 @@ import time
 
 
 def parse_args(argv=None):
+    from specviz.drafters.registry import pair_model_options
+
     env = os.environ.get
     p = argparse.ArgumentParser(description="specviz: speculative decoding you can see")
     p.add_argument("--host", default=env("SPECVIZ_HOST", env("GRADIO_SERVER_NAME", "127.0.0.1")))
@@ -24,10 +28,14 @@ def parse_args(argv=None):
     p.add_argument("--share", action="store_true", default=env("SPECVIZ_SHARE", "") == "1")
     p.add_argument("--target", default=env("SPECVIZ_TARGET"), help="a pair of your own: target model")
     p.add_argument("--draft", default=env("SPECVIZ_DRAFT"), help="a pair of your own: draft model")
-    p.add_argument(
-        "--medusa", default=env("SPECVIZ_MEDUSA", ""), help="a pair of your own: Medusa heads for its target"
-    )
-    p.add_argument("--eagle", default=env("SPECVIZ_EAGLE", ""), help="a pair of your own: EAGLE heads for its target")
+    brought = pair_model_options()  # where a model a drafter loads is found (heads): a pair of your own brings it
+    for spec in brought:
+        p.add_argument(
+            spec.cli_flag,
+            dest=spec.name,
+            default=env("SPECVIZ_" + spec.name.upper(), ""),
+            help=f"a pair of your own: {spec.label} for its target",
+        )
     p.add_argument("--device", default=env("SPECVIZ_DEVICE", "auto"), choices=["auto", "cpu", "cuda"])
     p.add_argument(
         "--dtype",
@@ -40,9 +48,9 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if bool(args.target) != bool(args.draft):
         p.error("--target and --draft go together")
-    for flag in ("medusa", "eagle"):
-        if getattr(args, flag) and not args.target:
-            p.error(f"--{flag} belongs to a pair of your own (--target and --draft)")
+    for spec in brought:
+        if getattr(args, spec.name) and not args.target:
+            p.error(f"{spec.cli_flag} belongs to a pair of your own (--target and --draft)")
     return args
 
 
@@ -78,7 +86,7 @@ def build(args):
     from specviz.app.backend import Backend
     from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
     from specviz.app.ui.layout import build_app
-    from specviz.drafters.registry import kinds
+    from specviz.drafters.registry import kinds, pair_model_options
     from specviz.models.device import describe, resolve_device, zero_gpu
     from specviz.models.loading import best_draft_dtype
     from specviz.runtime import quiet_transformers
@@ -88,7 +96,7 @@ def build(args):
     gpu = device.type == "cuda"
     custom = None
     if args.target:
-        brings = tuple((flag, getattr(args, flag)) for flag in ("medusa", "eagle") if getattr(args, flag))
+        brings = tuple((s.name, getattr(args, s.name)) for s in pair_model_options() if getattr(args, s.name))
         custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
     dtypes = ["bfloat16", "float32"] if gpu else ["bfloat16", "float32", "int8"]  # int8: torch's CPU kernels
@@ -153,9 +161,10 @@ def warm_up(shelf, label, dtype):
     graphs of the caches it leaves are captured for every width a step of up to 8 drafts uses."""
     from specviz.app.device_calls import DeviceCalls
     from specviz.app.race import RaceRequest
+    from specviz.drafters.registry import default_kind
     from specviz.engine.static_lm import warm_graphs
 
-    ask = RaceRequest(label, "draft", dtype, "Say hello.", max_new_tokens=16)  # caches of the default race's size
+    ask = RaceRequest(label, default_kind().name, dtype, "Say hello.", max_new_tokens=16)  # the default race's caches
     for packet in DeviceCalls(shelf).race(ask):
         if packet.kind == "error":
             raise RuntimeError(packet.message)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..drafters.registry import published_options
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
 from ..models.device import check_fits, weight_bytes
@@ -19,7 +20,7 @@ class PairPreset:
     label: str
     target: str  # offline preset, folder or Hub id: anything load_model takes
     draft: str
-    options: tuple[tuple[str, str], ...] = ()  # drafter options the pair brings, e.g. (("medusa", heads),)
+    options: tuple[tuple[str, str], ...] = ()  # (option, location) of the models it brings (OptionSpec.pair_model)
 
     def offline_ready(self) -> bool:
         """True when both models come from offline packages that are installed (or already converted)."""
@@ -37,7 +38,8 @@ class PairPreset:
 OFFLINE_QWEN = PairPreset(
     "Qwen2.5-Coder 1.5B ← 0.5B (offline, CPU)", "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
 )
-# A draft with another tokenizer (49,152 ids against Qwen's 151,936): bridged through text (drafters/cross_tokenizer.py).
+# A draft with another tokenizer (49,152 ids against Qwen's 151,936): bridged through text
+# (drafters/cross_tokenizer.py).
 OFFLINE_CROSS = PairPreset(
     "Qwen2.5-Coder 1.5B ← SmolLM2 135M (offline, CPU, another tokenizer)",
     "qwen2.5-coder-1.5b-instruct",
@@ -49,12 +51,13 @@ HUB_PAIRS = (
     PairPreset(
         "SmolLM2 1.7B ← 135M (Hub)", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"
     ),
-    # The published Medusa-1 heads (5 heads) and EAGLE head for Vicuna-7B v1.3, with a 68M Llama drafter for Vicuna.
+    # The heads published for Vicuna-7B v1.3 (Medusa-1's and EAGLE's, as their drafters declare them), with a 68M
+    # Llama drafter for Vicuna.
     PairPreset(
         "Vicuna 7B ← 68M, Medusa and EAGLE heads (Hub, GPU)",
         "lmsys/vicuna-7b-v1.3",
         "double7/vicuna-68m",
-        options=(("medusa", "FasterDecoding/medusa-vicuna-7b-v1.3"), ("eagle", "yuhuili/EAGLE-Vicuna-7B-v1.3")),
+        options=published_options("lmsys/vicuna-7b-v1.3"),
     ),
 )
 
@@ -197,15 +200,15 @@ class ModelShelf:
                 self._loaded = None
                 del held
                 gc.collect()
-                for step, (role, name) in enumerate((("target", preset.target), ("draft", preset.draft)), 1):
-                    line = f"loading {role} {name} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
+                for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
+                    line = f"loading {model} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
                     self.loading = line
                     report(line)
                     yield line
-                    if role == "target":
-                        target = load_model(name, dtype, self.device, tokenizers[0])
+                    if step == 1:
+                        target = load_model(preset.target, dtype, self.device, tokenizers[0])
                     else:
-                        draft = load_model(name, draft_dtype, self.device, tokenizers[1])
+                        draft = load_model(preset.draft, draft_dtype, self.device, tokenizers[1])
             finally:
                 self.loading = ""
             self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)

@@ -1,7 +1,9 @@
 """Example prompts by kind. Picking one also picks the drafter and γ that the benchmark measured fastest for that
-kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task-family table), so an example
-shows a setup that pays; every control can still be changed before Run."""
+kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task-family table), as each drafter
+declares it (DrafterKind.best_for), so an example shows a setup that pays; every control can still be changed
+before Run."""
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -19,19 +21,46 @@ class ExampleKind:
         )
 
 
-# From the task-family benchmark of 2026-11-23 (int8 draft; docs/benchmarks.md), and the earlier runs for extraction,
-# prose and the repetition workload.
-EXAMPLE_KINDS = (
-    ExampleKind("code", "Code", "draft", 4, False),  # 2.10x, τ 4.2
-    ExampleKind("extraction", "Extraction from a passage", "ngram", 10, True),
-    ExampleKind("summarization", "Summarize an article", "suffix", 10, True),  # 1.75x (n-gram 1.71x)
-    ExampleKind("rag", "Answer from retrieved passages", "suffix", 10, False),  # 1.57x (n-gram 1.51x)
-    ExampleKind("translation", "Translation", "draft", 4, True),  # 1.43x
-    ExampleKind("math", "Math reasoning", "draft", 10, False),  # 2.70x, τ 7.4
-    ExampleKind("qa", "Question answering", "ngram", 10, True),  # 1.68x
-    ExampleKind("repeat_sql", "The same task again (SQL): run them in order", "suffix", 16, False),  # 3.3x on run 2
-    ExampleKind("prose", "Free prose", "draft", 4, True),
+FAMILIES = (  # (a kind of assets/prompts.json, its label), in the order the examples are offered
+    ("code", "Code"),
+    ("extraction", "Extraction from a passage"),
+    ("summarization", "Summarize an article"),
+    ("rag", "Answer from retrieved passages"),
+    ("translation", "Translation"),
+    ("math", "Math reasoning"),
+    ("qa", "Question answering"),
+    ("repeat_sql", "The same task again (SQL): run them in order"),
+    ("prose", "Free prose"),
 )
+
+
+def example_kinds() -> tuple[ExampleKind, ...]:
+    """Every family a drafter was measured best on, with that drafter and its settings, asked of the registry."""
+    from ...drafters.registry import best_for  # loads the drafters (and torch): asked when a screen is built
+
+    examples = []
+    for key, label in FAMILIES:
+        found = best_for(key)
+        if found is not None:
+            drafter, best = found
+            examples.append(ExampleKind(key, label, drafter.name, best.gamma, best.adaptive))
+    return tuple(examples)
+
+
+class _Measured(Sequence):
+    """EXAMPLE_KINDS: example_kinds() asked when first read, not when the UI is imported (the UI imports no torch)."""
+
+    def __getitem__(self, index):
+        return example_kinds()[index]
+
+    def __len__(self) -> int:
+        return len(example_kinds())
+
+    def __iter__(self) -> Iterator[ExampleKind]:
+        return iter(example_kinds())
+
+
+EXAMPLE_KINDS: Sequence[ExampleKind] = _Measured()
 
 
 def example_rows(kind: ExampleKind, prompts: dict) -> list[list]:
