@@ -48,10 +48,10 @@ def browser_timing(port: int) -> None:
     )
 
 
-def compare_timing(client, pair: str, prompt: str, args) -> None:
+def compare_timing(client, pair: str, drafter: str, prompt: str, args) -> None:
     began = time.time()
     out = client.predict(
-        pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/compare"
+        pair, drafter, "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/compare"
     )
     import re
 
@@ -121,22 +121,22 @@ def main():
     try:
         client = wait_for_client(args.port, proc)
         up = time.time() - began
-        pair = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"][0][
-            "parameter_default"
-        ]
+        # the pair and the drafter a visitor starts with: the defaults of /run's first two parameters
+        run_api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]
+        pair, drafter = (p["parameter_default"] for p in run_api["parameters"][:2])
         summary = client.predict(
-            pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
+            pair, drafter, "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
         )[SUMMARY]
         first = time.time() - began
         print(f"server answering after {up:.1f} s; first finished side-by-side run after {first:.1f} s", flush=True)
         if args.browser:
             browser_timing(args.port)
         if args.compare:
-            compare_timing(client, pair, prompt, args)
+            compare_timing(client, pair, drafter, prompt, args)
         ratios = {"plain": [], "speculative": []}
         for _ in range(args.repeats):  # app run, then the same two runs through the CLI, alternating
             again = client.predict(
-                pair, "draft", "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
+                pair, drafter, "bfloat16", prompt, args.gamma, args.max_new_tokens, 0, 0, 1, 0, api_name="/run"
             )[SUMMARY]
             cli = cli_decode_s(prompt, "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", args)
             for side in ratios:
@@ -154,7 +154,8 @@ def main():
     app = {side: summary[side] for side in ("plain", "speculative")}
     for side, m in app.items():
         print(
-            f"app  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  prefill {m['prefill_s']:.2f} s"
+            f"app  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  "
+            f"prefill {m['prefill_s']:.2f} s"
         )
     print(
         f"app wall time of the run {summary['wall_s']:.2f} s vs sum of own clocks "
@@ -166,7 +167,8 @@ def main():
     for side, m in cli.items():
         ratio = app[side]["decode_s"] / m["decode_s"]
         print(
-            f"cli  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  app/cli decode time {ratio:.3f}"
+            f"cli  {side:12s} decode {m['decode_s']:.2f} s  {m['tokens_per_s']:.2f} tok/s  "
+            f"app/cli decode time {ratio:.3f}"
         )
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specviz.bench.suite import load_prompts  # noqa: E402
-from specviz.drafters.registry import decode  # noqa: E402
+from specviz.bench.plan import load_prompts  # noqa: E402
+from specviz.drafters.registry import decode, default_kind  # noqa: E402
 from specviz.drafters.suffix_index import MODEL  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
@@ -40,7 +40,8 @@ def main() -> None:
     quiet_transformers()
     target = load_model("qwen2.5-coder-1.5b-instruct", "bfloat16")
     draft = load_model("qwen2.5-coder-0.5b-instruct", "int8")
-    list(decode(target, encode_prompt(target, "Say hi."), Settings(max_new_tokens=8, gamma=4), "draft", draft))
+    warm = encode_prompt(target, "Say hi.")
+    list(decode(target, warm, Settings(max_new_tokens=8, gamma=4), default_kind().name, draft))  # both models' first
     for kind, prompt in load_prompts(args.kinds.split(","), 1):
         ids = encode_prompt(target, prompt)
         plain = None

@@ -26,7 +26,8 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from specviz.bench.costs import relative_forward_costs  # noqa: E402
-from specviz.bench.runs import measure  # noqa: E402
+from specviz.bench.runs import Run, measure  # noqa: E402
+from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.theory import expected_tokens_per_step, interpolate  # noqa: E402
@@ -64,8 +65,8 @@ def fast_path(models, mode: str) -> None:
         m.model.specviz_static = mode != "dynamic"
 
 
-def best(run, repeats: int = 3) -> dict:
-    return min((run() for _ in range(repeats)), key=lambda r: r["seconds"])
+def best(run, repeats: int = 3) -> Run:
+    return min((run() for _ in range(repeats)), key=lambda r: r.seconds)
 
 
 def main() -> int:
@@ -78,6 +79,8 @@ def main() -> int:
     args = p.parse_args()
     gammas = [int(g) for g in args.gammas.split(",")]
     alphas = [float(a) for a in args.alphas.split(",")]
+    model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # drafts with the draft model alone
+    set_alpha = next(k for k in kinds() if k.sets_alpha)  # accepted at a set rate, at no drafting cost
     target, draft = (random_model(f"qwen2.5-coder-{size}-instruct", args.device) for size in ("1.5b", "0.5b"))
     prompt = torch.randint(0, 150000, (64,), generator=torch.Generator().manual_seed(0)).tolist()
     weight_bytes = sum(t.numel() * t.element_size() for t in target.model.parameters())
@@ -103,18 +106,19 @@ def main() -> int:
         fast_path((target, draft), mode)
         measure(target, prompt, Settings(max_new_tokens=16))  # warm up: caches and graphs are kept with the model
         plain = best(lambda: measure(target, prompt, plain_settings))
-        reference = plain["ids"]
-        v1 = plain["decode_s"] / len(plain["ids"])
+        reference = plain.ids
+        v1 = plain.decode_s / len(plain.ids)
         costs = relative_forward_costs(target, prompt + reference[: args.tokens // 2], [*range(1, max(gammas) + 2)])
-        drafted = best(lambda: measure(target, prompt, Settings(max_new_tokens=64, gamma=max(gammas)), "draft", draft))
-        proposed = sum(len(e.proposed) for e in drafted["events"])
-        c = sum(e.draft_s for e in drafted["events"]) / proposed / v1
+        drafting = Settings(max_new_tokens=64, gamma=max(gammas))
+        drafted = best(lambda s=drafting: measure(target, prompt, s, model_drafter.name, draft))
+        proposed = sum(len(e.proposed) for e in drafted.events)
+        c = sum(e.draft_s for e in drafted.events) / proposed / v1
         row = {
-            "plain_tps": len(reference) / plain["decode_s"],
+            "plain_tps": len(reference) / plain.decode_s,
             "of_roofline": 1 / v1 / roofline,
             "draft_cost_c": c,
             "verify_costs": costs,
-            "oracle": {},
+            set_alpha.name: {},
             "formula": {},
         }
         print(
@@ -127,10 +131,10 @@ def main() -> int:
             for gamma in gammas:
                 opts = {"reference": reference, "alpha": alpha}
                 settings = Settings(max_new_tokens=args.tokens, gamma=gamma)
-                run = best(lambda s=settings, o=opts: measure(target, prompt, s, "oracle", None, o))
-                oracle = plain["decode_s"] / run["decode_s"] * len(run["ids"]) / len(reference)
+                run = best(lambda s=settings, o=opts: measure(target, prompt, s, set_alpha.name, None, o))
+                oracle = plain.decode_s / run.decode_s * len(run.ids) / len(reference)
                 formula = expected_tokens_per_step(alpha, gamma) / (gamma * c + interpolate(costs, gamma + 1))
-                row["oracle"][f"{alpha}/{gamma}"], row["formula"][f"{alpha}/{gamma}"] = oracle, formula
+                row[set_alpha.name][f"{alpha}/{gamma}"], row["formula"][f"{alpha}/{gamma}"] = oracle, formula
                 print(
                     f"  α {alpha} γ {gamma}: oracle (no draft cost) {oracle:.2f}x measured; with the draft "
                     f"model's cost, predicted {formula:.2f}x",

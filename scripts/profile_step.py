@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-from specviz.bench.suite import context_prompt  # noqa: E402
-from specviz.drafters.registry import decode  # noqa: E402
+from specviz.bench.plan import context_prompt  # noqa: E402
+from specviz.drafters.registry import PLAIN, decode, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
@@ -31,7 +31,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
     p.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct")
-    p.add_argument("--drafter", default="draft")
+    p.add_argument("--drafter", default=default_kind().name)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--dtype", default="bfloat16")
@@ -43,8 +43,10 @@ def main() -> int:
     args = p.parse_args()
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
-    draft = load_model(args.draft, args.dtype, args.device) if args.drafter == "draft" else None
     options = {}  # every drafter with its defaults (Medusa: the heads shipped for the target)
+    drafter = None if args.drafter == PLAIN else kind(args.drafter)
+    needs_draft = drafter is not None and drafter.draft_needed(drafter.parse(options))
+    draft = load_model(args.draft, args.dtype, args.device) if needs_draft else None
     ids = encode_prompt(
         target,
         context_prompt(json.loads((ASSETS / "prompts.json").read_text()), args.context)
@@ -72,12 +74,14 @@ def main() -> int:
         where[e.name] = where.get(e.name, 0) + 1
     m = summarize(events)
     print(
-        f"{args.drafter} γ {args.gamma}, {len(ids)} prompt tokens: {m.new_tokens} tokens in {steps} steps, {wall:.2f} s "
+        f"{args.drafter} γ {args.gamma}, {len(ids)} prompt tokens: {m.new_tokens} tokens in {steps} steps, "
+        f"{wall:.2f} s "
         f"({m.tokens_per_s:.2f} tok/s decode, τ {m.mean_tokens_per_step:.2f})"
     )
     print(
         f"  inside model forwards: {forward_s:.2f} s ({forward_s / wall:.1%}); everything else: "
-        f"{wall - forward_s:.2f} s ({(wall - forward_s) / wall:.1%}), {(wall - forward_s) / steps * 1000:.1f} ms per step"
+        f"{wall - forward_s:.2f} s ({(wall - forward_s) / wall:.1%}), "
+        f"{(wall - forward_s) / steps * 1000:.1f} ms per step"
     )
     print("  per step, outside the models (engine) / inside them (transformers):")
     for name in ("aten::_local_scalar_dense", "aten::index_select", "aten::cat", "aten::copy_", "aten::softmax"):

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specviz.app.device_calls import DeviceCalls  # noqa: E402
 from specviz.app.race import RaceRequest  # noqa: E402
 from specviz.app.shelf import OFFLINE_QWEN, ModelShelf  # noqa: E402
+from specviz.drafters.registry import default_kind  # noqa: E402
 from specviz.record import TokenTexts  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 
@@ -28,7 +29,7 @@ def main() -> int:
     shelf.get(OFFLINE_QWEN.label, "bfloat16")
     ask = RaceRequest(
         OFFLINE_QWEN.label,
-        "draft",
+        default_kind().name,  # the app's first race
         "bfloat16",
         "Write a Python function that returns the n-th Fibonacci number.",
         max_new_tokens=args.tokens,
