@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from specviz.bench.rows import at_rate
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
@@ -115,7 +116,9 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
     ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
     greedy = [r for r in ours if r["temperature"] == 0]
-    methods = {k.name for k in kinds(menu_only=True)} | {"oracle α=0", "oracle α=1"}
+    methods = {k.name for k in kinds(menu_only=True)} | {
+        at_rate(k.name, a) for k in kinds() if k.sets_alpha for a in (0, 1)
+    }
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
         (m, g) for m in methods for g in (1, 3, "adaptive")
     }
@@ -171,8 +174,8 @@ def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, 
         (
             ["--kinds", "poetry"],
             "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
-            "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt of about "
-            "N tokens)",
+            "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt "
+            "of about N tokens)",
         ),
     ],
 )

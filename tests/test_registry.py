@@ -300,3 +300,23 @@ def test_two_kinds_share_an_option_only_as_one_option_the_screen_does_not_show()
             _check_option_names([made("a", _Heads), made("b", other)])
     shared = {spec.name: [k.name for k in takers] for takers, spec in option_owners()}
     assert shared["eagle"] == ["hybrid", "eagle"] and shared["hybrid_model"] == ["hybrid"]
+
+
+def test_what_the_kinds_declare_for_their_callers_holds_together():
+    from specviz.drafters.registry import best_for, default_kind, pair_model_options, published_options
+
+    assert default_kind() == kinds(menu_only=True)[0] and default_kind().needs_draft  # the app warms its draft up
+    families = [b.family for k in kinds() for b in k.best_for]
+    prompts = json.loads((ROOT / "assets" / "prompts.json").read_text())
+    assert len(families) == len(set(families)) and set(families) <= set(prompts)  # one best drafter per family
+    for family in families:
+        drafter, best = best_for(family)
+        assert drafter.menu and Settings(gamma=best.gamma).gamma == best.gamma
+    assert best_for("no such family") is None
+    # the bench races a drafter against transformers' method that does the same, which it knows how to run
+    assert {k.counterpart for k in kinds() if k.counterpart} == {"transformers assisted", "transformers prompt lookup"}
+    assert all(not k.menu for k in kinds() if k.sets_alpha)  # a measuring tool, not offered to users
+    for spec in pair_model_options():  # a model's location: brought by the pair, never typed on the screen
+        assert not spec.app and spec.cli
+    brought = dict(published_options("lmsys/vicuna-7b-v1.3"))
+    assert set(brought) == {s.name for s in pair_model_options()} and published_options("no/such-model") == ()

@@ -1,0 +1,55 @@
+"""Conventions the code keeps that no linter checks: a drafter's name is spelled only in its own module (and the
+registry); everyone else asks the registry what a drafter declares."""
+
+import ast
+from pathlib import Path
+
+from specviz.drafters.registry import kinds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# "draft" also names one model of a pair (beside "target") and one phase of a step's time (beside "verify" and
+# "overhead"). As a dict key in these files it means one of those, never the drafter.
+OTHER_MEANINGS = {
+    ("specviz/cli.py", "draft"): "a trace's model names: target and draft",
+    ("specviz/app/backend.py", "draft"): "the same model names, for a trace the app records",
+    ("specviz/diagnosis.py", "draft"): "the phases a step's time is split into, and what each costs",
+    ("specviz/app/ui/charts.py", "draft"): "the colours of those phases",
+}
+
+
+def scanned(root: Path) -> list[Path]:
+    """Every module outside specviz/drafters/: the package, the app and the scripts."""
+    package = [p for p in (root / "specviz").rglob("*.py") if p.relative_to(root / "specviz").parts[0] != "drafters"]
+    return sorted([*package, *[root / "app.py"], *(root / "scripts").glob("*.py")])
+
+
+def spelled_names(path: Path, root: Path, names: set[str]) -> list[str]:
+    """file:line of each string literal in `path` that is a drafter's name (but an allowed other meaning)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    keys = {id(k) for node in ast.walk(tree) if isinstance(node, ast.Dict) for k in node.keys if k is not None}
+    where = path.relative_to(root).as_posix()
+    return [
+        f"{where}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and node.value in names
+        and not (id(node) in keys and (where, node.value) in OTHER_MEANINGS)
+    ]
+
+
+def test_drafter_names_are_spelled_only_by_the_drafters():
+    names = {k.name for k in kinds()}
+    found = [hit for path in scanned(ROOT) for hit in spelled_names(path, ROOT, names)]
+    assert not found, "a drafter named outside specviz/drafters/ (ask the registry instead):\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_name_and_allows_only_the_other_meanings(tmp_path):
+    name = kinds()[0].name
+    for rel in ("specviz/cli.py", "specviz/bench/new.py", "app.py", "scripts/new.py", "specviz/drafters/new.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"run({name!r})\nmodels = {{'draft': 1}}\n")
+    found = [hit for path in scanned(tmp_path) for hit in spelled_names(path, tmp_path, {name, "draft"})]
+    assert f"specviz/bench/new.py:1: {name!r}" in found and f"scripts/new.py:1: {name!r}" in found
+    assert f"app.py:1: {name!r}" in found and not any(hit.startswith("specviz/drafters/") for hit in found)
+    assert "specviz/cli.py:2: 'draft'" not in found and "specviz/bench/new.py:2: 'draft'" in found
