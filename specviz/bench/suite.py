@@ -50,7 +50,7 @@ def add_bench_options(p) -> None:
     p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
     add_model_options(p, several_drafts=True)
     p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
-    add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-max N, ...) for the cells that run it
+    add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-min N, ...) for the cells that run it
 
 
 @dataclass(frozen=True)
