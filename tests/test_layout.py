@@ -54,7 +54,7 @@ def test_the_run_endpoint_takes_its_parameters_in_the_published_order(demo):
     assert (
         parameters[:17]
         == (
-            "pair drafter dtype prompt gamma max_new temperature top_k top_p seed ngram_max candidates choice "
+            "pair drafter dtype prompt gamma max_new temperature top_k top_p seed ngram_min candidates choice "
             "medusa_tree acceptance adaptive draft_dtype"
         ).split()
     )
