@@ -3,7 +3,8 @@ at its default, through the public /run API; then the same with each override gi
 
     python scripts/first_race.py draft_dtype=int8 adaptive=true draft_tree=tree,adaptive=true
 
-(each argument one race; several overrides in one race joined by commas). Prints each race's plain and speculative tokens/s (each side on its own clock) and their ratio. Run it alone."""
+(each argument one race; several overrides in one race joined by commas). Prints each race's plain and speculative
+tokens/s (each side on its own clock) and their ratio. Run it alone."""
 
 import json
 import socket

@@ -68,9 +68,7 @@ def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     return mean_v - slope * mean_k, max(slope, 0.0)
 
 
-def diagnose(
-    plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float | None = None
-) -> Diagnosis | None:
+def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float | None = None) -> Diagnosis | None:
     """None until both sides have steps and the speculative side has drafted. `unit`: seconds of plain decoding per
     token, when the caller measured it better (the benchmark brackets its cells with two plain runs)."""
     drafted = [e for e in spec if e.proposed]

@@ -68,9 +68,7 @@ def predicted_speedup(events: Sequence[StepEvent], relative: dict[int, float], f
     return tokens * forward_1 / spent if spent else None
 
 
-def iid_speedup(
-    events: Sequence[StepEvent], relative: dict[int, float], forward_1: float, gamma: int
-) -> float | None:
+def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward_1: float, gamma: int) -> float | None:
     """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
     verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)

@@ -253,6 +253,7 @@ def test_the_fake_package_pickles_like_the_real_one(monkeypatch):
         yield from range(n)
 
     counting = spaces.GPU(duration=5)(count)
+
     def alive():
         return {p.pid for p in psutil.Process().children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
 
