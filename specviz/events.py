@@ -5,7 +5,7 @@ cannot tell plain from speculative except by what the events contain.
 """
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
 
@@ -48,6 +48,10 @@ class StepDetail:
         )
         return StepDetail(data["rule"], tuple(Trial(**t) for t in data["trials"]), leading)
 
+    def up_to(self, depth: int) -> "StepDetail":
+        """The explanation of the first `depth` draft positions only (the run ended there)."""
+        return replace(self, trials=tuple(t for t in self.trials if t.depth <= depth), leading=self.leading[:depth])
+
 
 def _tuple(values):
     return None if values is None else tuple(values)
@@ -88,6 +92,21 @@ class StepEvent:
         """Tokens this step appended to the output, in order."""
         extra = () if self.next_token is None else (self.next_token,)
         return self.proposed[: self.accepted] + extra
+
+    def ended_by_draft(self, n: int) -> "StepEvent":
+        """This step cut after its n-th draft token, an accepted EOS: the run ends there, with no token of the
+        target's own, and nothing after it was ever tested."""
+        return replace(
+            self,
+            proposed=self.proposed[:n],
+            accepted=n,
+            next_token=None,
+            next_kind="end",
+            p=self.p[:n],
+            q=None if self.q is None else self.q[:n],
+            detail=None if self.detail is None else self.detail.up_to(n),
+            finish="eos",
+        )
 
     def to_json(self) -> dict:
         out = asdict(self)

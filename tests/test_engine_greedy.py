@@ -107,7 +107,7 @@ def test_generation_stops_at_the_context_end(target, tokenizer):
 def test_a_draft_cut_at_an_accepted_eos_records_no_correction_and_no_bonus():
     """Nothing after an accepted EOS is emitted or tested: the step has no token of the target's own, and a later
     rejection in the uncut draft is no rejection of the run."""
-    from specviz.engine.loop import _event
+    from specviz.engine.loop import Checked, _event
     from specviz.engine.step import Verdict
     from specviz.engine.tree import build_tree
     from specviz.events import StepDetail
@@ -116,6 +116,6 @@ def test_a_draft_cut_at_an_accepted_eos_records_no_correction_and_no_bonus():
     tree = build_tree([(5, 2, 7, 8)])  # token 2 is EOS
     for path in ((0, 1, 2), (0, 1, 2, 3)):  # a later draft rejected (a "correction" follows), or all kept (a "bonus")
         verdict = Verdict(path=path, next_token=9, p=(0.9, 0.8, 0.7, 0.6))
-        event = _event(0, tree, verdict, StepDetail("greedy", (), ()), {2}, 100, None)
+        event = _event(0, Checked(None, tree, verdict, StepDetail("greedy", (), ())), eos={2}, room=100)
         assert event.tokens == (5, 2) and event.next_token is None and event.finish == "eos"
         assert event.next_kind == "end" and per_token_alpha([event]) == 1.0, path

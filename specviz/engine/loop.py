@@ -6,20 +6,20 @@ token. With a drafter, every step is: draft, verify in one target forward, roll 
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
 
-from ..events import StepEvent
+from ..events import StepDetail, StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
 from .adaptive import GammaController
 from .explain import step_detail
 from .sampling import probabilities, typical_distribution
 from .static_lm import open_lm
-from .step import Drafter, Verdict
-from .tree import EMPTY
+from .step import Drafter, Proposal, Verdict
+from .tree import EMPTY, TokenTree
 from .verify import verify
 
 
@@ -50,6 +50,25 @@ def hidden_layers(drafter: Drafter | None) -> tuple[int, ...]:
     return tuple(getattr(drafter, "hidden_layers", (-1,)))
 
 
+# Positions and counts, the same in the engine and every drafter:
+#   tokens     the committed text, prompt then output; token i sits at position i.
+#   the cache  holds tokens[:-1]. The last committed token, the root, is fed by the next verify forward, at
+#              position len(tokens) - 1; rollback keeps the root and the accepted path (lm.keep).
+#   depth d    a draft token d places after the root, at position len(tokens) - 1 + d (tree.draft_position).
+#              Row 0 of the verify forward follows the root, row 1 + i follows tree node i (tree.row_after).
+#   accepted   how many draft tokens of the shown candidate the target kept: 0 .. its length.
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One step's draft and what the target's verification made of it."""
+
+    proposal: Proposal | None  # None: a plain step
+    tree: TokenTree
+    verdict: Verdict
+    detail: StepDetail | None  # for the screen
+
+
 def generate(
     target: LoadedModel,
     prompt_ids: list[int],
@@ -74,11 +93,7 @@ def generate(
     prefill_s = clock() - began
 
     tokens, produced, index = list(prompt_ids), 0, 0
-    controller = GammaController(settings.gamma) if settings.adaptive and drafter is not None else None
-    if controller is not None and getattr(drafter, "stops_early", False):  # the draft length is decided while drafting
-        controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
-    if controller is not None and hasattr(drafter, "tree_size"):  # a tree drafter keeps only the nodes that pay
-        drafter.tree_size = controller.tree_size
+    controller = _controller(settings, drafter)
     while produced < budget and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens). g is the set γ or, adaptive, the one with the most
@@ -87,95 +102,89 @@ def generate(
         gamma = 0 if drafter is None else controller.next_gamma() if controller else settings.gamma
         gamma = max(0, min(gamma, budget - produced - 1))
         proposal = drafter.propose(tokens, gamma) if gamma > 0 else None  # None: a plain step
-        tree = proposal.tree() if proposal else EMPTY
+        tree, q = (proposal.tree(), proposal.q) if proposal else (EMPTY, None)
         t1 = clock()
-        # 2. Verify: one target forward over [last token, every drafted node] gives p_1..p_{n+1}, each node's row
+        # 2. Verify: one target forward over [root, every drafted node] gives p_1..p_{n+1}, each node's row
         #    conditioned on the prefix and its own ancestors. The rule keeps a path of drafts and adds the target's own
         #    next token: exactly what the target alone would produce (verify.py states each rule's math).
         logits = lm.extend_tree(tokens[-1], tree)
         p = probabilities(logits, settings)
-        verdict = verify(
-            p, tree, proposal.q if proposal else None, settings, generator, typical_distribution(logits, settings)
-        )
-        detail = step_detail(p, tree, verdict, proposal.q if proposal else None, settings)  # for the screen
-        # 3. Roll back: the cache keeps the last token and the accepted path, as if only they had ever been fed.
+        verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
+        checked = Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings))
+        # 3. Roll back: the cache keeps the root and the accepted path, as if only they had ever been fed.
         lm.keep(len(tokens), list(verdict.path))
         if proposal is not None:
             drafter.observe(verdict)
         t2 = clock()
-        shown = tree.paths[verdict.winner] if tree.paths else ()
         if controller is not None:
-            depth = max(map(len, proposal.candidates)) if proposal else gamma
-            controller.observe(
-                depth,
-                1 + len(tree.tokens),
-                verdict.accepted,
-                verdict.accepted < len(shown),
-                t1 - t0,
-                t2 - t1,
-                proposal.confidence if proposal else None,
-                proposal.first_held(tree, verdict) if proposal else 0,
-            )
+            _tell(controller, checked, gamma, draft_s=t1 - t0, verify_s=t2 - t1)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
-        event = _event(index, tree, verdict, detail, target.eos_ids, budget - produced, proposal)
+        event = _event(index, checked, eos=target.eos_ids, room=budget - produced)
         tokens.extend(event.tokens)
         produced += len(event.tokens)
-        yield replace(
-            event,
-            draft_s=t1 - t0,
-            verify_s=t2 - t1,
-            step_s=clock() - t0,
-            gamma=gamma,
-            forward_tokens=1 + len(tree.tokens),
-            prefill_s=prefill_s if index == 0 else 0.0,
+        timing = dict(
+            draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0, prefill_s=prefill_s if index == 0 else 0.0
         )
+        yield replace(event, gamma=gamma, forward_tokens=1 + len(tree.tokens), **timing)
         if event.finish:
             return
         index += 1
 
 
-def _event(index, tree, verdict: Verdict, detail, eos, room, proposal) -> StepEvent:
-    """The step as everyone sees it: the winning candidate's tokens, how many held, and the target's token."""
-    proposed = list(tree.candidate(verdict.winner)) if tree.paths else []
-    accepted, next_token, p, q = verdict.accepted, verdict.next_token, verdict.p, verdict.q
-    finish = None
-    hit = next((i for i, t in enumerate(proposed[:accepted]) if t in eos), None)
-    if hit is not None:  # an accepted draft token was EOS: the run ends there; nothing after it was ever tested
-        proposed, accepted, next_token, finish = proposed[: hit + 1], hit + 1, None, "eos"
-        p, q = p[: hit + 1], None if q is None else q[: hit + 1]
-        detail = replace(
-            detail, trials=tuple(t for t in detail.trials if t.depth <= hit + 1), leading=detail.leading[: hit + 1]
-        )
-    elif next_token in eos:
-        finish = "eos"
-    kind = (
-        "plain"
-        if not proposed
-        else "end"
-        if next_token is None
-        else "bonus"
-        if accepted == len(proposed)
-        else "correction"
+def _controller(settings: Settings, drafter: Drafter | None) -> GammaController | None:
+    """Adaptive γ's controller, wired into a drafter that decides its draft's length or tree size while drafting."""
+    if not settings.adaptive or drafter is None:
+        return None
+    controller = GammaController(settings.gamma)
+    if getattr(drafter, "stops_early", False):  # the draft length is decided while drafting
+        controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
+    if hasattr(drafter, "tree_size"):  # a tree drafter keeps only the nodes that pay
+        drafter.tree_size = controller.tree_size
+    return controller
+
+
+def _tell(controller: GammaController, step: Checked, gamma: int, draft_s: float, verify_s: float) -> None:
+    """What adaptive γ learns from a finished step: the depth drafted, the forward's width, what held, the costs."""
+    proposal, tree, verdict = step.proposal, step.tree, step.verdict
+    shown = tree.paths[verdict.winner] if tree.paths else ()
+    controller.observe(
+        gamma=max(map(len, proposal.candidates)) if proposal else gamma,
+        forward_tokens=1 + len(tree.tokens),
+        accepted=verdict.accepted,
+        rejected=verdict.accepted < len(shown),
+        draft_s=draft_s,
+        verify_s=verify_s,
+        confidences=proposal.confidence if proposal else None,
+        held=proposal.first_held(tree, verdict) if proposal else 0,
     )
-    if finish is None and accepted + (next_token is not None) >= room:
-        finish = "length"
+
+
+def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
+    """The step as everyone sees it: the shown candidate's tokens, how many held, and the target's own token; cut at
+    the first accepted EOS, and marked as the last where it ends the run (EOS, or `room` tokens filled)."""
+    proposal, tree, verdict = step.proposal, step.tree, step.verdict
+    proposed = tree.candidate(verdict.winner) if tree.paths else ()
+    kind = "plain" if not proposed else "bonus" if verdict.accepted == len(proposed) else "correction"
     candidates = tree.candidates if len(tree.paths) > 1 else None
-    return StepEvent(
+    event = StepEvent(
         index=index,
-        proposed=tuple(proposed),
-        accepted=accepted,
-        next_token=next_token,
+        proposed=proposed,
+        accepted=verdict.accepted,
+        next_token=verdict.next_token,
         next_kind=kind,
-        p=tuple(p),
-        q=None if q is None else tuple(q),
+        p=verdict.p,
+        q=verdict.q,
         draft_s=0.0,
         verify_s=0.0,
         step_s=0.0,
         draft_forwards=proposal.forwards if proposal else 0,
-        finish=finish,
         candidates=candidates,
         winner=verdict.winner if candidates else None,
-        detail=detail,
+        detail=step.detail,
         draft_tokens=proposal.spelled if proposal else None,
         origin=proposal.origin if proposal else None,
     )
+    ended = next((i for i, t in enumerate(event.tokens) if t in eos), None)
+    if ended is not None and ended < event.accepted:  # an accepted draft token was EOS: the run ends there
+        return event.ended_by_draft(ended + 1)
+    return replace(event, finish="eos" if ended is not None else "length" if len(event.tokens) >= room else None)
