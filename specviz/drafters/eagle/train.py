@@ -174,15 +174,7 @@ def train_eagle(
     from it to `steps` (the total over all runs; `until` > 0 stops this run after that step); the head is the one an
     uninterrupted run gives."""
     began = time.perf_counter()
-    by_text = [Text(f.ids.tolist(), f.answer_from, f.group, f.teacher_forced) for f in features]
-    train_texts = [
-        t
-        for forced in (False, True)  # prompts and files are held out apart, each in the same share
-        for t in split_by_group([t for t in by_text if t.teacher_forced == forced], held_out, seed)[0]
-    ]
-    train_groups = {t.group for t in train_texts}
-    train = [f for f in features if f.group in train_groups]
-    test = [f for f in features if f.group not in train_groups and _greedy_answer(f)]
+    train_texts, train, test = _split(features, held_out, seed)
     model = base.model
     vocab = model.get_output_embeddings().weight.shape[0]
     texts_made = _fingerprint(features) if checkpoint else ""
@@ -213,31 +205,14 @@ def train_eagle(
     generator = torch.Generator().manual_seed(seed)
     done, first, last = 0, float("nan"), float("nan")
     if saved is not None:
-        head.load_state_dict(saved["head"])
-        optimiser.load_state_dict(saved["optimiser"])
-        schedule.last_epoch = saved["step"]
-        for group in optimiser.param_groups:  # `lr` and `steps` of this run set the rate from here on
-            group["initial_lr"], group["lr"] = lr, lr * rate(saved["step"])
-        generator.set_state(saved["generator"])
-        done, first, last = saved["step"], saved["first_loss"], saved["last_loss"]
+        done, first, last = _resume(saved, head, optimiser, schedule, generator, lr, lr * rate(saved["step"]))
         progress(f"went on from {checkpoint} at step {done}")
+    kept = dict(texts_made=texts_made, seed=seed, held_out=held_out, width=width, intermediate=intermediate)
     stop = min(steps, until) if until > 0 else steps
     head.train()
     for step in range(done, stop):
         pick = torch.randint(len(spans), (min(batch, len(spans)),), generator=generator).tolist()
-        feats, ids, nxt, counts = _batch(train, [spans[i] for i in pick], width)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            outs = _passes(head, feats.float(), ids, unroll)
-            with torch.no_grad():
-                teacher = torch.softmax(head.logits(nxt.float()).float(), dim=-1)
-            loss = 0.0
-            for k, out in enumerate(outs):
-                valid = counts.clone()
-                valid[:, :k] = False  # pass k needs k rows before it
-                logp = torch.log_softmax(head.logits(out).float(), dim=-1)
-                ce = -(teacher * logp).sum(-1)
-                pull = torch.nn.functional.smooth_l1_loss(out.float(), nxt.float(), reduction="none").mean(-1)
-                loss = loss + 0.8**k * ((ce + 0.1 * pull) * valid).sum() / valid.sum().clamp_min(1)
+        loss = _loss(head, *_batch(train, [spans[i] for i in pick], width), unroll)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
@@ -248,25 +223,56 @@ def train_eagle(
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
         if checkpoint and ((step + 1) % save_every == 0 or step == stop - 1):
-            _write_state(
-                checkpoint,
-                head,
-                optimiser,
-                generator,
-                step + 1,
-                first,
-                last,
-                texts_made,
-                seed,
-                held_out,
-                width,
-                intermediate,
-            )
+            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, **kept)
     head.eval()
     acceptance, positions = chain_acceptance(head, test, depth)
     return head, EagleReport(
         max(stop, done), first, last, acceptance, positions, sum(len(f.ids) for f in train), time.perf_counter() - began
     )
+
+
+def _resume(saved: dict, head: EagleHead, optimiser, schedule, generator, lr: float, lr_now: float):
+    """A saved training state put back; this run's learning rate and step count set the rate from here on.
+    Returns (steps done, first loss, last loss)."""
+    head.load_state_dict(saved["head"])
+    optimiser.load_state_dict(saved["optimiser"])
+    schedule.last_epoch = saved["step"]
+    for group in optimiser.param_groups:
+        group["initial_lr"], group["lr"] = lr, lr_now
+    generator.set_state(saved["generator"])
+    return saved["step"], saved["first_loss"], saved["last_loss"]
+
+
+def _split(features: list[Features], held_out: float, seed: int):
+    """(the training texts, their features, the held-out greedy answers): prompts and files are held out apart,
+    each in the same share, and a group's texts stay on one side."""
+    by_text = [Text(f.ids.tolist(), f.answer_from, f.group, f.teacher_forced) for f in features]
+    train_texts = [
+        t
+        for forced in (False, True)
+        for t in split_by_group([t for t in by_text if t.teacher_forced == forced], held_out, seed)[0]
+    ]
+    train_groups = {t.group for t in train_texts}
+    train = [f for f in features if f.group in train_groups]
+    return train_texts, train, [f for f in features if f.group not in train_groups and _greedy_answer(f)]
+
+
+def _loss(head: EagleHead, feats, ids, nxt, counts, unroll: int) -> torch.Tensor:
+    """Distillation over `unroll` passes, pass k weighted 0.8^k: cross-entropy against the target's own next-token
+    distribution from the true next feature, plus a small pull of the guessed feature towards it."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        outs = _passes(head, feats.float(), ids, unroll)
+        with torch.no_grad():
+            teacher = torch.softmax(head.logits(nxt.float()).float(), dim=-1)
+        loss = 0.0
+        for k, out in enumerate(outs):
+            valid = counts.clone()
+            valid[:, :k] = False  # pass k needs k rows before it
+            logp = torch.log_softmax(head.logits(out).float(), dim=-1)
+            ce = -(teacher * logp).sum(-1)
+            pull = torch.nn.functional.smooth_l1_loss(out.float(), nxt.float(), reduction="none").mean(-1)
+            loss = loss + 0.8**k * ((ce + 0.1 * pull) * valid).sum() / valid.sum().clamp_min(1)
+    return loss
 
 
 def _fingerprint(features: list[Features]) -> str:
