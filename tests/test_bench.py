@@ -80,37 +80,10 @@ def test_the_oracle_drafter_needs_greedy(target):
 
 def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, pair_eagle, tmp_path):
     target, draft = pair_folders
-    code = main(
-        [
-            "bench",
-            "--target",
-            str(target),
-            "--draft",
-            str(draft),
-            "--medusa",
-            str(pair_heads),
-            "--eagle",
-            str(pair_eagle),
-            "--kinds",
-            "code,chat,context-120",
-            "--prompts-per-kind",
-            "1",
-            "--max-new-tokens",
-            "12",
-            "--gammas",
-            "1,3",
-            "--oracle-alphas",
-            "0,1",
-            "--repeats",
-            "1",
-            "--dtype",
-            "float32",
-            "--draft-dtype",
-            "float32,int8",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    models = ["--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle)]
+    cells = "--kinds code,chat,context-120 --prompts-per-kind 1 --max-new-tokens 12 --gammas 1,3 --oracle-alphas 0,1"
+    runs = "--repeats 1 --dtype float32 --draft-dtype float32,int8"
+    code = main(["bench", *models, *cells.split(), *runs.split(), "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, err
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]

@@ -269,42 +269,14 @@ def test_medusa_from_the_command_line_equals_plain(capsys, model_folder, tmp_pat
 
 
 def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(capsys, model_folder, tmp_path):
-    base = [
-        "generate",
-        "--target",
-        str(model_folder),
-        "--prompt",
-        "w5 w6 w5 w6",
-        "--no-chat",
-        "--max-new-tokens",
-        "25",
-        "--dtype",
-        "float32",
-        "--json",
-    ]
+    base = ["generate", "--target", str(model_folder), "--prompt", "w5 w6 w5 w6", "--no-chat"]
+    base += "--max-new-tokens 25 --dtype float32 --json".split()
     plain = json.loads(run_cli(capsys, *base)[1])
     texts = tmp_path / "texts.json"
     texts.write_text(json.dumps(["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10 w11", "w12", "w13 w14 w15"]))
-    code, out, err = run_cli(
-        capsys,
-        "train-eagle",
-        "--base",
-        str(model_folder),
-        "--out",
-        str(tmp_path / "eagle"),
-        "--prompts",
-        str(texts),
-        "--samples",
-        "2",
-        "--tokens-per-prompt",
-        "40",
-        "--steps",
-        "5",
-        "--window",
-        "16",
-        "--dtype",
-        "float32",
-    )
+    where = ["--base", str(model_folder), "--out", str(tmp_path / "eagle"), "--prompts", str(texts)]
+    how = "--samples 2 --tokens-per-prompt 40 --steps 5 --window 16 --dtype float32".split()
+    code, out, err = run_cli(capsys, "train-eagle", *where, *how)
     assert code == 0 and "held-out chain acceptance by depth 1:" in out, err
     config = json.loads((tmp_path / "eagle" / "config.json").read_text())
     assert (
@@ -312,20 +284,8 @@ def test_eagle_from_the_command_line_equals_plain_and_train_eagle_makes_a_head(c
         and len(config["specviz_training"]["held_out_acceptance_by_depth"]) == 5
     )
     for tree in ("dynamic", "chain"):
-        code, out, err = run_cli(
-            capsys,
-            *base,
-            "--drafter",
-            "eagle",
-            "--eagle",
-            str(tmp_path / "eagle"),
-            "--gamma",
-            "4",
-            "--eagle-tree",
-            tree,
-            "--eagle-nodes",
-            "6",
-        )
+        eagle = ["--drafter", "eagle", "--eagle", str(tmp_path / "eagle"), "--gamma", "4", "--eagle-tree", tree]
+        code, out, err = run_cli(capsys, *base, *eagle, "--eagle-nodes", "6")
         assert code == 0 and json.loads(out)["token_ids"] == plain["token_ids"], err
     hybrid = ["--drafter", "hybrid", "--hybrid-model", "eagle", "--gamma", "6"]  # the lookup or the head, no --draft
     code, out, err = run_cli(capsys, *base, *hybrid, "--eagle", str(tmp_path / "eagle"))

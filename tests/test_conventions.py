@@ -1,5 +1,6 @@
 """Conventions the code keeps that no linter checks: a drafter's name is spelled only in its own module (and the
-registry); everyone else asks the registry what a drafter declares."""
+registry), everyone else asks the registry what a drafter declares; and no function is longer than a reader can
+hold at once."""
 
 import ast
 from pathlib import Path
@@ -53,3 +54,33 @@ def test_the_check_finds_a_name_and_allows_only_the_other_meanings(tmp_path):
     assert f"specviz/bench/new.py:1: {name!r}" in found and f"scripts/new.py:1: {name!r}" in found
     assert f"app.py:1: {name!r}" in found and not any(hit.startswith("specviz/drafters/") for hit in found)
     assert "specviz/cli.py:2: 'draft'" not in found and "specviz/bench/new.py:2: 'draft'" in found
+
+
+LONGEST_FUNCTION = 80  # lines, as ruff formats them, docstring included
+
+
+def long_functions(path: Path, root: Path, longest: int = LONGEST_FUNCTION) -> list[str]:
+    """file:line name (length) of every function or method in `path` over `longest` lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(root).as_posix()
+    return [
+        f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > longest
+    ]
+
+
+def every_module(root: Path) -> list[Path]:
+    return sorted([*(root / "specviz").rglob("*.py"), root / "app.py", *(root / "scripts").glob("*.py"),
+                   *(root / "tests").glob("*.py")])  # fmt: skip
+
+
+def test_no_function_is_longer_than_80_lines():
+    found = [hit for path in every_module(ROOT) for hit in long_functions(path, ROOT)]
+    assert not found, "split these by what they do:\n" + "\n".join(found)
+
+
+def test_the_length_check_counts_a_long_function(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    (tmp_path / "long.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
+    assert long_functions(tmp_path / "long.py", tmp_path) == ["long.py:5 long (81 lines)"]
