@@ -32,3 +32,12 @@ class VocabularyMismatch(SpecvizError):
 
 class TreeAttentionUnsupported(SpecvizError):
     """The target model refuses a custom 4D attention mask, so it cannot verify a token tree."""
+
+
+class CacheLayoutChanged(SpecvizError):
+    """The installed transformers keeps its KV cache in other fields than specviz reads, so rollback and compaction
+    would silently move the wrong entries."""
+
+
+class CustomMaskUnsupported(SpecvizError):
+    """The model's attention implementation ignores or rejects a custom 4D attention mask."""

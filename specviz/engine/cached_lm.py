@@ -1,19 +1,12 @@
 """A causal LM with its KV cache: extend by some tokens, read their logits, roll back to a length."""
 
 import torch
-from transformers import DynamicCache
 
 from ..errors import TreeAttentionUnsupported
+from .kv_cache import KVCache, require_custom_mask
 from .tree import TokenTree, tree_mask, tree_positions
 
-
-def attention_of(model: torch.nn.Module) -> str:
-    return getattr(model.config, "_attn_implementation", None) or ""
-
-
-def takes_custom_mask(model: torch.nn.Module) -> bool:
-    """Whether the model's attention honours a 4D float mask (sdpa, eager); flash kernels ignore one."""
-    return not attention_of(model).startswith("flash")
+TREE_MASK = "a tree mask"  # what a tree forward needs the attention to honour
 
 
 class CachedLM:
@@ -28,11 +21,16 @@ class CachedLM:
     def __init__(self, model: torch.nn.Module, keep_hidden: bool | tuple[int, ...] = False):
         self.model = model
         self.device = model.device
-        self.cache = DynamicCache(config=model.config)
+        self.kv = KVCache.dynamic(model)
         self.length = 0
         self.hidden_layers = (-1,) if keep_hidden is True else tuple(keep_hidden or ())
         self.keep_hidden = bool(self.hidden_layers)
         self._hidden: torch.Tensor | None = None  # [capacity, H * layers]: row i belongs to cache entry i
+
+    @property
+    def cache(self):
+        """The transformers cache a forward takes as past_key_values."""
+        return self.kv.cache
 
     @property
     def last_hidden(self) -> torch.Tensor | None:
@@ -89,8 +87,7 @@ class CachedLM:
 
     def _drop_tail(self, length: int) -> None:
         """Free the cache entries from `length` on (self.length still counts them)."""
-        # transformers 5.x: crop(-k) removes the last k tokens (older versions took the new length).
-        self.cache.crop(length - self.length)
+        self.kv.crop(length)
 
     @torch.inference_mode()
     def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
@@ -99,11 +96,7 @@ class CachedLM:
         ordinary causal forward (no custom mask, so any attention kernel takes it)."""
         if tree.is_chain:
             return self.extend(torch.tensor([root, *tree.tokens]))
-        if not takes_custom_mask(self.model):  # flash kernels take no arbitrary mask and would ignore the tree
-            raise TreeAttentionUnsupported(
-                f"attention implementation {attention_of(self.model)!r} cannot take a "
-                "tree mask; load the model with sdpa or eager attention"
-            )
+        require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)  # flash kernels would ignore the tree
         mask = tree_mask(tree, self.length, self.model.dtype, self.device)
         try:
             out = self.model(
@@ -144,11 +137,7 @@ class CachedLM:
 
     def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
         """One forward of [1, q] ids whose row i may look at the cache entries and new rows where sees[i] holds."""
-        if not takes_custom_mask(self.model):
-            raise TreeAttentionUnsupported(
-                f"attention implementation {attention_of(self.model)!r} cannot take a "
-                "tree mask; load the model with sdpa or eager attention"
-            )
+        require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)
         mask = torch.zeros(sees.shape, dtype=self.model.dtype).masked_fill(~sees, torch.finfo(self.model.dtype).min)
         out = self.model(
             input_ids=ids,
@@ -167,9 +156,7 @@ class CachedLM:
         if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
             return self.truncate(start + len(offsets))
         n, source = len(offsets), start + torch.tensor(offsets, dtype=torch.long, device=self.device)
-        for layer in self.cache.layers:
-            layer.keys[..., start : start + n, :] = layer.keys.index_select(-2, source)
-            layer.values[..., start : start + n, :] = layer.values.index_select(-2, source)
+        self.kv.compact(start, source)
         if self._hidden is not None:
             self._hidden[start : start + n] = self._hidden.index_select(0, source)
         self._drop_tail(start + n)

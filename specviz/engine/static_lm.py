@@ -14,11 +14,13 @@ import warnings
 import weakref
 
 import torch
-from transformers import StaticCache
 
-from ..errors import InvalidRequest
-from .cached_lm import CachedLM, takes_custom_mask
+from ..errors import CustomMaskUnsupported, InvalidRequest, TreeAttentionUnsupported
+from .cached_lm import TREE_MASK, CachedLM
+from .kv_cache import KVCache, require_custom_mask, takes_custom_mask
 from .tree import TokenTree, tree_mask, tree_positions
+
+STALE_TAIL_MASK = "the mask that hides a static cache's stale tail"
 
 LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (the prefill) runs eagerly
 
@@ -57,7 +59,7 @@ class _Slot:
     once (the two sides of a race) never share a cache."""
 
     def __init__(self, model: torch.nn.Module, capacity: int):
-        self.cache = StaticCache(config=model.config, max_cache_len=capacity)
+        self.kv = KVCache.static(model, capacity)
         self.graphs: dict[tuple, tuple] = {}  # (q, last_only) -> (graph, input buffers, output tensors, eager)
         self.pool = None  # one memory pool for all of this slot's graphs, made at the first capture
         self.columns = torch.arange(capacity, device=model.device)
@@ -72,12 +74,13 @@ class StaticLM(CachedLM):
     mask, graph replay); truncate and keep are CachedLM's, with nothing to free."""
 
     def __init__(self, model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False):
+        require_custom_mask(model, CustomMaskUnsupported, STALE_TAIL_MASK)  # else rolled-back entries stay visible
         super().__init__(model, keep_hidden)
         self.capacity = capacity
         free = free_slots(model).setdefault((capacity, self.hidden_layers), [])
         self._slot = free.pop() if free else _Slot(model, capacity)
         weakref.finalize(self, free.append, self._slot)  # back to the model's free slots once this one is gone
-        self.cache, self._graphs, self._columns = self._slot.cache, self._slot.graphs, self._slot.columns
+        self.kv, self._graphs, self._columns = self._slot.kv, self._slot.graphs, self._slot.columns
         self.graphs_on = graphs_allowed(self.device)
         self._hidden_mask = torch.finfo(model.dtype).min
 
@@ -100,6 +103,7 @@ class StaticLM(CachedLM):
     def extend_tree(self, root: int, tree: TokenTree) -> torch.Tensor:
         if tree.is_chain:
             return self.extend(torch.tensor([root, *tree.tokens]))
+        require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)
         q = 1 + len(tree.tokens)
         self._room_for(q)
         mask = torch.full((1, 1, q, self.capacity), self._hidden_mask, dtype=self.model.dtype, device=self.device)
@@ -111,6 +115,7 @@ class StaticLM(CachedLM):
         return logits
 
     def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
+        require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)
         full = torch.zeros(sees.shape[0], self.capacity, dtype=torch.bool)
         full[:, : sees.shape[1]] = sees
         self._room_for(ids.shape[-1])
@@ -121,10 +126,10 @@ class StaticLM(CachedLM):
         pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
 
     def _forward(self, ids, positions, mask, last_only: bool):
-        """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H * layers] kept hidden rows, eager or by graph replay."""
+        """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H * layers] kept hidden rows, eager or replayed."""
         self._reset_write_position()
         q, key = ids.shape[-1], (ids.shape[-1], last_only)
-        if not self.graphs_on or q > LARGEST_GRAPH or not self.cache.layers[0].is_initialized:
+        if not self.graphs_on or q > LARGEST_GRAPH or not self.kv.is_allocated():
             return self._call(ids, positions, mask, last_only)
         if key not in self._graphs:
             try:
@@ -184,9 +189,7 @@ class StaticLM(CachedLM):
 
     def _reset_write_position(self) -> None:
         """The next forward writes at our length, whatever the cache's own counter says (layers fill lazily)."""
-        for layer in self.cache.layers:
-            if layer.is_initialized:
-                layer.cumulative_length.fill_(self.length)
+        self.kv.set_write_position(self.length)
 
 
 @torch.inference_mode()

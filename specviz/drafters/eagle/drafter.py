@@ -15,8 +15,8 @@ the target's (kept beside the target's cache, moved with it on rollback), then t
 """
 
 import torch
-from transformers import DynamicCache
 
+from ...engine.kv_cache import KVCache
 from ...engine.step import BaseDrafter, Proposal
 from ...engine.tree import additive_mask, branch_sees, draft_position
 from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
@@ -40,7 +40,7 @@ class EagleDrafter(BaseDrafter):
         self.head, self.hidden_layers = head, tuple(hidden_layers)
         self.tree, self.nodes, self.width = tree, nodes, width
         self.target_lm = None
-        self.cache = None
+        self.kv = self.cache = None  # the head's KV cache, and the transformers cache its forwards take
         self.fed = 0  # committed pairs in the head's cache
         self.last = None  # the head's feature after the last committed pair
         self._device = head.fc.weight.device
@@ -51,7 +51,8 @@ class EagleDrafter(BaseDrafter):
         return min(self.nodes, self.width + (gamma - 1) * self.width * self.width)
 
     def start(self, prompt_ids: list[int], target) -> None:
-        self.target_lm, self.cache, self.fed, self.last = target, DynamicCache(), 0, None
+        self.target_lm, self.kv, self.fed, self.last = target, KVCache.dynamic(), 0, None
+        self.cache = self.kv.cache
         self._catch_up(prompt_ids)  # the prompt's pairs: counted as prefill
 
     @torch.inference_mode()
@@ -67,15 +68,13 @@ class EagleDrafter(BaseDrafter):
         self.fed, self.last = end, out[0, -1]
 
     def _forget_drafts(self) -> None:
-        extra = self.cache.get_seq_length() - self.fed
-        if extra > 0:
-            self.cache.crop(-extra)  # transformers 5: a negative count removes that many entries
+        self.kv.crop(self.fed)
 
     def _feed(self, features, ids, positions: list[int], ancestors: list[list[int]], causal: bool = False):
         """One head forward over n new pairs after `self.fed` committed ones and any drafts already in its cache.
         Each new row sees the committed pairs, the cache columns in its `ancestors` and itself (or, `causal`,
         every earlier new row)."""
-        sees = branch_sees(self.fed, self.cache.get_seq_length(), ancestors, causal)
+        sees = branch_sees(self.fed, self.kv.entries(), ancestors, causal)
         mask = additive_mask(sees, self.head.fc.weight.dtype, self._device)
         return self.head(features, ids, torch.tensor([positions], device=self._device), mask, self.cache)
 
@@ -108,7 +107,7 @@ class EagleDrafter(BaseDrafter):
             if depth == gamma:
                 break
             ids = torch.tensor([[token]], device=self._device)
-            past = self.cache.get_seq_length()
+            past = self.kv.entries()
             feature = self._feed(feature[None, None], ids, [self._pair_position(depth)], [list(range(self.fed, past))])
             feature = feature[0, -1]
         return [chain], gamma
@@ -122,7 +121,7 @@ class EagleDrafter(BaseDrafter):
         values, ids = self._best(self.last[None], self.width)
 
         def expand(nodes: list[Node], chosen: list[int], depth: int):
-            past = self.cache.get_seq_length()
+            past = self.kv.entries()
             parents = [nodes[n].parent for n in chosen]
             features = torch.stack([self.last if p == ROOT else nodes[p].state for p in parents])[None]
             out = self._feed(

@@ -58,12 +58,12 @@ def read_features(
     base: LoadedModel, texts: list[Text], progress: Callable[[str], None] = lambda _: None, chunk: int = 1024
 ) -> list[Features]:
     """Step 2: one prefill per text (long texts in pieces of `chunk`, each piece seeing the ones before it)."""
-    from transformers import DynamicCache
+    from ...engine.kv_cache import KVCache
 
     out, began, done = [], time.perf_counter(), 0
     for n, text in enumerate(texts):
         ids = torch.tensor(text.ids, device=base.device)
-        cache, hidden, greedy = DynamicCache(config=base.model.config), [], []
+        cache, hidden, greedy = KVCache.dynamic(base.model).cache, [], []
         for start in range(0, len(ids), chunk):
             run = base.model(
                 input_ids=ids[None, start : start + chunk],
@@ -126,11 +126,11 @@ def _pass_mask(width: int, k: int, dtype) -> torch.Tensor:
 
 def _passes(head: EagleHead, feats, ids, unroll: int):
     """The head's outputs of pass 0 (true features) and `unroll` more, each row fed its predecessor's guess."""
-    from transformers import DynamicCache
+    from ...engine.kv_cache import KVCache
 
     batch, width = ids.shape
     positions = torch.arange(width)[None].expand(batch, -1)
-    cache, outs, inputs = DynamicCache(), [], feats
+    cache, outs, inputs = KVCache.dynamic().cache, [], feats
     for k in range(unroll + 1):
         out = head(inputs, ids, positions, _pass_mask(width, k, head.fc.weight.dtype), cache)
         outs.append(out)
