@@ -4,7 +4,7 @@ import torch
 
 from ..errors import TreeAttentionUnsupported
 from .kv_cache import KVCache, require_custom_mask
-from .tree import TokenTree, tree_mask, tree_positions
+from .tree import TokenTree, additive_mask, branch_sees, tree_mask, tree_positions
 
 TREE_MASK = "a tree mask"  # what a tree forward needs the attention to honour
 
@@ -122,12 +122,7 @@ class CachedLM:
     ) -> torch.Tensor:
         """Append n rows in one forward (a drafter growing its own tree); return their [n, V] logits. Row i holds
         ids[i] at positions[i] and sees cache entries [0, shared), the entries listed in ancestors[i] and itself."""
-        n = len(ids)
-        sees = torch.zeros(n, self.length + n, dtype=torch.bool)
-        sees[:, :shared] = True
-        for row, columns in enumerate(ancestors):
-            sees[row, columns] = True
-            sees[row, self.length + row] = True
+        n, sees = len(ids), branch_sees(shared, self.length, ancestors)
         logits, hidden = self._masked_forward(
             torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device), sees
         )
@@ -138,7 +133,7 @@ class CachedLM:
     def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
         """One forward of [1, q] ids whose row i may look at the cache entries and new rows where sees[i] holds."""
         require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)
-        mask = torch.zeros(sees.shape, dtype=self.model.dtype).masked_fill(~sees, torch.finfo(self.model.dtype).min)
+        mask = additive_mask(sees, self.model.dtype, self.device)
         out = self.model(
             input_ids=ids,
             attention_mask=mask.to(self.device)[None, None],
@@ -150,14 +145,15 @@ class CachedLM:
         return out.logits[0], self._rows_of(out)
 
     @torch.inference_mode()
-    def keep(self, start: int, offsets: list[int]) -> None:
-        """Keep cache entries [0, start) and start + each offset (ascending); drop the rest (tree compaction).
-        Only the kept entries move, in place, to start, start + 1, ...; then the tail is cropped (no cache copy)."""
-        if offsets == list(range(len(offsets))):  # a contiguous run: plain rollback
-            return self.truncate(start + len(offsets))
-        n, source = len(offsets), start + torch.tensor(offsets, dtype=torch.long, device=self.device)
-        self.kv.compact(start, source)
+    def keep(self, committed: int, nodes: list[int]) -> None:
+        """After a verify forward: keep the `committed` entries (the root included) and the accepted tree `nodes`
+        (ascending; node i is entry committed + i), drop the rest (tree compaction). Only the kept nodes move, in
+        place, to committed, committed + 1, ...; then the tail is cropped (no cache copy)."""
+        if nodes == list(range(len(nodes))):  # a chain's accepted prefix: plain rollback
+            return self.truncate(committed + len(nodes))
+        n, source = len(nodes), committed + torch.tensor(nodes, dtype=torch.long, device=self.device)
+        self.kv.compact(committed, source)
         if self._hidden is not None:
-            self._hidden[start : start + n] = self._hidden.index_select(0, source)
-        self._drop_tail(start + n)
-        self.length = start + n
+            self._hidden[committed : committed + n] = self._hidden.index_select(0, source)
+        self._drop_tail(committed + n)
+        self.length = committed + n

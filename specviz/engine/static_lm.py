@@ -18,7 +18,7 @@ import torch
 from ..errors import CustomMaskUnsupported, InvalidRequest, TreeAttentionUnsupported
 from .cached_lm import TREE_MASK, CachedLM
 from .kv_cache import KVCache, require_custom_mask, takes_custom_mask
-from .tree import TokenTree, tree_mask, tree_positions
+from .tree import TokenTree, additive_mask, tree_mask, tree_positions
 
 STALE_TAIL_MASK = "the mask that hides a static cache's stale tail"
 
@@ -119,8 +119,7 @@ class StaticLM(CachedLM):
         full = torch.zeros(sees.shape[0], self.capacity, dtype=torch.bool)
         full[:, : sees.shape[1]] = sees
         self._room_for(ids.shape[-1])
-        mask = torch.zeros(full.shape, dtype=self.model.dtype).masked_fill(~full, self._hidden_mask)
-        return self._forward(ids, positions, mask.to(self.device)[None, None], False)
+        return self._forward(ids, positions, additive_mask(full, self.model.dtype, self.device), False)
 
     def _drop_tail(self, length: int) -> None:
         pass  # rollback and compaction copy nothing: the tail stays, masked out, until the next forward overwrites it
