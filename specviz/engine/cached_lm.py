@@ -133,10 +133,9 @@ class CachedLM:
     def _masked_forward(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor):
         """One forward of [1, q] ids whose row i may look at the cache entries and new rows where sees[i] holds."""
         require_custom_mask(self.model, TreeAttentionUnsupported, TREE_MASK)
-        mask = additive_mask(sees, self.model.dtype, self.device)
         out = self.model(
             input_ids=ids,
-            attention_mask=mask.to(self.device)[None, None],
+            attention_mask=additive_mask(sees, self.model.dtype, self.device),
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
