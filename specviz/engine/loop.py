@@ -166,6 +166,9 @@ def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
     proposed = tree.candidate(verdict.winner) if tree.paths else ()
     kind = "plain" if not proposed else "bonus" if verdict.accepted == len(proposed) else "correction"
     candidates = tree.candidates if len(tree.paths) > 1 else None
+    added = (*proposed[: verdict.accepted], verdict.next_token)
+    ended = next((i for i, t in enumerate(added) if t in eos), None)
+    finish = "eos" if ended is not None else "length" if len(added) >= room else None
     event = StepEvent(
         index=index,
         proposed=proposed,
@@ -183,8 +186,8 @@ def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
         detail=step.detail,
         draft_tokens=proposal.spelled if proposal else None,
         origin=proposal.origin if proposal else None,
+        finish=finish,
     )
-    ended = next((i for i, t in enumerate(event.tokens) if t in eos), None)
-    if ended is not None and ended < event.accepted:  # an accepted draft token was EOS: the run ends there
+    if ended is not None and ended < verdict.accepted:  # an accepted draft token was EOS: the run ends there
         return event.ended_by_draft(ended + 1)
-    return replace(event, finish="eos" if ended is not None else "length" if len(event.tokens) >= room else None)
+    return event
