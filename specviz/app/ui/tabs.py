@@ -24,6 +24,7 @@ def result_tabs(s, kinds) -> None:
         explain_tab(s)
         chart_tabs(s)
         compare_tab(s, kinds)
+        workload_tab(s, kinds)
         sweep_tab(s)
         recorded_tab(s)
         with gr.Tab("Run in numbers", id="numbers"):
@@ -102,6 +103,48 @@ def compare_tab(s, kinds) -> None:
             for name in ["plain", *(k.name for k in kinds)]:
                 with gr.Tab(name):
                     s.compare_texts[name] = gr.HTML(elem_id=f"sv-compare-{name}")
+
+
+def workload_tab(s, kinds) -> None:
+    """Every chosen drafter on the visitor's own prompts (pasted or uploaded) against plain decoding: a table that
+    fills as runs finish, a progress bar with the time left, and the report and its table to download."""
+    with gr.Tab("Your prompts", id="workload"):
+        with gr.Row():
+            s.workload_prompts = gr.Textbox(
+                lines=6,
+                max_lines=14,
+                label="your prompts: one per line, or blocks separated by a blank line",
+                placeholder="Write a SQL query that lists the ten newest orders.\nSummarise this ticket: ...",
+                elem_id="sv-workload-prompts",
+                scale=3,
+            )
+            s.workload_file = gr.File(
+                label="or a .txt, .jsonl (prompt or turns) or .csv (prompt column)",
+                file_types=[".txt", ".jsonl", ".csv"],
+                elem_id="sv-workload-file",
+                scale=2,
+            )
+        with gr.Row(equal_height=True):
+            s.workload_drafters = gr.CheckboxGroup(
+                [(k.label, k.name) for k in kinds],
+                value=[k.name for k in kinds],
+                label="drafters",
+                elem_id="sv-workload-drafters",
+                scale=3,
+            )
+            s.workload_gamma = gr.Radio(
+                ["each drafter's best", "the γ set on the left"],
+                value="each drafter's best",
+                label="draft length",
+                elem_id="sv-workload-gamma",
+                scale=2,
+            )
+        with gr.Row():
+            s.workload_run = gr.Button("Run on my prompts", variant="primary", elem_id="sv-workload-run")
+            s.workload_report = gr.DownloadButton("Download report (HTML)", elem_id="sv-workload-report")
+            s.workload_csv = gr.DownloadButton("Download table (CSV)", elem_id="sv-workload-csv")
+        s.workload_progress = gr.HTML(elem_id="sv-workload-progress")
+        s.workload_table = gr.HTML(elem_id="sv-workload-table")
 
 
 def sweep_tab(s) -> None:

@@ -1,0 +1,64 @@
+"""Running a workload: prompt by prompt, plain decoding once, then every drafter that can run, each compared with
+that one plain run; the view after each run starts and, while one runs, every so often. Pure Python: how a side is
+decoded (in this process, or through a GPU worker's calls) is the caller's `run_side`."""
+
+import time
+from collections.abc import Callable, Iterator
+
+from ..errors import SpecvizError, first_line
+from ..events import StepEvent
+from ..trace import Divergence
+from .view import PLAIN, WorkloadView
+
+# run_side(prompt index, side name, plain decoding's tokens for a greedy drafter run, else None) yields the side's
+# StepEvents in order and, for a drafter given plain's tokens, where it parted from them (a Divergence) at the end.
+RunSide = Callable[[int, str, list[int] | None], Iterator[StepEvent | Divergence]]
+
+
+def run_workload(
+    view: WorkloadView,
+    run_side: RunSide,
+    stopped: Callable[[], bool] = lambda: False,
+    every_s: float = 0.5,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[WorkloadView]:
+    """Fill `view` run by run, yielding it as it fills; a stop ends the run under way (it is not counted) and keeps
+    every run that finished."""
+    began = shown = clock()
+    for i in range(len(view.prompts)):
+        for side in view.sides:
+            if stopped():
+                break
+            plain = view.finished_cell(i, PLAIN)
+            cell, view.running = view.cell(i, side), (i, side)
+            if side != PLAIN and plain is None:
+                cell.note, cell.done = "failed: plain decoding did not finish this prompt", True
+                continue
+            view.message = f"prompt {i + 1} of {len(view.prompts)}: {_name(view, side)}"
+            yield view
+            start = clock()
+            try:
+                for item in run_side(i, side, plain.tokens if plain is not None and view.greedy else None):
+                    if isinstance(item, Divergence):
+                        cell.divergence = item
+                    else:
+                        cell.events.append(item)
+                    cell.wall_s = clock() - start
+                    if stopped():
+                        break
+                    if clock() - shown >= every_s:
+                        shown = clock()
+                        yield view
+            except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask: the others go on
+                cell.note, cell.events = f"failed: {first_line(exc)}", []
+            cell.done = not stopped()
+    view.running, view.finished, view.stopped = None, True, stopped()
+    view.wall_s = clock() - began
+    view.message = "stopped: the runs that finished are kept" if view.stopped else "done"
+    yield view
+
+
+def _name(view: WorkloadView, side: str) -> str:
+    if side == PLAIN:
+        return "plain decoding"
+    return next((c.words for c in view.contenders if c.name == side), side)
