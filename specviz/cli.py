@@ -1,4 +1,4 @@
-"""Command line: `python -m specviz generate|prepare|bench`. Bad input: `error: ...` and exit 2."""
+"""Command line: `python -m specviz COMMAND`. Bad input: `error: ...`, exit 2."""
 
 import argparse
 import json
@@ -52,19 +52,20 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_drafter_options(p: argparse.ArgumentParser) -> None:
-    """--drafter, --draft, and every option any drafter declares."""
+def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
+    """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
     from .drafters.registry import PLAIN, kinds
 
     offered = kinds(menu_only=True)
-    p.add_argument(
-        "--drafter",
-        choices=[PLAIN, *(k.name for k in offered)],
-        help="; ".join(
-            [f"{PLAIN} = plain decoding (default unless --draft is given)"]
-            + [f"{k.name} = {k.summary}" for k in offered]
-        ),
-    )
+    if with_drafter:
+        p.add_argument(
+            "--drafter",
+            choices=[PLAIN, *(k.name for k in offered)],
+            help="; ".join(
+                [f"{PLAIN} = plain decoding (default unless --draft is given)"]
+                + [f"{k.name} = {k.summary}" for k in offered]
+            ),
+        )
     p.add_argument(
         "--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft)
     )
@@ -138,6 +139,10 @@ def build_parser() -> Parser:
         "speedup came out as it did (as --trace does too)",
     )
 
+    from .compare_cli import add_compare_command
+
+    add_compare_command(sub, add_drafter_options, add_sampling_options, add_model_options)
+
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
     snap.add_argument("--out", required=True, help="the HTML page to write")
@@ -178,6 +183,10 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "snapshot":
             return cmd_snapshot(args)
+        if args.command == "compare":
+            from .compare_cli import cmd_compare
+
+            return cmd_compare(args)
         if args.command in ("train-medusa", "train-eagle"):
             from .train_cli import cmd_train_eagle, cmd_train_medusa
 

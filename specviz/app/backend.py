@@ -17,10 +17,14 @@ from ..drafters.registry import kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import generated_ids
-from ..models import DTYPES
+from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings
 from ..trace import Side
+from ..workload.entrants import drafter_names, entrants, setting_words
+from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
+from ..workload.run import run_workload
+from ..workload.view import WorkloadView
 from .compare import CompareView, Entry
 from .device_calls import DeviceCalls, Packet, check_request
 from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, mode_text
@@ -289,6 +293,61 @@ class Backend:
             "the app",
         )
         yield view
+
+    def workload(
+        self,
+        request: RaceRequest,
+        prompts: list[str],
+        drafters: list[str],
+        fixed_gamma: bool,
+        stopped: Stopped = lambda: False,
+        session: str = "",
+    ) -> Iterator[WorkloadView]:
+        """Every chosen drafter on each of the visitor's prompts after one plain run of it, one device call per run
+        (workload/run.py); the pair loaded once. A drafter that copies from earlier runs starts from the session's
+        and learns from the workload's earlier prompts as it goes; the session's own memory is left as it was."""
+        request = replace(request, prompt=prompts[0] if prompts else "")
+        check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
+        base, preset = request.settings(), self.shelf.preset(request.pair, session)
+        chosen = entrants(
+            drafter_names(drafters),
+            base,
+            fixed_gamma,
+            lambda k: k.parse({**request.options, **dict(preset.options)}),
+            preset.target,
+            bool(preset.draft),
+        )
+        view = WorkloadView(
+            prompts, [e.contender for e in chosen], base.greedy, setting_words(fixed_gamma, base), base.max_new_tokens
+        )
+        with self._on_device():
+            for line in self._load(request):
+                view.message = line
+                yield view
+            pair, view.text_of = self.shelf.current(), TextTable()
+            view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
+            read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
+            limits = limits_for(pair.target.device.type)
+            check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
+            memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
+
+            def run_side(i: int, side: str, plain_ids):
+                e = runnable.get(side)
+                at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
+                if e is not None:
+                    at = replace(at, drafter=side, gamma=e.settings.gamma, adaptive=e.settings.adaptive)
+                own, prompt_ids, tokens = memories.get(side), [], []
+                for packet in self._side(at, stopped, view.text_of, plain_ids, own.copy() if own else None):
+                    prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
+                    if packet.kind == "step":
+                        tokens.extend(packet.event.tokens)
+                        yield packet.event
+                    elif packet.kind == "end" and packet.divergence is not None:
+                        yield packet.divergence
+                if own is not None and packet.kind == "end":
+                    own.remember(prompt_ids, tokens)
+
+            yield from run_workload(view, run_side, stopped)
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

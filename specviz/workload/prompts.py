@@ -61,7 +61,9 @@ def read_prompts(path: str | Path, name: str | None = None) -> list[str]:
     path, name = Path(path), name or Path(path).name
     suffix = Path(name).suffix.lower()
     if suffix not in SUFFIXES:
-        raise WorkloadError(f"{name}: prompts come in a .txt, .jsonl or .csv file, not {suffix or 'a file with no suffix'}")
+        raise WorkloadError(
+            f"{name}: prompts come in a .txt, .jsonl or .csv file, not {suffix or 'a file with no suffix'}"
+        )
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -98,13 +100,13 @@ def _prompt_of(record, where: str) -> str:
     """A JSON line's prompt: its `prompt`, or the first of its `turns` (later turns answer a reply that a single
     generation does not have)."""
     if not isinstance(record, dict):
-        raise WorkloadError(f"{where} is not a JSON object with a \"prompt\" or \"turns\" field")
+        raise WorkloadError(f'{where} is not a JSON object with a "prompt" or "turns" field')
     value = record.get("prompt")
     if value is None and isinstance(record.get("turns"), list) and record["turns"]:
         value = record["turns"][0]
         value = value.get("content") if isinstance(value, dict) else value
     if not isinstance(value, str) or not value.strip():
-        raise WorkloadError(f"{where} has no \"prompt\" text (nor a first of its \"turns\")")
+        raise WorkloadError(f'{where} has no "prompt" text (nor a first of its "turns")')
     return value.strip()
 
 
@@ -118,7 +120,7 @@ def _csv(text: str, name: str) -> list[str]:
     header = [h.strip().lower() for h in rows[0]]
     if "prompt" not in header:
         found = ", ".join(repr(h) for h in rows[0][:6]) or "none"
-        raise WorkloadError(f"{name} has no \"prompt\" column (its columns: {found})")
+        raise WorkloadError(f'{name} has no "prompt" column (its columns: {found})')
     column = header.index("prompt")
     return [row[column].strip() for row in rows[1:] if len(row) > column and row[column].strip()]
 
@@ -127,7 +129,9 @@ def check_workload(prompts: list[str], limits: Limits, prompt_tokens: int, sides
     """Whether a workload fits: its prompts valid text, their number, and the tokens it reads and writes in all
     (`prompt_tokens` in all, each read and followed by `max_new_tokens` on every one of `sides`)."""
     if not prompts:
-        raise WorkloadError("no prompts: paste some (one per line, or blocks separated by a blank line) or upload a file")
+        raise WorkloadError(
+            "no prompts: paste some (one per line, or blocks separated by a blank line) or upload a file"
+        )
     for number, prompt in enumerate(prompts, 1):
         try:
             check_prompt(prompt)

@@ -27,6 +27,7 @@ from .explain import explain_step
 from .figure1 import origin_text
 from .race_screen import RaceScreen, race_update
 from .snapshot import snapshot_html
+from .workload_screen import WorkloadHandlers
 
 UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
 CHART_EVERY_S = 1.0  # building a plotly figure costs ~17 ms on a laptop CPU: the chart refreshes less often
@@ -110,7 +111,7 @@ def request_of(values: dict) -> RaceRequest:
     return RaceRequest.of(**values)
 
 
-class Handlers:
+class Handlers(WorkloadHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 

@@ -1,6 +1,7 @@
-"""What each control sets off: the runs on the device (race, γ sweep, comparison) and the replay, the step shown
-and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter mode).
-The API's endpoints are named here: /run, /sweep, /compare, /replay, /load, /stop, /add_pair. No torch here."""
+"""What each control sets off: the runs on the device (race, γ sweep, comparison, one's own prompts) and the replay,
+the step shown and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter
+mode). The API's endpoints are named here: /run, /sweep, /compare, /workload, /replay, /load, /stop, /add_pair.
+No torch here."""
 
 import gradio as gr
 
@@ -43,7 +44,8 @@ def compare_outputs(s) -> list:
 
 
 def wire_runs(s, h, controls: dict) -> None:
-    """Run, γ sweep and Compare all (each arms Stop at the click, before it waits for the device), and Replay."""
+    """Run, γ sweep, Compare all and a workload of one's own prompts (each arms Stop at the click, before it waits for
+    the device), and Replay."""
     race_outputs = s.race.outputs()
     s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(
         h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **ONE_ON_THE_DEVICE
@@ -59,6 +61,20 @@ def wire_runs(s, h, controls: dict) -> None:
         queue=False,
         js="() => { document.querySelector('#sv-tabs').scrollIntoView({behavior: 'smooth'}); }",
     ).then(h.compare, inputs_kwargs=controls, outputs=compare_outputs(s), api_name="compare", **ONE_ON_THE_DEVICE)
+    s.workload_run.click(h.arm, None, None, api_name=False, queue=False).then(
+        h.workload,
+        inputs_kwargs=dict(
+            controls,
+            prompts_text=s.workload_prompts,
+            prompts_file=s.workload_file,
+            drafters=s.workload_drafters,
+            draft_length=s.workload_gamma,
+        ),
+        outputs=[s.status, s.workload_progress, s.workload_table, s.workload_report, s.workload_csv],
+        api_name="workload",
+        show_progress="hidden",  # the tab's own bar says how far it got; the table stays readable as it fills
+        **ONE_ON_THE_DEVICE,
+    )
     s.replay.click(
         h.replay,
         [s.recorded, s.upload, s.speed],

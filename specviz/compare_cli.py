@@ -1,0 +1,192 @@
+"""`python -m specviz compare --prompts FILE --out report.html`: every chosen drafter on each of one's own prompts
+against plain decoding (run once per prompt and shared), models loaded once, a line per finished run with the time
+left, then the report and its table as CSV. Bad input: one `error:` line, exit 2, and no report written."""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .errors import InvalidRequest
+
+
+def add_compare_command(sub, add_drafter_options, add_sampling_options, add_model_options) -> None:
+    p = sub.add_parser("compare", help="every chosen drafter on your own prompts against plain decoding: a report")
+    p.add_argument("--prompts", required=True, help="a .txt (one per line, or blank-line blocks), .jsonl or .csv file")
+    p.add_argument("--out", required=True, help="the HTML report to write (its table goes beside it as .csv)")
+    p.add_argument("--drafters", help="comma-separated (default: every drafter that can run with these models)")
+    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    add_drafter_options(p, with_drafter=False)
+    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    add_sampling_options(p)
+    add_model_options(p)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .drafters.registry import kind
+    from .flags import given_options
+    from .workload.entrants import drafter_names, entrants, setting_words
+    from .workload.prompts import read_prompts
+
+    prompts = read_prompts(args.prompts)  # everything cheap is checked before a model loads
+    out = _writable(args.out)
+    names = drafter_names(args.drafters)
+    given = given_options(args, only=set(names))
+    fixed = args.gamma is not None
+    if args.adaptive is not None and not fixed:
+        raise InvalidRequest("--adaptive goes with --gamma; without them each drafter runs at its measured best")
+    base = _settings(args)
+    chosen = entrants(
+        names,
+        base,
+        fixed,
+        lambda k: k.parse({**dict(k.preferred), **given.get(k.name, {})}),
+        args.target,
+        bool(args.draft),
+    )
+    asked = args.drafters is not None
+    refused = [e for e in chosen if e.settings is None]
+    if asked and refused:
+        raise InvalidRequest(
+            f"--drafters {refused[0].name}: {refused[0].contender.note.removeprefix('not available: ')}"
+        )
+    if not any(e.settings for e in chosen):
+        raise InvalidRequest("none of the drafters can run with these models")
+    if args.draft and not any(e.settings and kind(e.name).draft_needed(e.options) for e in chosen):
+        raise InvalidRequest("--draft is not used by any of the drafters chosen")
+    view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
+    _run(view, run_side)
+    from .app.ui.report import write_report
+
+    html, csv = write_report(view, out)
+    print(f"{html}\n{csv}")
+    return 0
+
+
+def _writable(path: str) -> Path:
+    out = Path(path)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InvalidRequest(f"--out {path}: the report is an .html file")
+    if not out.parent.is_dir():
+        raise InvalidRequest(f"--out {path}: there is no folder {str(out.parent)!r}")
+    return out
+
+
+def _settings(args):
+    from .settings import Settings
+
+    return Settings(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        acceptance=args.acceptance,
+        gamma=args.gamma if args.gamma is not None else 4,
+        adaptive=bool(args.adaptive),
+    )
+
+
+def _prepare(args, prompts, chosen, base, setting):
+    """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
+    is decoded."""
+    from .cli import draft_dtype
+    from .drafters.registry import decode
+    from .drafters.suffix_index import RunMemory
+    from .models import encode_prompt, load_model
+    from .models.vocabulary import check_draft_fits
+    from .record import TokenTexts, divergence
+    from .runtime import quiet_transformers
+    from .workload.prompts import check_workload, limits_for
+    from .workload.view import PLAIN, WorkloadView
+
+    quiet_transformers()
+    target = load_model(args.target, args.dtype, args.device)
+    draft = None
+    if args.draft:
+        draft = load_model(args.draft, draft_dtype(args, target), args.device)
+        check_draft_fits(target, draft)
+    ids = [encode_prompt(target, p, chat=not args.no_chat) for p in prompts]
+    runnable = [e for e in chosen if e.settings]
+    check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)
+    text_of = TokenTexts(target.tokenizer)
+    models = dict(
+        target=args.target,
+        draft=args.draft or "",
+        precision=args.dtype,
+        draft_precision=draft_dtype(args, target) if draft else "",
+        device=target.device.type,
+    )
+    view = WorkloadView(
+        prompts,
+        [e.contender for e in chosen],
+        base.greedy,
+        setting,
+        base.max_new_tokens,
+        text_of=text_of,
+        models=models,
+    )
+    by_name = {e.name: e for e in runnable}
+    memories = {e.name: RunMemory() for e in runnable if kind_remembers(e.name)}
+
+    def run_side(i, side, plain_ids):
+        if side == PLAIN:
+            yield from decode(target, ids[i], base)
+            return
+        e, memory, tokens = by_name[side], memories.get(side), []
+        for event in decode(target, ids[i], e.settings, side, draft, e.options, None, memory):
+            tokens.extend(event.tokens)
+            yield event
+        if memory is not None:  # a drafter that copies from earlier runs has this workload's earlier prompts
+            memory.remember(ids[i], tokens)
+        if plain_ids is not None:
+            found = divergence(target, ids[i], plain_ids, tokens, text_of)
+            if found is not None:
+                yield found
+
+    return view, run_side
+
+
+def kind_remembers(name: str) -> bool:
+    from .drafters.registry import kind
+
+    return kind(name).remembers
+
+
+def _run(view, run_side) -> None:
+    """The workload, a line on stderr per finished run with what is left; Ctrl+C ends it with the runs that finished
+    kept (the report is still written)."""
+    import torch
+
+    from .workload.run import run_workload
+
+    said, began = set(), time.perf_counter()
+    try:
+        with torch.inference_mode():
+            for _ in run_workload(view, run_side, every_s=3600):
+                for (i, side), cell in view.cells.items():
+                    if cell.done and (i, side) not in said:
+                        said.add((i, side))
+                        print(_line(view, i, side, cell), file=sys.stderr)
+    except KeyboardInterrupt:
+        view.running, view.finished, view.stopped = None, True, True
+        view.wall_s = time.perf_counter() - began
+        print("stopped: the report holds the runs that finished", file=sys.stderr)
+
+
+def _line(view, i: int, side: str, cell) -> str:
+    from .events import summarize
+    from .workload.view import PLAIN
+
+    left = view.seconds_left()
+    rest = "" if left is None else f"; about {_duration(left)} left"
+    if cell.note:
+        return f"prompt {i + 1}/{len(view.prompts)} {side}: {cell.note}{rest}"
+    m = summarize(cell.events)
+    speed = "" if side == PLAIN else f", {view.speedup(i, side) or 0:.2f}x"
+    return f"prompt {i + 1}/{len(view.prompts)} {side}: {m.new_tokens} tokens, {m.tokens_per_s:.1f} tok/s{speed}{rest}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
