@@ -31,6 +31,12 @@ def compare(folder, prompts, out, *extra):
     ]
 
 
+def table(report):
+    """The report's CSV, by drafter."""
+    text = report.with_suffix(".csv").read_text(encoding="utf-8-sig")
+    return {r["drafter"]: r for r in csv.DictReader(io.StringIO(text))}
+
+
 @pytest.fixture
 def prompts_file(tmp_path):
     path = tmp_path / "mine.txt"
@@ -65,7 +71,7 @@ def test_compare_writes_a_report_and_its_table_with_every_greedy_output_identica
     assert err.count("prompt 3/3") == 3 and "about" in err  # a line per finished run, with the time left
     page = out.read_text(encoding="utf-8")
     assert EVIL not in page and "&lt;img src=x" in page
-    rows = {r["drafter"]: r for r in csv.DictReader(io.StringIO(out.with_suffix(".csv").read_text()))}
+    rows = table(out)
     assert set(rows) == {"plain", DRAFT_MODEL, LOOKUP}
     for name in (DRAFT_MODEL, LOOKUP):
         assert rows[name]["prompts"] == "3" and rows[name]["identical"] == "3", rows[name]
@@ -75,7 +81,7 @@ def test_a_drafter_the_models_cannot_run_is_listed_as_not_available(capsys, mode
     out = tmp_path / "report.html"
     code, _, err = run_cli(capsys, *compare(model_folder, prompts_file, out, "--max-new-tokens", "4"))
     assert code == 0, err
-    rows = {r["drafter"]: r for r in csv.DictReader(io.StringIO(out.with_suffix(".csv").read_text()))}
+    rows = table(out)
     assert "needs a draft model" in rows[DRAFT_MODEL]["note"] and rows[LOOKUP]["prompts"] == "3"
 
 

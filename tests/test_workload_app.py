@@ -51,7 +51,7 @@ def test_pasted_prompts_fill_the_table_and_the_report_comes_back(client, app_ser
     assert final[TABLE].count("3/3") >= 4  # each drafter: every output identical, and every prompt counted
     report = Path(final[REPORT])
     assert report.suffix == ".html" and EVIL not in report.read_text(encoding="utf-8")
-    rows = {r["drafter"]: r for r in csv.DictReader(Path(final[CSV]).open(encoding="utf-8"))}
+    rows = {r["drafter"]: r for r in csv.DictReader(Path(final[CSV]).open(encoding="utf-8-sig"))}
     assert rows[DRAFT_MODEL]["identical"] == "3" and rows[LOOKUP]["prompts"] == "3"
 
 

@@ -16,7 +16,6 @@ from ..drafters.registry import PLAIN as NO_DRAFTER
 from ..drafters.registry import kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
-from ..events import generated_ids
 from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings
@@ -24,7 +23,8 @@ from ..trace import Side
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload
-from ..workload.view import WorkloadView
+from ..workload.view import PLAIN as WORKLOAD_PLAIN
+from ..workload.view import Contender, WorkloadView
 from .compare import CompareView, Entry
 from .device_calls import DeviceCalls, Packet, check_request
 from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, mode_text
@@ -231,9 +231,10 @@ class Backend:
     def compare(
         self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = ""
     ) -> Iterator[CompareView]:
-        """Plain decoding once, then every drafter the app offers with the same settings, one device call each; a view
-        before and after each run. A drafter that cannot run with this pair (no heads, say) gets its reason instead.
-        Like the sweep, each drafter sees the session's earlier runs as they were, and adds none."""
+        """Plain decoding once, then every drafter the app offers with the same settings, one device call each: a
+        workload of one prompt (workload/run.py), shown as it fills with the time left. A drafter that cannot run
+        with this pair (no heads, say) gets its reason instead. Like the sweep, each drafter sees the session's
+        earlier runs as they were, and adds none."""
         settings = request.settings()
         preset = self.shelf.preset(request.pair, session)
         entries = []
@@ -245,37 +246,32 @@ class Backend:
             except SpecvizError as exc:
                 entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
         view = CompareView(entries, settings.greedy)
+        work = WorkloadView(
+            [request.prompt],
+            [Contender(e.name, e.words, e.note) for e in entries],
+            settings.greedy,
+            "the current settings",
+            settings.max_new_tokens,
+        )
         with self._on_device():
             for line in self._load(request):
                 view.message = line
                 yield view
-            pair, began, texts = self.shelf.current(), time.perf_counter(), TextTable()
-            view.text_of, memory, prompt_ids = texts, self.memory(session), []
-            view.message = "plain decoding (the baseline)"
-            yield view
-            for packet in self._side(replace(request, drafter=NO_DRAFTER), stopped, texts):
-                prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
-                view.plain += [packet.event] if packet.kind == "step" else []
-            plain_ids = generated_ids(view.plain) if settings.greedy else None
-            for entry in [e for e in entries if not e.note]:
-                if stopped():
-                    break
-                view.message = f"{entry.words.split(';')[0]}"
-                yield view
-                remembers = kind(entry.name).remembers
-                try:
-                    for packet in self._side(
-                        replace(request, drafter=entry.name),
-                        stopped,
-                        texts,
-                        plain_ids,
-                        memory.copy() if remembers else None,
-                    ):
-                        entry.events += [packet.event] if packet.kind == "step" else []
-                        entry.divergence = packet.divergence if packet.kind == "end" else entry.divergence
-                except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask
-                    entry.note, entry.events = f"failed: {exc}", []
-        view.finished, view.stopped, view.wall_s = True, stopped(), time.perf_counter() - began
+            pair, view.text_of = self.shelf.current(), TextTable()
+            runnable = {e.name: settings for e in entries if not e.note}
+            memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
+            run_side = self._run_side(request, [request.prompt], runnable, memories, stopped, view.text_of)
+            for _ in run_workload(work, run_side, stopped):
+                view.plain = work.cell(0, WORKLOAD_PLAIN).events
+                for e in entries:
+                    if e.name in runnable:
+                        found = work.cell(0, e.name)
+                        e.events, e.divergence, e.note = found.events, found.divergence, found.note
+                left = work.seconds_left()
+                view.message = work.message + ("" if left is None or work.finished else f"; about {left:.0f} s left")
+                if not work.finished:
+                    yield view
+        view.finished, view.stopped, view.wall_s = True, work.stopped, work.wall_s
         view.message = "stopped" if view.stopped else "done"
         sides = [Side("plain", "", view.plain)] + [
             Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events
@@ -283,16 +279,38 @@ class Backend:
         view.trace = make_trace(
             "comparison",
             request.prompt,
-            prompt_ids,
+            encode_prompt(pair.target, request.prompt),
             settings,
             _models(pair),
             sides,
-            texts,
+            view.text_of,
             view.wall_s,
             view.stopped,
             "the app",
         )
         yield view
+
+    def _run_side(self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts):
+        """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ. A drafter
+        with a memory drafts from a copy of it, and its finished output joins it."""
+
+        def run_side(i: int, side: str, plain_ids):
+            at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
+            if side in runnable:
+                at = replace(at, drafter=side, gamma=runnable[side].gamma, adaptive=runnable[side].adaptive)
+            own, prompt_ids, tokens, ended = memories.get(side), [], [], False
+            for packet in self._side(at, stopped, texts, plain_ids, own.copy() if own else None):
+                prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
+                ended = packet.kind == "end"
+                if packet.kind == "step":
+                    tokens.extend(packet.event.tokens)
+                    yield packet.event
+                elif ended and packet.divergence is not None:
+                    yield packet.divergence
+            if own is not None and ended:
+                own.remember(prompt_ids, tokens)
+
+        return run_side
 
     def workload(
         self,
@@ -325,28 +343,12 @@ class Backend:
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
+            view.models, runnable = _models(pair), {e.name: e.settings for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
             memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
-
-            def run_side(i: int, side: str, plain_ids):
-                e = runnable.get(side)
-                at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
-                if e is not None:
-                    at = replace(at, drafter=side, gamma=e.settings.gamma, adaptive=e.settings.adaptive)
-                own, prompt_ids, tokens = memories.get(side), [], []
-                for packet in self._side(at, stopped, view.text_of, plain_ids, own.copy() if own else None):
-                    prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
-                    if packet.kind == "step":
-                        tokens.extend(packet.event.tokens)
-                        yield packet.event
-                    elif packet.kind == "end" and packet.divergence is not None:
-                        yield packet.divergence
-                if own is not None and packet.kind == "end":
-                    own.remember(prompt_ids, tokens)
-
+            run_side = self._run_side(request, prompts, runnable, memories, stopped, view.text_of)
             yield from run_workload(view, run_side, stopped)
 
 
