@@ -66,9 +66,14 @@ def text_of(token: int) -> str:
     return EVIL if token == EVIL_TOKEN else f" w{token}"
 
 
-def workload(greedy: bool = True, stop_after: int | None = None, prompts=None, note: str = "") -> WorkloadView:
-    """Three prompts (one hostile) run by `fake_side`, with a drafter that is not available; `stop_after`: stop once
-    that many runs have finished."""
+def finished(n: int):
+    """A stop once `n` runs have finished."""
+    return lambda view: sum(c.done for c in view.cells.values()) >= n
+
+
+def workload(greedy: bool = True, stop=None, prompts=None, note: str = "") -> WorkloadView:
+    """Three prompts (one hostile) run by `fake_side`, with a drafter that is not available; `stop(view)`: whether
+    to stop now."""
     contenders = [
         Contender(FAST, "draft model, chain; lossless"),
         Contender(SLOW, "a lookup; lossless"),
@@ -84,8 +89,7 @@ def workload(greedy: bool = True, stop_after: int | None = None, prompts=None, n
         text_of=text_of,
         models={"target": f"tiny {EVIL}", "draft": "tiny-draft", "precision": "float32", "device": "cpu"},
     )
-    done = lambda: sum(c.done for c in view.cells.values())  # noqa: E731
-    stopped = (lambda: False) if stop_after is None else (lambda: done() >= stop_after)
+    stopped = (lambda: False) if stop is None else (lambda: stop(view))
     for _ in run_workload(view, fake_side, stopped, clock=itertools.count(0, 0.25).__next__):
         pass
     return view
@@ -170,7 +174,7 @@ def test_a_sampled_run_claims_no_identity():
 
 
 def test_a_stopped_run_is_marked_and_counts_only_what_finished():
-    view = workload(stop_after=5)  # prompt 1 by every side, then prompt 2's plain decoding
+    view = workload(stop=finished(5))  # prompt 1 by every side, then prompt 2's plain decoding
     html = report_html(view, WHEN)
     assert view.stopped and "\u26a0 Stopped early: 5 of 12 runs finished" in html and "Complete" not in html
     found = drafter_rows(html)
@@ -179,6 +183,9 @@ def test_a_stopped_run_is_marked_and_counts_only_what_finished():
     assert matrix[2][2][1:] == ["–", "–", "–"] and matrix[3][2][1:] == ["–", "–", "–"]
     assert html.count("not run</div>") == 7  # prompt 2's three drafters, prompt 3's four sides
     assert "\u2714 Complete: 11 of 12 runs finished, 1 failed." in report_html(workload(), WHEN)
+    midway = workload(stop=lambda v: len(v.cells.get((1, FAST), Cell()).events) >= 2)  # in prompt 2's 2nd run
+    assert "stopped while it ran (not counted)" in report_html(midway, WHEN)
+    assert drafter_rows(report_html(midway, WHEN))[FAST][1][1] == "1"
     unfinished = workload()
     unfinished.finished = False
     assert "Still running when saved" in report_html(unfinished, WHEN)
@@ -212,7 +219,7 @@ def test_every_output_is_there_coloured_by_origin_and_folded_per_prompt():
 def test_model_and_user_text_is_escaped_everywhere():
     from html import escape
 
-    for view in (workload(), workload(greedy=False), workload(stop_after=5)):
+    for view in (workload(), workload(greedy=False), workload(stop=finished(5))):
         html = report_html(view, WHEN)
         assert "<script" not in html.lower() and "<img" not in html.lower() and 'onerror="' not in html
         assert escape(f"tiny {EVIL}") in html and escape(f"Summarise {EVIL}") in html
@@ -341,7 +348,7 @@ def open_offline(browser, path: Path):
 
 
 def test_the_report_opens_offline_runs_nothing_and_its_labels_keep_apart(browser, tmp_path):
-    view = workload(stop_after=9)
+    view = workload(stop=finished(9))
     page, outside = open_offline(browser, write_report(view, tmp_path / "report.html")[0])
     try:
         assert outside == [] and page.evaluate("window.__pwned") is None
@@ -354,6 +361,7 @@ def test_the_report_opens_offline_runs_nothing_and_its_labels_keep_apart(browser
         charts = page.evaluate(LABEL_BOXES)
         assert len(charts) == 2 and all(len(c["texts"]) > 5 for c in charts)
         assert label_faults(charts) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "report-1280.png"), full_page=True)
         page.evaluate("document.querySelectorAll('details.rp-prompt').forEach(d => d.open = true)")
@@ -373,6 +381,7 @@ def test_many_drafters_with_long_names_and_wide_speedups_keep_their_labels_apart
     try:
         charts = page.evaluate(LABEL_BOXES)
         assert outside == [] and len(charts) == 2 and label_faults(charts) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # wide tables scroll in place
         page.screenshot(path=str(SHOTS / "report-many-drafters.png"), full_page=True)
     finally:
         page.close()

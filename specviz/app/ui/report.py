@@ -139,7 +139,8 @@ def drafter_table(view: WorkloadView, rows: list[WorkloadRow]) -> str:
             + f'<td class="rp-note">{escape(_note(view, r))}</td></tr>'
         )
     return (
-        f'<table class="sv-metrics rp-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f'<div class="rp-scroll"><table class="sv-metrics rp-table"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
         "<p class=\"rp-explain\">speedup: a drafter's tokens per second of decoding over plain decoding's, both "
         "counted over the same prompts (prefill excluded). α: the share of drafted tokens the target accepted. τ: "
         "tokens written per target forward (plain decoding: 1).</p>"
@@ -175,14 +176,14 @@ def speedup_matrix(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     drafters = view.sides[1:]
     if not drafters:
         return '<p class="rp-explain">No drafter could run, so there is no speedup to show.</p>'
-    head = "".join(f'<th title="{escape(d)}">{escape(_excerpt(d, 18))}</th>' for d in drafters)
+    head = "".join(f'<th title="{escape(d)}">{escape(_excerpt(d, 16))}</th>' for d in drafters)
     body = []
     for i, prompt in enumerate(view.prompts):
         values = [v for v in (view.speedup(i, d) for d in drafters) if v is not None]
         top = max(values) if len(values) > 1 else None
         cells = "".join(_matrix_cell(view, i, d, top) for d in drafters)
         body.append(
-            f'<tr><td class="rp-prompt-cell" title="{escape(prompt)}">{i + 1}. {escape(_excerpt(prompt, 60))}</td>'
+            f'<tr><td class="rp-prompt-cell" title="{escape(prompt)}">{i + 1}. {escape(_excerpt(prompt, 32))}</td>'
             f"{cells}</tr>"
         )
     totals = {r.name: r.speedup for r in rows}
@@ -192,8 +193,8 @@ def speedup_matrix(view: WorkloadView, rows: list[WorkloadRow]) -> str:
         + "</tr>"
     )
     return (
-        f'<table class="sv-metrics rp-matrix"><thead><tr><th>prompt</th>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f'<div class="rp-scroll"><table class="sv-metrics rp-matrix"><thead><tr><th>prompt</th>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -202,7 +203,8 @@ def _output_card(view: WorkloadView, i: int, side: str) -> str:
     title = "plain decoding" if side == PLAIN else side
     head = f'<section class="rp-output"><h4>{escape(title)}</h4>'
     if found is None or not found.done:
-        return head + '<div class="sv-text sv-waiting">not run</div></section>'
+        words = "stopped while it ran (not counted)" if found is not None and found.events else "not run"
+        return head + f'<div class="sv-text sv-waiting">{words}</div></section>'
     if found.note:
         return head + f'<div class="rp-meta">{escape(found.note)}</div></section>'
     m = summarize(found.events)

@@ -38,8 +38,12 @@ def _clip(label: str, room_px: float) -> str:
 
 
 def _text(x: float, y: float, words: str, anchor: str = "start", extra: str = "", tip: str = "") -> str:
+    """A label; the white outline painted under it keeps it legible where it crosses a grid or reference line."""
     title = f"<title>{escape(tip)}</title>" if tip else ""
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{title}{escape(words)}</text>'
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" stroke="#fff" stroke-width="3" paint-order="stroke"'
+        f"{extra}>{title}{escape(words)}</text>"
+    )
 
 
 def _svg(width: int, height: int, label: str, inner: str, css_class: str) -> str:
@@ -148,7 +152,8 @@ def acceptance_lines(rows: Sequence[WorkloadRow], width: int = 640) -> str:
     bottom = top + plot_h
 
     def at(k: int, alpha: float) -> tuple[float, float]:
-        x = left + (plot_w / 2 if k_max == 1 else (k - 1) / (k_max - 1) * plot_w)
+        inset = 12  # the first and last markers clear of the axis labels
+        x = left + (plot_w / 2 if k_max == 1 else inset + (k - 1) / (k_max - 1) * (plot_w - 2 * inset))
         return x, bottom - alpha * plot_h
 
     parts = []
