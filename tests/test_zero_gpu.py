@@ -141,6 +141,31 @@ def test_compare_all_is_one_call_per_drafter(zero_app):
         assert name in table
 
 
+def test_a_workload_is_one_call_per_prompt_and_side_with_plain_shared(zero_app):
+    url, pair, log, _ = zero_app
+    from specviz.drafters.registry import kinds
+
+    lookups = [k for k in kinds(menu_only=True) if k.lookup and not k.needs_draft][:2]
+    before = len(calls(log))
+    outputs = (
+        Client(url, verbose=False)
+        .submit(
+            pair=pair,
+            dtype="float32",
+            max_new=12,
+            prompts_text="w1 w2 w1 w2\nw3 w4 w3 w4\nw5 w6 w5",
+            prompts_file=None,
+            drafters=[k.name for k in lookups],
+            draft_length="the γ set on the left",
+            api_name="/workload",
+        )
+        .result(timeout=600)
+    )
+    assert "done; 9 of 9 runs" in outputs[1], outputs[1]
+    assert [c["task"] for c in calls(log)[before:]] == ["decode"] * 9  # 3 prompts × (plain once + 2 drafters)
+    assert outputs[2].count("3/3") >= 4  # every greedy output identical, compared in the server
+
+
 def test_stop_closes_the_worker_within_a_step_and_the_next_run_goes_on(zero_app):
     url, pair, log, proc = zero_app
     client = Client(url, verbose=False)
