@@ -243,7 +243,7 @@ def test_the_largest_trees_never_overlap_stay_inside_and_fit_the_column_up_to_th
 def test_short_tokens_keep_their_full_text_and_a_deep_tree_of_them_scrolls():
     nodes = token_trie(tree_event(shapes()["comb"], 0, 3, 5000, "correction"))
     placed = layout(nodes, ["" if n.token is None else "ab" for n in nodes])
-    assert not any(b.clipped for b in placed.boxes) and not placed.fits  # γ 32 is too deep for 900 px, labels kept
+    assert not any(b.clipped for b in placed.boxes) and not placed.fits  # γ 32 is too deep for the column, labels kept
     wide = layout(nodes, ["" if n.token is None else "a" * 20 for n in nodes], fit=10**6)
     assert wide.fits and wide.cap == LABEL_CAPS[0]  # room enough: the widest labels
 

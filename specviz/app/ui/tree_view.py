@@ -16,7 +16,7 @@ from .figure1 import WHITESPACE, TokenText, visible
 
 ROOT = 0  # the root's index in a trie's node list
 
-FIT_WIDTH = 900  # px: the explanation's content column at a 1280-wide screen, sidebar open
+FIT_WIDTH = 880  # px: the explanation's content column at a 1280-wide screen with the sidebar open (882 measured)
 # Label widths (character cells) tried in turn until the drawing fits FIT_WIDTH. At the narrowest, 12 columns of any
 # text fit (11 draft positions and the target's own token); a deeper tree fits where its tokens are short, and
 # otherwise scrolls sideways rather than shrink its labels.
