@@ -83,8 +83,8 @@ class Layout:
     width: float
     height: float
     cap: int  # the label width used, in character cells
-    fits: bool  # within FIT_WIDTH; otherwise the drawing scrolls sideways in its box
-    rights: tuple[float, ...] = ()  # per column (depth): its right edge, where every edge leaving it bends
+    fits: bool  # within the width asked for (FIT_WIDTH); otherwise the drawing scrolls sideways in its box
+    rights: tuple[float, ...]  # per column (depth): its right edge, where every edge leaving it bends
 
 
 def token_trie(event: StepEvent) -> list[Node]:
