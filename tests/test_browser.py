@@ -154,6 +154,25 @@ def test_a_rejected_step_is_explained_with_p_q_and_the_residual(app_server, brow
         page.close()
 
 
+def test_a_tree_step_is_drawn_as_a_tree_that_fits_the_explanation(app_server, browser):
+    page = open_page(browser, app_server[0], 1280, 720)
+    try:
+        race(page)  # the draft model drafts its default tree
+        tree_row = page.locator("#sv-fig1 .sv-row", has=page.locator("details.sv-alts")).first
+        tree_row.locator(".sv-step").click()
+        explain = page.locator("#sv-explain")
+        drawing = explain.locator("svg.sv-tree-svg")
+        drawing.wait_for(timeout=10_000)
+        assert drawing.locator("g[data-state='root']").count() == 1
+        assert drawing.locator("g[data-state='accepted'], g[data-state='rejected']").count() > 0
+        box, svg = explain.locator(".sv-tree-box").bounding_box(), drawing.bounding_box()
+        assert svg["width"] <= box["width"] and box["x"] + box["width"] <= 1280  # drawn whole, no sideways scroll
+        drawing.scroll_into_view_if_needed()
+        shot(page, "explain-tree-1280x720.png")
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("width, height", [(1440, 900), (1280, 720)])
 def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server, browser, width, height):
     from specviz.rule_replay import CHAIN_RULES

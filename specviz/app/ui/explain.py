@@ -8,6 +8,7 @@ from html import escape
 from ...drafters.suffix_index import DRAFTED
 from ...events import Leading, StepEvent, Trial
 from .figure1 import visible
+from .tree_view import tree_view
 
 TokenText = Callable[[int], str]
 SHOWN = 8  # bars per position
@@ -65,20 +66,14 @@ def _chip(text_of: TokenText, token: int | None, cls: str = "") -> str:
 
 
 def _candidates(event: StepEvent, text_of: TokenText) -> str:
-    """A tree step: every candidate, the one holding the accepted path marked."""
+    """A tree step: the candidates drawn as the tree the target verified, the accepted path in green."""
     if not event.candidates:
         return ""
-    rows = []
-    for i, cand in enumerate(event.candidates):
-        chips = "".join(
-            _chip(text_of, t, "sv-acc" if i == event.winner and j < event.accepted else "sv-cand")
-            for j, t in enumerate(cand)
-        )
-        mark = ' <span class="sv-note">(shown in Figure 1)</span>' if i == event.winner else ""
-        rows.append(f'<div class="sv-alt-row">{chips}{mark}</div>')
     return (
         f'<div class="sv-tree"><b>{len(event.candidates)} candidates</b>, verified together as a token tree '
-        f"(shared beginnings are one node):{''.join(rows)}</div>"
+        "(shared beginnings are one node). Read it left to right, one column per draft position; siblings are "
+        "alternatives for the same position, tried top to bottom. Figure 1 shows the candidate that holds the green "
+        f"path. Hover a node for its full text.{tree_view(event, text_of)}</div>"
     )
 
 

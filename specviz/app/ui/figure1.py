@@ -31,11 +31,12 @@ LEGEND_LABELS = {
 }
 
 
-def visible(text: str) -> str:
-    """HTML for a token with its whitespace drawn: space ·, newline ↵, tab →; everything escaped."""
+def visible(text: str, tag: str = "span") -> str:
+    """HTML for a token with its whitespace drawn: space ·, newline ↵, tab →; everything escaped. `tag` wraps the
+    marks: span in HTML, tspan inside an SVG drawing (where a span would end the drawing)."""
     if text == "":
-        return '<span class="sv-empty">\u2205</span>'
-    return "".join(f'<span class="sv-ws">{WHITESPACE[c]}</span>' if c in WHITESPACE else escape(c) for c in text)
+        return f'<{tag} class="sv-empty">\u2205</{tag}>'
+    return "".join(f'<{tag} class="sv-ws">{WHITESPACE[c]}</{tag}>' if c in WHITESPACE else escape(c) for c in text)
 
 
 def _token(text: str, origin: str, title: str = "", inner: str | None = None) -> str:
