@@ -63,7 +63,7 @@ def test_an_upload_wins_over_pasted_text_and_a_bad_one_is_one_message(client, ap
     bad = tmp_path / "questions.csv"
     bad.write_text("id,question\n1,why\n", encoding="utf-8")
     status = workload(client, app_server[1], upload=bad).result(timeout=60)[STATUS]
-    assert 'error: questions.csv has no "prompt" column' in status and status.count("error:") == 1
+    assert "error: questions.csv has no &quot;prompt&quot; column" in status and status.count("error:") == 1
     status = workload(client, app_server[1], "  \n").result(timeout=60)[STATUS]
     assert "error: no prompts" in status
     again = workload(client, app_server[1], "w1 w2", drafters=[LOOKUP]).result(timeout=60)

@@ -119,10 +119,11 @@ class WorkloadHandlers:
                 runs = self.backend.workload(
                     request_of(values), prompts, list(drafters or []), draft_length != BEST, flag.is_set, session
                 )
-                shown = 0.0
-                for view in runs:
-                    if view.finished or time.perf_counter() - shown >= UPDATE_EVERY_S:
-                        shown = time.perf_counter()
+                shown, runs_done = 0.0, 0
+                for view in runs:  # every finished run shows at once; a run under way, every UPDATE_EVERY_S
+                    done = sum(c.done for c in view.cells.values())
+                    if view.finished or done > runs_done or time.perf_counter() - shown >= UPDATE_EVERY_S:
+                        shown, runs_done = time.perf_counter(), done
                         yield self.workload_outputs(view)
             except Exception as exc:  # one line in the tab and in the status box; the server keeps serving
                 yield {s.workload_progress: failure(exc), s.status: failure(exc)}
