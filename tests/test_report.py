@@ -213,7 +213,7 @@ def test_every_output_is_there_coloured_by_origin_and_folded_per_prompt():
     assert outputs.count('<details class="rp-prompt">') == 3 and outputs.count('class="rp-output"') == 12
     assert "\u2260 parts from plain at token 5" in outputs and "failed: the heads refused" in outputs
     assert 'class="sv-acc"' in outputs and 'class="sv-cor"' in outputs and 'class="sv-bonus"' in outputs
-    assert "best: delta-drafter 2.67×" in outputs and "List three primes." in outputs  # one line in the summary
+    assert "fastest: delta-drafter 2.67×" in outputs and "List three primes." in outputs  # one line in the summary
 
 
 def test_model_and_user_text_is_escaped_everywhere():

@@ -36,7 +36,7 @@ def workload(client, pair, prompts="", upload=None, drafters=(DRAFT_MODEL, LOOKU
         prompts_text=prompts,
         prompts_file=None if upload is None else handle_file(str(upload)),
         drafters=list(drafters),
-        draft_length="each drafter's best" if best else "the γ set on the left",
+        draft_length="each drafter's best" if best else "the γ in the settings",
         api_name="/workload",
     )
 

@@ -156,7 +156,7 @@ def test_a_workload_is_one_call_per_prompt_and_side_with_plain_shared(zero_app):
             prompts_text="w1 w2 w1 w2\nw3 w4 w3 w4\nw5 w6 w5",
             prompts_file=None,
             drafters=[k.name for k in lookups],
-            draft_length="the γ set on the left",
+            draft_length="the γ in the settings",
             api_name="/workload",
         )
         .result(timeout=600)

@@ -44,12 +44,18 @@ def _runs(view: WorkloadView) -> str:
 
 
 def _best(rows: list[WorkloadRow]) -> str | None:
-    """The drafter with the highest speedup (None when no drafter has one)."""
-    scored = [r for r in rows if r.name != PLAIN and r.speedup is not None]
+    """The drafter with the highest speedup (None when none beat plain decoding)."""
+    scored = [r for r in rows if r.name != PLAIN and r.speedup is not None and r.speedup > 1]
     return max(scored, key=lambda r: r.speedup).name if scored else None
 
 
-MODEL_WORDS = {"target": "target model", "draft": "draft model", "pair": "models", "precision": "precision"}
+MODEL_WORDS = {
+    "target": "target model",
+    "draft": "draft model",
+    "pair": "models",
+    "precision": "precision",
+    "draft_precision": "draft precision",
+}
 
 
 def _facts(view: WorkloadView, created: datetime) -> str:
@@ -180,7 +186,7 @@ def speedup_matrix(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     body = []
     for i, prompt in enumerate(view.prompts):
         values = [v for v in (view.speedup(i, d) for d in drafters) if v is not None]
-        top = max(values) if len(values) > 1 else None
+        top = max(values) if len(values) > 1 and max(values) > 1 else None  # a star only for a real win
         cells = "".join(_matrix_cell(view, i, d, top) for d in drafters)
         body.append(
             f'<tr><td class="rp-prompt-cell" title="{escape(prompt)}">{i + 1}. {escape(_excerpt(prompt, 32))}</td>'
@@ -229,7 +235,7 @@ def outputs(view: WorkloadView) -> str:
     folds = []
     for i, prompt in enumerate(view.prompts):
         speeds = [(v, d) for d in view.sides[1:] if (v := view.speedup(i, d)) is not None]
-        best = f" · best: {max(speeds)[1]} {max(speeds)[0]:.2f}×" if speeds else ""
+        best = f" · fastest: {max(speeds)[1]} {max(speeds)[0]:.2f}×" if speeds else ""
         shown = prompt if len(prompt) <= 4000 else prompt[:4000] + f" … ({len(prompt) - 4000} more characters)"
         cards = "".join(_output_card(view, i, side) for side in view.sides)
         folds.append(

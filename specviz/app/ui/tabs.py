@@ -133,7 +133,7 @@ def workload_tab(s, kinds) -> None:
                 scale=3,
             )
             s.workload_gamma = gr.Radio(
-                ["each drafter's best", "the γ set on the left"],
+                ["each drafter's best", "the γ in the settings"],
                 value="each drafter's best",
                 label="draft length",
                 elem_id="sv-workload-gamma",
