@@ -23,7 +23,8 @@ def add_compare_command(sub, add_drafter_options, add_sampling_options, add_mode
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .drafters.registry import kind
+    from .cli import settings_from
+    from .drafters.registry import PLAIN, kind
     from .flags import given_options
     from .workload.entrants import drafter_names, entrants, setting_words
     from .workload.prompts import read_prompts
@@ -35,7 +36,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     fixed = args.gamma is not None
     if args.adaptive is not None and not fixed:
         raise InvalidRequest("--adaptive goes with --gamma; without them each drafter runs at its measured best")
-    base = _settings(args)
+    base = settings_from(args, PLAIN)  # plain decoding's; each drafter's own follow
     chosen = entrants(
         names,
         base,
@@ -70,21 +71,6 @@ def _writable(path: str) -> Path:
     if not out.parent.is_dir():
         raise InvalidRequest(f"--out {path}: there is no folder {str(out.parent)!r}")
     return out
-
-
-def _settings(args):
-    from .settings import Settings
-
-    return Settings(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        acceptance=args.acceptance,
-        gamma=args.gamma if args.gamma is not None else 4,
-        adaptive=bool(args.adaptive),
-    )
 
 
 def _prepare(args, prompts, chosen, base, setting):
