@@ -25,6 +25,7 @@ CHART_PARTS = {
     "axis title": ".infolayer text[class$='title']:not(.gtitle)",
     "subplot title": ".infolayer .annotation",
     "tick labels": ".xaxislayer-above, .yaxislayer-above",
+    "tick label": ".xtick text, .ytick text",
     "bar label": ".bartext",
 }
 TITLES = ("title", "axis title", "subplot title")
@@ -32,6 +33,7 @@ CHART_CLASHES = [
     *(("legend", part) for part in (*TITLES, "tick labels", "plot area")),
     *((a, b) for i, a in enumerate(TITLES) for b in TITLES[i:]),
     *((title, part) for title in TITLES for part in ("tick labels", "plot area")),
+    ("tick label", "tick label"),
 ]
 # (the tab it is in, its chart, what the chart must show for its geometry to mean anything)
 CHARTS = {
@@ -42,6 +44,17 @@ CHARTS = {
     "sweep": ("γ sweep", "#sv-sweep-chart", ("legend", "axis title", "subplot title")),
 }
 STRIP = "#sv-tabs > .tab-wrapper"
+TABLES = "#sv-metrics table, #sv-compare-table table"
+# Each element a selector names, as the box a reader can bring it into: itself, or where an ancestor scrolls sideways
+# (overflow-x auto or scroll) the box of that ancestor, which shows all of it in turn.
+REACHABLE_JS = """(selector) => [...document.querySelectorAll(selector)].map((e) => {
+  let shown = e;
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) { shown = a; break; }
+  }
+  const b = shown.getBoundingClientRect();
+  return {x: b.x, y: b.y, width: b.width, height: b.height, label: (e.textContent || '').trim().slice(0, 40)};
+})"""
 # The centre of each element that a selector names, scrolled into view: does a click there land on it?
 CLICKABLE_JS = """(selector) => [...document.querySelectorAll(selector)].map((e) => {
   e.scrollIntoView({block: 'center', inline: 'center'});
@@ -77,11 +90,18 @@ def page_width_defects(page, width: int) -> list[str]:
     return [f"the page is {wide} px wide in a {width} px window"] if wide > width + 1 else []
 
 
+def table_defects(page, width: int) -> list[str]:
+    """A table wider than the window scrolls inside its own box; it never runs off the page's edge."""
+    reach = [Box(**b) for b in page.evaluate(REACHABLE_JS, TABLES)]
+    return [f"a table runs off the window: {box}" for box in reach if not inside(box, window(width))]
+
+
 def race_defects(page, width: int) -> list[str]:
     """The page never scrolls sideways, and the two sides are readable: side by side, or stacked on a phone."""
     found = boxes(page, {"side": "#sv-plain, #sv-spec", "lane": ".sv-lane"})
     plain, spec = found["side"]
-    problems = page_width_defects(page, width) + outside(found, ["side"], window(width), "the window")
+    problems = page_width_defects(page, width) + table_defects(page, width)
+    problems += outside(found, ["side"], window(width), "the window")
     problems += [f"a side's text is cut: {lane}" for lane in found["lane"] if lane.cut()]
     if width < NARROW:
         problems += [
@@ -126,7 +146,8 @@ def figure1_defects(page, width: int) -> list[str]:
     [legend], rows = found["legend"], found["row"][:3]
     problems = [f"the legend {legend} covers row {row}" for row in rows if intersects(legend, row)]
     problems += [f"the legend's labels are wider than it: {legend}"] if legend.cut() else []
-    problems += outside(found, ["item"], legend, "the legend") + outside(found, ["legend"], window(width), "the window")
+    problems += outside(found, ["item"], legend, "the legend")
+    problems += outside(found, ["legend", "row"], window(width), "the window")
     return problems + [f"a legend label is cut: {item}" for item in found["item"] if item.cut()]
 
 
@@ -187,7 +208,7 @@ def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels
         for chart in ("race", "why", "position", "compare"):
             problems += chart_defects(page, width, chart)
         problems += chart_defects(page, width, "sweep") if sweep(page) else ["the γ sweep tab is not in the strip"]
-        problems += page_width_defects(page, width)  # the comparison's table and the charts widen nothing
+        problems += page_width_defects(page, width) + table_defects(page, width)  # nor the comparison's table
         shot(page, f"stage-{size}-full.png", full=True)
     finally:
         page.close()
