@@ -18,8 +18,9 @@ PICK_JS = (
 
 
 def result_tabs(s, kinds) -> None:
-    """Every tab, in the order shown; `s.tabs` is their strip (a handler can select one by id)."""
-    with gr.Tabs(elem_id="sv-tabs") as s.tabs:
+    """Every tab, in the order shown; `s.tabs` is their strip (a handler can select one by id). Tabs that do not fit
+    one row wrap onto the next, so every tab stays one click away (Gradio's default hides them under a "…" menu)."""
+    with gr.Tabs(elem_id="sv-tabs", overflow_behavior="wrap") as s.tabs:
         figure1_tab(s)
         explain_tab(s)
         chart_tabs(s)
