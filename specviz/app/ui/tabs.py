@@ -74,16 +74,18 @@ def chart_tabs(s) -> None:
         )
     with gr.Tab("Why this speedup", id="why"):
         s.diagnosis = gr.HTML(panels.diagnosis(None), elem_id="sv-diagnosis")
-        with gr.Row():
+        with gr.Row():  # side by side where both get 400 px, else one above the other
             s.time_plot = gr.Plot(
                 charts.placeholder("after a run: where each side's time went"),
                 label="time",
                 elem_id="sv-time-chart",
+                min_width=400,
             )
             s.position_plot = gr.Plot(
                 charts.placeholder("after a run: how acceptance decays along the draft"),
                 label="acceptance by position",
                 elem_id="sv-position-chart",
+                min_width=400,
             )
 
 
