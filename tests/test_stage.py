@@ -27,6 +27,7 @@ CHART_PARTS = {
     "tick labels": ".xaxislayer-above, .yaxislayer-above",
     "tick label": ".xtick text, .ytick text",
     "bar label": ".bartext",
+    "block label": "[data-testid='block-label']",  # Gradio's name of the chart, laid over its top left corner
 }
 TITLES = ("title", "axis title", "subplot title")
 CHART_CLASHES = [
@@ -34,6 +35,7 @@ CHART_CLASHES = [
     *((a, b) for i, a in enumerate(TITLES) for b in TITLES[i:]),
     *((title, part) for title in TITLES for part in ("tick labels", "plot area")),
     ("tick label", "tick label"),
+    *(("block label", part) for part in (*TITLES, "legend", "tick labels", "plot area")),
 ]
 # (the tab it is in, its chart, what the chart must show for its geometry to mean anything)
 CHARTS = {
