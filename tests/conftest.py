@@ -149,3 +149,15 @@ def app_server(pair_folders, pair_heads, pair_eagle):
     yield url, f"{target} ← {draft}"
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium through Playwright, one per test module (tests/pages.py opens the app in it)."""
+    from pages import CHROMIUM
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()

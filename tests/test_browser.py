@@ -4,43 +4,16 @@ a downloaded trace replays to the same screen, its snapshot opens offline, prese
 queued run says what it waits for. Markup in the prompt stays text throughout. Screenshots go to test-artifacts/."""
 
 import json
-import os
-import shutil
 import threading
-from pathlib import Path
 
 import pytest
 from gradio_client import Client
-from playwright.sync_api import sync_playwright
+from pages import open_page, shot
 
 from specviz.drafters.registry import kinds
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 RACE_PARTS = ("#sv-plain", "#sv-spec", "#sv-metrics", "#sv-badge")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
-
-
-def open_page(browser, url, width=1440, height=900, query=""):
-    page = browser.new_page(viewport={"width": width, "height": height}, accept_downloads=True)
-    page.goto(url + query)
-    page.wait_for_selector("#sv-run")
-    return page
-
-
-def shot(page, name, full=False):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name), full_page=full)
-    assert (SHOTS / name).stat().st_size > 10_000
 
 
 def race(page, prompt="w1 w2 w3", temperature=None, done="#sv-badge .sv-badge-ok", chain=False):

@@ -1,6 +1,7 @@
 """Plotly charts: the race's tokens/s over each side's own time, the γ sweep with theory drawn over it, Compare all,
 and a step's acceptance rule replayed."""
 
+import textwrap
 from html import escape
 
 import plotly.graph_objects as go
@@ -15,12 +16,15 @@ from ..sweep import SweepView
 from .figure1 import WHITESPACE
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
+# The legend sits at the foot of the figure itself (container coordinates), not at a fraction of the plot's height
+# below it: Plotly then reserves the legend's rows in the bottom margin, so the axis titles and tick labels are laid
+# out above it however many rows it wraps into at the chart's width.
 _LAYOUT = dict(
     template="plotly_white",
     font=dict(size=15),
-    margin=dict(l=50, r=20, t=50, b=45),
-    height=340,
-    legend=dict(orientation="h", y=-0.25),
+    margin=dict(l=50, r=20, t=50, b=10),
+    height=360,
+    legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
 )
 
 
@@ -43,10 +47,7 @@ def race_chart(view: RaceView) -> go.Figure:
         xs, ys = running_rate(lane.events)
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", line=dict(color=colour, width=3)))
     fig.update_layout(
-        title="tokens/s so far, against each side's own clock",
-        xaxis_title="own clock (s)",
-        yaxis_title="tokens/s",
-        **_LAYOUT,
+        title="tokens/s so far", xaxis_title="each side's own clock (s)", yaxis_title="tokens/s", **_LAYOUT
     )
     return fig
 
@@ -54,7 +55,9 @@ def race_chart(view: RaceView) -> go.Figure:
 def sweep_chart(view: SweepView) -> go.Figure:
     points, theory = view.points(), view.theory()
     gammas = [p.gamma for p in points]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("acceptance rate", "tokens per step (τ)", "speedup over plain"))
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("acceptance", "tokens/step", "speedup"), horizontal_spacing=0.09
+    )
     fig.add_trace(
         go.Scatter(
             x=gammas,
@@ -118,15 +121,27 @@ def sweep_chart(view: SweepView) -> go.Figure:
             col=3,
         )
     fig.add_hline(y=1.0, line=dict(color=PLAIN_COLOUR, dash="dot"), row=1, col=3)
-    fig.update_xaxes(title_text="γ (draft length)", dtick=1)
+    _sweep_axes(fig, view.gammas, [p.speedup for p in points] + (list(theory.speedups) if theory is not None else []))
     fig.update_layout(title="γ sweep on this prompt" + ("" if view.finished else " (running…)"), **_LAYOUT)
     return fig
 
 
+def _sweep_axes(fig: go.Figure, gammas, speedups: list[float]) -> None:
+    """γ on every x axis over the whole sweep from its first point, named once under the middle one (the three share
+    it), with Plotly's own tick spacing (every γ where they fit, every other one on a phone); speedup from 0 with room
+    above the highest point and plain's line at 1, so no tick label sits on the top edge under the subplot's title."""
+    if gammas:
+        fig.update_xaxes(range=[min(gammas) - 0.5, max(gammas) + 0.5])
+    fig.update_xaxes(title_text="γ (draft length)", row=1, col=2)
+    fig.update_yaxes(range=[0, max([1.0, *speedups]) * 1.12], row=1, col=3)
+    fig.update_annotations(font_size=13)  # the subplots' titles, each within its third of the width
+
+
 def placeholder(title: str) -> go.Figure:
-    """An empty chart that says what will appear in it."""
+    """An empty chart that says in its middle what will appear in it, in lines short enough for a phone's width."""
     fig = go.Figure()
-    fig.update_layout(title=title, xaxis=dict(visible=False), yaxis=dict(visible=False), **_LAYOUT)
+    shown = dict(text="<br>".join(textwrap.wrap(title, 32)), x=0.5, xanchor="center", y=0.5, yanchor="middle")
+    fig.update_layout(title=shown, xaxis=dict(visible=False), yaxis=dict(visible=False), **_LAYOUT)
     return fig
 
 
@@ -142,7 +157,12 @@ def compare_chart(rows) -> go.Figure:
             marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done],
         )
     )
-    fig.update_layout(title="tokens/s on this prompt (label: speedup over plain)", yaxis_title="tokens/s", **_LAYOUT)
+    fig.update_layout(
+        title="tokens/s by drafter", xaxis_title="label: speedup over plain", yaxis_title="tokens/s", **_LAYOUT
+    )
+    top = max((r.tokens_per_s for r in done), default=0)
+    if top > 0:  # headroom above the tallest bar for its label, which the plot area would otherwise clip
+        fig.update_yaxes(range=[0, top * 1.18])
     return fig
 
 
@@ -168,7 +188,7 @@ def replay_chart(replay: ReplayedStep) -> go.Figure:
     if replay.q is not None:
         fig.add_trace(go.Bar(x=labels, y=list(replay.q), name="drafter's q", marker_color=THEORY_COLOUR))
     fig.update_layout(
-        title=f"χ² test of the emitted tokens against p: p-value {replay.p_value:.3g}",
+        title=f"χ² test against p: p-value {replay.p_value:.3g}",
         barmode="group",
         yaxis_title="share",
         **_LAYOUT,
@@ -181,9 +201,7 @@ def position_chart(events: list[StepEvent]) -> go.Figure:
     each step accepted."""
     m = summarize(events)
     alphas, ks = m.acceptance_by_position, list(range(1, len(m.by_position) + 1))
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("acceptance by draft position (α_k)", "drafts accepted per step")
-    )
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("α_k by draft position", "accepted per step"))
     fig.add_trace(
         go.Bar(
             x=ks,

@@ -20,7 +20,8 @@ from .sidebar import settings_sidebar
 from .tabs import result_tabs
 from .wiring import wire_events
 
-# Runs once in the browser: presenter mode from the URL, Ctrl+Enter in the prompt runs, ← → step through Figure 1.
+# Runs once in the browser: presenter mode from the URL, the sidebar folded on a phone, Ctrl+Enter in the prompt runs,
+# ← → step through Figure 1.
 CLIENT_JS = """() => {
   window.svSetPresenter = (on) => {
     document.body.classList.toggle('sv-presenter', !!on);
@@ -31,6 +32,11 @@ CLIENT_JS = """() => {
     window.history.replaceState(null, '', url);
   };
   if (new URLSearchParams(window.location.search).get('presenter') === '1') { window.svSetPresenter(true); }
+  // On a phone the open sidebar covers the whole screen (Gradio widens it to the window): it starts folded there.
+  const sidebar = document.querySelector('#sv-sidebar');
+  if (window.matchMedia('(max-width: 768px)').matches && sidebar?.classList.contains('open')) {
+    sidebar.querySelector('.toggle-button')?.click();
+  }
   document.addEventListener('keydown', (e) => {
     const inPrompt = e.target.closest && e.target.closest('#sv-prompt');
     if (inPrompt && e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {

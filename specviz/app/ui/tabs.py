@@ -17,9 +17,16 @@ PICK_JS = (
 )
 
 
+def chart(waiting: str, label: str, elem_id: str, **more) -> gr.Plot:
+    """A Plotly chart that says `waiting` until a run fills it. The figure's own title names it, so Gradio's label
+    (kept for the API) is not drawn: it would lie over the title in the figure's top left corner."""
+    return gr.Plot(charts.placeholder(waiting), label=label, show_label=False, elem_id=elem_id, **more)
+
+
 def result_tabs(s, kinds) -> None:
-    """Every tab, in the order shown; `s.tabs` is their strip (a handler can select one by id)."""
-    with gr.Tabs(elem_id="sv-tabs") as s.tabs:
+    """Every tab, in the order shown; `s.tabs` is their strip (a handler can select one by id). Tabs that do not fit
+    one row wrap onto the next, so every tab stays one click away (Gradio's default hides them under a "…" menu)."""
+    with gr.Tabs(elem_id="sv-tabs", overflow_behavior="wrap") as s.tabs:
         figure1_tab(s)
         explain_tab(s)
         chart_tabs(s)
@@ -57,32 +64,24 @@ def explain_tab(s) -> None:
             )
             s.replay_step = gr.Button("Replay it 10,000 times", elem_id="sv-replay-step", scale=1)
         s.replay_verdict = gr.HTML(elem_id="sv-replay-verdict")
-        s.replay_plot = gr.Plot(
-            charts.placeholder("a sampled step's rule, replayed: what it emits against p"),
-            elem_id="sv-replay-chart",
+        s.replay_plot = chart(
+            "a sampled step's rule, replayed: what it emits against p", "rule replayed", "sv-replay-chart"
         )
 
 
 def chart_tabs(s) -> None:
     """tokens/s during a run, and after it why this speedup: a line, where the time went, acceptance by position."""
     with gr.Tab("tokens/s", id="chart"):
-        s.race_plot = gr.Plot(
-            charts.placeholder("tokens/s of both sides appear here during a run"),
-            label="tokens/s",
-            elem_id="sv-race-chart",
-        )
+        s.race_plot = chart("tokens/s of both sides appear here during a run", "tokens/s", "sv-race-chart")
     with gr.Tab("Why this speedup", id="why"):
         s.diagnosis = gr.HTML(panels.diagnosis(None), elem_id="sv-diagnosis")
-        with gr.Row():
-            s.time_plot = gr.Plot(
-                charts.placeholder("after a run: where each side's time went"),
-                label="time",
-                elem_id="sv-time-chart",
-            )
-            s.position_plot = gr.Plot(
-                charts.placeholder("after a run: how acceptance decays along the draft"),
-                label="acceptance by position",
-                elem_id="sv-position-chart",
+        with gr.Row():  # side by side where both get 400 px, else one above the other
+            s.time_plot = chart("after a run: where each side's time went", "time", "sv-time-chart", min_width=400)
+            s.position_plot = chart(
+                "after a run: how acceptance decays along the draft",
+                "acceptance by position",
+                "sv-position-chart",
+                min_width=400,
             )
 
 
@@ -95,8 +94,8 @@ def compare_tab(s, kinds) -> None:
             "current settings, one after the other.</p>"
         )
         s.compare_table = gr.HTML(panels.compare_table([]), elem_id="sv-compare-table")
-        s.compare_chart = gr.Plot(
-            charts.placeholder("tokens/s and speedup of every drafter appear here"), elem_id="sv-compare-chart"
+        s.compare_chart = chart(
+            "tokens/s and speedup of every drafter appear here", "drafters compared", "sv-compare-chart"
         )
         s.compare_texts = {}
         with gr.Tabs():
@@ -150,11 +149,7 @@ def workload_tab(s, kinds) -> None:
 def sweep_tab(s) -> None:
     with gr.Tab("γ sweep", id="sweep"):
         s.sweep = gr.Button("γ sweep 1…8 on this prompt", elem_id="sv-sweep")
-        s.sweep_plot = gr.Plot(
-            charts.placeholder("press “γ sweep” to measure γ = 1…8 on the current prompt"),
-            label="γ sweep",
-            elem_id="sv-sweep-chart",
-        )
+        s.sweep_plot = chart("press “γ sweep” to measure γ = 1…8 on the current prompt", "γ sweep", "sv-sweep-chart")
 
 
 def recorded_tab(s) -> None:

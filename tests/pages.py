@@ -1,0 +1,23 @@
+"""What the browser tests share besides their fixtures (tests/conftest.py has `browser` and `app_server`): where
+chromium is, opening the app at a window size, and saving a screenshot to test-artifacts/."""
+
+import os
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))
+
+
+def open_page(browser, url, width=1440, height=900, query=""):
+    page = browser.new_page(viewport={"width": width, "height": height}, accept_downloads=True)
+    page.goto(url + query)
+    page.wait_for_selector("#sv-run")
+    return page
+
+
+def shot(page, name, full=False):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full)
+    assert (SHOTS / name).stat().st_size > 10_000
