@@ -6,7 +6,6 @@ import csv
 import io
 import itertools
 import os
-import shutil
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -297,7 +296,6 @@ def test_the_report_stays_small():
     assert size < 2_000_000
 
 
-CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 LABEL_BOXES = """() => [...document.querySelectorAll('svg')].map(svg => {
   const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
   return {svg: box(svg), texts: [...svg.querySelectorAll('text')].map(t => [t.textContent, box(t)])};
@@ -317,16 +315,6 @@ def label_faults(charts: list[dict], slack: float = 0.5) -> list[str]:
             if min(a[2], b[2]) - max(a[0], b[0]) > slack and min(a[3], b[3]) - max(a[1], b[1]) > slack:
                 faults.append(f"{one!r} overlaps {other!r}")
     return faults
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
 
 
 def open_offline(browser, path: Path):

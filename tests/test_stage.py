@@ -13,6 +13,8 @@ from geometry import Box, boxes, inside, intersects, outside, overlaps
 from pages import open_page, shot
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from specviz.drafters.registry import kinds
+
 SIZES = {
     "1280x720": (1280, 720, ""),
     "1440x900": (1440, 900, ""),
@@ -55,7 +57,7 @@ FITTED_JS = """(root) => {
   const plot = document.querySelector(root + ' .js-plotly-plot'), svg = plot && plot.querySelector('.main-svg');
   return !!svg && plot.clientWidth > 0 && Math.abs(svg.getBoundingClientRect().width - plot.clientWidth) < 1;
 }"""
-TABLES = "#sv-metrics table, #sv-compare-table table"
+TABLES = "#sv-metrics table, #sv-compare-table table, #sv-workload-table table"
 # Each element a selector names, as the box a reader can bring it into: itself, or where an ancestor scrolls sideways
 # (overflow-x auto or scroll) the box of that ancestor, which shows all of it in turn.
 REACHABLE_JS = """(selector) => [...document.querySelectorAll(selector)].map((e) => {
@@ -201,6 +203,22 @@ def sweep(page) -> bool:
     return True
 
 
+def workload(page) -> list[str]:
+    """Two prompts of one's own through one lookup drafter, to the end; what keeps that from happening."""
+    if not open_tab(page, "Your prompts"):
+        return ["the Your prompts tab is not in the strip"]
+    page.locator("#sv-workload-prompts textarea").fill("w5 w5 w5 w9 w5 w5\nw1 w2 w1 w2 w1")
+    lookup = next(k for k in kinds(menu_only=True) if k.lookup and not k.needs_draft)
+    for k in kinds(menu_only=True):
+        page.locator("#sv-workload-drafters").get_by_label(k.label, exact=True).set_checked(k == lookup)
+    blocked = unclickable(page, "#sv-workload-run")
+    if blocked:
+        return blocked
+    page.click("#sv-workload-run")
+    page.wait_for_selector("#sv-workload-progress:has-text('done;')", timeout=180_000)
+    return []
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels, size):
     width, height, query = SIZES[size]
@@ -220,6 +238,7 @@ def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels
         for chart in ("race", "why", "position", "compare"):
             problems += chart_defects(page, width, chart)
         problems += chart_defects(page, width, "sweep") if sweep(page) else ["the γ sweep tab is not in the strip"]
+        problems += workload(page)
         problems += page_width_defects(page, width) + table_defects(page, width)  # nor the comparison's table
         shot(page, f"stage-{size}-full.png", full=True)
     finally:
