@@ -149,7 +149,19 @@ def drafter_table(view: WorkloadView, rows: list[WorkloadRow]) -> str:
         f"<tbody>{''.join(body)}</tbody></table></div>"
         "<p class=\"rp-explain\">speedup: a drafter's tokens per second of decoding over plain decoding's, both "
         "counted over the same prompts (prefill excluded). α: the share of drafted tokens the target accepted. τ: "
-        "tokens written per target forward (plain decoding: 1).</p>"
+        "tokens written per target forward (plain decoding: 1).</p>" + _parting_note(view, rows)
+    )
+
+
+def _parting_note(view: WorkloadView, rows: list[WorkloadRow]) -> str:
+    """Why greedy outputs can part from plain decoding's, where some did: a near tie tipped by rounding."""
+    if not view.greedy or all(r.identical in (None, r.prompts) for r in rows if r.name != PLAIN):
+        return ""
+    return (
+        '<p class="rp-explain">Where a greedy output parts from plain decoding\'s, its card below says at which '
+        "token and how close the target's top two were there. In bfloat16 (or with an int8 model) a forward that "
+        "verifies several tokens rounds differently from one that reads one, so a near tie can tip either way; "
+        "float32 makes the comparison token-exact.</p>"
     )
 
 
@@ -219,11 +231,17 @@ def _output_card(view: WorkloadView, i: int, side: str) -> str:
         meta.append(_fmt(view.speedup(i, side), "{:.2f}×"))
         if view.greedy:
             d = found.divergence
-            meta.append("identical to plain" if d is None else f"\u2260 parts from plain at token {d.position + 1}")
+            meta.append("identical to plain" if d is None else _parted(d))
     return (
         f'<section class="rp-output" data-side="{escape(side)}"><h4>{escape(title)}</h4>'
         f'<div class="rp-meta">{escape(" · ".join(meta))}</div>{origin_text(found.events, view.text_of)}</section>'
     )
+
+
+def _parted(d) -> str:
+    """Where an output parted from plain decoding's, and the target's top two there (plain text: escaped later)."""
+    top = " vs ".join(f"{text!r} {p:.3f}" for text, p in d.top)
+    return f"\u2260 parts from plain at token {d.position + 1} (the target's top two there: {top})"
 
 
 def outputs(view: WorkloadView) -> str:
