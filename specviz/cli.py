@@ -9,9 +9,16 @@ from pathlib import Path
 
 from .drafters.kinds import Options
 from .errors import InvalidRequest, SpecvizError
-from .flags import add_model_options, add_option_flags, given_options
+from .flags import (
+    add_drafter_options,
+    add_model_options,
+    add_sampling_options,
+    draft_dtype,
+    given_options,
+    settings_from,
+)
 from .runtime import quiet_transformers
-from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings, check_prompt
+from .settings import check_prompt
 
 
 class Parser(argparse.ArgumentParser):
@@ -22,54 +29,6 @@ class Parser(argparse.ArgumentParser):
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
-
-
-def add_sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
-    p.add_argument(
-        "--gamma",
-        type=int,
-        help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most); "
-        "default: the drafter's measured best (draft, hybrid: 8 with --adaptive), else 4",
-    )
-    p.add_argument(
-        "--adaptive",
-        action=argparse.BooleanOptionalAction,
-        help="choose the draft length (a tree's size) "
-        "every step from measured acceptance and costs; default: on for the draft model and the hybrid, "
-        "where it measured fastest",
-    )
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=0, help="0 disables")
-    p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--acceptance",
-        default="lossless",
-        choices=list(ACCEPTANCE_MODES),
-        help="when sampling: lossless (rejection sampling keeps the target's distribution), typical "
-        "(Medusa's: accepts any plausible token, lossy by design), greedy (exact, temperature 0 only)",
-    )
-
-
-def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
-    """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
-    from .drafters.registry import PLAIN, kinds
-
-    offered = kinds(menu_only=True)
-    if with_drafter:
-        p.add_argument(
-            "--drafter",
-            choices=[PLAIN, *(k.name for k in offered)],
-            help="; ".join(
-                [f"{PLAIN} = plain decoding (default unless --draft is given)"]
-                + [f"{k.name} = {k.summary}" for k in offered]
-            ),
-        )
-    p.add_argument(
-        "--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft)
-    )
-    add_option_flags(p)
 
 
 def drafter_from(args) -> tuple[str, Options | None]:
@@ -91,27 +50,6 @@ def drafter_from(args) -> tuple[str, Options | None]:
             + (" with the options given" if name in needing else f"; only by --drafter {' or '.join(needing)}")
         )
     return name, options
-
-
-def settings_from(args, drafter: str) -> Settings:
-    """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
-    from .drafters.registry import PLAIN, kind
-
-    chosen = kind(drafter) if drafter != PLAIN else None
-
-    def prefers(name: str, default):
-        return chosen.prefers(name, default) if chosen else default
-
-    return Settings(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        acceptance=args.acceptance,
-        gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
-        adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False),
-    )
 
 
 def build_parser() -> Parser:
@@ -141,7 +79,7 @@ def build_parser() -> Parser:
 
     from .compare_cli import add_compare_command
 
-    add_compare_command(sub, add_drafter_options, add_sampling_options, add_model_options)
+    add_compare_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
@@ -347,11 +285,3 @@ def cmd_prepare(args) -> int:
             continue
         print(f"{name}: {ensure_converted(PRESETS[name], rebuild=args.rebuild)}")
     return 0
-
-
-def draft_dtype(args, target) -> str:
-    """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
-    target's."""
-    from .models.loading import best_draft_dtype
-
-    return args.draft_dtype or best_draft_dtype(target.device) or args.dtype

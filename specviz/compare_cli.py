@@ -8,9 +8,17 @@ import time
 from pathlib import Path
 
 from .errors import InvalidRequest
+from .flags import (
+    add_drafter_options,
+    add_model_options,
+    add_sampling_options,
+    draft_dtype,
+    given_options,
+    settings_from,
+)
 
 
-def add_compare_command(sub, add_drafter_options, add_sampling_options, add_model_options) -> None:
+def add_compare_command(sub) -> None:
     p = sub.add_parser("compare", help="every chosen drafter on your own prompts against plain decoding: a report")
     p.add_argument("--prompts", required=True, help="a .txt (one per line, or blank-line blocks), .jsonl or .csv file")
     p.add_argument("--out", required=True, help="the HTML report to write (its table goes beside it as .csv)")
@@ -23,9 +31,7 @@ def add_compare_command(sub, add_drafter_options, add_sampling_options, add_mode
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .cli import settings_from
     from .drafters.registry import PLAIN, kind
-    from .flags import given_options
     from .workload.entrants import drafter_names, entrants, setting_words
     from .workload.prompts import read_prompts
 
@@ -76,7 +82,6 @@ def _writable(path: str) -> Path:
 def _prepare(args, prompts, chosen, base, setting):
     """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
     is decoded."""
-    from .cli import draft_dtype
     from .drafters.registry import decode
     from .drafters.suffix_index import RunMemory
     from .models import encode_prompt, load_model
@@ -162,17 +167,12 @@ def _run(view, run_side) -> None:
 
 def _line(view, i: int, side: str, cell) -> str:
     from .events import summarize
-    from .workload.view import PLAIN
+    from .workload.view import PLAIN, duration
 
     left = view.seconds_left()
-    rest = "" if left is None else f"; about {_duration(left)} left"
+    rest = "" if left is None else f"; about {duration(left)} left"
     if cell.note:
         return f"prompt {i + 1}/{len(view.prompts)} {side}: {cell.note}{rest}"
     m = summarize(cell.events)
     speed = "" if side == PLAIN else f", {view.speedup(i, side) or 0:.2f}x"
     return f"prompt {i + 1}/{len(view.prompts)} {side}: {m.new_tokens} tokens, {m.tokens_per_s:.1f} tok/s{speed}{rest}"
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"

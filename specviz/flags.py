@@ -1,9 +1,11 @@
-"""Command-line flags that `generate` and `bench` share: the model's precision and device, and every option any
-drafter declares (one flag per option, read from the registry), with the check that an option meets its drafter."""
+"""Command-line flags that `generate`, `compare` and `bench` share: the model's precision and device, the sampling
+settings, and every option any drafter declares (one flag per option, read from the registry), with the check that
+an option meets its drafter; and what the parsed flags mean (the run's settings, the draft's precision)."""
 
 import argparse
 
 from .errors import InvalidRequest
+from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -62,3 +64,80 @@ def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
         for name in names:
             given.setdefault(name, {})[spec.name] = value
     return given
+
+
+def add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS}")
+    p.add_argument(
+        "--gamma",
+        type=int,
+        help=f"draft tokens per step, 1..{MAX_GAMMA} (with --adaptive: the most); "
+        "default: the drafter's measured best (draft, hybrid: 8 with --adaptive), else 4",
+    )
+    p.add_argument(
+        "--adaptive",
+        action=argparse.BooleanOptionalAction,
+        help="choose the draft length (a tree's size) "
+        "every step from measured acceptance and costs; default: on for the draft model and the hybrid, "
+        "where it measured fastest",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0 disables")
+    p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1 disables")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--acceptance",
+        default="lossless",
+        choices=list(ACCEPTANCE_MODES),
+        help="when sampling: lossless (rejection sampling keeps the target's distribution), typical "
+        "(Medusa's: accepts any plausible token, lossy by design), greedy (exact, temperature 0 only)",
+    )
+
+
+def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
+    """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
+    from .drafters.registry import PLAIN, kinds
+
+    offered = kinds(menu_only=True)
+    if with_drafter:
+        p.add_argument(
+            "--drafter",
+            choices=[PLAIN, *(k.name for k in offered)],
+            help="; ".join(
+                [f"{PLAIN} = plain decoding (default unless --draft is given)"]
+                + [f"{k.name} = {k.summary}" for k in offered]
+            ),
+        )
+    p.add_argument(
+        "--draft", help="draft model, for --drafter " + " or ".join(k.name for k in offered if k.needs_draft)
+    )
+    add_option_flags(p)
+
+
+def settings_from(args, drafter: str) -> Settings:
+    """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
+    from .drafters.registry import PLAIN, kind
+
+    chosen = kind(drafter) if drafter != PLAIN else None
+
+    def prefers(name: str, default):
+        return chosen.prefers(name, default) if chosen else default
+
+    return Settings(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        acceptance=args.acceptance,
+        gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
+        adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False),
+    )
+
+
+def draft_dtype(args, target) -> str:
+    """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
+    target's."""
+    from .models.loading import best_draft_dtype
+
+    return args.draft_dtype or best_draft_dtype(target.device) or args.dtype

@@ -24,7 +24,7 @@ from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload
 from ..workload.view import PLAIN as WORKLOAD_PLAIN
-from ..workload.view import Contender, WorkloadView
+from ..workload.view import Contender, WorkloadView, duration
 from .compare import CompareView, Entry
 from .device_calls import DeviceCalls, Packet, check_request
 from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, mode_text
@@ -267,8 +267,8 @@ class Backend:
                     if e.name in runnable:
                         found = work.cell(0, e.name)
                         e.events, e.divergence, e.note = found.events, found.divergence, found.note
-                left = work.seconds_left()
-                view.message = work.message + ("" if left is None or work.finished else f"; about {left:.0f} s left")
+                left = None if work.finished else work.seconds_left()
+                view.message = work.message + ("" if left is None else f"; about {duration(left)} left")
                 if not work.finished:
                     yield view
         view.finished, view.stopped, view.wall_s = True, work.stopped, work.wall_s

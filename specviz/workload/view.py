@@ -149,3 +149,11 @@ class WorkloadView:
         done = [c for (_, s), c in self.cells.items() if s == side and c.done and not c.note and c.wall_s > 0]
         seconds = sum(c.wall_s for c in done)
         return sum(len(c.tokens) for c in done) / seconds if seconds else None
+
+
+def duration(seconds: float) -> str:
+    """Seconds in words a reader takes in at a glance: "42 s", "3 min 05 s", "1 h 20 min"."""
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

@@ -20,9 +20,10 @@ from ...rule_replay import replay_step, rules_for
 from ...runtime import ASSETS
 from ...trace import Trace
 from ..compare import CompareView, from_trace
-from ..race import RaceRequest, RaceView
+from ..race import RaceView
 from ..replay import SPEEDS, replay
 from . import charts, panels
+from .controls import request_of
 from .explain import explain_step
 from .figure1 import origin_text
 from .race_screen import RaceScreen, race_update
@@ -98,19 +99,6 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-def failure(exc: Exception) -> str:
-    if isinstance(exc, SpecvizError):
-        return panels.status(f"error: {exc}", "error")
-    return panels.status(f"internal error ({type(exc).__name__}): {exc}; the app keeps serving", "error")
-
-
-def request_of(values: dict) -> RaceRequest:
-    """The controls' values as a request; the screen calls the token budget max_new."""
-    values = dict(values)
-    values["max_new_tokens"] = values.pop("max_new")
-    return RaceRequest.of(**values)
-
-
 class Handlers(WorkloadHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
@@ -145,7 +133,7 @@ class Handlers(WorkloadHandlers):
                 yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
             except Exception as exc:  # one message on screen; the server keeps serving
                 yield {
-                    self.race_screen.status: failure(exc),
+                    self.race_screen.status: panels.failure(exc),
                     self.race_screen.echo: panels.prompt_echo(str(req.prompt)),
                 }
 
@@ -170,7 +158,7 @@ class Handlers(WorkloadHandlers):
                 trace = Trace.load(path)
                 yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
             except Exception as exc:
-                yield {self.race_screen.status: failure(exc)}
+                yield {self.race_screen.status: panels.failure(exc)}
 
     def downloads(self, trace: Trace) -> tuple[str, str]:
         """The run as a trace file and as a snapshot page, for the two download buttons."""
@@ -267,7 +255,7 @@ class Handlers(WorkloadHandlers):
                         charts.sweep_chart(view),
                     )
             except Exception as exc:
-                yield failure(exc), gr.skip()
+                yield panels.failure(exc), gr.skip()
 
     def compare(self, request: gr.Request, progress=gr.Progress(), **values):
         with self.board.running(request.session_hash) as flag:
@@ -276,7 +264,7 @@ class Handlers(WorkloadHandlers):
                     progress(view.progress(), desc=view.message)
                     yield self.compare_outputs(view)
             except Exception as exc:
-                yield {self.screen.status: failure(exc)}
+                yield {self.screen.status: panels.failure(exc)}
 
     def compare_outputs(self, view: CompareView) -> dict:
         s = self.screen
@@ -316,7 +304,7 @@ class Handlers(WorkloadHandlers):
                 f"ready: {pair_label} ({dtype_name}{f', draft {draft_dtype}' if mixed else ''})", "done"
             )
         except Exception as exc:
-            yield failure(exc)
+            yield panels.failure(exc)
 
     def add_pair(self, target: str, draft: str, request: gr.Request):
         """A pair named by the visitor joins their own menu and becomes the choice (which loads it)."""
@@ -324,7 +312,7 @@ class Handlers(WorkloadHandlers):
         try:
             label = self.backend.shelf.add(target, draft, session)
         except SpecvizError as exc:
-            return gr.skip(), failure(exc)
+            return gr.skip(), panels.failure(exc)
         choices = self.backend.shelf.choices(session)
         return gr.Dropdown(choices=choices, value=label), panels.status(f"pair: {label}", "info")
 

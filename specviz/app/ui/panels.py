@@ -4,6 +4,7 @@ Every piece of model or user text goes through html.escape."""
 from html import escape
 
 from ...diagnosis import diagnose
+from ...errors import SpecvizError
 from ...events import Metrics, summarize
 from ..race import RaceView
 from .figure1 import origin_text, visible
@@ -12,6 +13,13 @@ from .figure1 import origin_text, visible
 def status(message: str, kind: str = "info") -> str:
     """kind: info | busy | error | done."""
     return f'<div class="sv-status sv-status-{kind}">{escape(message)}</div>'
+
+
+def failure(exc: Exception) -> str:
+    """An exception as the status line: a SpecvizError's own line, anything else named as internal."""
+    if isinstance(exc, SpecvizError):
+        return status(f"error: {exc}", "error")
+    return status(f"internal error ({type(exc).__name__}): {exc}; the app keeps serving", "error")
 
 
 def prompt_echo(prompt: str) -> str:

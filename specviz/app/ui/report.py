@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...events import summarize
 from ...runtime import ASSETS
-from ...workload.view import PLAIN, WorkloadRow, WorkloadView
+from ...workload.view import PLAIN, WorkloadRow, WorkloadView, duration
 from .figure1 import ORIGIN_CLASS, origin_text
 from .svg_charts import acceptance_lines, speedup_bars
 
@@ -26,13 +26,6 @@ LEGEND = (
 
 def _fmt(value: float | None, pattern: str = "{:.2f}", missing: str = "–") -> str:
     return missing if value is None else pattern.format(value)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _runs(view: WorkloadView) -> str:
@@ -73,7 +66,7 @@ def _facts(view: WorkloadView, created: datetime) -> str:
         ("decoding", decoding),
         ("prompts", str(len(view.prompts))),
         ("runs", _runs(view)),
-        ("wall time", _duration(view.wall_s)),
+        ("wall time", duration(view.wall_s)),
     ]
     items = "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
     return f'<dl class="rp-facts">{items}</dl>'

@@ -10,7 +10,9 @@ import gradio as gr
 
 from ...errors import InvalidRequest
 from ...workload.prompts import read_prompts, split_pasted
-from ...workload.view import PLAIN, WorkloadView
+from ...workload.view import PLAIN, WorkloadView, duration
+from . import panels
+from .controls import request_of
 
 BEST = "each drafter's best"  # the draft-length choice that runs every drafter at its measured best γ
 UPDATE_EVERY_S = 0.5
@@ -26,11 +28,6 @@ def prompts_from(pasted: str | None, uploaded) -> list[str]:
     if not prompts:
         raise InvalidRequest("no prompts: paste some (one per line, or blank-line blocks) or upload a file")
     return prompts
-
-
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
 def progress_bar(view: WorkloadView) -> str:
@@ -110,8 +107,6 @@ class WorkloadHandlers:
     """Mixed into the screen's Handlers: the workload's run and what it shows."""
 
     def workload(self, request: gr.Request, prompts_text, prompts_file, drafters, draft_length, **values):
-        from .handlers import failure, request_of
-
         s, session = self.screen, request.session_hash
         with self.board.running(session) as flag:
             try:
@@ -126,10 +121,9 @@ class WorkloadHandlers:
                         shown, runs_done = time.perf_counter(), done
                         yield self.workload_outputs(view)
             except Exception as exc:  # one line in the tab and in the status box; the server keeps serving
-                yield {s.workload_progress: failure(exc), s.status: failure(exc)}
+                yield {s.workload_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
     def workload_outputs(self, view: WorkloadView) -> dict:
-        from . import panels
         from .report import write_report
 
         s = self.screen
