@@ -130,8 +130,8 @@ def settings_from(args, drafter: str) -> Settings:
         top_p=args.top_p,
         seed=args.seed,
         acceptance=args.acceptance,
-        gamma=args.gamma if args.gamma is not None else prefers("gamma", 4),
-        adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", False),
+        gamma=args.gamma if args.gamma is not None else prefers("gamma", Settings.gamma),
+        adaptive=args.adaptive if args.adaptive is not None else prefers("adaptive", Settings.adaptive),
     )
 
 

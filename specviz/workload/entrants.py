@@ -72,8 +72,11 @@ def mode_words(drafter_words: str, settings: Settings) -> str:
 
 
 def best_settings(k: DrafterKind, base: Settings) -> Settings:
-    """`base` with the γ and adaptive choice the drafter measured fastest with."""
-    return replace(base, gamma=k.prefers("gamma", base.gamma), adaptive=k.prefers("adaptive", base.adaptive))
+    """`base` with the γ and adaptive choice the drafter measured fastest with: its declared preference, else the
+    settings' own default (γ 4, fixed), as `generate` runs it when no γ is given. Never the γ `base` happens to
+    carry (the app's sidebar holds the chosen drafter's), so "each drafter's best" means one thing in the app and
+    the CLI."""
+    return replace(base, gamma=k.prefers("gamma", Settings.gamma), adaptive=k.prefers("adaptive", Settings.adaptive))
 
 
 def setting_words(fixed_gamma: bool, base: Settings) -> str:

@@ -6,7 +6,7 @@ from html import escape
 
 import gradio as gr
 
-from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS
+from ...settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from . import fields
 from .controls import option_panels
 from .examples import EXAMPLE_KINDS, example_rows
@@ -86,13 +86,13 @@ def decoding_controls(s, first, max_new_default: int) -> None:
     s.gamma = fields.Slider(
         1,
         MAX_GAMMA,
-        value=first.prefers("gamma", 4),
+        value=first.prefers("gamma", Settings.gamma),
         step=1,
         label="γ (draft length)",
         info="Tokens proposed per verification step (adaptive: the most).",
     )
     s.adaptive = gr.Checkbox(
-        first.prefers("adaptive", False),
+        first.prefers("adaptive", Settings.adaptive),
         label="adaptive γ (up to γ)",
         elem_id="sv-adaptive",
         info="Choose the draft length (a tree's size) every step from measured acceptance "
