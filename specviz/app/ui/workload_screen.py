@@ -59,9 +59,8 @@ def summary_table(view: WorkloadView) -> str:
     best = max((r.speedup or 0 for r in view.rows()[1:]), default=0)
     body = []
     for r in view.rows():
-        same = "sampled" if r.identical is None else f"{r.identical}/{r.prompts}"
-        if r.name == PLAIN:
-            same = "the reference"
+        same = "the reference" if r.name == PLAIN else "sampled" if not view.greedy else "–"
+        same = f"{r.identical}/{r.prompts}" if r.identical is not None and r.name != PLAIN else same
         cells = (
             r.name,
             _cell(r.speedup, "{:.2f}×"),
