@@ -1,13 +1,18 @@
 """A workload of one's own: prompts pasted or read from .txt, .jsonl and .csv files, refused in one line when they
 cannot be read or do not fit the device; the results view's totals and its time-left estimate; a stop keeps what
-finished."""
+finished; "each drafter's best" means the same settings in the app and the CLI."""
 
 import json
 
 import pytest
 
+from specviz.cli import build_parser
+from specviz.drafters.registry import kinds
 from specviz.events import StepEvent
+from specviz.flags import settings_from
+from specviz.settings import Settings
 from specviz.trace import Divergence
+from specviz.workload.entrants import best_settings
 from specviz.workload.prompts import (
     CPU_LIMITS,
     GPU_LIMITS,
@@ -88,6 +93,20 @@ def test_a_workload_must_fit_the_device():
         check_workload([], small, 0, 2, 10)
     with pytest.raises(WorkloadError, match="prompt 2: the prompt is not valid text"):
         check_workload(["fine", "half \ud800"], small, 0, 2, 10)
+
+
+def test_each_drafters_best_is_what_generate_runs_it_with_whatever_gamma_the_screen_holds():
+    """The app's sidebar carries the chosen drafter's γ (8, adaptive, for the draft model); a lookup drafter's best
+    is still its own: what `generate --drafter NAME` runs with no --gamma."""
+    screen = Settings(gamma=8, adaptive=True, max_new_tokens=64)
+    preferring = [k for k in kinds(menu_only=True) if k.preferred]
+    assert preferring and len(preferring) < len(kinds(menu_only=True))  # both cases are met below
+    for k in kinds(menu_only=True):
+        best = best_settings(k, screen)
+        cli = settings_from(build_parser().parse_args(["generate", "--target", "t", "--prompt", "p"]), k.name)
+        assert (best.gamma, best.adaptive) == (cli.gamma, cli.adaptive), k.name
+        assert (best.gamma, best.adaptive) == (k.prefers("gamma", 4), k.prefers("adaptive", False)), k.name
+        assert best.max_new_tokens == 64  # everything else is the screen's
 
 
 def step(i, proposed=(), accepted=0, seconds=0.1, kind=None):
@@ -201,3 +220,20 @@ def test_a_sampled_workload_hands_drafters_no_plain_output_and_claims_no_identit
     *_, final = run_workload(view, run_side, every_s=0)
     assert handed == [None, None, None]
     assert all(row.identical is None for row in final.rows())
+
+
+def test_the_live_table_says_sampled_only_of_a_sampled_workload():
+    """A greedy workload's drafters that have not finished a prompt yet are waiting, not 'sampled'."""
+    from specviz.app.ui.workload_screen import summary_table
+
+    def identity_column(view):
+        rows = summary_table(view).split("<tbody>")[1].split("</tr>")[:-1]
+        return [row.split("<td>")[6].removesuffix("</td>") for row in rows]
+
+    greedy = view_of(prompts=2)
+    for shown in run_workload(greedy, lambda i, side, plain_ids: iter(plain_side()), every_s=0):
+        if shown.running == (0, "alpha-drafter"):  # plain decoding has finished prompt 1, no drafter has
+            assert identity_column(shown) == ["the reference", "–", "–"]
+            break
+    *_, sampled = run_workload(view_of(prompts=1, greedy=False), lambda i, s, p: iter(plain_side()), every_s=0)
+    assert identity_column(sampled) == ["the reference", "sampled", "sampled"]
