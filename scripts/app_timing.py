@@ -1,8 +1,11 @@
 """Measure the app: seconds from `python app.py` to the first finished side-by-side run, the UI's overhead (each
 side's decode time inside the app vs the same run through the CLI), and on request the time from a click on Run to
-the first token on screen in a real browser (--browser) and the wall time of "Compare all" (--compare).
+the first token on screen in a real browser (--browser), the wall time of "Compare all" (--compare), and a workload
+of one's own prompts as a product manager runs it (--workload FILE: pasted into "Your prompts" in chromium, every
+drafter at its best, the table and the time-left estimate read every 30 s, the report downloaded and opened offline).
 
     python scripts/app_timing.py [--port 7870] [--max-new-tokens 128] [--gamma 4] [--skip-cli] [--browser] [--compare]
+        [--workload FILE [--out DIR]]
 
 Set SPECVIZ_CACHE to an empty folder to time a first start that converts the offline models.
 """
@@ -20,15 +23,11 @@ SUMMARY = 8  # the /run endpoint's "run in numbers" output
 
 def browser_timing(port: int) -> None:
     """Click Run in chromium; seconds to the first token on screen and to the identity badge (median of 3)."""
-    import shutil
-
     from playwright.sync_api import sync_playwright
 
     firsts, finished = [], []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
-        )
+        browser = _chromium(pw)
         for _ in range(3):
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"http://127.0.0.1:{port}/")
@@ -46,6 +45,57 @@ def browser_timing(port: int) -> None:
         f"{', '.join(f'{x:.2f}' for x in firsts)}), click to the identity badge {sorted(finished)[1]:.1f} s",
         flush=True,
     )
+
+
+def _chromium(pw):
+    import shutil
+
+    return pw.chromium.launch(
+        executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
+    )
+
+
+def workload_timing(port: int, prompts_file: Path, out: Path) -> None:
+    """The "Your prompts" tab in chromium at 1280×720 with every setting at its default (the app's token budget, every
+    drafter at its best): the file's text pasted, one click;
+    the progress line every 30 s (screenshots at the first filled row and at the end), the wall time to "done", then
+    the report downloaded, weighed and opened in an offline context."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = _chromium(pw)
+        page = browser.new_page(viewport={"width": 1280, "height": 720}, accept_downloads=True)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#sv-run")
+        page.get_by_role("tab", name="Your prompts").click()
+        page.locator("#sv-workload-prompts textarea").fill(prompts_file.read_text(encoding="utf-8"))
+        began, said, shot_mid = time.time(), 0.0, False
+        page.click("#sv-workload-run")
+        while "done;" not in (progress := page.inner_text("#sv-workload-progress")):
+            if "error" in progress or time.time() - began > 7200:
+                raise SystemExit(f"workload: {progress}")
+            if not shot_mid and page.locator("#sv-workload-table .sv-grid td:text-matches('×$')").count() >= 3:
+                page.screenshot(path=str(out / "workload-running.png"), full_page=True)
+                shot_mid = True
+            if time.time() - said >= 30:
+                said = time.time()
+                print(f"  {said - began:6.0f} s  {' '.join(progress.split())}", flush=True)
+            time.sleep(1)
+        wall = time.time() - began
+        print(f"workload: {wall:.0f} s ({wall / 60:.1f} min) from the click to done; {' '.join(progress.split())}")
+        page.screenshot(path=str(out / "workload-done.png"), full_page=True)
+        for button, name in (("#sv-workload-report", "report.html"), ("#sv-workload-csv", "report.csv")):
+            with page.expect_download() as got:
+                page.click(button)
+            got.value.save_as(out / name)
+            print(f"{name}: {(out / name).stat().st_size:,} bytes", flush=True)
+        offline = browser.new_context(offline=True, viewport={"width": 1280, "height": 1000})
+        opened = offline.new_page()
+        opened.goto((out / "report.html").resolve().as_uri())
+        print(f"report opened offline: {opened.locator('svg').count()} charts/drawings, {opened.title()!r}")
+        opened.screenshot(path=str(out / "report.png"))
+        browser.close()
 
 
 def compare_timing(client, pair: str, drafter: str, prompt: str, args) -> None:
@@ -111,6 +161,8 @@ def main():
     p.add_argument("--repeats", type=int, default=1, help="further app runs, each followed by the CLI pair; medians")
     p.add_argument("--browser", action="store_true", help="also time click → first token in chromium")
     p.add_argument("--compare", action="store_true", help="also time Compare all")
+    p.add_argument("--workload", type=Path, help="also run this prompt file through Your prompts in chromium")
+    p.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "workload", help="--workload's downloads")
     args = p.parse_args()
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())["code"][0]
 
@@ -133,6 +185,8 @@ def main():
             browser_timing(args.port)
         if args.compare:
             compare_timing(client, pair, drafter, prompt, args)
+        if args.workload:
+            workload_timing(args.port, args.workload, args.out)
         ratios = {"plain": [], "speculative": []}
         for _ in range(args.repeats):  # app run, then the same two runs through the CLI, alternating
             again = client.predict(
