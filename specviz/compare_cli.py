@@ -82,7 +82,7 @@ def _writable(path: str) -> Path:
 def _prepare(args, prompts, chosen, base, setting):
     """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
     is decoded."""
-    from .drafters.registry import decode
+    from .drafters.registry import decode, kind
     from .drafters.suffix_index import RunMemory
     from .models import encode_prompt, load_model
     from .models.vocabulary import check_draft_fits
@@ -118,7 +118,7 @@ def _prepare(args, prompts, chosen, base, setting):
         models=models,
     )
     by_name = {e.name: e for e in runnable}
-    memories = {e.name: RunMemory() for e in runnable if kind_remembers(e.name)}
+    memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}
 
     def run_side(i, side, plain_ids):
         if side == PLAIN:
@@ -136,12 +136,6 @@ def _prepare(args, prompts, chosen, base, setting):
                 yield found
 
     return view, run_side
-
-
-def kind_remembers(name: str) -> bool:
-    from .drafters.registry import kind
-
-    return kind(name).remembers
 
 
 def _run(view, run_side) -> None:
