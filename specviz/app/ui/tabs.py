@@ -9,6 +9,7 @@ from . import charts, panels
 from .explain import explain_step
 from .figure1 import legend
 from .handlers import recorded_runs
+from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.
 PICK_JS = (
@@ -132,8 +133,8 @@ def workload_tab(s, kinds) -> None:
                 scale=3,
             )
             s.workload_gamma = gr.Radio(
-                ["each drafter's best", "the γ in the settings"],
-                value="each drafter's best",
+                [BEST, FIXED],
+                value=BEST,
                 label="draft length",
                 elem_id="sv-workload-gamma",
                 scale=2,

@@ -15,6 +15,7 @@ from . import panels
 from .controls import request_of
 
 BEST = "each drafter's best"  # the draft-length choice that runs every drafter at its measured best γ
+FIXED = "the γ in the settings"  # the other: every drafter at the sidebar's γ and adaptive choice
 UPDATE_EVERY_S = 0.5
 
 
@@ -56,9 +57,10 @@ def _cell(value: float | None, pattern: str) -> str:
 def summary_table(view: WorkloadView) -> str:
     """A row per side: its totals over the prompts it and plain decoding both finished."""
     head = ("drafter", "speedup", "tokens/s", "α", "τ", "identical to plain", "prompts", "")
-    best = max((r.speedup or 0 for r in view.rows()[1:]), default=0)
+    rows = view.rows()
+    best = max((r.speedup or 0 for r in rows[1:]), default=0)
     body = []
-    for r in view.rows():
+    for r in rows:
         same = "the reference" if r.name == PLAIN else "sampled" if not view.greedy else "–"
         same = f"{r.identical}/{r.prompts}" if r.identical is not None and r.name != PLAIN else same
         cells = (
@@ -74,8 +76,8 @@ def summary_table(view: WorkloadView) -> str:
         lead = ' class="sv-best"' if r.name != PLAIN and r.speedup and r.speedup == best and best > 1 else ""
         body.append(f"<tr{lead}>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     heads = "".join(f"<th>{escape(h)}</th>" for h in head)
-    rows = "".join(body)
-    return f'<table class="sv-metrics sv-workload"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+    lines = "".join(body)
+    return f'<table class="sv-metrics sv-workload"><thead><tr>{heads}</tr></thead><tbody>{lines}</tbody></table>'
 
 
 def speedup_grid(view: WorkloadView) -> str:
