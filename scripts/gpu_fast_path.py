@@ -35,13 +35,17 @@ from specviz.theory import expected_tokens_per_step, interpolate  # noqa: E402
 CONFIGS = ROOT / "assets" / "model-configs"
 
 
+# Timing needs no text: the target and the draft share this stand-in tokenizer, so the draft model drafts in the
+# target's own ids (the two Qwen2.5-Coder models have one vocabulary).
+NO_TEXT = SimpleNamespace(eos_token_id=None, get_vocab=lambda: {"<id>": 0})
+
+
 def random_model(name: str, device: str) -> LoadedModel:
     config = AutoConfig.from_pretrained(CONFIGS / f"{name}.json")
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     model.generation_config.eos_token_id = None  # random weights: never stop early
-    no_text = SimpleNamespace(eos_token_id=None)  # timing only: no tokenizer is needed
-    return LoadedModel(name=name, model=model, tokenizer=no_text, device=torch.device(device))
+    return LoadedModel(name=name, model=model, tokenizer=NO_TEXT, device=torch.device(device))
 
 
 def copy_bandwidth(device: str, gib: float = 2.0, repeats: int = 10) -> float:

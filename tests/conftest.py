@@ -7,9 +7,18 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(2)
 
-from tiny import loaded, perturbed, tiny_llama, word_tokenizer  # noqa: E402
+from tiny import (  # noqa: E402
+    PAIR_WORDS,
+    loaded,
+    perturbed,
+    save_pair,
+    save_random_eagle,
+    save_zero_medusa,
+    tiny_llama,
+    word_tokenizer,
+)
 
-WORDS = [f"w{i}" for i in range(60)]
+WORDS = PAIR_WORDS
 
 
 @pytest.fixture(scope="session")
@@ -45,47 +54,21 @@ def model_folder(tmp_path_factory, target, tokenizer):
 
 
 @pytest.fixture(scope="session")
-def pair_folders(tmp_path_factory, tokenizer):
+def pair_folders(tmp_path_factory):
     """A tiny target (context 4096, room for long runs to stop) and a partly agreeing draft, as folders."""
-    root = tmp_path_factory.mktemp("tiny-pair")
-    big = tiny_llama(len(tokenizer), seed=1, context=4096)
-    for name, model in (("target", big), ("draft", perturbed(big, seed=3, scale=0.3))):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    return root / "target", root / "draft"
+    return save_pair(tmp_path_factory.mktemp("tiny-pair"))
 
 
 @pytest.fixture(scope="session")
 def pair_heads(pair_folders):
     """Compact Medusa heads for the tiny pair's target that repeat its own next-token guess (zero ResBlocks)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from specviz.drafters.medusa.heads import MedusaHeads, save_medusa
-
-    target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
-    heads = MedusaHeads(
-        target.config.hidden_size, target.get_output_embeddings().weight.shape[0], 4, 1, target.get_output_embeddings()
-    )
-    with torch.no_grad():
-        for p in heads.parameters():
-            p.zero_()
-    return save_medusa(heads, pair_folders[0].parent / "heads", str(pair_folders[0]))
+    return save_zero_medusa(pair_folders[0], pair_folders[0].parent / "heads")
 
 
 @pytest.fixture(scope="session")
 def pair_eagle(pair_folders):
     """An EAGLE head (random weights, specviz's layout) for the tiny pair's target: drafts, rarely accepted."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from specviz.drafters.eagle.checkpoint import head_config, save_eagle
-    from specviz.drafters.eagle.head import EagleHead
-
-    target = AutoModelForCausalLM.from_pretrained(pair_folders[0])
-    torch.manual_seed(0)
-    head = EagleHead(head_config({}, target.config), "eagle1", target)
-    return save_eagle(head, pair_folders[0].parent / "eagle", str(pair_folders[0]))
+    return save_random_eagle(pair_folders[0], pair_folders[0].parent / "eagle")
 
 
 def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):

@@ -1,4 +1,7 @@
-"""Tiny real transformers models with random (seeded) weights, and a word-level tokenizer for them."""
+"""Tiny real transformers models with random (seeded) weights, a word-level tokenizer for them, and the tiny pair
+(with Medusa and EAGLE heads) saved as folders: what the tests load, and what scripts/gpu_app_check.py serves."""
+
+from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -55,3 +58,44 @@ def perturbed(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaForCausa
         for w in copy.parameters():
             w.add_(torch.randn(w.shape, generator=gen) * scale * w.std().clamp_min(1e-3))
     return copy
+
+
+PAIR_WORDS = [f"w{i}" for i in range(60)]
+
+
+def save_pair(root: Path, words: list[str] = PAIR_WORDS) -> tuple[Path, Path]:
+    """A tiny target (context 4096, room for long runs to stop) and a partly agreeing draft, saved as folders."""
+    tokenizer = word_tokenizer(words)
+    big = tiny_llama(len(tokenizer), seed=1, context=4096)
+    for name, model in (("target", big), ("draft", perturbed(big, seed=3, scale=0.3))):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root / "target", root / "draft"
+
+
+def save_zero_medusa(target_folder: Path, out: Path) -> Path:
+    """Compact Medusa heads for a saved target that repeat its own next-token guess (zero ResBlocks)."""
+    from transformers import AutoModelForCausalLM
+
+    from specviz.drafters.medusa.heads import MedusaHeads, save_medusa
+
+    target = AutoModelForCausalLM.from_pretrained(target_folder)
+    lm_head = target.get_output_embeddings()
+    heads = MedusaHeads(target.config.hidden_size, lm_head.weight.shape[0], 4, 1, lm_head)
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.zero_()
+    return save_medusa(heads, out, str(target_folder))
+
+
+def save_random_eagle(target_folder: Path, out: Path) -> Path:
+    """An EAGLE head (random weights, specviz's layout) for a saved target: it drafts, and is rarely accepted."""
+    from transformers import AutoModelForCausalLM
+
+    from specviz.drafters.eagle.checkpoint import head_config, save_eagle
+    from specviz.drafters.eagle.head import EagleHead
+
+    target = AutoModelForCausalLM.from_pretrained(target_folder)
+    torch.manual_seed(0)
+    head = EagleHead(head_config({}, target.config), "eagle1", target)
+    return save_eagle(head, out, str(target_folder))
