@@ -21,19 +21,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from tiny import save_pair, save_random_eagle, save_zero_medusa  # noqa: E402
+from tiny import save_served_pair  # noqa: E402
 
 WARMED, FAILED = "warmed up on the GPU", "could not preload"
 RUN_SUMMARY = 8  # /run's outputs: status, echo, plain, speculative, Figure 1's rows, metrics, badge, chart, summary
 TROUBLE = ("fail", "fall", "eager", "warn", "error", "traceback", "could not")
 
 
-def start_app(device: str, root: Path, port: int, log) -> subprocess.Popen:
-    target, draft = save_pair(root)
-    medusa = save_zero_medusa(target, root / "heads")
-    eagle = save_random_eagle(target, root / "eagle")
-    flags = ["--device", device, "--port", str(port), "--target", str(target), "--draft", str(draft)]
-    flags += ["--medusa", str(medusa), "--eagle", str(eagle)]
+def start_app(device: str, pair_flags: list[str], port: int, log) -> subprocess.Popen:
+    flags = ["--device", device, "--port", str(port), *pair_flags]
     return subprocess.Popen([sys.executable, "app.py", *flags], cwd=ROOT, stdout=log, stderr=log, text=True)
 
 
@@ -99,14 +95,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="specviz-gpu-check-"))
     log_path = root / "app.log"
     began = time.perf_counter()
+    pair, pair_flags = save_served_pair(root)
     with open(log_path, "w") as log:
-        proc = start_app(args.device, root, port, log)
+        proc = start_app(args.device, pair_flags, port, log)
     try:
         warm = wait_ready(proc, log_path, url, args.device == "cuda")
         ready_s = time.perf_counter() - began
         print(f"ready in {ready_s:.0f} s: {warm or '(no warm-up on a CPU)'}", flush=True)
         client = Client(url, verbose=False)
-        pair = f"{root / 'target'} ← {root / 'draft'}"
         dtypes = ["bfloat16", "float32"] if args.device == "cuda" else ["float32"]
         races, bad = [], []
         for dtype in dtypes:

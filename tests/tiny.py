@@ -99,3 +99,12 @@ def save_random_eagle(target_folder: Path, out: Path) -> Path:
     torch.manual_seed(0)
     head = EagleHead(head_config({}, target.config), "eagle1", target)
     return save_eagle(head, out, str(target_folder))
+
+
+def save_served_pair(root: Path) -> tuple[str, list[str]]:
+    """The tiny pair with its Medusa and EAGLE heads saved under `root`: (its menu label, app.py's flags for it)."""
+    target, draft = save_pair(root)
+    medusa = save_zero_medusa(target, root / "heads")
+    eagle = save_random_eagle(target, root / "eagle")
+    flags = ["--target", str(target), "--draft", str(draft), "--medusa", str(medusa), "--eagle", str(eagle)]
+    return f"{target} ← {draft}", flags
