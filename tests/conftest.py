@@ -1,3 +1,15 @@
+"""Fixtures every test module may take, and the tiers: each test is marked here by what it needs, never in its file.
+
+Marks (registered in pyproject.toml), from the fixtures a test takes, directly or through other fixtures (a module's
+own server fixture takes `launch_app`, so its tests are marked too):
+- server: starts `python app.py` (the `app_server` or `launch_app` fixture);
+- browser: drives chromium (the `browser` fixture);
+- model: loads a real offline model (the `smollm` fixture);
+- stats: draws thousands of seeded runs against the target's exact law (the `draws` fixture);
+- slow: any of the above: `python -m pytest -m "not slow"` is the fast tier.
+"""
+
+import os
 import sys
 from pathlib import Path
 
@@ -5,8 +17,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-torch.set_num_threads(2)
+# One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
+from laws import Draws  # noqa: E402
 from tiny import (  # noqa: E402
     PAIR_WORDS,
     loaded,
@@ -17,6 +31,23 @@ from tiny import (  # noqa: E402
     tiny_llama,
     word_tokenizer,
 )
+
+MARKS_BY_FIXTURE = {
+    "app_server": "server",
+    "launch_app": "server",
+    "browser": "browser",
+    "smollm": "model",
+    "draws": "stats",
+}
+SLOW = {"server", "browser", "model", "stats"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marks = {MARKS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKS_BY_FIXTURE}
+        for mark in sorted(marks | ({"slow"} if marks & SLOW else set())):
+            item.add_marker(mark)
+
 
 WORDS = PAIR_WORDS
 
@@ -125,9 +156,15 @@ def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
 
 
 @pytest.fixture(scope="session")
-def app_server(pair_folders, pair_heads, pair_eagle):
+def launch_app():
+    """serve(), for a test or fixture that needs an app of its own (other flags, another environment)."""
+    return serve
+
+
+@pytest.fixture(scope="session")
+def app_server(launch_app, pair_folders, pair_heads, pair_eagle):
     """The app serving the tiny pair, shared by the app and browser tests: (url, the pair's menu label)."""
-    proc, url = serve(pair_folders, pair_heads, pair_eagle)
+    proc, url = launch_app(pair_folders, pair_heads, pair_eagle)
     target, draft = pair_folders
     yield url, f"{target} ← {draft}"
     proc.terminate()
@@ -144,3 +181,44 @@ def browser():
         launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M-Instruct in fp32, the real offline model the CI installs (converted once, then cached)."""
+    from specviz.models import load_model
+
+    return load_model("smollm2-135m-instruct", dtype="float32", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def draws():
+    """Seeded speculative runs counted by their first tokens (tests/laws.py): what a test of the sampling law takes."""
+    return Draws()
+
+
+@pytest.fixture(scope="session")
+def small():
+    """Vocabulary of 8 so the joint law of two tokens has few enough cells to test: (target, draft, prompt)."""
+    tok = word_tokenizer(["a", "b", "c", "d", "e", "f"])
+    target_model = tiny_llama(len(tok), seed=11, sharpness=0.1)  # spread-out p: max about 0.3
+    with torch.no_grad():
+        target_model.lm_head.weight[0] = target_model.lm_head.weight[2] * 0.5  # make EOS a real outcome
+    draft_model = perturbed(target_model, seed=12, scale=0.5)  # alpha about 0.85: accepts and rejects both common
+    return loaded(target_model, tok), loaded(draft_model, tok), tok.encode("a b c")
+
+
+@pytest.fixture(scope="session")
+def sensitive():
+    """A vocabulary of 6 and a target whose next token depends strongly on the context and on positions (a sharper
+    head and attention than `small`, fast-turning rotary positions), so a stale, missing or misplaced cache entry
+    moves the law of later tokens: (target, draft, tokenizer)."""
+    tok = word_tokenizer(["a", "b", "c", "d"])
+    target_model = tiny_llama(len(tok), seed=21, sharpness=1.5, rope_theta=2.0)  # neighbouring positions differ a lot
+    with torch.no_grad():
+        target_model.lm_head.weight[0] = target_model.lm_head.weight[2] * 0.3  # EOS possible, not dominant
+        for layer in target_model.model.layers:  # sharp attention: which entry sits where, and when, matters
+            layer.self_attn.q_proj.weight.mul_(12)
+            layer.self_attn.k_proj.weight.mul_(12)
+    draft = loaded(perturbed(target_model, seed=22, scale=0.5), tok)
+    return loaded(target_model, tok), draft, tok

@@ -2,11 +2,9 @@
 distribution (with a wrong mapping of q that the same test must reject), the draft's own tokens in the events, and
 one line for a draft that shares no vocabulary."""
 
-from collections import Counter
-
 import pytest
 import torch
-from test_engine_sampling import RUNS, exact_two_token_law
+from laws import exact_law
 from tiny import loaded, tiny_llama, word_tokenizer
 
 from specviz.drafters.cross_tokenizer import CrossTokenizerDrafter
@@ -16,7 +14,6 @@ from specviz.errors import VocabularyMismatch
 from specviz.events import generated_ids
 from specviz.models.vocabulary import check_draft_fits, shared_tokens, token_bytes
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 
 def relabelled(target, words, seed=7, noise=0.2):
@@ -90,33 +87,24 @@ def small_cross():
     return target, relabelled(target, ["f", "e", "d", "c", "b", "a", "z"], seed=12, noise=0.5), tok.encode("a b c")
 
 
-def cross_law(target, draft, prompt, settings):
-    counts = Counter()
-    for seed in range(RUNS):
-        s = Settings(**{**settings.__dict__, "seed": seed})
-        generator = new_generator(target.device, seed)
-        drafter = CrossTokenizerDrafter(draft, target, s, generator)
-        counts[tuple(generated_ids(generate(target, prompt, s, drafter, generator))[:2])] += 1
-    return counts
-
-
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def law_p(cross) -> float:
+def law_p(cross, draws) -> float:
     """The chi-square p-value of a (target, draft, prompt)'s first two speculative tokens against the target's law."""
     target, draft, prompt = cross
-    return chi_square_p(cross_law(target, draft, prompt, SAMPLED), exact_two_token_law(target, prompt, SAMPLED), RUNS)
+    counts = draws(target, prompt, SAMPLED, lambda s, generator: CrossTokenizerDrafter(draft, target, s, generator))
+    return draws.p(counts, exact_law(target, prompt, SAMPLED))
 
 
-def test_sampling_with_another_tokenizer_is_lossless(small_cross):
-    assert law_p(small_cross) > 1e-3
+def test_sampling_with_another_tokenizer_is_lossless(small_cross, draws):
+    assert law_p(small_cross, draws) > 1e-3
 
 
-def test_a_wrong_mapping_of_q_is_caught(small_cross, monkeypatch):
+def test_a_wrong_mapping_of_q_is_caught(small_cross, draws, monkeypatch):
     right = CrossTokenizerDrafter.on_target
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", lambda self, probs: right(self, probs).roll(1, dims=-1))
-    assert law_p(small_cross) < 1e-6
+    assert law_p(small_cross, draws) < 1e-6
 
 
 def test_a_draft_with_no_vocabulary_in_common_is_refused_in_one_line(target):
@@ -143,11 +131,11 @@ def test_duplicate_spellings_are_mapped_to_one_target_token(duplicate_cross):
     assert pairs[vocab["<0x62>"]] == pairs[vocab["b"]] == target_vocab["b"]
 
 
-def test_sampling_with_duplicate_spellings_is_lossless(duplicate_cross):
-    assert law_p(duplicate_cross) > 1e-3
+def test_sampling_with_duplicate_spellings_is_lossless(duplicate_cross, draws):
+    assert law_p(duplicate_cross, draws) > 1e-3
 
 
-def test_keeping_one_duplicate_is_caught(duplicate_cross, monkeypatch):
+def test_keeping_one_duplicate_is_caught(duplicate_cross, draws, monkeypatch):
     """The mutant: q of a target token is one of its draft spellings' probabilities, not their sum."""
 
     def keep_one(self, probs):
@@ -155,7 +143,7 @@ def test_keeping_one_duplicate_is_caught(duplicate_cross, monkeypatch):
         return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
 
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", keep_one)
-    assert law_p(duplicate_cross) < 1e-6
+    assert law_p(duplicate_cross, draws) < 1e-6
 
 
 def test_greedy_with_duplicate_spellings_equals_plain(duplicate_cross):

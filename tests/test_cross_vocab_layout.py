@@ -52,8 +52,8 @@ def test_draft_ids_past_its_rows_keep_greedy_output(unreadable_draft_words):
     assert greedy_is_plain(target, draft, prompt)
 
 
-def test_draft_ids_past_its_rows_keep_the_targets_law(unreadable_draft_words):
-    assert law_p(unreadable_draft_words) > 1e-3
+def test_draft_ids_past_its_rows_keep_the_targets_law(unreadable_draft_words, draws):
+    assert law_p(unreadable_draft_words, draws) > 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,8 @@ def test_a_draft_writing_a_word_the_target_cannot_embed_keeps_greedy_output(targ
     assert proposed and all(t < rows for chain in proposed for t in chain)
 
 
-def test_a_draft_writing_a_word_the_target_cannot_embed_keeps_the_targets_law(target_added_word):
-    assert law_p(target_added_word) > 1e-3
+def test_a_draft_writing_a_word_the_target_cannot_embed_keeps_the_targets_law(target_added_word, draws):
+    assert law_p(target_added_word, draws) > 1e-3
 
 
 def test_a_prompt_the_target_cannot_embed_is_one_line(target_added_word):
@@ -112,5 +112,5 @@ def test_padded_rows_on_both_sides_keep_greedy_output(padded_both):
     assert greedy_is_plain(target, draft, prompt)
 
 
-def test_padded_rows_on_both_sides_keep_the_targets_law(padded_both):
-    assert law_p(padded_both) > 1e-3
+def test_padded_rows_on_both_sides_keep_the_targets_law(padded_both, draws):
+    assert law_p(padded_both, draws) > 1e-3

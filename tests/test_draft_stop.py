@@ -4,15 +4,14 @@ target's, sampling keeps the target's law, and a draft that lets its confidence 
 
 import pytest
 import torch
+from laws import chain, exact_law
 from test_adaptive import _adaptive
-from test_engine_sampling import RUNS, exact_two_token_law, sampled_law, small  # noqa: F401 (a fixture)
 
 from specviz.engine import generate
 from specviz.engine.adaptive import Calibration, GammaController
 from specviz.engine.sampling import choose as honest_choose
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 
 def settled(**over) -> GammaController:
@@ -57,13 +56,12 @@ def test_greedy_drafts_of_decided_length_equal_plain(target, drafts, tokenizer, 
 SAMPLED = Settings(max_new_tokens=3, gamma=3, temperature=1.0, adaptive=True)
 
 
-def test_sampled_drafts_of_decided_length_keep_the_targets_law(small):
+def test_sampled_drafts_of_decided_length_keep_the_targets_law(small, draws):
     target, draft, prompt = small
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(sampled_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+    assert draws.p(draws(target, prompt, SAMPLED, chain(target, draft)), exact_law(target, prompt, SAMPLED)) > 1e-3
 
 
-def test_a_draft_whose_confidence_picks_its_token_is_caught(small, monkeypatch):
+def test_a_draft_whose_confidence_picks_its_token_is_caught(small, draws, monkeypatch):
     """The mutant: where its sampled token looks unsure, the draft offers its argmax instead but keeps q, so the
     token no longer comes from q."""
 
@@ -73,5 +71,4 @@ def test_a_draft_whose_confidence_picks_its_token_is_caught(small, monkeypatch):
 
     monkeypatch.setattr("specviz.drafters.draft_model.choose", unsure_to_argmax)
     target, draft, prompt = small
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(sampled_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
+    assert draws.p(draws(target, prompt, SAMPLED, chain(target, draft)), exact_law(target, prompt, SAMPLED)) < 1e-6

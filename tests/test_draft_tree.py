@@ -5,7 +5,7 @@ after a rejected sibling fails that test."""
 
 import pytest
 import torch
-from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
+from laws import exact_law
 
 import specviz.engine.verify as verify
 from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
@@ -19,7 +19,6 @@ from specviz.engine.tree import draft_position
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 TREE = {"draft_tree": "tree", "draft_nodes": 10}
 
@@ -113,24 +112,19 @@ def test_draft_tree_options_are_checked():
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def tree_law(target, draft, prompt, settings):
-    return lookup_law(
-        target,
-        prompt,
-        settings,
-        lambda s: build_drafter("draft", s, None, target, draft, {"draft_tree": "tree", "draft_nodes": 6}),
-    )
+def tree_p(draws, target, draft, prompt) -> float:
+    """The p-value of the draft model's sampled trees against the target's law."""
+    options = {"draft_tree": "tree", "draft_nodes": 6}
+    tree = lambda s, generator: build_drafter("draft", s, None, target, draft, options)  # noqa: E731 (one per run)
+    counts = draws(target, prompt, SAMPLED, tree)
+    return draws.p(counts, exact_law(target, prompt, SAMPLED))
 
 
-def test_sampled_draft_trees_keep_the_targets_law(small):
-    target, draft, prompt = small
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(tree_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+def test_sampled_draft_trees_keep_the_targets_law(small, draws):
+    assert tree_p(draws, *small) > 1e-3
 
 
-def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught(small, monkeypatch):
+def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught(small, draws, monkeypatch):
     """The mutant: after a sibling is rejected, it stays in what the next token is drawn from."""
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
-    target, draft, prompt = small
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(tree_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
+    assert tree_p(draws, *small) < 1e-6

@@ -3,7 +3,8 @@ attention gives every node what its path alone gives; a trained head is accepted
 
 import pytest
 import torch
-from test_mutants import RUNS, exact_law, sampled, sensitive  # noqa: F401 (a fixture)
+from laws import exact_law
+from test_mutants import HORIZON, RUNS
 from test_mutants import SETTINGS as LAW_SETTINGS
 
 from specviz.drafters.distill import Text, split_by_group
@@ -18,7 +19,6 @@ from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 
 def random_head(target, layout="eagle1", seed=0, draft_vocab=0, shortlist=None):
@@ -198,15 +198,16 @@ def test_the_registry_builds_eagle_from_a_loaded_head(target, tokenizer):
 
 
 @pytest.mark.parametrize("tree", ["chain", "dynamic"])
-def test_eagle_sampling_follows_the_targets_law(sensitive, tree):
+def test_eagle_sampling_follows_the_targets_law(sensitive, draws, tree):
     """Several steps of sampling with EAGLE drafts (rollback of the head's cache, the hidden rows' compaction and
     tree verification all feeding later tokens) against the target's exact law of the first tokens."""
     target, _, tok = sensitive
     prompt = tok.encode("a b c d")
     head = random_head(target, seed=2)
-    counts = sampled(target, prompt, lambda s, generator: EagleDrafter(head, (-1,), tree, nodes=6))
+    drafter = lambda s, generator: EagleDrafter(head, (-1,), tree, nodes=6)  # noqa: E731 (one per run)
+    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
     assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
-    assert chi_square_p(counts, exact_law(target, prompt), RUNS) > 1e-3
+    assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3
 
 
 def test_a_one_token_prompt_takes_a_plain_first_step(target, tokenizer):

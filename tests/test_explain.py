@@ -3,7 +3,7 @@ view of p, q and the residual that agrees with the verdict and with the target's
 
 import pytest
 import torch
-from test_engine_sampling import SiblingsDrafter
+from laws import SiblingsDrafter
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator

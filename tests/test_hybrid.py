@@ -4,8 +4,8 @@ target's law (and the harness catches a wrong tree rule through it), each step s
 the choice follows the measured worth."""
 
 import pytest
+from laws import exact_law
 from test_eagle import random_head
-from test_engine_sampling import RUNS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
 
 import specviz.engine.verify as verify
 from specviz.app.ui.explain import explain_step
@@ -15,7 +15,6 @@ from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 
 @pytest.mark.parametrize("which", ["same", "partial", "unrelated"])
@@ -95,34 +94,27 @@ def test_the_choice_follows_the_measured_worth(target, drafts):
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def hybrid_law(target, draft, prompt, settings):
-    return lookup_law(target, prompt, settings, lambda s: build_drafter("hybrid", s, None, target, draft))
+def hybrid_p(draws, target, prompt, draft=None, options=None) -> float:
+    """The p-value of the hybrid's sampled output against the target's law."""
+    hybrid = lambda s, generator: build_drafter("hybrid", s, None, target, draft, options)  # noqa: E731 (one per run)
+    return draws.p(draws(target, prompt, SAMPLED, hybrid), exact_law(target, prompt, SAMPLED))
 
 
-def test_sampled_hybrid_keeps_the_targets_law(small):
+def test_sampled_hybrid_keeps_the_targets_law(small, draws):
     target, draft, _ = small
     prompt = target.tokenizer.encode("a b a b a")  # the lookup matches at once; the model drafts after
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) > 1e-3
+    assert hybrid_p(draws, target, prompt, draft) > 1e-3
 
 
-def test_sampled_hybrid_with_the_eagle_head_keeps_the_targets_law(small):
+def test_sampled_hybrid_with_the_eagle_head_keeps_the_targets_law(small, draws):
     target, _, _ = small
     prompt, head = target.tokenizer.encode("a b a b a"), random_head(target, seed=5)
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    counts = lookup_law(
-        target,
-        prompt,
-        SAMPLED,
-        lambda s: build_drafter("hybrid", s, None, target, options={"hybrid_model": "eagle", "eagle": (head, (-1,))}),
-    )
-    assert chi_square_p(counts, law, RUNS) > 1e-3
+    assert hybrid_p(draws, target, prompt, options={"hybrid_model": "eagle", "eagle": (head, (-1,))}) > 1e-3
 
 
-def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_the_hybrid(small, monkeypatch):
+def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_the_hybrid(small, draws, monkeypatch):
     """Both sides of the hybrid propose point masses (a copy, the model's tree): a rejected sibling left drawable in
     what the next token comes from must fail the same test."""
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     target, draft, prompt = small
-    law = exact_two_token_law(target, prompt, SAMPLED)
-    assert chi_square_p(hybrid_law(target, draft, prompt, SAMPLED), law, RUNS) < 1e-6
+    assert hybrid_p(draws, target, prompt, draft) < 1e-6

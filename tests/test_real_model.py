@@ -5,13 +5,8 @@ import pytest
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.events import generated_ids, summarize
-from specviz.models import encode_prompt, load_model
+from specviz.models import encode_prompt
 from specviz.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def smollm():
-    return load_model("smollm2-135m-instruct", dtype="float32", device="cpu")
 
 
 def test_self_drafting_is_identical_and_fully_accepted(smollm):

@@ -1,6 +1,6 @@
 """A soak on 127.0.0.1: 200 short runs through gradio_client from 4 sessions at once, with varied settings and
 drafters, some stopped and some refused. Every run must be answered, the server's resident memory must stay flat
-after a warm-up, and no thread may be left behind. The figures are printed (pytest -s shows them)."""
+after a warm-up, and no thread may be left behind. The figures are printed (pytest -n 0 -s shows them)."""
 
 import os
 import random
@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import serve
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from test_app import STATUS, SUMMARY, run
@@ -29,8 +28,8 @@ def threads(pid: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def soak_server(pair_folders, pair_heads):
-    proc, url = serve(pair_folders, pair_heads)
+def soak_server(launch_app, pair_folders, pair_heads):
+    proc, url = launch_app(pair_folders, pair_heads)
     yield proc, url, f"{pair_folders[0]} ← {pair_folders[1]}"
     proc.terminate()
     proc.wait(timeout=30)
@@ -135,16 +134,16 @@ def wait_for_leave(proc, session: str) -> tuple[int, int]:
 SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 4, 3, 2, 1500
 
 
-def test_visitors_with_long_runs_who_leave_leave_nothing_behind(pair_folders, pair_heads):
+def test_visitors_with_long_runs_who_leave_leave_nothing_behind(launch_app, pair_folders, pair_heads):
     """Batches of visitors, each with long suffix runs (all remembered for drafting); when they leave, the server says
     it holds nothing of theirs, and its resident memory after the last batch is what it was after the first."""
-    proc, url = serve(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
+    proc, url = launch_app(pair_folders, pair_heads, env={**os.environ, "GRADIO_HEARTBEAT_INTERVAL": "0.5"})
     pair, rng, resident, began = f"{pair_folders[0]} ← {pair_folders[1]}", random.Random(5), [], time.time()
     try:
         for _ in range(SOAK_BATCHES):
             # A gradio_client Client is a session as a browser tab is one: it holds the session's heartbeat stream
             # open, and close() ends it, so the server's unload handler runs for the session. Each leave is matched
-            # by its session id, so serve()'s own probe (a visitor too, which leaves whenever it is collected)
+            # by its session id, so launch_app's own probe (a visitor too, which leaves whenever it is collected)
             # is never mistaken for one of these.
             visits = [Client(url, verbose=False) for _ in range(SOAK_VISITORS)]
             for visit in visits:

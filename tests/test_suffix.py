@@ -7,7 +7,7 @@ import random
 from collections import Counter
 
 import pytest
-from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, lookup_law, small  # noqa: F401 (a fixture)
+from laws import exact_law
 
 import specviz.engine.verify as verify
 from specviz.drafters.registry import build_drafter, decode
@@ -29,7 +29,6 @@ from specviz.engine.step import Verdict
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]
 
@@ -349,25 +348,26 @@ def populated(target, prompt, runs=8):
     return memory
 
 
-def test_suffix_sampling_is_lossless_with_a_populated_memory(small):  # noqa: F811 (the fixture)
+SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
+
+
+def test_suffix_sampling_is_lossless_with_a_populated_memory(small, draws):
     target, _, prompt = small
     memory, trees = populated(target, prompt), []
 
-    def make(settings):
+    def make(settings, generator):
         drafter = Watched(build_drafter("suffix", settings, None, target, memory=memory))
         trees.append(drafter.proposals)
         return drafter
 
-    law = exact_two_token_law(target, prompt, SETTINGS[0])
-    assert chi_square_p(lookup_law(target, prompt, SETTINGS[0], make), law, RUNS) > 1e-3
+    assert draws.p(draws(target, prompt, SAMPLED, make), exact_law(target, prompt, SAMPLED)) > 1e-3
     siblings = sum(len(p.candidates) > 1 for proposals in trees for p in proposals)
-    assert siblings > RUNS / 2  # most runs verified a tree with alternatives drawn from earlier runs
+    assert siblings > draws.runs / 2  # most runs verified a tree with alternatives drawn from earlier runs
 
 
-def test_the_suffix_sampling_test_catches_a_wrong_residual(small, monkeypatch):  # noqa: F811 (the fixture)
+def test_the_suffix_sampling_test_catches_a_wrong_residual(small, draws, monkeypatch):
     target, _, prompt = small
     memory = populated(target, prompt)
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
-    law = exact_two_token_law(target, prompt, SETTINGS[0])
-    counts = lookup_law(target, prompt, SETTINGS[0], lambda s: build_drafter("suffix", s, None, target, memory=memory))
-    assert chi_square_p(counts, law, RUNS) < 1e-6
+    suffix = lambda s, generator: build_drafter("suffix", s, None, target, memory=memory)  # noqa: E731 (one per run)
+    assert draws.p(draws(target, prompt, SAMPLED, suffix), exact_law(target, prompt, SAMPLED)) < 1e-6

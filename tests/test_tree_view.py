@@ -3,8 +3,6 @@ a branch broke off, untested below that, the target's correction or bonus), ever
 whose boxes never overlap, stay inside the drawing and fit the screen's content column up to the depth promised,
 whatever the token texts; then a real tree step from a tiny model, and the drawing measured in a real browser."""
 
-import os
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -286,34 +284,27 @@ def test_the_drawing_never_imports_torch():
     assert out.stdout.strip() == "False"
 
 
-CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium")
-
-
-@pytest.mark.skipif(not CHROMIUM, reason="needs Debian's chromium (scripts/install-chromium.sh)")
-def test_in_a_browser_every_label_sits_inside_its_box_and_no_boxes_meet(tmp_path):
+def test_in_a_browser_every_label_sits_inside_its_box_and_no_boxes_meet(browser, tmp_path):
     """The layout's character-cell estimate against a real font: rendered at 1280×720 with the app's stylesheet."""
-    playwright = pytest.importorskip("playwright.sync_api")
     texts = {i: t for i, t in enumerate(["return", " the", "\n", "漢字", "<&>", "WWWWWWWWWWWWWWWW", "Ω", "->"] * 8)}
     cands = [tuple(range(k, k + 6)) for k in range(0, 56, 7)] + [(0, 1, 2, 40, 41, 42)]
     html = explain_step(tree_event(cands, 0, 2, 60, "correction"), lambda t: texts.get(t, "x"))
     css = (ROOT_DIR / "assets" / "specviz.css").read_text()
     page_file = tmp_path / "tree.html"
     page_file.write_text(f"<!doctype html><meta charset=utf-8><style>{css}</style><body>{html}</body>")
-    with playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(page_file.as_uri())
-        found = page.evaluate(
-            """() => [...document.querySelectorAll('g.sv-tn')].filter(g => g.querySelector('rect')).map(g => {
-                const r = g.querySelector('rect').getBBox(), t = g.querySelector('text').getBBox();
-                return [r.x, r.y, r.width, r.height, t.x, t.y, t.width, t.height]; })"""
-        )
-        width, scrolls = page.evaluate(
-            "() => { const box = document.querySelector('.sv-tree-box');"
-            " return [box.querySelector('svg').getBoundingClientRect().width, box.scrollWidth > box.clientWidth]; }"
-        )
-        page.screenshot(path=str(tmp_path / "tree.png"), full_page=True)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(page_file.as_uri())
+    found = page.evaluate(
+        """() => [...document.querySelectorAll('g.sv-tn')].filter(g => g.querySelector('rect')).map(g => {
+            const r = g.querySelector('rect').getBBox(), t = g.querySelector('text').getBBox();
+            return [r.x, r.y, r.width, r.height, t.x, t.y, t.width, t.height]; })"""
+    )
+    width, scrolls = page.evaluate(
+        "() => { const box = document.querySelector('.sv-tree-box');"
+        " return [box.querySelector('svg').getBoundingClientRect().width, box.scrollWidth > box.clientWidth]; }"
+    )
+    page.screenshot(path=str(tmp_path / "tree.png"), full_page=True)
+    page.close()
     assert found and width <= FIT_WIDTH and not scrolls
     for rx, ry, rw, rh, tx, ty, tw, th in found:
         assert rx <= tx and tx + tw <= rx + rw and ry <= ty and ty + th <= ry + rh, "a label spills out of its box"

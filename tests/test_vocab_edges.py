@@ -3,7 +3,7 @@
 
 import pytest
 import torch
-from test_engine_sampling import RUNS, SETTINGS, exact_two_token_law, small  # noqa: F401 (a fixture)
+from laws import chain, exact_law
 from tiny import loaded, perturbed
 
 from specviz.drafters.registry import build_drafter
@@ -11,7 +11,6 @@ from specviz.engine import generate, new_generator
 from specviz.engine.sampling import probabilities
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 
 def resized(target, rows: int):
@@ -43,17 +42,10 @@ def test_a_draft_with_a_padded_or_cut_vocabulary_keeps_greedy_output(small, odd_
     assert all(t < size for e in events for t in e.proposed)  # a padded id is never offered
 
 
-def test_a_draft_with_a_padded_or_cut_vocabulary_keeps_the_targets_law(small, odd_draft):
+def test_a_draft_with_a_padded_or_cut_vocabulary_keeps_the_targets_law(small, odd_draft, draws):
     target, _, prompt = small
-    law = exact_two_token_law(target, prompt, SETTINGS[0])
-    counts = {}
-    for seed in range(RUNS):
-        s = Settings(**{**SETTINGS[0].__dict__, "seed": seed})
-        generator = new_generator(target.device, seed)
-        drafter = build_drafter("draft", s, generator, target, odd_draft)
-        key = tuple(generated_ids(generate(target, prompt, s, drafter, generator))[:2])
-        counts[key] = counts.get(key, 0) + 1
-    assert chi_square_p(counts, law, RUNS) > 1e-3
+    sampled = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
+    assert draws.p(draws(target, prompt, sampled, chain(target, odd_draft)), exact_law(target, prompt, sampled)) > 1e-3
 
 
 def test_top_k_at_or_beyond_the_vocabulary_changes_nothing(small):

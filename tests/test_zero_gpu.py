@@ -11,7 +11,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import serve
 from gradio_client import Client
 from test_app import SUMMARY, run
 
@@ -31,9 +30,9 @@ def calls(log: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def zero_app(pair_folders, pair_heads, tmp_path_factory):
+def zero_app(launch_app, pair_folders, pair_heads, tmp_path_factory):
     log = tmp_path_factory.mktemp("zero") / "calls.jsonl"
-    proc, url = serve(pair_folders, pair_heads, extra=["--device", "cpu", "--dtype", "float32"], env=zero_env(log))
+    proc, url = launch_app(pair_folders, pair_heads, extra=["--device", "cpu", "--dtype", "float32"], env=zero_env(log))
     yield url, f"{pair_folders[0]} ← {pair_folders[1]}", log, proc
     proc.terminate()
     proc.wait(timeout=30)

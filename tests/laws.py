@@ -1,0 +1,75 @@
+"""What the tests of the sampling law share: the target's exact law of its first tokens, thousands of seeded
+speculative runs counted by their first tokens (the `draws` fixture; a test that takes it is marked `stats`, and
+`slow`), and a drafter that always proposes the same tree."""
+
+from collections import Counter
+
+import torch
+
+from specviz.drafters.registry import build_drafter
+from specviz.engine import generate, new_generator
+from specviz.engine.sampling import probabilities
+from specviz.engine.step import BaseDrafter, Proposal
+from specviz.events import generated_ids
+from specviz.settings import Settings
+from specviz.stats import chi_square_p
+
+RUNS = 3000  # seeded runs per sampled law, unless a test asks for more
+
+
+def exact_law(target, prompt: list[int], settings: Settings, horizon: int = 2) -> dict[tuple[int, ...], float]:
+    """P(first `horizon` tokens) of the target alone, by walking every continuation (an EOS ends one)."""
+    law = {}
+
+    def walk(prefix: list[int], prob: float) -> None:
+        if len(prefix) == horizon or (prefix and prefix[-1] in target.eos_ids):
+            law[tuple(prefix)] = prob
+            return
+        with torch.no_grad():
+            logits = target.model(torch.tensor([prompt + prefix])).logits[0, -1:]
+        for token, p in enumerate(probabilities(logits, settings)[0].tolist()):
+            if p > 0:
+                walk(prefix + [token], prob * p)
+
+    walk([], 1.0)
+    return law
+
+
+class Draws:
+    """Seeded speculative runs counted by their first tokens. Run i of n sets the settings' seed and a fresh generator
+    to i and drafts with `drafter(settings, generator)`, so the same call gives the same counts."""
+
+    def __init__(self, runs: int = RUNS):
+        self.runs = runs
+
+    def __call__(self, target, prompt, settings, drafter, horizon: int = 2, runs: int | None = None) -> Counter:
+        counts = Counter()
+        for seed in range(runs or self.runs):
+            s = Settings(**{**settings.__dict__, "seed": seed})
+            generator = new_generator(target.device, seed)
+            counts[tuple(generated_ids(generate(target, prompt, s, drafter(s, generator), generator))[:horizon])] += 1
+        return counts
+
+    @staticmethod
+    def p(counts: Counter, law: dict) -> float:
+        """The chi-square p-value of `counts` against the exact `law`."""
+        return chi_square_p(counts, law, sum(counts.values()))
+
+
+def chain(target, draft):
+    """The draft model's chain, as `draws` wants a drafter: built for each run with its settings and generator."""
+    return lambda s, generator: build_drafter("draft", s, generator, target, draft)
+
+
+class SiblingsDrafter(BaseDrafter):
+    """Always proposes the same three alternatives (a deterministic tree with siblings at two levels)."""
+
+    def __init__(self, tok):
+        a, b, c = tok.convert_tokens_to_ids(["a", "b", "c"])
+        self.candidates = [[a, b], [a, c], [b], [c, a]]
+
+    def max_nodes(self, gamma):
+        return 6
+
+    def propose(self, tokens, gamma):
+        return Proposal(tuple(tuple(c[:gamma]) for c in self.candidates))
