@@ -21,13 +21,19 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 
 def tiny_llama(
-    vocab_size: int, seed: int, layers: int = 2, sharpness: float = 4.0, context: int = 512, rope_theta: float = 10000.0
+    vocab_size: int,
+    seed: int,
+    layers: int = 2,
+    sharpness: float = 4.0,
+    context: int = 512,
+    rope_theta: float = 10000.0,
+    intermediate: int = 128,
 ) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=64,
-        intermediate_size=128,
+        intermediate_size=intermediate,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -51,7 +57,10 @@ def loaded(model, tokenizer, name="tiny") -> LoadedModel:
 
 def perturbed(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaForCausalLM:
     """A copy of `model` with noise on every weight: a draft that agrees with it only partly."""
-    copy = tiny_llama(model.config.vocab_size, seed=seed, layers=model.config.num_hidden_layers)
+    config = model.config
+    copy = tiny_llama(
+        config.vocab_size, seed=seed, layers=config.num_hidden_layers, intermediate=config.intermediate_size
+    )
     copy.load_state_dict(model.state_dict())
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -9,10 +9,13 @@ import transformers
 from transformers import DynamicCache, StaticCache
 
 from ..errors import CacheLayoutChanged
+from ..models.exact import EXACT_ATTENTION
 
 # Attention implementations whose kernels add a custom 4D float mask to the scores (transformers hands a 4D mask to
-# the kernel as it is). Flash kernels ignore it; flex attention and hub kernels are not trusted with one unchecked.
-MASKABLE_ATTENTION = ("sdpa", "eager")
+# the kernel as it is), exact mode's row-by-row attention too. Flash kernels ignore it; flex attention and hub
+# kernels are not trusted with one unchecked.
+LOADABLE_WITH_MASKS = ("sdpa", "eager")
+MASKABLE_ATTENTION = (*LOADABLE_WITH_MASKS, EXACT_ATTENTION)
 
 
 def attention_of(model: torch.nn.Module) -> str:
@@ -29,7 +32,7 @@ def require_custom_mask(model: torch.nn.Module, error: type[Exception], needed_f
     if not takes_custom_mask(model):
         raise error(
             f"attention implementation {attention_of(model)!r} cannot take {needed_for}; "
-            f"load the model with {' or '.join(MASKABLE_ATTENTION)} attention"
+            f"load the model with {' or '.join(LOADABLE_WITH_MASKS)} attention"
         )
 
 
