@@ -11,6 +11,7 @@ from .drafters.kinds import Options
 from .errors import InvalidRequest, SpecvizError
 from .flags import (
     add_drafter_options,
+    add_exact_option,
     add_model_options,
     add_sampling_options,
     draft_dtype,
@@ -63,6 +64,7 @@ def build_parser() -> Parser:
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(gen)
     add_model_options(gen)
+    add_exact_option(gen)
     gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
     gen.add_argument(
         "--trace",
@@ -153,9 +155,11 @@ def cmd_generate(args) -> int:
     from .diagnosis import diagnose
     from .events import summarize
     from .models import encode_prompt, load_model
+    from .models.exact import EXACT_ON, exact_for
     from .models.vocabulary import check_draft_fits
 
     target = load_model(args.target, args.dtype, args.device)
+    exact = exact_for(target.model, args.exact)
     draft = None
     if chosen and chosen.draft_needed(options):
         draft = load_model(args.draft, draft_dtype(args, target), args.device)
@@ -178,7 +182,7 @@ def cmd_generate(args) -> int:
     plain = list(decode(target, prompt_ids, settings)) if chosen and (args.trace or args.diagnose) else None
     found = diagnose(plain, events) if plain else None
     if args.trace:
-        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain)
+        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact)
     if args.json:
         print(
             json.dumps(
@@ -189,6 +193,8 @@ def cmd_generate(args) -> int:
                     "finish": finish,
                     "drafter": drafter_name,
                     "lossy": settings.lossy,
+                    "exact": exact == EXACT_ON,
+                    "exact_mode": exact,
                     "steps": [e.to_json() for e in events],
                     "metrics": metrics.to_json(),
                     **({"diagnosis": asdict(found)} if found else {}),
@@ -201,7 +207,7 @@ def cmd_generate(args) -> int:
         print(
             f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, "
             f"{metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
-            f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}",
+            f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}; {exact}",
             file=sys.stderr,
         )
         if metrics.by_position:
@@ -218,7 +224,7 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain) -> None:
+def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact) -> None:
     """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
     from .app.race import mode_text
     from .drafters.registry import PLAIN, kind
@@ -241,6 +247,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         "precision": args.dtype,
         "draft_precision": draft_dtype(args, target),
         "device": target.device.type,
+        "exact": exact,
     }
     made_with = (
         "python -m specviz " + shlex.join(sys.argv[1:])

@@ -10,6 +10,7 @@ from pathlib import Path
 from .errors import InvalidRequest
 from .flags import (
     add_drafter_options,
+    add_exact_option,
     add_model_options,
     add_sampling_options,
     draft_dtype,
@@ -28,6 +29,7 @@ def add_compare_command(sub) -> None:
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(p)
     add_model_options(p)
+    add_exact_option(p)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -85,6 +87,7 @@ def _prepare(args, prompts, chosen, base, setting):
     from .drafters.registry import decode, kind
     from .drafters.suffix_index import RunMemory
     from .models import encode_prompt, load_model
+    from .models.exact import exact_for
     from .models.vocabulary import check_draft_fits
     from .record import TokenTexts, divergence
     from .runtime import quiet_transformers
@@ -93,6 +96,7 @@ def _prepare(args, prompts, chosen, base, setting):
 
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
+    exact = exact_for(target.model, args.exact)
     draft = None
     if args.draft:
         draft = load_model(args.draft, draft_dtype(args, target), args.device)
@@ -107,6 +111,7 @@ def _prepare(args, prompts, chosen, base, setting):
         precision=args.dtype,
         draft_precision=draft_dtype(args, target) if draft else "",
         device=target.device.type,
+        exact=exact,
     )
     view = WorkloadView(
         prompts,

@@ -30,6 +30,17 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False) 
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
 
 
+def add_exact_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--exact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="exact mode (default on where it holds: a bfloat16 target on a CPU): the target computes every token "
+        "as one-token decoding does, so greedy speculative output is plain decoding's bit for bit; --no-exact "
+        "runs the model's own attention and kernels, where a near tie can round apart",
+    )
+
+
 def add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per drafter option (unset: the drafter's default)."""
     from .drafters.registry import option_owners

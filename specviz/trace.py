@@ -11,6 +11,23 @@ from .events import StepEvent, generated_ids
 
 FORMAT = "specviz-trace"
 VERSION = 1
+EXACT_ON = "exact mode"  # a run's models["exact"] when the target computed each token as one-token decoding does
+
+
+EXACT_ADVICE = (
+    "Exact mode (on by default for a bfloat16 target on a CPU) computes every token as plain decoding does, so no near "
+    "tie can part the two there."
+)
+
+
+def identity_grounds(exact: str) -> str:
+    """What a greedy run's identity with plain decoding rests on, from its models["exact"] line."""
+    if exact == EXACT_ON:
+        return "bit for bit by construction: in exact mode the target computes every token as one-token decoding does"
+    return (
+        "in bfloat16 (or int8) a forward over several tokens rounds otherwise than a forward over one, so a near "
+        "tie can tip either way" + (f" ({exact})" if exact else "")
+    )
 
 
 class TraceError(SpecvizError):

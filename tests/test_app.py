@@ -413,3 +413,17 @@ def test_any_target_and_draft_can_be_named_and_raced(client, app_server):
     assert final[SUMMARY]["finished"] and final[SUMMARY]["identical"] is True
     _, status = client.predict("", draft_folder, api_name="/add_pair")
     assert "error: name both a target and a draft" in status
+
+
+def test_a_bfloat16_race_runs_in_exact_mode_and_the_badge_says_what_its_identity_rests_on(client, pair):
+    cases = (
+        (dict(dtype="bfloat16"), "; exact mode<", "bit for bit by construction"),
+        (dict(dtype="bfloat16", exact=False), "; exact mode off<", None),
+        (dict(dtype="float32"), "exact mode off: it covers bfloat16 targets, and this one is float32", None),
+    )
+    for values, status, promise in cases:
+        final = client.predict(
+            pair=pair, drafter="ngram", prompt="w1 w2 w3 w1 w2", max_new=30, api_name="/run", **values
+        )
+        assert final[SUMMARY]["identical"] is True and status in final[STATUS], final[STATUS]
+        assert (promise in final[BADGE]) if promise else "by construction" not in final[BADGE], final[BADGE]

@@ -78,6 +78,24 @@ def test_the_oracle_drafter_needs_greedy(target):
         build_drafter("oracle", Settings(temperature=0.5), None, target, options={"reference": [1], "alpha": 1.0})
 
 
+def test_the_bench_runs_a_bfloat16_target_both_ways_and_says_which_way_each_row_ran(capsys, pair_folders, tmp_path):
+    target, draft = pair_folders
+    models = ["--target", str(target), "--draft", str(draft), "--methods", "ngram,draft"]
+    cells = "--kinds code --prompts-per-kind 1 --max-new-tokens 12 --gammas 3 --temperatures 0 --repeats 1"
+    runs = "--dtype bfloat16 --draft-dtype bfloat16 --exact both"
+    code = main(["bench", *models, *cells.split(), *runs.split(), "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    found = json.loads((tmp_path / "bench.json").read_text())
+    rows = found["rows"]
+    ours = [r for r in rows if r["library"] == "specviz"]
+    assert {r["exact"] for r in ours} == {True, False}
+    assert all(r["exact"] is None for r in rows if r["library"] == "transformers")  # its own kernels, always
+    assert all(r["same_as_plain"] for r in ours if r["exact"] and r["method"] != "plain")
+    assert found["meta"]["exact"] == "exact mode; exact mode off"
+    assert "| ngram [exact off] | 3 |" in out and "| ngram | 3 |" in out
+
+
 def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, pair_eagle, tmp_path):
     target, draft = pair_folders
     models = ["--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle)]

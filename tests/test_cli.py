@@ -364,3 +364,19 @@ def test_an_int8_draft_through_the_cli_equals_plain_and_an_int8_target_runs(caps
     )
     assert code == 0 and len(json.loads(out)["token_ids"]) == 8, err
     assert_one_line_error(*run_cli(capsys, *base, "--draft-dtype", "int4")[::2], "--draft-dtype", "int4")
+
+
+def test_generate_says_whether_exact_mode_held(capsys, model_folder):
+    """bfloat16 on a CPU: exact mode unless --no-exact; float32: off, with the reason; in JSON and in the summary."""
+    base = ["generate", "--target", str(model_folder), "--device", "cpu", "--prompt", "w1 w2 w3", "--max-new-tokens"]
+    for extra, on, words in (
+        (["--dtype", "bfloat16"], True, "exact mode"),
+        (["--dtype", "bfloat16", "--no-exact"], False, "exact mode off"),
+        (["--dtype", "float32"], False, "exact mode off: it covers bfloat16 targets, and this one is float32"),
+    ):
+        code, out, err = run_cli(capsys, *base, "6", "--drafter", "ngram", "--json", *extra)
+        assert code == 0, err
+        found = json.loads(out)
+        assert found["exact"] is on and found["exact_mode"] == words
+        code, out, err = run_cli(capsys, *base, "6", *extra)
+        assert code == 0 and err.strip().splitlines()[-1].endswith(f"; {words}"), err

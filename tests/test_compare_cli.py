@@ -115,3 +115,19 @@ def test_every_bad_input_is_one_line_and_writes_no_report(capsys, model_folder, 
     for where, needle in ((tmp_path / "report.pdf", "is an .html file"), (tmp_path / "no" / "r.html", "no folder")):
         code, _, err = run_cli(capsys, *compare(model_folder, prompts_file, where))
         assert_one_line_error(code, err, needle)
+
+
+def test_a_bfloat16_report_says_its_outputs_are_plain_decodings_bit_for_bit(
+    capsys, model_folder, prompts_file, tmp_path
+):
+    """Exact mode by default for a bfloat16 target on a CPU: every greedy output identical, and the report says why."""
+    for extra, grounds in (([], "bit for bit by construction"), (["--no-exact"], "a near tie can tip either way")):
+        out = tmp_path / f"report{len(extra)}.html"
+        args = compare(model_folder, prompts_file, out, "--drafters", LOOKUP, "--max-new-tokens", "12", *extra)
+        args[args.index("float32")] = "bfloat16"
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err
+        facts = out.read_text(encoding="utf-8").split('<dl class="rp-facts">')[1].split("</dl>")[0]
+        assert grounds in facts
+        if not extra:
+            assert table(out)[LOOKUP]["identical"].startswith("3")

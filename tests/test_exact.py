@@ -179,7 +179,7 @@ def test_sampling_in_exact_mode_keeps_the_targets_law(small_bf16, draws):
 
 def test_where_exact_mode_cannot_hold_it_says_why_in_one_line_and_changes_nothing(target):
     cases = [
-        (target.model, "covers bfloat16 targets; this one is float32"),
+        (target.model, "covers bfloat16 targets, and this one is float32"),
         (int8_dynamic(perturbed(target.model, seed=4, scale=0.1)), "covers bfloat16 targets"),
     ]
     with torch.device("meta"):  # a device other than the CPU, without needing one

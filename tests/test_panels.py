@@ -52,6 +52,9 @@ def test_metrics_strip_shows_both_sides_and_the_speedup():
 
 def test_badge_for_identical_outputs():
     assert "identical to plain decoding: all 8 tokens match" in Tags(panels.identity_badge(view())).text
+    exact = Tags(panels.identity_badge(view(exact="exact mode"))).text
+    assert "all 8 tokens match; bit for bit by construction: in exact mode" in exact
+    assert "by construction" not in Tags(panels.identity_badge(view(exact="exact mode off"))).text
 
 
 def test_badge_explains_a_divergence_with_escaped_tokens():
@@ -61,6 +64,11 @@ def test_badge_explains_a_divergence_with_escaped_tokens():
     text = Tags(html).text
     assert "token 4" in text and "0.451" in text and "0.398" in text and "margin 0.053" in text
     assert "\u00b7M" in text  # the leading space is drawn
+    assert "near tie like this can flip" in text and "Exact mode (on by default for a bfloat16 target" in text
+    off = Tags(panels.identity_badge(view(divergence=d, exact="exact mode off: it covers bfloat16 targets"))).text
+    assert "(exact mode off: it covers bfloat16 targets)" in off
+    impossible = Tags(panels.identity_badge(view(divergence=d, exact="exact mode"))).text
+    assert "In exact mode this should not happen: please report it" in impossible and "near tie" not in impossible
 
 
 def test_badge_for_sampled_and_unfinished_runs():

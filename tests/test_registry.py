@@ -140,6 +140,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
         "eagle_tree",
         "eagle_nodes",
         "toy_offset",
+        "exact",
     ]
 
 

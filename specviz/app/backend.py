@@ -139,8 +139,10 @@ class Backend:
                 for packet in call:
                     ended = _take(packet, texts)
                     if packet.kind == "start":
-                        prompt_ids = list(packet.prompt_ids)
-                        view.message = f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}"
+                        prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
+                        view.message = (
+                            f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}; {view.exact}"
+                        )
                         continue
                     if packet.kind == "step":
                         lanes[packet.lane].add(packet.event)
@@ -165,7 +167,7 @@ class Backend:
             request.prompt,
             prompt_ids,
             settings,
-            _models(pair),
+            _models(pair, view.exact),
             sides,
             texts,
             view.wall_s,
@@ -260,7 +262,8 @@ class Backend:
             pair, view.text_of = self.shelf.current(), TextTable()
             runnable = {e.name: settings for e in entries if not e.note}
             memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
-            run_side = self._run_side(request, [request.prompt], runnable, memories, stopped, view.text_of)
+            models = _models(pair)
+            run_side = self._run_side(request, [request.prompt], runnable, memories, stopped, view.text_of, models)
             for _ in run_workload(work, run_side, stopped):
                 view.plain = work.cell(0, WORKLOAD_PLAIN).events
                 for e in entries:
@@ -281,7 +284,7 @@ class Backend:
             request.prompt,
             encode_prompt(pair.target, request.prompt),
             settings,
-            _models(pair),
+            models,
             sides,
             view.text_of,
             view.wall_s,
@@ -290,9 +293,12 @@ class Backend:
         )
         yield view
 
-    def _run_side(self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts):
+    def _run_side(
+        self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: dict
+    ):
         """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ. A drafter
-        with a memory drafts from a copy of it, and its finished output joins it."""
+        with a memory drafts from a copy of it, and its finished output joins it. `models` (the run's, as a trace
+        and a report name them) learns from the device whether the target ran in exact mode."""
 
         def run_side(i: int, side: str, plain_ids):
             at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
@@ -300,7 +306,8 @@ class Backend:
                 at = replace(at, drafter=side, gamma=runnable[side].gamma, adaptive=runnable[side].adaptive)
             own, prompt_ids, tokens, ended = memories.get(side), [], [], False
             for packet in self._side(at, stopped, texts, plain_ids, own.copy() if own else None):
-                prompt_ids = list(packet.prompt_ids) if packet.kind == "start" else prompt_ids
+                if packet.kind == "start":
+                    prompt_ids, models["exact"] = list(packet.prompt_ids), packet.exact
                 ended = packet.kind == "end"
                 if packet.kind == "step":
                     tokens.extend(packet.event.tokens)
@@ -348,7 +355,7 @@ class Backend:
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
             memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
-            run_side = self._run_side(request, prompts, runnable, memories, stopped, view.text_of)
+            run_side = self._run_side(request, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
 
 
@@ -360,7 +367,8 @@ def _take(packet: Packet, texts: TextTable) -> bool:
     return packet.kind == "end"
 
 
-def _models(pair: LoadedPair) -> dict:
+def _models(pair: LoadedPair, exact: str = "") -> dict:
+    """The run's models as a trace and a report name them; "exact" is filled in from the device's answer."""
     return {
         "pair": pair.preset.label,
         "target": pair.preset.target,
@@ -368,6 +376,7 @@ def _models(pair: LoadedPair) -> dict:
         "precision": pair.dtype,
         "draft_precision": pair.draft_dtype,
         "device": pair.target.device.type,
+        "exact": exact,
     }
 
 

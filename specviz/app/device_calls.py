@@ -20,10 +20,11 @@ from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import StepEvent
 from ..models import encode_prompt
+from ..models.exact import exact_for
 from ..record import TokenTexts, divergence, token_ids
 from ..settings import Settings
 from ..trace import Divergence
-from .race import PLAIN, SPEC, Lane, RaceRequest, interleave
+from .race import PLAIN, SPEC, Lane, RaceRequest, exact_wanted, interleave
 from .shelf import LoadedPair, ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the
@@ -34,7 +35,7 @@ SECONDS_PER_TOKEN = 0.06
 
 @dataclass(frozen=True)
 class Packet:
-    kind: str  # "start" (prompt_ids), "step" (lane, event, texts), "end" (divergence), "error" (error, message)
+    kind: str  # "start" (prompt_ids, exact), "step" (lane, event, texts), "end" (divergence), "error" (error, message)
     lane: str = ""
     event: StepEvent | None = None
     texts: dict = field(default_factory=dict)  # token id -> its text, for ids this call has not sent before
@@ -42,12 +43,14 @@ class Packet:
     divergence: Divergence | None = None
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
+    exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
 
 
 def check_request(request: RaceRequest, shelf: ModelShelf) -> tuple[Settings, DrafterKind, Options]:
     """Everything checkable before a model loads: the settings, the drafter and its options (with what the pair
     brings, such as its Medusa heads), and whether the drafter has what it needs for the pair's target."""
     settings = request.settings()
+    exact_wanted(request)
     for other in kinds(menu_only=True):  # every option on the screen is checked, whichever drafter runs
         other.parse(request.options)
     chosen = kind(request.drafter)
@@ -100,15 +103,20 @@ class DeviceCalls:
             raise InvalidRequest(f"the pair {request.pair!r} is not loaded on the device")
         return pair
 
+    def _ready(self, request: RaceRequest) -> tuple[LoadedPair, str]:
+        """The pair, its target in exact mode as the request asks (where the mode holds), and that in one line."""
+        pair = self._pair(request)
+        return pair, exact_for(pair.target.model, exact_wanted(request))
+
     def race(self, request: RaceRequest, memory: RunMemory | None = None) -> Iterator[Packet]:
         """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the
         greedy divergence. `memory` is the visitor's earlier runs, for a drafter that reads them; the call may add
         to it (the server keeps its own and adds the run itself)."""
         try:
             settings, chosen, options = check_request(request, self.shelf)
-            pair = self._pair(request)
+            pair, exact = self._ready(request)
             prompt_ids = encode_prompt(pair.target, request.prompt)
-            yield Packet("start", prompt_ids=tuple(prompt_ids))
+            yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
             texts, lanes = _Texts(pair.target.tokenizer), {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
             sides = {
                 PLAIN: decode(pair.target, prompt_ids, settings),
@@ -133,9 +141,9 @@ class DeviceCalls:
                 settings, chosen, options = request.settings(), None, None
             else:
                 settings, chosen, options = check_request(request, self.shelf)
-            pair = self._pair(request)
+            pair, exact = self._ready(request)
             prompt_ids = encode_prompt(pair.target, request.prompt)
-            yield Packet("start", prompt_ids=tuple(prompt_ids))
+            yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
             texts, tokens = _Texts(pair.target.tokenizer), []
             with torch.inference_mode():
                 steps = (

@@ -33,6 +33,7 @@ class RaceRequest:
     adaptive: object = False  # choose γ per step, up to `gamma`
     acceptance: str = "lossless"  # how a sampled step accepts drafts (settings.ACCEPTANCE_MODES)
     draft_dtype: str = "same"  # the draft model's precision: "same" as the target's, or a precision of its own
+    exact: object = True  # exact mode where it holds (models/exact.py): each token computed as plain decoding does
     options: Mapping = field(default_factory=dict)  # drafter options by name; the chosen drafter's kind reads its own
 
     @classmethod
@@ -53,7 +54,7 @@ class RaceRequest:
             top_k=_integer(self.top_k, "top-k"),
             top_p=_number(self.top_p, "top-p"),
             seed=_integer(self.seed, "seed"),
-            adaptive=_flag(self.adaptive),
+            adaptive=_flag(self.adaptive, "adaptive"),
             acceptance=self.acceptance,
         )
 
@@ -76,10 +77,14 @@ def mode_text(drafter_words: str, settings: Settings) -> str:
     return text + "; lossless: the rejection rule keeps the target's own distribution"
 
 
-def _flag(value) -> bool:
+def _flag(value, name: str) -> bool:
     if isinstance(value, bool):
         return value
-    raise InvalidRequest(f"adaptive must be true or false, got {value!r}")
+    raise InvalidRequest(f"{name} must be true or false, got {value!r}")
+
+
+def exact_wanted(request: RaceRequest) -> bool:
+    return _flag(request.exact, "exact")
 
 
 def _number(value, name: str) -> float:
@@ -134,6 +139,7 @@ class RaceView:
     wall_s: float = 0.0
     mode: str = ""  # how the speculative side drafts and verifies (mode_text)
     lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
+    exact: str = ""  # whether the target ran in exact mode, in one line (trace.EXACT_ON when it did)
     trace: Trace | None = None  # the finished run, recorded
 
 

@@ -179,9 +179,14 @@ def markdown_report(rows, meta: BenchMeta) -> str:
         + f", {meta.dtype}, {meta.device}, {meta.max_new_tokens} new tokens, best of {meta.repeats}, "
         f"{meta.prompts} prompts, {meta.minutes} min, {meta.when}"
     )
+    modes = (
+        f"specviz's target: {meta.exact} (a row marked [exact off] ran without exact mode; transformers always runs "
+        "the model's own attention and kernels)"
+    )
     return "\n\n".join(
         [
             f"## {title}",
+            modes,
             "### Targets\n\n" + "\n".join(f"- {line}" for line in targets(rows)),
             "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
             "### The engine against the engine: the same draft in specviz and in transformers\n\n" + engine_table(rows),

@@ -57,11 +57,16 @@ class BenchRow:
     decode_speedup: float | None = None  # measured over decode time only, as the diagnosis compares it
     nodes: float | None = None  # draft tokens verified per drafting step (a tree's size; a chain's length)
     copied: float | None = None  # the share of drafting steps whose draft was copied, not written by a model
+    # specviz: whether the target ran in exact mode; None for transformers (its own kernels) and where the mode cannot
+    # hold (a float32 target, a GPU)
+    exact: bool | None = None
 
     @property
     def name(self) -> str:
-        """The method as tables show it: with the draft model and its precision where there is one."""
-        return self.method + (f" ({self.draft_name} {self.draft_dtype})" if self.draft_dtype else "")
+        """The method as tables show it: with the draft model and its precision where there is one, and marked where
+        specviz's target ran without exact mode."""
+        draft = f" ({self.draft_name} {self.draft_dtype})" if self.draft_dtype else ""
+        return self.method + draft + (" [exact off]" if self.exact is False else "")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,6 +89,7 @@ class BenchMeta:
     prompts: int
     minutes: float
     when: str
+    exact: str = ""  # the modes specviz's rows ran in, each as its run's line said it (models/exact.py exact_for)
 
     def to_json(self) -> dict:
         """Its fields in order, each model location under its option's name in place of `brought`."""

@@ -48,6 +48,13 @@ def add_bench_options(p) -> None:
     p.add_argument("--oracle-alphas", default="0.5,0.8,0.95", help="acceptance rates of the oracle drafter")
     p.add_argument("--repeats", type=int, default=2, help="runs per cell, fastest kept")
     p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
+    p.add_argument(
+        "--exact",
+        choices=["on", "off", "both"],
+        default="on",
+        help="specviz's target in exact mode (on: where it holds, as the app runs it), without it, or each prompt "
+        "both ways; transformers always runs the model's own kernels",
+    )
     add_model_options(p, several_drafts=True)
     p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
     add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-min N, ...) for the cells that run it
@@ -107,6 +114,7 @@ class Bench:
                 check_draft_fits(self.target, self.drafts[d])
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
+        self.exact_lines: set[str] = set()  # what exact mode came to in each pass, as its line says
         self.memories: dict[MemoryKey, RunMemory] = {}
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
         self.longest = {
@@ -123,7 +131,14 @@ class Bench:
 
     def theirs(self, ids, settings, method=None, gamma=None, draft=None):
         def run() -> Run:
-            return transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
+            from ..models.exact import is_exact, set_exact
+
+            was = is_exact(self.target.model)
+            set_exact(self.target.model, False)  # transformers runs the model's own attention and kernels
+            try:
+                return transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
+            finally:
+                set_exact(self.target.model, was)
 
         return run
 
@@ -193,14 +208,20 @@ class Bench:
             )
         return measured
 
-    def prompt_rows(self, prompt_kind: str, prompt, temperature: float, log, run_index: int = 0) -> list[BenchRow]:
-        """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make."""
+    def prompt_rows(
+        self, prompt_kind: str, prompt, temperature: float, log, run_index: int = 0, exact: bool = True
+    ) -> list[BenchRow]:
+        """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make; specviz's
+        target in exact mode as asked, where it holds."""
         from ..models import encode_prompt
+        from ..models.exact import exact_for, exact_problem
         from .costs import relative_forward_costs
 
+        line = exact_for(self.target.model, exact)
+        self.exact_lines.add(line)
         ids = encode_prompt(self.target, prompt)
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
-        where = f"[{prompt_kind} #{run_index + 1}, T={temperature:g}]"
+        where = f"[{prompt_kind} #{run_index + 1}, T={temperature:g}, {line}]"
         opening = self.plain(ids, settings)
         log(
             f"{where} {len(ids)} prompt tokens; plain {opening.ours.tps:.2f} tok/s"
@@ -225,6 +246,9 @@ class Bench:
         rows = plain_rows(key, baseline, costs, settings.greedy)
         for m in measured:
             rows += self.cell_rows(key, m, baseline, costs, settings.greedy)
+        holds = not exact_problem(self.target.model)  # where the mode cannot hold, rows carry no mode
+        for row in rows:
+            row.exact = exact if row.library == "specviz" and holds else None
             log(
                 f"  {rows[-1].name} γ={m.cell.gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, "
                 f"efficiency {_f(rows[-1].efficiency)}"
@@ -347,7 +371,8 @@ def cmd_bench(args) -> int:
     for prompt_kind, prompt in plan.prompts:
         seen[prompt_kind] = run_index = seen.get(prompt_kind, -1) + 1  # the prompts of a kind run in file order
         for temperature in plan.temperatures:
-            rows += bench.prompt_rows(prompt_kind, prompt, temperature, _log, run_index)
+            for exact in {"on": [True], "off": [False], "both": [True, False]}[args.exact]:
+                rows += bench.prompt_rows(prompt_kind, prompt, temperature, _log, run_index, exact)
     meta = BenchMeta(
         target=args.target,
         draft=args.draft if bench.draft else None,
@@ -362,6 +387,7 @@ def cmd_bench(args) -> int:
         prompts=len(plan.prompts),
         minutes=round((time.perf_counter() - began) / 60, 1),
         when=time.strftime("%Y-%m-%d %H:%M"),
+        exact="; ".join(sorted(bench.exact_lines)),
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from ..trace import EXACT_ON
+
 EXACT_ATTENTION = "specviz_exact"
 PROBE_ROWS = (2, 3, 7, 16)  # row counts whose rows a probe holds against the same rows computed one by one
 
@@ -81,24 +83,33 @@ AttentionInterface.register(EXACT_ATTENTION, row_by_row_attention)  # the regist
 
 def exact_problem(model: torch.nn.Module) -> str:
     """Why exact mode cannot hold for `model` here ('' when it can): the device, the precision, a layer the mode does
-    not cover, or this machine's kernels failing the probe."""
+    not cover, or this machine's kernels failing the probe. Worked out once per device, precision and thread count,
+    and kept with the model."""
+    key = (str(model.device), model.dtype, torch.get_num_threads())
+    known = model.__dict__.setdefault("_specviz_exact_problem", {})
+    if key not in known:
+        known[key] = _problem(model)
+    return known[key]
+
+
+def _problem(model: torch.nn.Module) -> str:
     if model.device.type != "cpu":
-        return f"exact mode is checked on CPUs only, and this model is on {model.device.type}"
+        return f"it is checked on CPUs only, and this model is on {model.device.type}"
     if model.dtype != torch.bfloat16:
-        return f"exact mode covers bfloat16 targets; this one is {str(model.dtype).removeprefix('torch.')}"
+        return f"it covers bfloat16 targets, and this one is {str(model.dtype).removeprefix('torch.')}"
     config = model.config
     for field in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
         if getattr(config, field, None) and (field != "sliding_window" or getattr(config, "use_sliding_window", True)):
-            return f"exact mode does not cover attention with {field.replace('_', ' ')} ({type(model).__name__})"
+            return f"it does not cover attention with {field.replace('_', ' ')} ({type(model).__name__})"
     if not model._can_set_attn_implementation():
         return f"{type(model).__name__} does not take a registered attention function"
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if any(not isinstance(m.weight, torch.nn.Parameter) or m.weight.dtype != torch.bfloat16 for m in linears):
-        return "exact mode covers bfloat16 Linear layers; this model has others (quantised?)"
+        return "it covers bfloat16 Linear layers, and this model has others"
     shapes = {(m.in_features, m.out_features, m.bias is not None): m for m in linears}
     for (inputs, outputs, _), layer in shapes.items():
         if not _linear_rows_hold(layer):
-            return f"this CPU's bfloat16 matrix product ({inputs} → {outputs}) gives rows that depend on their count"
+            return f"this CPU's bfloat16 matrix product ({inputs} → {outputs}) gives rows that depend on how many"
     return ""
 
 
@@ -121,6 +132,13 @@ def set_exact(model: torch.nn.Module, on: bool) -> str:
     previous = model.__dict__.setdefault("_specviz_attention", model.config._attn_implementation)
     model.set_attn_implementation(EXACT_ATTENTION if on else previous)
     return problem
+
+
+def exact_for(model: torch.nn.Module, wanted: bool) -> str:
+    """Exact mode as wanted, where it holds; in one line what holds: EXACT_ON, "exact mode off" (as asked), or
+    "exact mode off: " and why it cannot hold here."""
+    problem = set_exact(model, wanted)
+    return EXACT_ON if wanted and not problem else f"exact mode off: {problem}" if problem else "exact mode off"
 
 
 def is_exact(model: torch.nn.Module) -> bool:

@@ -7,7 +7,7 @@ from ..race import RaceRequest
 from . import fields
 
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
-# never changes; options of drafters added later follow it, in menu order.
+# never changes; the drafters' other options follow it in menu order, and then the settings added since (exact).
 API_ORDER = (
     "pair",
     "drafter",

@@ -6,6 +6,7 @@ from html import escape
 from ...diagnosis import diagnose
 from ...errors import SpecvizError
 from ...events import Metrics, summarize
+from ...trace import EXACT_ADVICE, EXACT_ON, identity_grounds
 from ..race import RaceView
 from .figure1 import origin_text, visible
 
@@ -109,19 +110,27 @@ def identity_badge(view: RaceView) -> str:
     if d is None:
         scope = "all" if len(plain) == len(spec) else "the first"
         note = " (the run was stopped; both sides compared as far as both got)" if view.stopped else ""
+        grounds = f"; {identity_grounds(view.exact)}" if view.exact == EXACT_ON else ""
         return (
             f'<div class="sv-badge sv-badge-ok">\u2714 identical to plain decoding: {scope} {common} tokens '
-            f"match{escape(note)}</div>"
+            f"match{escape(note)}{escape(grounds)}</div>"
         )
     top = ", ".join(f"{visible(t)} {p:.3f}" for t, p in d.top)
     margin = d.top[0][1] - d.top[1][1] if len(d.top) == 2 else float("nan")
     return (
         f'<div class="sv-badge sv-badge-diff">\u2260 the two outputs part at token {d.position + 1}: plain chose '
         f"{visible(d.plain_token)}, speculative {visible(d.spec_token)}. The target's top two there: {top} "
-        f"(margin {margin:.3f}). A near-tie like this can flip with the rounding of a different batch shape "
-        f"in bfloat16, or in int8, whose activation scales depend on the batch; choose float32 for a token-exact "
-        f"comparison.</div>"
+        f"(margin {margin:.3f}). {escape(_why_parted(view.exact))}</div>"
     )
+
+
+def _why_parted(exact: str) -> str:
+    if exact == EXACT_ON:  # by construction this cannot happen: say so rather than explain it away
+        return (
+            "In exact mode this should not happen: please report it, with the run's trace (Recorded runs, "
+            "Download trace)."
+        )
+    return f"A near tie like this can flip: {identity_grounds(exact)}. {EXACT_ADVICE}"
 
 
 def how_it_runs() -> str:

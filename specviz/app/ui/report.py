@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ...events import summarize
 from ...runtime import ASSETS
+from ...trace import EXACT_ADVICE, identity_grounds
 from ...workload.view import PLAIN, WorkloadRow, WorkloadView, duration
 from .figure1 import ORIGIN_CLASS, origin_text
 from .svg_charts import acceptance_lines, speedup_bars
@@ -52,9 +53,10 @@ MODEL_WORDS = {
 
 
 def _facts(view: WorkloadView, created: datetime) -> str:
-    models = [(MODEL_WORDS.get(k, str(k)), v) for k, v in view.models.items() if v not in (None, "")]
+    models = [(MODEL_WORDS.get(k, k), v) for k, v in view.models.items() if v not in (None, "") and k != "exact"]
     decoding = (
-        "greedy (temperature 0): a drafter must write exactly plain decoding's tokens"
+        "greedy (temperature 0): a drafter must write exactly plain decoding's tokens; "
+        + identity_grounds(view.models.get("exact", ""))
         if view.greedy
         else "sampled: each output is a draw, so outputs are not compared token for token"
     )
@@ -150,11 +152,10 @@ def _parting_note(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     """Why greedy outputs can part from plain decoding's, where some did: a near tie tipped by rounding."""
     if not view.greedy or all(r.identical in (None, r.prompts) for r in rows if r.name != PLAIN):
         return ""
+    grounds = identity_grounds(view.models.get("exact", ""))
     return (
         '<p class="rp-explain">Where a greedy output parts from plain decoding\'s, its card below says at which '
-        "token and how close the target's top two were there. In bfloat16 (or with an int8 model) a forward that "
-        "verifies several tokens rounds differently from one that reads one, so a near tie can tip either way; "
-        "float32 makes the comparison token-exact.</p>"
+        f"token and how close the target's top two were there: {escape(grounds)}. {escape(EXACT_ADVICE)}</p>"
     )
 
 

@@ -63,13 +63,13 @@ def drafter_choice(s, kinds) -> None:
 
 
 def precisions(s, dtypes: list[str], draft_default: str) -> None:
-    """The target's precision and the draft's (the target's own unless chosen)."""
+    """The target's precision and the draft's (the target's own unless chosen), and exact mode."""
     s.dtype = gr.Radio(
         dtypes,
         value=dtypes[0],
         label="Precision",
-        info="bfloat16 is ~2× faster on CPU; float32 makes greedy outputs token-exact; int8 "
-        "(CPU) is an int8 model on both sides.",
+        info="bfloat16 is ~2× faster on CPU, and token-exact there in exact mode; int8 (CPU) is an int8 model on "
+        "both sides.",
     )
     s.draft_dtype = gr.Dropdown(
         ["same", *dtypes],
@@ -77,6 +77,13 @@ def precisions(s, dtypes: list[str], draft_default: str) -> None:
         label="Draft precision",
         info="An int8 draft costs less per guess; the target alone decides the output.",
         elem_id="sv-draft-dtype",
+    )
+    s.exact = gr.Checkbox(
+        True,
+        label="exact mode",
+        elem_id="sv-exact",
+        info="For a bfloat16 target on a CPU: every token computed as one-token decoding computes it, so greedy "
+        "outputs are plain decoding's bit for bit. Off (or elsewhere), a near tie can round apart.",
     )
 
 

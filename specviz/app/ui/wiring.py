@@ -35,6 +35,7 @@ def run_controls(s) -> dict:
             adaptive=s.adaptive,
             draft_dtype=s.draft_dtype,
             **s.options,
+            exact=s.exact,
         )
     )
 
