@@ -20,7 +20,14 @@ def replay(
     each step takes its recorded time divided by `speed`. The last view is final, with the recorded verdicts."""
     spec = trace.side(side) if side else (trace.sides[1] if len(trace.sides) > 1 else trace.sides[0])
     made = ", ".join(
-        str(v) for v in (trace.models.get("pair"), trace.models.get("precision"), trace.models.get("device")) if v
+        str(v)
+        for v in (
+            trace.models.get("pair"),
+            trace.models.get("precision"),
+            trace.models.get("device"),
+            trace.models.get("exact"),
+        )
+        if v
     )
     view = RaceView(
         Lane(PLAIN),
@@ -30,6 +37,7 @@ def replay(
         message=f"recorded {trace.created[:16]}; {made}",
         mode=spec.words,
         lossy=trace.lossy,
+        exact=trace.models.get("exact", ""),
         trace=trace,
     )
     lanes = {PLAIN: view.plain, SPEC: view.spec}

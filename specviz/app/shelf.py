@@ -10,6 +10,7 @@ from ..drafters.registry import published_options
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
 from ..models.device import check_fits, weight_bytes
+from ..models.exact import exact_problem
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
 from ..models.vocabulary import check_tokenizers_fit
@@ -207,6 +208,7 @@ class ModelShelf:
                     yield line
                     if step == 1:
                         target = load_model(preset.target, dtype, self.device, tokenizers[0])
+                        exact_problem(target.model)  # exact mode's probe of this CPU's kernels, once, at load
                     else:
                         draft = load_model(preset.draft, draft_dtype, self.device, tokenizers[1])
             finally:
