@@ -127,10 +127,10 @@ def main(argv=None) -> int:
             from .compare_cli import cmd_compare
 
             return cmd_compare(args)
-        if args.command in ("train-medusa", "train-eagle"):
-            from .train_cli import cmd_train_eagle, cmd_train_medusa
+        if args.command in ("train-medusa", "train-eagle", "train-dflash"):
+            from . import train_cli
 
-            return (cmd_train_medusa if args.command == "train-medusa" else cmd_train_eagle)(args)
+            return getattr(train_cli, "cmd_" + args.command.replace("-", "_"))(args)
         from .bench.suite import cmd_bench
 
         return cmd_bench(args)

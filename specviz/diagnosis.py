@@ -9,7 +9,8 @@ Leviathan et al.'s model replaces τ by what i.i.d. acceptance at rate α gives 
 E(α, γ) = (1 − α^(γ+1)) / (1 − α); with each step's own γ and measured costs this is the predicted speedup, and
 the gap to the measured one is what the i.i.d. assumption misses. When speculation lost, the term that lost it is
 named: acceptance too low (τ near 1), or the largest of the draft's cost, the verify forward's excess over one
-plain step, and overhead. The same numbers then say which γ would pay. Pure Python.
+plain step, and overhead. The same numbers then say which γ would pay. A block drafter (DFlash) pays one pass
+per step whatever γ, so its drafting is counted per pass, not per drafted token. Pure Python.
 """
 
 from collections.abc import Sequence
@@ -30,11 +31,12 @@ class Diagnosis:
     draft: float  # per step, in plain steps: the drafter's time (γc)
     verify: float  # the verify forward and the rule, per step
     overhead: float  # the rest of a step
-    c: float  # drafting per drafted token
+    c: float  # drafting per drafted token; a block drafter: per pass
     verify_slope: float  # extra verify cost per extra token in the forward
     culprit: str  # "" when speculation paid, else acceptance | draft | verify | overhead
     best_gamma: int
     best_predicted: float
+    block: int = 0  # a block drafter's block (the positions one pass fills); 0: drafting costs per token
 
     def line(self) -> str:
         head = (
@@ -46,7 +48,8 @@ class Diagnosis:
             return head
         why = {
             "acceptance": f"acceptance too low: τ {self.tau:.2f} barely beats a plain step",
-            "draft": f"the draft is too expensive: {self.draft:.2f} plain steps of drafting per step (c {self.c:.2f})",
+            "draft": f"the draft is too expensive: {self.draft:.2f} plain steps of drafting per step "
+            + (f"(one pass of {self.block} positions)" if self.block else f"(c {self.c:.2f})"),
             "verify": f"the verify forward costs {self.verify:.2f} plain steps for its {self.verify_slope:.2f} per "
             "extra token",
             "overhead": f"overhead: {self.overhead:.2f} plain steps of bookkeeping per step",
@@ -82,22 +85,24 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float 
     alpha = per_token_alpha(spec) or 0.0
     expected = sum(expected_tokens_per_step(alpha, len(e.proposed)) if e.proposed else 1.0 for e in spec)
     predicted = expected / (steps * (draft + verify + overhead))
-    c = sum(e.draft_s for e in drafted) / sum(len(e.proposed) for e in drafted) / unit
+    block = max(e.block for e in drafted) if all(e.block for e in drafted) else 0
+    per = len(drafted) if block else sum(len(e.proposed) for e in drafted)  # one pass per step, or per token
+    c = sum(e.draft_s for e in drafted) / per / unit
     base, slope = _fit([(e.forward_tokens, e.verify_s / unit) for e in spec])
 
     def model(gamma: int) -> float:  # the speedup a fixed γ would give with these α and costs
         if gamma == 0:
             return 1.0
-        cost = gamma * c + base + slope * (gamma + 1) + overhead
+        cost = (c if block else gamma * c) + base + slope * (gamma + 1) + overhead
         return expected_tokens_per_step(alpha, gamma) / cost
 
-    best = max(GAMMAS, key=model)
+    best = max((g for g in GAMMAS if not block or g <= block), key=model)
     culprit = ""
     if measured < 1.0:
         excess = {"draft": draft, "verify": verify - 1.0, "overhead": overhead}
         culprit = "acceptance" if tokens / steps < 1.2 else max(excess, key=excess.get)
     return Diagnosis(
-        measured, predicted, alpha, tokens / steps, draft, verify, overhead, c, slope, culprit, best, model(best)
+        measured, predicted, alpha, tokens / steps, draft, verify, overhead, c, slope, culprit, best, model(best), block
     )
 
 

@@ -80,6 +80,7 @@ class StepEvent:
     detail: StepDetail | None = None  # how the verdict came about (a drafting step); None for a plain step
     draft_tokens: tuple[str, ...] | None = None  # a draft with another tokenizer: its guess in its own tokens
     origin: str | None = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
+    block: int = 0  # a block drafter's step: the positions its one pass filled (the first γ of them verified)
 
     def __post_init__(self):
         assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"

@@ -1,9 +1,11 @@
-"""`train-medusa` and `train-eagle`: heads trained on a frozen model by self-distillation. Both share the flags that
-make the training text (prompts answered by the base, local files read teacher-forced, a cache of the texts), their
-checks and the gathering of that text; each adds its own. No torch at import: the CLI parses first."""
+"""`train-medusa`, `train-eagle` and `train-dflash`: drafters trained on a frozen model by self-distillation. They
+share the flags that make the training text (prompts answered by the base, local files read teacher-forced, a cache
+of the texts), their checks and the gathering of that text; each adds its own. No torch at import: the CLI parses
+first."""
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from .errors import InvalidRequest
@@ -18,6 +20,11 @@ def _log(line: str) -> None:
 
 
 def add_train_commands(sub, add_model_options) -> None:
+    for add in (_add_medusa, _add_eagle, _add_dflash):
+        add_model_options(add(sub))
+
+
+def _add_medusa(sub):
     medusa = sub.add_parser("train-medusa", help="train Medusa heads on a frozen model by self-distillation")
     _text_flags(
         medusa,
@@ -34,8 +41,10 @@ def add_train_commands(sub, add_model_options) -> None:
     )
     medusa.add_argument("--heads", type=int, default=4)
     medusa.add_argument("--layers", type=int, default=1)
-    add_model_options(medusa)
+    return medusa
 
+
+def _add_eagle(sub):
     eagle = sub.add_parser("train-eagle", help="train an EAGLE head on a frozen model by self-distillation")
     _text_flags(
         eagle,
@@ -81,7 +90,35 @@ def add_train_commands(sub, add_model_options) -> None:
         default=0,
         help="stop this run after that step (needs --checkpoint; run again to go on)",
     )
-    add_model_options(eagle)
+    return eagle
+
+
+def _add_dflash(sub):
+    dflash = sub.add_parser("train-dflash", help="train a DFlash block drafter on a frozen target by self-distillation")
+    _text_flags(
+        dflash,
+        "folder for config.json + model.safetensors (the published DFlash layout)",
+        steps=400,
+        lr=1e-3,
+        train_batch=8,
+        train_batch_help="blocks per training step",
+        tokens=224,
+        samples=2,
+        local_tokens=90_000,
+        text_word="answer",
+        prompts=EAGLE_PROMPTS,
+    )
+    dflash.set_defaults(base="qwen2.5-coder-1.5b-instruct")
+    dflash.add_argument("--layers", type=int, default=1, help="draft layers")
+    dflash.add_argument("--block-size", type=int, default=8, help="positions one pass fills (the root, then masks)")
+    dflash.add_argument(
+        "--target-layers", default="", help="the target layers read, e.g. 1,9,17 (default: spread as published)"
+    )
+    dflash.add_argument("--intermediate-size", type=int, default=0, help="the layers' MLP width (0: the target's)")
+    dflash.add_argument("--checkpoint", metavar="FILE", help="keep the training state here; when it exists, go on")
+    dflash.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
+    dflash.add_argument("--until-step", type=int, default=0, help="stop this run after that step (needs --checkpoint)")
+    return dflash
 
 
 def _text_flags(
@@ -285,4 +322,73 @@ def cmd_train_eagle(args) -> int:
         f"{report.seconds:.0f} s; held-out chain acceptance by depth {by_depth} (tau of a 5-deep chain "
         f"{report.tau:.2f}, {report.held_out_positions} positions)"
     )
+    return 0
+
+
+def cmd_train_dflash(args) -> int:
+    """Texts, then the drafter's training on the target's features of them; the drafter saved in the published
+    layout, its mask token a spare row of the target's embedding."""
+    prompts = _check(
+        args,
+        "train-dflash",
+        ("--layers", args.layers, 1),
+        ("--block-size", args.block_size, 2),
+        ("--intermediate-size", args.intermediate_size, 0),
+        ("--save-every", args.save_every, 1),
+        ("--until-step", args.until_step, 0),
+    )
+    if args.until_step and not args.checkpoint:
+        raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
+    try:
+        chosen = [int(i) for i in args.target_layers.split(",") if i.strip()]
+    except ValueError:
+        raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
+    quiet_transformers()
+    from .drafters.dflash.checkpoint import build_draft, save_dflash, spaced_layers
+    from .drafters.dflash.train import train_dflash
+    from .models import load_model
+
+    base = load_model(args.base, args.dtype, args.device)
+    config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]
+    mask = len(base.tokenizer)
+    if mask >= rows:
+        raise InvalidRequest(f"{args.base} has no spare embedding row for a mask token ({rows} rows, all ids used)")
+    layers = chosen or spaced_layers(config.num_hidden_layers, args.layers)
+    saved = {
+        "model_type": "qwen3",
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": args.layers,
+        "num_target_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+        "intermediate_size": args.intermediate_size or config.intermediate_size,
+        "rms_norm_eps": config.rms_norm_eps,
+        "vocab_size": config.vocab_size,
+        "max_position_embeddings": config.max_position_embeddings,
+        "rope_parameters": dict(getattr(config, "rope_parameters", None) or {}) or None,
+        "block_size": args.block_size,
+        "dflash_config": {"mask_token_id": mask, "target_layer_ids": layers},
+    }
+    import torch
+
+    torch.manual_seed(0)  # the same first weights in every run, so that a resumed run is the uninterrupted one
+    draft = build_draft({k: v for k, v in saved.items() if v is not None}, base.model).float()
+    texts = [t.ids for t in _texts(base, args, prompts) if not t.teacher_forced]
+    began = time.perf_counter()
+    losses = train_dflash(
+        draft,
+        base.model,
+        texts,
+        steps=args.steps,
+        anchors=args.train_batch,
+        lr=args.lr,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        save_every=args.save_every,
+        until=args.until_step,
+        log=lambda step, loss: _log(f"step {step + 1}: loss {loss:.3f}") if (step + 1) % 25 == 0 else None,
+    )
+    folder = save_dflash(draft, args.out, args.base, config, dtype=base.model.dtype)
+    done = f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps" if losses else "no steps left to run"
+    print(f"{folder}: {done}, {time.perf_counter() - began:.0f} s; target layers {layers}, block {args.block_size}")
     return 0

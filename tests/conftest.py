@@ -26,6 +26,7 @@ from tiny import (  # noqa: E402
     loaded,
     perturbed,
     save_pair,
+    save_random_dflash,
     save_random_eagle,
     save_zero_medusa,
     tiny_llama,
@@ -102,6 +103,12 @@ def pair_eagle(pair_folders):
     return save_random_eagle(pair_folders[0], pair_folders[0].parent / "eagle")
 
 
+@pytest.fixture(scope="session")
+def pair_dflash(pair_folders):
+    """A DFlash drafter (random weights, the published layout) for the tiny pair's target: drafts, rarely accepted."""
+    return save_random_dflash(pair_folders[0], pair_folders[0].parent / "dflash")
+
+
 def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
     """`python app.py` serving the tiny pair on a free port (with `extra` flags, in `env`): (the process, its url)."""
     import socket
@@ -162,9 +169,10 @@ def launch_app():
 
 
 @pytest.fixture(scope="session")
-def app_server(launch_app, pair_folders, pair_heads, pair_eagle):
-    """The app serving the tiny pair, shared by the app and browser tests: (url, the pair's menu label)."""
-    proc, url = launch_app(pair_folders, pair_heads, pair_eagle)
+def app_server(launch_app, pair_folders, pair_heads, pair_eagle, pair_dflash):
+    """The app serving the tiny pair with every drafter's heads, shared by the app and browser tests: (url, the pair's
+    menu label)."""
+    proc, url = launch_app(pair_folders, pair_heads, pair_eagle, extra=("--dflash", str(pair_dflash)))
     target, draft = pair_folders
     yield url, f"{target} ← {draft}"
     proc.terminate()

@@ -89,3 +89,17 @@ def test_a_useless_draft_falls_back_to_plain_steps_and_probes(target, drafts, to
     gammas = [e.gamma for e in events]
     assert gammas.count(0) > len(gammas) / 2, gammas
     assert any(g > 0 for g in gammas[10:]), gammas  # probes keep coming after the fall-back
+
+
+def test_a_block_drafter_verifies_as_far_as_its_positions_hold():
+    """A block drafter pays one pass whatever γ: γ follows how far into the block its drafts hold, and the verify
+    forward's cost, not a cost per drafted token."""
+    halting = GammaController(15, block=True)
+    whole = GammaController(15, block=True)
+    for _ in range(30):  # one plain step's worth of V(1), then blocks: the first four positions hold, the fifth never
+        halting.observe(0, 1, 0, False, 0.0, 1.0)
+        halting.observe(8, 9, 4, True, 0.2, 1.4)
+        whole.observe(0, 1, 0, False, 0.0, 1.0)
+        whole.observe(15, 16, 15, False, 0.2, 1.75)  # every position held
+    assert halting.held_chance(3) > 0.95 and halting.held_chance(4) < 0.1
+    assert halting.next_gamma() == 4 and whole.next_gamma() == 15

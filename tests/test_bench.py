@@ -96,9 +96,12 @@ def test_the_bench_runs_a_bfloat16_target_both_ways_and_says_which_way_each_row_
     assert "| ngram [exact off] | 3 |" in out and "| ngram | 3 |" in out
 
 
-def test_bench_runs_every_method_and_writes_three_reports(capsys, pair_folders, pair_heads, pair_eagle, tmp_path):
+def test_bench_runs_every_method_and_writes_three_reports(
+    capsys, pair_folders, pair_heads, pair_eagle, pair_dflash, tmp_path
+):
     target, draft = pair_folders
     models = ["--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle)]
+    models += ["--dflash", str(pair_dflash)]
     cells = "--kinds code,chat,context-120 --prompts-per-kind 1 --max-new-tokens 12 --gammas 1,3 --oracle-alphas 0,1"
     runs = "--repeats 1 --dtype float32 --draft-dtype float32,int8"
     code = main(["bench", *models, *cells.split(), *runs.split(), "--out", str(tmp_path)])

@@ -181,20 +181,15 @@ def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_
     assert {(r["method"], r["gamma"]) for r in rows if r["method"] == "toy"} == {("toy", 2), ("toy", "adaptive")}
     assert all(r["same_as_plain"] for r in rows if r["method"] == "toy")
     listed = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--methods", "magic")
-    assert listed.returncode == 2 and "draft,hybrid,ngram,history,suffix,medusa,eagle,toy,oracle" in listed.stderr
+    assert (
+        listed.returncode == 2 and "draft,hybrid,ngram,history,suffix,medusa,eagle,dflash,toy,oracle" in listed.stderr
+    )
 
 
 def test_the_project_itself_lists_its_drafters_in_menu_order():
-    assert [k.name for k in kinds()] == ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle", "oracle"]
-    assert [k.name for k in kinds(menu_only=True)] == [
-        "draft",
-        "hybrid",
-        "ngram",
-        "history",
-        "suffix",
-        "medusa",
-        "eagle",
-    ]
+    menu = ["draft", "hybrid", "ngram", "history", "suffix", "medusa", "eagle", "dflash"]
+    assert [k.name for k in kinds()] == [*menu, "oracle"]
+    assert [k.name for k in kinds(menu_only=True)] == menu
     with pytest.raises(InvalidRequest, match="unknown drafter 'magic'; choose one of: none, draft, hybrid, ngram"):
         kind("magic")
     assert build_drafter("none", Settings(), None, None) is None
@@ -319,5 +314,9 @@ def test_what_the_kinds_declare_for_their_callers_holds_together():
     assert all(not k.menu for k in kinds() if k.sets_alpha)  # a measuring tool, not offered to users
     for spec in pair_model_options():  # a model's location: brought by the pair, never typed on the screen
         assert not spec.app and spec.cli
-    brought = dict(published_options("lmsys/vicuna-7b-v1.3"))
-    assert set(brought) == {s.name for s in pair_model_options()} and published_options("no/such-model") == ()
+    brought = {*dict(published_options("lmsys/vicuna-7b-v1.3")), *dict(published_options("Qwen/Qwen3-4B"))}
+    assert brought == {s.name for s in pair_model_options()} and published_options("no/such-model") == ()
+    assert dict(published_options("Qwen/Qwen3-4B")) == {
+        "eagle": "AngelSlim/Qwen3-4B_eagle3",
+        "dflash": "z-lab/Qwen3-4B-DFlash-b16",
+    }

@@ -86,6 +86,17 @@ def static_pair(tokenizer):
     return target, draft
 
 
+def random_dflash(model):
+    """A DFlash drafter (random weights, block 4) for a tiny target; its mask token is the target's last id."""
+    from tiny import dflash_config
+
+    from specviz.drafters.dflash.checkpoint import build_draft
+
+    torch.manual_seed(0)
+    layers = (0, model.config.num_hidden_layers - 1)
+    return build_draft(dflash_config(model, 4, model.config.vocab_size - 1, target_layers=layers), model).eval()
+
+
 def tiny_drafter(kind: str, settings, generator, target, draft):
     """Any drafter on the registry's menu for a tiny target; the ones that read heads get heads made for it."""
     from test_eagle import random_head
@@ -93,7 +104,7 @@ def tiny_drafter(kind: str, settings, generator, target, draft):
 
     if kind == "medusa":
         return MedusaDrafter(copying_heads(target))
-    options = {"candidates": 3, "eagle": (random_head(target), (-1,))}
+    options = {"candidates": 3, "eagle": (random_head(target), (-1,)), "dflash": random_dflash(target.model)}
     return build_drafter(kind, settings, generator, target, draft, options)
 
 

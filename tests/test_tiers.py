@@ -19,6 +19,7 @@ GREEDY_IDENTITY = {
     "suffix": ("test_suffix.py::test_suffix_greedy_equals_plain",),
     "medusa": ("test_medusa_drafter.py::test_greedy_medusa_equals_plain",),
     "eagle": ("test_eagle.py::test_greedy_eagle_equals_plain",),
+    "dflash": ("test_dflash.py::test_greedy_dflash_equals_plain",),
 }
 
 

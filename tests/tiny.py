@@ -111,9 +111,74 @@ def save_random_eagle(target_folder: Path, out: Path) -> Path:
 
 
 def save_served_pair(root: Path) -> tuple[str, list[str]]:
-    """The tiny pair with its Medusa and EAGLE heads saved under `root`: (its menu label, app.py's flags for it)."""
+    """The tiny pair with its Medusa and EAGLE heads and a DFlash drafter saved under `root`: (its menu label, app.py's
+    flags for it)."""
     target, draft = save_pair(root)
     medusa = save_zero_medusa(target, root / "heads")
     eagle = save_random_eagle(target, root / "eagle")
+    dflash = save_random_dflash(target, root / "dflash")
     flags = ["--target", str(target), "--draft", str(draft), "--medusa", str(medusa), "--eagle", str(eagle)]
+    flags += ["--dflash", str(dflash)]
     return f"{target} ← {draft}", flags
+
+
+def tiny_qwen3(vocab_size: int, seed: int, layers: int = 4, sharpness: float = 4.0, context: int = 512):
+    """A tiny Qwen3 target (the family DFlash's published drafters are made for)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=context,
+        eos_token_id=0,
+        bos_token_id=None,
+        pad_token_id=None,
+        tie_word_embeddings=False,
+    )
+    model = Qwen3ForCausalLM(config).float().eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness / model.lm_head.weight.std())
+        model.lm_head.weight[0] = 0
+    return model
+
+
+def dflash_config(target, block_size: int, mask_id: int, layers: int = 1, target_layers=(0, 2)) -> dict:
+    """config.json of a tiny DFlash drafter for `target`, in the published layout."""
+    c = target.config
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": layers,
+        "num_target_layers": c.num_hidden_layers,
+        "vocab_size": c.vocab_size,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "max_position_embeddings": c.max_position_embeddings,
+        "block_size": block_size,
+        "dflash_config": {"mask_token_id": mask_id, "target_layer_ids": list(target_layers)},
+    }
+
+
+def save_random_dflash(target_folder: Path, out: Path, block_size: int = 4) -> Path:
+    """A DFlash drafter (random weights, the published layout) for a saved target: it drafts, rarely accepted. Its
+    mask token is the target's last id."""
+    from transformers import AutoModelForCausalLM
+
+    from specviz.drafters.dflash.checkpoint import build_draft, save_dflash
+
+    target = AutoModelForCausalLM.from_pretrained(target_folder)
+    torch.manual_seed(0)
+    layers = (0, target.config.num_hidden_layers - 1)
+    draft = build_draft(dflash_config(target, block_size, target.config.vocab_size - 1, target_layers=layers), target)
+    return save_dflash(draft, out, str(target_folder), target.config)

@@ -2,11 +2,12 @@
 rates, prompts and draft models before any model loads."""
 
 import json
+import sys
 from dataclasses import dataclass
 
 from ..drafters.kinds import DrafterKind
 from ..drafters.registry import kinds
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, SpecvizError
 from ..flags import PRECISIONS, given_options
 from ..runtime import ASSETS
 from ..settings import Settings
@@ -94,7 +95,8 @@ def prompt_label(prompt) -> str:
 
 def plan_from(args) -> Plan:
     by_name = {k.name: k for k in kinds()}
-    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    named = bool(args.methods.strip())
+    names = [m.strip() for m in args.methods.split(",") if m.strip()] if named else list(by_name)
     if not names or any(m not in by_name for m in names):
         raise InvalidRequest(f"--methods must be some of {','.join(by_name)}, got {args.methods!r}")
     gammas = parse_gammas(args.gammas)
@@ -110,8 +112,14 @@ def plan_from(args) -> Plan:
     given = given_options(args)
     methods = [by_name[m] for m in names]
     options = {k.name: k.parse({**dict(k.preferred), **given.get(k.name, {})}) for k in methods}  # as the CLI runs them
-    for k in methods:
-        k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
+    for k in list(methods):
+        try:
+            k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
+        except SpecvizError as exc:
+            if named:
+                raise
+            methods.remove(k)  # not asked for by name: left out, and said so
+            print(f"{k.name}: left out: {exc}", file=sys.stderr, flush=True)
     draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
     if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
         raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")

@@ -39,7 +39,11 @@ def add_bench_options(p) -> None:
         default="qwen2.5-coder-0.5b-instruct",
         help="draft model(s), comma-separated (another tokenizer than the target's is bridged)",
     )
-    p.add_argument("--methods", default=names, help="drafters to run, from " + names)
+    p.add_argument(
+        "--methods",
+        default="",
+        help="drafters to run, from " + names + " (default: every one that can run with the target)",
+    )
     p.add_argument("--gammas", default="1-8", help="fixed γ values, e.g. 1-8 or 2,4; adaptive always runs too")
     p.add_argument("--kinds", default="code,extraction,prose,chat", help="prompt kinds from assets/prompts.json")
     p.add_argument("--prompts-per-kind", type=int, default=2)

@@ -27,8 +27,8 @@ def heads_for(given, shipped: Path | None, target_name: str, what: str, flag: st
     where = given or shipped
     if not where:
         raise InvalidRequest(
-            f"no {what} for '{target_name}': none ship with specviz for it; give some "
-            f"({flag} HEADS, or a pair with heads) or train them with {trainer}"
+            f"no {what} for '{target_name}': none ship with specviz for it; give one "
+            f"({flag} FOLDER_OR_HUB_ID, or a pair that brings one) or train one with {trainer}"
         )
     return where
 

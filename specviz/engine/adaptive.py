@@ -7,6 +7,9 @@ unit of γ (1 for a chain; more for a tree) and γ = 0 is a plain step: 1 token 
 the same with V(k) = V(1). When no γ > 0 beats a plain step, decode plainly and probe again later so α can
 recover. A drafter with its own probabilities (a draft model) is also asked after each token whether one more
 pays (keep_drafting): its probability for the token, calibrated on the run's verdicts, stands in for α there.
+A block drafter (DFlash) pays one pass D whatever γ, and its drafts hold less often the further they sit in the
+block: there E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j, with a_j how often position j held when the ones before it did, over
+D + V(1 + γ).
 Pure Python: every estimate comes from the step timings the engine already measures.
 """
 
@@ -53,6 +56,10 @@ class GammaController:
     plain_run: int = 0  # plain steps chosen in a row
     calibration: Calibration = field(default_factory=Calibration)
     stops_early: bool = False  # the drafter asks keep_drafting() after each token: γ is then only the ceiling
+    block: bool = False  # the drafter fills a block in one pass: drafting costs block_s whatever γ
+    block_s: float | None = None  # seconds per block pass (prior: a tenth of V(1))
+    held_at: list = field(default_factory=list)  # by block position: decayed counts held / tested, prior 0.7
+    tested_at: list = field(default_factory=list)
 
     @property
     def alpha(self) -> float:
@@ -61,10 +68,23 @@ class GammaController:
     def verify_cost(self, k: float) -> float:
         return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1))
 
+    def held_chance(self, position: int) -> float:
+        """How often the block's draft at `position` (0 = the first) held when every one before it did."""
+        if position < len(self.tested_at):
+            return self.held_at[position] / self.tested_at[position]
+        return 0.7
+
     def rate(self, gamma: int) -> float:
         """Expected tokens per second of a step with γ drafts (γ = 0: a plain step)."""
         if gamma == 0:
             return 1.0 / self.verify_cost(1)
+        if self.block:
+            tokens, held = 1.0, 1.0
+            for position in range(gamma):
+                held *= self.held_chance(position)
+                tokens += held
+            block_s = 0.1 * self.verify_cost(1) if self.block_s is None else self.block_s
+            return tokens / (block_s + self.verify_cost(1 + gamma))
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
         cost = gamma * d + self.verify_cost(1 + self.nodes_per_gamma * gamma)
         return expected_tokens_per_step(self.alpha, gamma) / cost
@@ -97,6 +117,15 @@ class GammaController:
             if tokens / (m * d + self.verify_cost(1 + m)) > now:
                 return True
         return False
+
+    def _count_positions(self, accepted: int, rejected: bool) -> None:
+        """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected."""
+        for position in range(accepted + rejected):
+            while position >= len(self.tested_at):
+                self.held_at.append(1.4)
+                self.tested_at.append(2.0)
+            self.held_at[position] = self.memory * self.held_at[position] + (position < accepted)
+            self.tested_at[position] = self.memory * self.tested_at[position] + 1
 
     def tree_size(self, paths: list[list[float]], depth: int) -> int:
         """How many of a drafted tree's nodes to verify. paths[i]: the draft's probability of each token on the way to
@@ -138,6 +167,9 @@ class GammaController:
         self.accepted = self.memory * self.accepted + accepted
         self.tested = self.memory * self.tested + accepted + rejected
         self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
+        if self.block:
+            self.block_s = blend(self.block_s, draft_s)
+            self._count_positions(accepted, rejected)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
         if self.forward_1 is None:  # no plain step yet: read V(1) off this one through the current slope
             self.forward_1 = verify_s / (1.0 + self.slope * (forward_tokens - 1))

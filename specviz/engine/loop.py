@@ -140,6 +140,7 @@ def _controller(settings: Settings, drafter: Drafter | None) -> GammaController 
         controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
     if hasattr(drafter, "tree_size"):  # a tree drafter keeps only the nodes that pay
         drafter.tree_size = controller.tree_size
+    controller.block = getattr(drafter, "drafts_block", False)  # one pass drafts the block, whatever γ
     return controller
 
 
@@ -186,6 +187,7 @@ def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
         detail=step.detail,
         draft_tokens=proposal.spelled if proposal else None,
         origin=proposal.origin if proposal else None,
+        block=proposal.block if proposal else 0,
         finish=finish,
     )
     if ended is not None and ended < verdict.accepted:  # an accepted draft token was EOS: the run ends there

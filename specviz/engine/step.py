@@ -30,6 +30,7 @@ class Proposal:
     origin: str | None = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
     confidence: tuple[float, ...] | None = None  # the drafter's own probability of each token of its first
     # candidate, when those probabilities decided where it stopped
+    block: int = 0  # a block drafter: the positions its one pass filled, of which the candidate is the first γ
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
@@ -88,6 +89,7 @@ class BaseDrafter:
     hidden_layers = (-1,)
     longest: int | None = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
     stops_early = False  # it asks keep_drafting after each token (a draft model with adaptive γ)
+    drafts_block = False  # one pass drafts every position up to `longest` (DFlash): drafting costs the same for any γ
     keep_drafting = None  # set by the loop: (the draft's probabilities so far) -> whether one more token pays
 
     def max_nodes(self, gamma: int) -> int:

@@ -66,6 +66,7 @@ def step_row(event: StepEvent, text_of: TokenText) -> str:
     if event.proposed:
         drafted = f"γ {event.gamma} · {event.accepted}/{len(event.proposed)} accepted"
         drafted += f" · from {escape(event.origin)}" if event.origin else ""
+        drafted += f" · {event.block} drafted in one pass" if event.block else ""
     else:  # adaptive γ chose a plain step (γ 0), a drafter found nothing to propose, or plain decoding itself
         drafted = "plain step" + (" (γ 0)" if event.gamma == 0 else " (nothing proposed)")
     inside = "".join(cells) + _losers(event, text_of) + _spelled(event)

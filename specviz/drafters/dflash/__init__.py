@@ -1,0 +1,62 @@
+"""DFlash: a small block-diffusion drafter reads the target's hidden states from a few of its layers and fills a
+whole block of tokens in one pass (model.py: the draft layers; drafter.py: drafting; checkpoint.py: the published
+layout read strictly, and specviz's own; train.py: training one on a CPU from the target's own continuations)."""
+
+from dataclasses import dataclass
+
+from ..heads_common import heads_for
+from ..kinds import DrafterKind, Options, option
+
+
+@dataclass(frozen=True)
+class DFlashOptions(Options):
+    dflash: object = option(
+        "",
+        "DFlash drafter",
+        "DFlash drafter folder or Hub id (the published layout); default: the drafter shipped for an offline target",
+        pair_model=True,
+        published=(
+            ("Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16"),  # z-lab's DFlash collection, block 16, thinking off
+            ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"),
+        ),
+        app=False,
+    )
+
+
+def _location(options: DFlashOptions, target_name: str):
+    from .checkpoint import shipped_dflash
+
+    return heads_for(
+        options.dflash, shipped_dflash(target_name), target_name, "DFlash drafter", "--dflash", "train-dflash"
+    )
+
+
+def _build(options: DFlashOptions, ctx):
+    from .drafter import DFlashDrafter
+    from .model import DFlashDraft
+
+    draft = options.dflash
+    if not isinstance(draft, DFlashDraft):  # a location: loaded once per target and kept with it
+        from .checkpoint import load_dflash
+
+        where = _location(options, ctx.target.name)
+        draft = ctx.target.companion(("dflash", str(where)), lambda: load_dflash(where, ctx.target))
+    return DFlashDrafter(draft)
+
+
+def _precheck(options: DFlashOptions, target_name: str) -> None:
+    if isinstance(options.dflash, str):
+        _location(options, target_name)
+
+
+KIND = DrafterKind(
+    "dflash",
+    "DFlash (block drafting)",
+    "a few draft layers read the target's hidden states and fill a whole block of tokens in one pass",
+    _build,
+    DFlashOptions,
+    precheck=_precheck,
+    describe=lambda o: "DFlash block drafter",
+    order=47,
+    preferred=(("gamma", 15), ("adaptive", True)),
+)

@@ -1,0 +1,136 @@
+"""Training a DFlash drafter on a CPU from the target's own continuations.
+
+The data is what the target itself writes (greedy continuations of prompts), so the drafter learns the target's
+habits, not a corpus's. For a sequence the target's features at the drafter's layers are computed once; a sample is
+an anchor position a: the context is the features of tokens 0..a−1, the block is [token a, mask, ...], and the
+labels are tokens a+1..a+block−1. The loss is cross-entropy per position, weighted down the block (an early miss
+wastes the whole rest of the block, a late one only itself). Only the draft's own weights learn; the target's
+embedding and LM head, which the draft borrows, stay frozen.
+"""
+
+import hashlib
+import random
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from ...errors import InvalidRequest
+from .model import DFlashDraft
+
+POSITION_DECAY = 0.85  # weight of block position j (1 = the first draft): POSITION_DECAY ** (j - 1)
+
+
+@torch.inference_mode()
+def continuations(model, prompts: list[list[int]], length: int) -> list[list[int]]:
+    """Each prompt followed by `length` tokens of the model's own greedy decoding."""
+    out = []
+    for ids in prompts:
+        tokens = torch.tensor([ids])
+        written = model.generate(
+            tokens,
+            attention_mask=torch.ones_like(tokens),
+            max_new_tokens=length,
+            do_sample=False,
+            min_new_tokens=length,
+        )
+        out.append(written[0].tolist())
+    return out
+
+
+@torch.no_grad()  # not inference mode: the features are inputs of a graph that learns
+def features_of(model, tokens: list[int], layers: tuple[int, ...]) -> torch.Tensor:
+    """[T, F]: the target's outputs of `layers` (0 = its first layer) for every token, side by side."""
+    ids = torch.tensor([tokens], device=model.device)
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+    return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1)
+
+
+def block_loss(draft: DFlashDraft, tokens: list[int], features: torch.Tensor, anchor: int) -> torch.Tensor:
+    """The weighted cross-entropy of one block anchored at `anchor` (its context: features of tokens before it)."""
+    labels = torch.tensor(tokens[anchor + 1 : anchor + draft.block_size], device=features.device)
+    scores = draft.fill(features[:anchor], tokens[anchor], draft.new_cache())[: len(labels)]
+    weights = POSITION_DECAY ** torch.arange(len(labels), device=features.device, dtype=torch.float)
+    losses = F.cross_entropy(scores.float(), labels, reduction="none")
+    return (losses * weights).sum() / weights.sum()
+
+
+def fingerprint(draft: DFlashDraft, sequences: list[list[int]]) -> str:
+    """What a saved training state belongs to: these texts, this drafter's shape."""
+    shape = [(k, tuple(v.shape)) for k, v in draft.state_dict().items()]
+    made = repr((sequences, shape, draft.block_size, draft.target_layers)).encode()
+    return hashlib.sha256(made).hexdigest()[:16]
+
+
+def _resume(checkpoint: Path, made: str, draft, optimizer, rng) -> int:
+    """The step a saved state reached, its weights, optimizer and sampler restored; a state of other texts or
+    another drafter is refused in one line."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or state.get("made") != made:
+        raise InvalidRequest(f"{checkpoint} is the training state of other texts or another drafter shape")
+    draft.load_state_dict(state["draft"])
+    optimizer.load_state_dict(state["optimizer"])
+    rng.setstate(state["rng"])
+    return int(state["step"])
+
+
+def _save(checkpoint: Path, made: str, draft, optimizer, rng, step: int) -> None:
+    state = {"made": made, "draft": draft.state_dict(), "optimizer": optimizer.state_dict()}
+    torch.save({**state, "rng": rng.getstate(), "step": step}, checkpoint.with_suffix(".tmp"))
+    checkpoint.with_suffix(".tmp").replace(checkpoint)  # a run stopped while saving leaves the last good state
+
+
+def train_dflash(
+    draft: DFlashDraft,
+    target,
+    sequences: list[list[int]],
+    *,
+    steps: int,
+    anchors: int = 8,
+    lr: float = 2e-3,
+    seed: int = 0,
+    log=None,
+    checkpoint: Path | None = None,
+    save_every: int = 50,
+    until: int = 0,
+) -> list[float]:
+    """`steps` optimizer steps of `anchors` blocks each, over `sequences` (token lists the target wrote); returns
+    the loss of each step this run made. `log(step, loss)` is called after each, when given. With `checkpoint`, the
+    training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists goes on
+    from it (to `steps` in all, or to `until` and stops there)."""
+    rng = random.Random(seed)
+    usable = [s for s in sequences if len(s) > draft.block_size + 1]
+    if not usable:
+        raise InvalidRequest(f"every training text is shorter than a block of {draft.block_size} plus 2 tokens")
+    optimizer = torch.optim.AdamW(draft.parameters(), lr=lr, weight_decay=0.0)
+    made = fingerprint(draft, usable)
+    start = _resume(checkpoint, made, draft, optimizer, rng) if checkpoint and checkpoint.is_file() else 0
+    last = min(steps, until) if until else steps
+    frozen = [p for p in target.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    features = [features_of(target, s, draft.target_layers) for s in usable]
+    draft.train()
+    losses = []
+    try:
+        for step in range(start, last):
+            total = 0.0
+            optimizer.zero_grad()
+            for _ in range(anchors):
+                i = rng.randrange(len(usable))
+                anchor = rng.randrange(1, len(usable[i]) - draft.block_size)
+                loss = block_loss(draft, usable[i], features[i], anchor) / anchors
+                loss.backward()
+                total += float(loss.detach())
+            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+            optimizer.step()
+            losses.append(total)
+            if log is not None:
+                log(step, total)
+            if checkpoint and ((step + 1) % save_every == 0 or step + 1 == last):
+                _save(checkpoint, made, draft, optimizer, rng, step + 1)
+    finally:
+        draft.eval()
+        for p in frozen:
+            p.requires_grad_(True)
+    return losses

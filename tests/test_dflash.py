@@ -1,0 +1,320 @@
+"""DFlash on a tiny Qwen3 target with a tiny drafter in the published layout: the drafter is trained for a few
+seconds on the target's own continuations (so whole blocks are accepted), saved and loaded back as a checkpoint;
+greedy output equals plain decoding for several block sizes and prompt lengths; the `dflash` package's own
+reference decoding on the same weights takes the same accepted lengths step by step, and mutants of the features'
+layers, the positions and the draft's cache do not; sampling keeps the target's law; bad checkpoints are refused
+in one line naming the field."""
+
+import copy
+import json
+import time
+
+import pytest
+import torch
+from laws import exact_law
+from test_mutants import HORIZON, RUNS
+from test_mutants import SETTINGS as LAW_SETTINGS
+from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
+
+from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
+from specviz.drafters.dflash.drafter import DFlashDrafter
+from specviz.drafters.dflash.model import ContextCache, DFlashDraft
+from specviz.drafters.dflash.train import continuations, train_dflash
+from specviz.drafters.registry import decode
+from specviz.engine import generate
+from specviz.engine.step import Proposal
+from specviz.events import generated_ids
+from specviz.settings import Settings
+
+WORDS = [f"w{i}" for i in range(40)]
+BLOCK = 8
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """(target, its training sequences, the trained drafter loaded back from its folder, that folder)."""
+    tok = word_tokenizer(WORDS)
+    mask = len(tok)  # past every id the tokenizer writes, within the embedding's rows
+    target = loaded(tiny_qwen3(len(tok) + 1, seed=1), tok, "tiny-qwen3")
+    prompts = [[3 + 5 * i + j for j in range(6)] for i in range(4)]
+    sequences = continuations(target.model, prompts, 40)
+    draft = build_draft(dflash_config(target.model, BLOCK, mask), target.model)
+    train_dflash(draft, target.model, sequences, steps=300, anchors=8, lr=5e-3)
+    folder = save_dflash(draft, tmp_path_factory.mktemp("dflash") / "tiny", target.name, target.model.config)
+    return target, sequences, load_dflash(folder, target), folder
+
+
+def with_block(draft: DFlashDraft, block: int) -> DFlashDraft:
+    """The same weights drafting a block of another size."""
+    other = copy.copy(draft)
+    other.block_size = block
+    return other
+
+
+@pytest.mark.parametrize("block", [4, 8, 16])
+@pytest.mark.parametrize("prompt_length", [1, 3, 6, 12])
+def test_greedy_dflash_equals_plain(world, block, prompt_length):
+    target, sequences, draft, _ = world
+    for sequence in sequences[:2]:
+        prompt = sequence[:prompt_length]
+        plain = generated_ids(generate(target, prompt, Settings(max_new_tokens=30)))
+        events = list(
+            generate(target, prompt, Settings(max_new_tokens=30, gamma=15), DFlashDrafter(with_block(draft, block)))
+        )
+        assert generated_ids(events) == plain
+        assert max(len(e.proposed) for e in events) == min(block - 1, 15)
+
+
+def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):
+    target, sequences, draft, _ = world
+    accepted = [
+        e.accepted
+        for sequence in sequences
+        for e in generate(target, sequence[:6], Settings(max_new_tokens=34, gamma=BLOCK - 1), DFlashDrafter(draft))
+    ]
+    assert accepted.count(BLOCK - 1) >= 3, accepted
+    assert sum(accepted) / len(accepted) > 2.0, accepted
+
+
+def test_the_registry_builds_dflash_from_a_folder(world):
+    target, sequences, _, folder = world
+    prompt = sequences[0][:6]
+    events = list(
+        decode(target, prompt, Settings(max_new_tokens=20, gamma=7), "dflash", options={"dflash": str(folder)})
+    )
+    assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=20)))
+    assert any(e.accepted for e in events) and all(e.draft_forwards in (0, 1) for e in events)
+
+
+def test_adaptive_dflash_stays_plain_decodings_output(world):
+    target, sequences, draft, _ = world
+    prompt = sequences[1][:6]
+    settings = Settings(max_new_tokens=34, gamma=15, adaptive=True)
+    events = list(generate(target, prompt, settings, DFlashDrafter(with_block(draft, 16))))
+    assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=34)))
+    assert {len(e.proposed) for e in events} - {0}, "adaptive drafting proposed nothing"
+
+
+# The reference: the dflash package's own decoding (its model code, on this transformers), with the same weights.
+
+
+def reference_run(world, sequence, max_new: int = 30):
+    """(output after prompt + first token, produced tokens per step) of the package's dflash_generate, greedy."""
+    import dflash.model as dflash_model  # installed for the tests only (--no-deps): the README's test command
+    from safetensors.torch import load_file
+    from transformers import Qwen3Config
+
+    target, _, _, folder = world
+    config = Qwen3Config(**json.loads((folder / "config.json").read_text()))
+    reference = dflash_model.DFlashDraftModel(config).eval()
+    reference.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)  # the same names
+    original = dflash_model._cuda_time
+    dflash_model._cuda_time = time.perf_counter  # its timer synchronises CUDA; nothing else is patched
+    try:
+        stats = dflash_model.dflash_generate(
+            reference,
+            target.model,
+            torch.tensor([sequence]),
+            max_new_tokens=max_new,
+            stop_token_ids=None,
+            temperature=0.0,
+            return_stats=True,
+        )
+    finally:
+        dflash_model._cuda_time = original
+    return stats.output_ids[0].tolist(), stats.acceptance_lengths
+
+
+def specviz_run(world, prompt, max_new: int, drafter):
+    """specviz with the whole block verified, from the prompt and the target's first token (where the reference
+    starts drafting): the output and the tokens each step added."""
+    target = world[0]
+    first = generated_ids(generate(target, prompt, Settings(max_new_tokens=1)))
+    events = list(generate(target, prompt + first, Settings(max_new_tokens=max_new - 1, gamma=BLOCK - 1), drafter))
+    return prompt + first + generated_ids(events), [len(e.tokens) for e in events]
+
+
+def away_from_the_end(steps: list[int], max_new: int) -> list[int]:
+    """The steps that started a block or more before the token budget (near it both sides clip their drafts, each
+    in its own way)."""
+    kept, total = [], 1
+    for produced in steps:
+        if total + BLOCK + 1 > max_new:
+            break
+        kept.append(produced)
+        total += produced
+    return kept
+
+
+def agrees_with_reference(world, drafter_for, max_new: int = 30) -> bool:
+    """Same output and the same tokens added at every step as the reference, on three prompts."""
+    target, sequences, draft, _ = world
+    for sequence in sequences[:3]:
+        prompt = sequence[:6]
+        ours, our_steps = specviz_run(world, prompt, max_new, drafter_for(draft))
+        theirs, their_steps = reference_run(world, prompt, max_new)
+        if ours != theirs or away_from_the_end(our_steps, max_new) != away_from_the_end(their_steps, max_new):
+            return False
+    return True
+
+
+def test_the_reference_decoding_accepts_what_specviz_accepts(world):
+    target, sequences, draft, _ = world
+    ours, our_steps = specviz_run(world, sequences[0][:6], 30, DFlashDrafter(draft))
+    theirs, their_steps = reference_run(world, sequences[0][:6], 30)
+    assert ours == theirs[: len(ours)] and max(their_steps) == BLOCK, (our_steps, their_steps)
+    assert agrees_with_reference(world, DFlashDrafter)
+
+
+def off_layers(draft):
+    drafter = DFlashDrafter(draft)
+    drafter.hidden_layers = tuple(draft.target_layers)  # hidden_states[i] is the output of layer i - 1
+    return drafter
+
+
+def off_positions(draft):
+    shifted = copy.copy(draft)
+    shifted.positions = lambda kept, new: torch.cat(
+        [torch.arange(kept, kept + new), torch.arange(kept + new + 1, kept + new + 1 + draft.block_size)]
+    )
+    return DFlashDrafter(shifted)
+
+
+class UncutCache(ContextCache):
+    """Keeps the block's rows after each pass, as if they were context, and is never cut back."""
+
+    def with_new(self, layer, k, v, n):
+        return super().with_new(layer, k, v, k.shape[1])
+
+    def crop(self, length):
+        pass
+
+
+class UncutDrafter(DFlashDrafter):
+    def start(self, prompt_ids, target):
+        self.target_lm, self.cache = target, UncutCache(len(self.draft.layers))
+
+    @torch.inference_mode()
+    def propose(self, tokens, gamma):
+        committed = self.target_lm.length
+        features = self.target_lm.hidden(min(self.cache.length, committed), committed)
+        scores = self.draft.fill(features, tokens[-1], self.cache)
+        self.cache.length += self.draft.block_size  # what was drafted stays, rejected or not
+        return Proposal((tuple(scores.argmax(dim=-1)[: self.max_nodes(gamma)].tolist()),), forwards=1)
+
+
+@pytest.mark.parametrize(
+    "mutant", [off_layers, off_positions, UncutDrafter], ids=["layers", "positions", "uncut cache"]
+)
+def test_mutants_do_not_agree_with_the_reference(world, mutant):
+    assert not agrees_with_reference(world, mutant)
+
+
+def test_dflash_sampling_follows_the_targets_law(sensitive, draws):
+    """Several sampled steps with DFlash drafts (point masses: the lookup rule) against the target's exact law."""
+    target, _, tok = sensitive
+    prompt = tok.encode("a b c d")
+    model = target.model
+    torch.manual_seed(4)
+    draft = build_draft(dflash_config(model, 4, model.config.vocab_size - 1, target_layers=(0,)), model).eval()
+    drafter = lambda s, generator: DFlashDrafter(draft)  # noqa: E731 (one per run)
+    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
+    assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
+    assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3
+
+
+# Refusals: one line naming the field, the target untouched.
+
+
+def damaged(world, tmp_path, name):
+    target, _, _, folder = world
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    config = json.loads((folder / "config.json").read_text())
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(folder / "model.safetensors"))
+    if name == "hidden size":
+        config["hidden_size"] = 2 * config["hidden_size"]
+    elif name == "layer past the target's":
+        config["dflash_config"]["target_layer_ids"] = [0, target.model.config.num_hidden_layers]
+    elif name == "no fc":
+        del state["fc.weight"]
+    elif name == "mask past the embedding":
+        config["dflash_config"]["mask_token_id"] = target.model.get_input_embeddings().weight.shape[0]
+    elif name == "block of one":
+        config["block_size"] = 1
+    elif name == "target layer count":
+        config["num_target_layers"] = 99
+    elif name == "dflash-2":
+        config["architectures"] = ["DFlash2DraftModel"]
+    elif name == "wrong shape":
+        state["fc.weight"] = state["fc.weight"][:, :-1].contiguous()
+    (bad / "config.json").write_text(json.dumps(config))
+    save_file(state, str(bad / "model.safetensors"))
+    return bad
+
+
+REFUSALS = {
+    "hidden size": "hidden_size",
+    "layer past the target's": "target_layer_ids",
+    "no fc": "missing \\['fc.weight'\\]",
+    "mask past the embedding": "mask_token_id",
+    "block of one": "block_size",
+    "target layer count": "num_target_layers",
+    "dflash-2": "DFlash-2",
+    "wrong shape": "fc.weight has shape",
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_a_damaged_or_mismatched_drafter_is_refused_in_one_line(world, tmp_path, name):
+    target = world[0]
+    before = {k: v.clone() for k, v in target.model.state_dict().items()}
+    with pytest.raises(DFlashCheckpointError, match=REFUSALS[name]) as caught:
+        load_dflash(damaged(world, tmp_path, name), target)
+    assert "\n" not in str(caught.value)
+    assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())
+
+
+def test_a_target_without_a_drafter_gets_one_line_saying_how_to_get_one(world):
+    target, sequences, _, _ = world
+    from specviz.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="train-dflash"):
+        list(decode(target, sequences[0][:4], Settings(max_new_tokens=4, gamma=3), "dflash"))
+
+
+def test_train_dflash_writes_a_drafter_that_loads_and_goes_on_from_its_checkpoint(world, tmp_path, capsys):
+    """The CLI trains a drafter for a target folder from the target's own answers; a run stopped at step 2 and run
+    again reaches the weights one uninterrupted run of 4 steps reaches."""
+    from safetensors.torch import load_file
+
+    from specviz.cli import main
+
+    target = world[0]
+    folder = tmp_path / "target"
+    target.model.save_pretrained(folder)
+    target.tokenizer.save_pretrained(folder)
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps(["w1 w2 w3", "w4 w5 w6 w7"]))
+    common = ["train-dflash", "--base", str(folder), "--dtype", "float32", "--prompts", str(prompts)]
+    common += ["--tokens-per-prompt", "24", "--samples", "1", "--steps", "4", "--train-batch", "2", "--block-size", "4"]
+    assert main([*common, "--out", str(tmp_path / "whole")]) == 0
+    stopped = [*common, "--out", str(tmp_path / "resumed"), "--checkpoint", str(tmp_path / "state.pt")]
+    assert main([*stopped, "--until-step", "2"]) == 0
+    assert main(stopped) == 0
+    out = capsys.readouterr().out
+    assert "loss" in out and "block 4" in out
+    whole, resumed = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("whole", "resumed"))
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
+    drafter = load_dflash(tmp_path / "whole", loaded(target.model, target.tokenizer, str(folder)))
+    assert drafter.block_size == 4 and drafter.mask_id == len(target.tokenizer)
+
+
+def test_train_dflash_refuses_a_target_with_no_spare_embedding_row(model_folder, tmp_path, capsys):
+    from specviz.cli import main
+
+    code = main(["train-dflash", "--base", str(model_folder), "--out", str(tmp_path / "d"), "--dtype", "float32"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: ") and "no spare embedding row" in err and "\n" not in err
