@@ -156,13 +156,23 @@ def _preload(shelf, label, dtype, gpu, draft_dtype=""):
         _say(f"could not preload {label}: {exc}")
 
 
-def warm_up(shelf, label, dtype):
-    """One short race with the draft model, before any visitor's: both sides' first forwards run here, and the CUDA
-    graphs of the caches it leaves are captured for every width a step of up to 8 drafts uses."""
+def warm_up(shelf, label, dtype, say=_say):
+    """The fast path tried piece by piece on both models (a piece that fails is named in one line and the pair
+    runs the eager, dynamic-cache path), then one short race with the draft model, before any visitor's: both
+    sides' first forwards run here, and the CUDA graphs of the caches it leaves are captured for every width a step
+    of up to 8 drafts uses."""
     from specviz.app.device_calls import DeviceCalls
     from specviz.app.race import RaceRequest
     from specviz.drafters.registry import default_kind
+    from specviz.engine.fast_path import try_fast_path
     from specviz.engine.static_lm import warm_graphs
+
+    pair = shelf.current()
+    for loaded in (pair.target, pair.draft) if pair else ():
+        line = try_fast_path(loaded.model, loaded.name)
+        if line:
+            say(line)
+            pair.target.model.specviz_static = pair.draft.model.specviz_static = False
 
     ask = RaceRequest(label, default_kind().name, dtype, "Say hello.", max_new_tokens=16)  # the default race's caches
     for packet in DeviceCalls(shelf).race(ask):

@@ -205,3 +205,26 @@ def test_specvizs_own_heads_round_trip_with_their_shortlist(target, tokenizer, t
     events = list(generate(target, ids, Settings(max_new_tokens=25, gamma=4), EagleDrafter(loaded, layers)))
     assert generated_ids(events) == plain
     assert all(t % 2 == 0 for e in events for c in (e.candidates or []) for t in c)
+
+
+def test_a_published_eagle3_head_of_llama_layers_drafts_for_a_qwen3_target(tmp_path):
+    """EAGLE-3 heads are published as Llama layers (no q_norm, k_norm) for targets of other families, Qwen3 among
+    them: such a head loads for a Qwen3 target and its drafts keep greedy output."""
+    from tiny import loaded, tiny_qwen3, word_tokenizer
+
+    tok = word_tokenizer([f"w{i}" for i in range(40)])
+    target = loaded(tiny_qwen3(len(tok), seed=1), tok, "tiny-qwen3")
+    vocab = target.vocab_size
+    folder = write(
+        tmp_path / "e3",
+        eagle3_shapes(vocab, 10),
+        config(vocab, draft_vocab_size=10),
+        "safetensors",
+        eagle3_maps(vocab, 10),
+    )
+    head, layers = load_eagle(folder, target)
+    assert head.layout == "eagle3" and type(head.midlayer).__name__ == "LlamaDecoderLayer"
+    ids = tok.encode("w1 w2 w3 w4")
+    plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
+    events = list(generate(target, ids, Settings(max_new_tokens=30, gamma=3), EagleDrafter(head, layers)))
+    assert generated_ids(events) == plain and any(e.proposed for e in events)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..drafters.registry import published_options
 from ..errors import InvalidRequest, OfflinePackageError
 from ..models import LoadedModel, load_model
-from ..models.device import check_fits, weight_bytes
+from ..models.device import check_fits, heads_bytes, weight_bytes
 from ..models.exact import exact_problem
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
@@ -46,7 +46,16 @@ OFFLINE_CROSS = PairPreset(
     "qwen2.5-coder-1.5b-instruct",
     "smollm2-135m-instruct",
 )
+# The DFlash paper's target: Qwen3-4B with z-lab's published DFlash drafter (block 16), AngelSlim's published EAGLE-3
+# head and Qwen3-0.6B as a draft model (the drafters' options declare the heads), thinking off in the chat template.
+QWEN3_DFLASH = PairPreset(
+    "Qwen3 4B ← 0.6B, DFlash and EAGLE-3 heads (Hub, GPU)",
+    "Qwen/Qwen3-4B",
+    "Qwen/Qwen3-0.6B",
+    options=published_options("Qwen/Qwen3-4B"),
+)
 HUB_PAIRS = (
+    QWEN3_DFLASH,
     PairPreset("Qwen2.5 7B ← 0.5B (Hub, GPU)", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset("Qwen2.5 1.5B ← 0.5B (Hub)", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     PairPreset(
@@ -70,7 +79,8 @@ def default_pairs(gpu: bool, custom: PairPreset | None = None) -> list[PairPrese
     if gpu:
         pairs = [*HUB_PAIRS, OFFLINE_QWEN, OFFLINE_CROSS]
     elif not OFFLINE_QWEN.offline_ready():
-        pairs = [HUB_PAIRS[2], HUB_PAIRS[1], HUB_PAIRS[0], HUB_PAIRS[3], OFFLINE_QWEN, OFFLINE_CROSS]
+        small = [p for p in HUB_PAIRS if "GPU" not in p.label][::-1]  # the smallest first, the GPU pairs after
+        pairs = [*small, *(p for p in HUB_PAIRS if p not in small), OFFLINE_QWEN, OFFLINE_CROSS]
     return [custom, *pairs] if custom else pairs
 
 
@@ -194,6 +204,8 @@ class ModelShelf:
                         (preset.target, preset.draft), (dtype, draft_dtype), found
                     )
                 ]
+                offline = bool(found[0][2])
+                sizes += [(heads, heads_bytes(heads, dtype, offline)) for _, heads in preset.options]  # heads come too
                 check_fits(sizes, where, freed=held_bytes(held))
                 self.loading = f"checking the tokenizers of {preset.label}"
                 tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
@@ -218,3 +230,9 @@ class ModelShelf:
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)
             yield line
+            for loaded in (target, draft):
+                note = getattr(loaded.model, "specviz_load_note", "")
+                if note:  # the pair runs one path: both models take the fallback
+                    target.model.specviz_static = draft.model.specviz_static = False
+                    report(f"{loaded.name}: {note}")
+                    yield f"{loaded.name}: {note}"

@@ -194,7 +194,10 @@ class StaticLM(CachedLM):
 @torch.inference_mode()
 def warm_graphs(model: torch.nn.Module, widths=range(1, 10)) -> int:
     """Capture, in every free slot of `model`, the graphs of forwards over each width (a plain step, a draft's
-    step, a verify of up to 8 drafts), so that no visitor's timed step pays for a capture; the number of slots."""
+    step, a verify of up to 8 drafts), so that no visitor's timed step pays for a capture; the number of slots.
+    0 for a model set to the dynamic cache (its fast path failed)."""
+    if not wants_static(model):
+        return 0
     taken = [
         StaticLM(model, capacity, layers)
         for (capacity, layers), free in list(free_slots(model).items())

@@ -2,6 +2,7 @@
 asked for) but CUDA cannot start: a silent fall back to the CPU would make a GPU Space race at CPU speed."""
 
 import glob
+import math
 import os
 
 import torch
@@ -90,6 +91,33 @@ def weight_bytes(source: str, dtype: str, local_only: bool = False) -> int:
         model = AutoModelForCausalLM.from_config(config)
     per = 2 if dtype == "bfloat16" else 4  # int8 models are read in float32 first, then quantised
     return sum(p.numel() for p in model.parameters()) * per
+
+
+def heads_bytes(location: str, dtype: str, local_only: bool = False) -> int:
+    """The bytes a drafter's heads (Medusa, EAGLE, DFlash) take in `dtype`, the target's precision: the parameter
+    counts in their safetensors headers, from a folder or from the Hub's metadata (no weights read); a .bin file's
+    size as it is; 0 when neither can say (offline and not in a folder)."""
+    from pathlib import Path
+
+    per = 2 if dtype == "bfloat16" else 4
+    folder = Path(str(location)).expanduser()
+    if folder.is_dir():
+        from safetensors import safe_open
+
+        total = 0
+        for path in sorted(folder.glob("*.safetensors")):
+            with safe_open(str(path), "pt") as f:
+                for key in f.keys():
+                    total += math.prod(f.get_slice(key).get_shape()) * per
+        return total + sum(path.stat().st_size for path in folder.glob("*.bin"))
+    if local_only:
+        return 0
+    try:
+        from huggingface_hub import get_safetensors_metadata
+
+        return sum(get_safetensors_metadata(str(location)).parameter_count.values()) * per
+    except Exception:  # no such repo, no safetensors, no network: nothing to count
+        return 0
 
 
 def free_bytes(device: torch.device) -> int | None:

@@ -165,24 +165,43 @@ def load_tokenizer(source: str, offline_reason: str | None = None):
     return AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
 
 
-def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
-    """`tokenizer`: the model's, when the caller has already loaded it (load_tokenizer)."""
+def placement(where: torch.device) -> dict:
+    """How from_pretrained places the weights: on a GPU straight onto it (a device map) in their precision; under
+    ZeroGPU (and on a CPU) read on the CPU and moved with .to() after, which the `spaces` package intercepts in the
+    main process."""
+    return {"device_map": str(where)} if where.type == "cuda" and not zero_gpu() else {}
+
+
+def _read_weights(source: str, dtype: str, offline_reason, where: torch.device):
+    """The model from_pretrained gives. Where loading with a device map fails, the weights are read on the CPU
+    instead (moved by the caller), and the model is set to the eager, dynamic-cache path with a line saying why
+    (`specviz_load_note`): a race that runs beats a Space that shows an error."""
     from transformers import AutoModelForCausalLM
 
+    kwargs = dict(dtype=DTYPES[dtype], local_files_only=bool(offline_reason))
+    mapped = placement(where)
+    if not mapped:
+        return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    try:
+        return AutoModelForCausalLM.from_pretrained(source, **kwargs, **mapped)
+    except Exception as exc:  # a device-map failure of any kind; a file that cannot load fails again below
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        model.specviz_static = False
+        model.specviz_load_note = (
+            f"loading with a device map failed ({first_line(exc)[:160]}); read on the CPU and moved, running the "
+            "eager, dynamic-cache path"
+        )
+        return model
+
+
+def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
+    """`tokenizer`: the model's, when the caller has already loaded it (load_tokenizer)."""
     where = check_precision(dtype, device)
     source, from_hub, offline_reason = check_loadable(name)
     try:
         # Hub unreachable: only the local Hugging Face cache can still serve it, so do not retry the network.
         tokenizer = tokenizer or load_tokenizer(source, offline_reason)
-        # On a GPU the weights go straight to it in their precision; under ZeroGPU they are read on the CPU and
-        # placed with .to("cuda") below, which the `spaces` package intercepts in the main process.
-        straight = where.type == "cuda" and not zero_gpu()
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            dtype=DTYPES[dtype],
-            local_files_only=bool(offline_reason),
-            **({"device_map": str(where)} if straight else {}),
-        )
+        model = _read_weights(source, dtype, offline_reason, where)
     except Exception as exc:  # network, missing files, unsupported architecture: one line for the user
         if offline_reason:
             raise ModelLoadError(
@@ -200,11 +219,12 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
 
 def encode_prompt(loaded: LoadedModel, text: str | list[dict], chat: bool = True) -> list[int]:
     """Token ids for a user prompt, or for a conversation given as [{"role", "content"}, ...] ending with the
-    user's turn: the chat template when the tokenizer has one (unless chat=False), else the plain text."""
+    user's turn: the chat template when the tokenizer has one (unless chat=False), else the plain text. A template
+    that can think aloud first (Qwen3's) is told not to: the race is about decoding an answer."""
     tok = loaded.tokenizer
     messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
     if chat and getattr(tok, "chat_template", None):
-        rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, enable_thinking=False)
         ids = tok.encode(rendered, add_special_tokens=False)
     else:
         ids = tok.encode("\n\n".join(m["content"] for m in messages))

@@ -19,7 +19,10 @@ class EagleOptions(Options):
         "heads folder or Hub id (EAGLE-1/2 or EAGLE-3 layout, or specviz's "
         "own); default: the heads shipped for an offline target",
         pair_model=True,
-        published=(("lmsys/vicuna-7b-v1.3", "yuhuili/EAGLE-Vicuna-7B-v1.3"),),  # its EAGLE head
+        published=(
+            ("lmsys/vicuna-7b-v1.3", "yuhuili/EAGLE-Vicuna-7B-v1.3"),  # its EAGLE head
+            ("Qwen/Qwen3-4B", "AngelSlim/Qwen3-4B_eagle3"),  # an EAGLE-3 head, Tencent's AngelSlim collection
+        ),
         app=False,
     )
     eagle_tree: str = option(

@@ -72,10 +72,11 @@ def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
     return (2, num_layers // 2, num_layers - 3)
 
 
-def head_config(saved: dict, target_config):
-    """The layer's config: the target's, with the head's own sizes; what would not fit the target is refused."""
+def head_config(saved: dict, target_config, layout: str = "eagle1"):
+    """The layer's config: the target's, with the head's own sizes; what would not fit the target is refused. An
+    EAGLE-3 head may be a Llama layer on any target (the published ones mostly are)."""
     model_type = saved.get("model_type")
-    if model_type and model_type != target_config.model_type:
+    if model_type and model_type != target_config.model_type and not (layout == "eagle3" and model_type == "llama"):
         raise EagleCheckpointError(f"these EAGLE heads are for a {model_type} target, not {target_config.model_type}")
     if saved.get("hidden_size", target_config.hidden_size) != target_config.hidden_size:
         raise EagleCheckpointError(
@@ -127,7 +128,7 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     state = read_state(folder)
     layout = layout_of(state)
     model = target.model
-    config = head_config(saved, model.config)
+    config = head_config(saved, model.config, layout)
     embed = state.pop("embed_tokens.weight", None)
     if embed is not None and tuple(embed.shape) != tuple(model.get_input_embeddings().weight.shape):
         raise EagleCheckpointError(
@@ -138,7 +139,10 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     shortlist = read_shortlist(folder, config.vocab_size, EagleCheckpointError)
     if shortlist is not None and layout != "eagle1":
         raise EagleCheckpointError("a vocabulary shortlist (head_vocab.json) goes with EAGLE-1-layout heads only")
-    head = EagleHead(config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist)
+    family = "llama" if layout == "eagle3" and saved.get("model_type") == "llama" else ""
+    head = EagleHead(
+        config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist, family=family
+    )
     expected = head.state_dict()
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:

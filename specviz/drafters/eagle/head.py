@@ -13,7 +13,8 @@ embedding and RMSNorm, composed; no modeling file is copied):
   optionally scoring only a vocabulary shortlist.
 - EAGLE-3 ("eagle3"): the feature is three of the target's hidden states side by side, fc maps them to one;
   the layer's attention reads [norm(embed), norm(feature)] (2H wide); a final norm and the head's own LM head
-  over a draft vocabulary, whose index i means target id i + d2t[i].
+  over a draft vocabulary, whose index i means target id i + d2t[i]. Published EAGLE-3 heads are often Llama
+  layers whatever the target (`family="llama"`: transformers' Llama layer, norm and rotary classes instead).
 """
 
 import torch
@@ -22,6 +23,17 @@ from torch import nn
 from ..heads_common import register_shortlist
 
 LAYOUTS = ("eagle1", "eagle3")
+
+
+def llama_config(config):
+    """A Llama config of the same sizes and rotary settings as `config` (another family's)."""
+    from transformers import LlamaConfig
+
+    kept = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+    kept += ("rms_norm_eps", "max_position_embeddings", "vocab_size", "hidden_act", "rope_parameters")
+    made = LlamaConfig(**{k: getattr(config, k) for k in kept if getattr(config, k, None) is not None})
+    made.layer_types, made._attn_implementation = ["full_attention"], config._attn_implementation
+    return made
 
 
 class EagleHead(nn.Module):
@@ -33,6 +45,7 @@ class EagleHead(nn.Module):
         fc_bias: bool = True,
         draft_vocab: int = 0,
         shortlist: torch.Tensor | None = None,
+        family: str = "",
     ):
         """`config`: the target-architecture config of the layer (hidden size, heads, ...); `target`: the target
         model, whose decoder layer, rotary and norm classes are used and whose embedding (and, for eagle1, LM head)
@@ -42,10 +55,20 @@ class EagleHead(nn.Module):
         self.layout, self.config = layout, config
         hidden = config.hidden_size
         backbone = target.get_decoder() if hasattr(target, "get_decoder") else target.model
-        layer = type(backbone.layers[0])(config, layer_idx=0)
-        norm_class = type(backbone.norm)
+        layer_class, norm_class, rotary_class = type(backbone.layers[0]), type(backbone.norm), type(backbone.rotary_emb)
+        if family == "llama" and config.model_type != "llama":
+            from transformers.models.llama import modeling_llama as llama
+
+            layer_class, norm_class, rotary_class = (
+                llama.LlamaDecoderLayer,
+                llama.LlamaRMSNorm,
+                llama.LlamaRotaryEmbedding,
+            )
+            config = llama_config(config)
+        self.config = config
+        layer = layer_class(config, layer_idx=0)
         self._shared = [target.get_input_embeddings(), target.get_output_embeddings()]  # kept out of state_dict
-        self.rotary = type(backbone.rotary_emb)(config=config)
+        self.rotary = rotary_class(config=config)
         if layout == "eagle1":
             self.fc = nn.Linear(2 * hidden, hidden, bias=fc_bias)
             del layer.input_layernorm  # EAGLE-1's layer reads fc's output as it is
