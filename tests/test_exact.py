@@ -7,8 +7,9 @@ import copy
 import pytest
 import torch
 from laws import chain, exact_law
-from tiny import loaded, perturbed, tiny_llama
+from tiny import dflash_config, loaded, perturbed, tiny_llama
 
+from specviz.drafters.dflash.checkpoint import build_draft
 from specviz.drafters.eagle.checkpoint import head_config
 from specviz.drafters.eagle.head import EagleHead
 from specviz.drafters.medusa.heads import MedusaHeads
@@ -37,20 +38,25 @@ PARTING = {
     "suffix": ("w46 w10 w28", "w13 w41 w20"),
     "medusa": ("w16 w7 w31", "w57 w46 w45 w32 w59"),
     "eagle": ("w51 w54 w52 w59 w16 w2 w53", "w13 w17 w43 w6 w53 w24"),
+    "dflash": ("w18 w8 w48 w6", "w19 w6 w46 w4"),
 }
 
 
 @pytest.fixture(scope="module")
 def wide(tokenizer):
-    """(target, draft, Medusa heads, EAGLE head), all in bfloat16; the target in exact mode until a test says not."""
+    """(target, draft, Medusa heads, EAGLE head, DFlash drafter of block 4), all in bfloat16; the target in exact mode
+    until a test says not."""
     target = loaded(tiny_llama(len(tokenizer), seed=1, intermediate=WIDE).bfloat16(), tokenizer, "tiny-wide")
     draft = perturbed(tiny_llama(len(tokenizer), seed=1, intermediate=WIDE), seed=3, scale=0.3)
     torch.manual_seed(0)
     heads = MedusaHeads(64, target.vocab_size, 4, 1).bfloat16()
     torch.manual_seed(0)
     head = EagleHead(head_config({}, target.model.config), "eagle1", target.model).eval().bfloat16()
+    torch.manual_seed(0)
+    block = dflash_config(target.model, 4, target.model.config.vocab_size - 1, target_layers=(0, 1))
+    dflash = build_draft(block, target.model).eval().bfloat16()
     assert set_exact(target.model, True) == ""
-    yield target, loaded(draft.bfloat16(), tokenizer, "tiny-wide-draft"), heads, head
+    yield target, loaded(draft.bfloat16(), tokenizer, "tiny-wide-draft"), heads, head, dflash
     set_exact(target.model, False)
 
 
@@ -123,7 +129,7 @@ def test_every_node_of_a_tree_gets_its_paths_one_token_rows(wide, tokenizer, exa
 
 def drafter_for(label: str, wide):
     """(registry name, draft model, options) for a PARTING label."""
-    target, draft, heads, head = wide
+    target, draft, heads, head, dflash = wide
     return {
         "draft": ("draft", draft, {}),
         "draft tree": ("draft", draft, {"draft_tree": "tree", "draft_nodes": 6}),
@@ -133,6 +139,7 @@ def drafter_for(label: str, wide):
         "suffix": ("suffix", None, {}),
         "medusa": ("medusa", None, {"medusa": heads}),
         "eagle": ("eagle", None, {"eagle": (head, (-1,))}),
+        "dflash": ("dflash", None, {"dflash": dflash}),
     }[label]
 
 
