@@ -15,9 +15,10 @@ def expected_tokens_per_step(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, gamma: int, c: float) -> float:
-    """(1 − α^(γ+1)) / ((1 − α)(γc + 1)): tokens per step over the step's cost in target forwards."""
-    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
+def expected_speedup(alpha: float, gamma: int, c: float, block: bool = False) -> float:
+    """(1 − α^(γ+1)) / ((1 − α)(γc + 1)): tokens per step over the step's cost in target forwards. A block drafter
+    (`block`) pays c once per step, whatever γ: (1 − α^(γ+1)) / ((1 − α)(c + 1))."""
+    return expected_tokens_per_step(alpha, gamma) / ((c if block else gamma * c) + 1.0)
 
 
 def per_token_alpha(events: Iterable[StepEvent]) -> float | None:
@@ -36,17 +37,24 @@ def target_forward_s(plain: Sequence[StepEvent]) -> float | None:
     return sum(e.step_s for e in plain) / len(plain) if plain else None
 
 
+def drafts_blocks(events: Sequence[StepEvent]) -> bool:
+    """Whether every drafting step came from one pass of a block drafter (DFlash), which costs the same for any γ."""
+    drafted = [e for e in events if e.proposed]
+    return bool(drafted) and all(e.block for e in drafted)
+
+
 def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> float | None:
-    """c: drafting time per proposed token over one target forward (0 for a free lookup drafter)."""
+    """c: drafting time per proposed token over one target forward (0 for a free lookup drafter); for a block
+    drafter, per drafting step (one pass)."""
     per_target = target_forward_s(plain)
-    proposed = sum(len(e.proposed) for e in spec)
-    if not per_target or not proposed:
+    per = sum(1 if e.block else len(e.proposed) for e in spec if e.proposed)
+    if not per_target or not per:
         return None
-    return sum(e.draft_s for e in spec) / proposed / per_target
+    return sum(e.draft_s for e in spec) / per / per_target
 
 
-def best_gamma(alpha: float, c: float, gammas: Iterable[int]) -> int:
-    return max(gammas, key=lambda g: expected_speedup(alpha, g, c))
+def best_gamma(alpha: float, c: float, gammas: Iterable[int], block: bool = False) -> int:
+    return max(gammas, key=lambda g: expected_speedup(alpha, g, c, block))
 
 
 def interpolate(costs: dict[int, float], k: float) -> float:
@@ -72,8 +80,9 @@ def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward
     """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
     verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)
-    proposed = sum(len(e.proposed) for e in events)
-    if alpha is None or not proposed:
+    block = drafts_blocks(events)  # a block drafter's c is per pass, paid once whatever γ
+    per = sum(1 if block else len(e.proposed) for e in events if e.proposed)
+    if alpha is None or not per:
         return None
-    c = sum(e.draft_s for e in events) / proposed / forward_1
-    return expected_tokens_per_step(alpha, gamma) / (gamma * c + interpolate(relative, gamma + 1))
+    c = sum(e.draft_s for e in events) / per / forward_1
+    return expected_tokens_per_step(alpha, gamma) / ((c if block else gamma * c) + interpolate(relative, gamma + 1))

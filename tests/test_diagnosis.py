@@ -100,3 +100,20 @@ def test_nothing_to_say_before_a_step_drafted_and_the_time_split_adds_up():
     split = time_split(spec)
     total = sum(e.step_s + e.prefill_s for e in spec)
     assert split.prefill + split.draft + split.verify + split.overhead == pytest.approx(total)
+
+
+def test_a_block_drafters_cost_is_counted_once_per_pass():
+    """A DFlash step pays one pass whatever γ: c per pass in the theory and the diagnosis, never c × γ."""
+    from dataclasses import replace
+
+    from specviz.theory import cost_ratio, drafts_blocks, expected_speedup
+
+    base = plain()
+    per_token = speculative(gamma=8, draft_per_token=0.005)  # 0.04 s of drafting a step
+    blocks = [replace(e, block=15) for e in per_token]  # the same steps, each one pass of a 15-position block
+    assert drafts_blocks(blocks) and not drafts_blocks(per_token)
+    assert cost_ratio(blocks, base) == pytest.approx(8 * cost_ratio(per_token, base))  # per pass, not per token
+    assert expected_speedup(0.8, 8, 0.4, block=True) == pytest.approx(expected_speedup(0.8, 8, 0.4 / 8))
+    found, usual = diagnose(base, blocks), diagnose(base, per_token)
+    assert found.block == 15 and usual.block == 0 and found.c == pytest.approx(8 * usual.c)
+    assert found.predicted == pytest.approx(usual.predicted)  # the same costs, counted either way

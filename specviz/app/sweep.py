@@ -4,7 +4,7 @@ Pure Python."""
 from dataclasses import dataclass, field
 
 from ..events import StepEvent, summarize
-from ..theory import best_gamma, cost_ratio, expected_speedup, per_token_alpha
+from ..theory import best_gamma, cost_ratio, drafts_blocks, expected_speedup, per_token_alpha
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,10 @@ class SweepPoint:
 @dataclass(frozen=True)
 class Theory:
     alpha: float  # per-token acceptance pooled over every γ (accepted / tested)
-    c: float  # draft time per proposed token / target forward time, pooled
+    c: float  # draft time per proposed token / target forward time, pooled (a block drafter: per pass)
     speedups: tuple[float, ...]  # expected speedup at each γ of the sweep
     best_gamma: int
+    block: bool = False  # a block drafter: c is paid once per step, whatever γ
 
 
 @dataclass
@@ -56,12 +57,11 @@ class SweepView:
 
     def theory(self) -> Theory | None:
         pooled = [e for events in self.runs.values() for e in events]
-        alpha, c = per_token_alpha(pooled), cost_ratio(pooled, self.plain)
+        alpha, c, block = per_token_alpha(pooled), cost_ratio(pooled, self.plain), drafts_blocks(pooled)
         if alpha is None or c is None:
             return None
-        return Theory(
-            alpha, c, tuple(expected_speedup(alpha, g, c) for g in self.gammas), best_gamma(alpha, c, self.gammas)
-        )
+        speedups = tuple(expected_speedup(alpha, g, c, block) for g in self.gammas)
+        return Theory(alpha, c, speedups, best_gamma(alpha, c, self.gammas, block), block)
 
     def best_measured(self) -> int | None:
         points = self.points()

@@ -93,7 +93,7 @@ def sweep_chart(view: SweepView) -> go.Figure:
         col=3,
     )
     if theory is not None:
-        label = f"theory: α={theory.alpha:.2f}, c={theory.c:.2f}"
+        label = f"theory: α={theory.alpha:.2f}, c={theory.c:.2f}" + (" per pass" if theory.block else "")
         fig.add_trace(
             go.Scatter(
                 x=list(view.gammas),
