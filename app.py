@@ -112,6 +112,8 @@ def build(args):
         # the one pair this Space serves is loaded here, on the main thread, and no other can be loaded later.
         pairs, dtypes = pairs[:1], dtypes[:1]
         shelf.get(pairs[0].label, dtypes[0], report=_say)
+        for line in shelf.load_heads():  # a GPU call's process dies with what it loads: the heads come now
+            _say(line)
         shelf.pin(
             f"on ZeroGPU this Space serves {pairs[0].label} ({dtypes[0]}), placed on the GPU at start-up; its "
             f"owner picks another with SPECVIZ_TARGET and SPECVIZ_DRAFT"

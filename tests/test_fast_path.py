@@ -135,3 +135,16 @@ def test_the_app_warm_up_names_a_failure_and_its_race_runs(pair_folders, monkeyp
         "eager, dynamic-cache path"
     ]
     assert pair.target.model.specviz_static is False and pair.draft.model.specviz_static is False
+
+
+def test_the_heads_a_pair_brings_load_with_it_before_any_race(pair_folders, pair_heads, pair_dflash, tmp_path):
+    """Under ZeroGPU what a GPU call loads dies with its process: the shelf loads the pair's heads up front (app.py
+    does so before launch), each kept with the target as a race finds it; a head that cannot load is one line."""
+    target, draft = map(str, pair_folders)
+    brings = (("medusa", str(pair_heads)), ("dflash", str(pair_dflash)), ("eagle", str(tmp_path / "none")))
+    shelf = ModelShelf([PairPreset("tiny", target, draft, brings)], "cpu")
+    pair = shelf.get("tiny", "float32")
+    lines = shelf.load_heads()
+    assert set(pair.target.companions) == {("medusa", str(pair_heads)), ("dflash", str(pair_dflash))}
+    assert "loaded the DFlash (block drafting) of tiny" in lines and "loaded the Medusa heads (tree) of tiny" in lines
+    assert any(line.startswith("eagle: not available: ") and "no config.json" in line for line in lines)

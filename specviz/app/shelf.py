@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..drafters.registry import published_options
-from ..errors import InvalidRequest, OfflinePackageError
+from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..models import LoadedModel, load_model
 from ..models.device import check_fits, heads_bytes, weight_bytes
 from ..models.exact import exact_problem
@@ -170,6 +170,27 @@ class ModelShelf:
             return added[label]
         mine = self.choices(session) if session is not None else list(self.pairs)
         raise InvalidRequest(f"unknown model pair {label!r}; choose one of: {', '.join(mine)}")
+
+    def load_heads(self) -> list[str]:
+        """Load now every model the held pair brings for a drafter (Medusa, EAGLE, DFlash heads), kept with its target
+        as a run would load it. Under ZeroGPU each GPU call runs in a process forked from the server and what it loads
+        dies with it, so heads loaded before launch are the only ones a race does not read again. One line each: what
+        loaded, or why it could not (the race will say so too)."""
+        from ..drafters.registry import build_drafter, kinds
+        from ..settings import Settings
+
+        pair, lines = self._loaded, []
+        brought = dict(pair.preset.options) if pair else {}
+        for k in kinds(menu_only=True):
+            options = k.parse(brought)
+            if k.draft_needed(options) or not {s.name for s in k.options.specs() if s.pair_model} & set(brought):
+                continue
+            try:
+                build_drafter(k.name, Settings(), None, pair.target, pair.draft, options)
+                lines.append(f"loaded the {k.label} of {pair.preset.label}")
+            except SpecvizError as exc:
+                lines.append(f"{k.name}: not available: {exc}")
+        return lines
 
     def get(
         self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None, draft_dtype: str = ""
