@@ -85,3 +85,31 @@ def register_shortlist(
     module.register_buffer("shortlist", None if shortlist is None else shortlist.long(), persistent=False)
     if shortlist is not None:
         module.register_buffer("rows", linear_weight(lm_head).detach()[module.shortlist].clone(), persistent=False)
+
+
+def check_weights(
+    state: dict, expected: dict, error: type[Exception], mismatch: str, weight: str, owner: str, detail: str = ""
+) -> None:
+    """Refuse in one line weights whose names or shapes are not the module's: `mismatch` begins the names' line
+    ("EAGLE weights (eagle3) do not fit"), `weight` names one tensor ("EAGLE weight"), `owner` is who needs the
+    shape ("target 'x'"), `detail` what follows it."""
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise error(f"{mismatch}: missing {missing[:3]}, unexpected {extra[:3]}")
+    for key, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            shape, needed = tuple(tensor.shape), tuple(expected[key].shape)
+            raise error(f"{weight} {key} has shape {shape}; {owner} needs {needed}{detail}")
+
+
+def write_checkpoint(folder, config: dict, state: dict, weights: str, dtype: torch.dtype | None = None) -> Path:
+    """config.json and a safetensors file of `state` in `folder` (made if needed), the floating tensors in `dtype`
+    when given (the others, such as an index map, as they are)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    cast = {k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype) for k, v in state.items()}
+    save_file({k: v.contiguous().cpu() for k, v in cast.items()}, str(folder / weights))
+    return folder

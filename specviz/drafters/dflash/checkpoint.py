@@ -14,7 +14,7 @@ import torch
 
 from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
-from ..heads_common import check_base, locate_heads, shipped_folder
+from ..heads_common import check_base, check_weights, locate_heads, shipped_folder, write_checkpoint
 from .model import DFlashDraft
 
 WEIGHTS = "model.safetensors"
@@ -148,16 +148,15 @@ def load_dflash(where, target) -> DFlashDraft:
     saved = read_config(folder)
     check_base(saved, target.name, "DFlash drafters", DFlashCheckpointError)
     draft = build_draft(saved, target.model)
-    state, expected = read_weights(folder), draft.state_dict()
-    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or extra:
-        raise DFlashCheckpointError(f"DFlash weights do not fit: missing {missing[:3]}, unexpected {extra[:3]}")
-    for key, tensor in state.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise DFlashCheckpointError(
-                f"DFlash weight {key} has shape {tuple(tensor.shape)}; target '{target.name}' needs "
-                f"{tuple(expected[key].shape)}"
-            )
+    state = read_weights(folder)
+    check_weights(
+        state,
+        draft.state_dict(),
+        DFlashCheckpointError,
+        "DFlash weights do not fit",
+        "DFlash weight",
+        f"target '{target.name}'",
+    )
     draft.load_state_dict(state, strict=True)
     dtype = target.model.get_input_embeddings().weight.dtype
     return draft.to(device=target.device, dtype=dtype).eval()
@@ -186,15 +185,4 @@ def dflash_config(draft: DFlashDraft, target_config, base_name: str) -> dict:
 
 
 def save_dflash(draft: DFlashDraft, folder, base_name: str, target_config, dtype=None) -> Path:
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    config = dflash_config(draft, target_config, base_name)
-    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    state = {
-        k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
-        for k, v in draft.state_dict().items()
-    }
-    save_file(state, str(folder / WEIGHTS))
-    return folder
+    return write_checkpoint(folder, dflash_config(draft, target_config, base_name), draft.state_dict(), WEIGHTS, dtype)

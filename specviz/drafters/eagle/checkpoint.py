@@ -16,7 +16,16 @@ import torch
 
 from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
-from ..heads_common import SHORTLIST_FILE, check_base, locate_heads, read_shortlist, shipped_folder, write_shortlist
+from ..heads_common import (
+    SHORTLIST_FILE,
+    check_base,
+    check_weights,
+    locate_heads,
+    read_shortlist,
+    shipped_folder,
+    write_checkpoint,
+    write_shortlist,
+)
 from .head import EagleHead
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -143,18 +152,14 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     head = EagleHead(
         config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist, family=family
     )
-    expected = head.state_dict()
-    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or extra:
-        raise EagleCheckpointError(
-            f"EAGLE weights ({layout}) do not fit: missing {missing[:3]}, unexpected {extra[:3]}"
-        )
-    for key, tensor in state.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise EagleCheckpointError(
-                f"EAGLE weight {key} has shape {tuple(tensor.shape)}; target '{target.name}' "
-                f"needs {tuple(expected[key].shape)}"
-            )
+    check_weights(
+        state,
+        head.state_dict(),
+        EagleCheckpointError,
+        f"EAGLE weights ({layout}) do not fit",
+        "EAGLE weight",
+        f"target '{target.name}'",
+    )
     if layout == "eagle3" and not bool(((state["d2t"] + torch.arange(draft_vocab)) < config.vocab_size).all()):
         raise EagleCheckpointError("EAGLE-3 d2t maps draft ids outside the target's vocabulary")
     head.load_state_dict(state, strict=True)
@@ -167,10 +172,6 @@ def save_eagle(
     head: EagleHead, folder, base_name: str, dtype: torch.dtype | None = None, extra: dict | None = None
 ) -> Path:
     """config.json (the layer's sizes, the base's name) + model.safetensors (+ head_vocab.json for a shortlist)."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     c = head.config
     config = {
         "base_model_name_or_path": base_name,
@@ -182,13 +183,6 @@ def save_eagle(
         **{name: getattr(c, name) for name in SHAPE_FIELDS if getattr(c, name, None) is not None},
         **(extra or {}),
     }
-    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file(
-        {
-            k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
-            for k, v in head.state_dict().items()
-        },
-        str(folder / WEIGHT_FILES[0]),
-    )
+    folder = write_checkpoint(folder, config, head.state_dict(), WEIGHT_FILES[0], dtype)
     write_shortlist(folder, head.shortlist)
     return folder

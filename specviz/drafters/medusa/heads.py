@@ -18,9 +18,11 @@ from ...runtime import ASSETS
 from ..heads_common import (
     SHORTLIST_FILE,
     check_base,
+    check_weights,
     read_shortlist,
     register_shortlist,
     shipped_folder,
+    write_checkpoint,
     write_shortlist,
 )
 from ..heads_common import (
@@ -144,18 +146,15 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
         hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None, shortlist
     )
     expected = module.heads.state_dict()  # keys as published: '<head>.<layer>...'
-    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or extra:
-        raise MedusaCheckpointError(
-            f"Medusa weights do not match {heads} heads x {layers} layers: "
-            f"missing {missing[:3]}, unexpected {extra[:3]}"
-        )
-    for key, tensor in state.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise MedusaCheckpointError(
-                f"Medusa weight {key} has shape {tuple(tensor.shape)}; base '{base.name}' "
-                f"needs {tuple(expected[key].shape)} (hidden {hidden}, vocabulary {vocab})"
-            )
+    check_weights(
+        state,
+        expected,
+        MedusaCheckpointError,
+        f"Medusa weights do not match {heads} heads x {layers} layers",
+        "Medusa weight",
+        f"base '{base.name}'",
+        f" (hidden {hidden}, vocabulary {vocab})",
+    )
     module.heads.load_state_dict(state, strict=True)
     return module.to(device=base.device, dtype=base.model.dtype).eval()
 
@@ -163,20 +162,12 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
 def save_medusa(heads: MedusaHeads, folder: str | Path, base_name: str, dtype: torch.dtype | None = None) -> Path:
     """Write config.json and medusa_lm_head.safetensors in the official layout (compact heads omit the linear),
     plus head_vocab.json for a shortlist; `dtype` (e.g. bfloat16) halves the file of fp32-trained heads."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     config = {
         "base_model_name_or_path": base_name,
         "medusa_num_heads": len(heads.heads),
         "medusa_num_layers": heads.num_layers,
         "specviz_compact": heads.compact,
     }
-    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    save_file(
-        {k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in heads.heads.state_dict().items()},
-        str(folder / WEIGHT_FILES[0]),
-    )
+    folder = write_checkpoint(folder, config, heads.heads.state_dict(), WEIGHT_FILES[0], dtype)
     write_shortlist(folder, heads.shortlist)
     return folder
