@@ -174,7 +174,7 @@ def warm_up(shelf, label, dtype, say=_say):
         line = try_fast_path(loaded.model, loaded.name)
         if line:
             say(line)
-            pair.target.model.specviz_static = pair.draft.model.specviz_static = False
+            pair.run_eagerly()
 
     ask = RaceRequest(label, default_kind().name, dtype, "Say hello.", max_new_tokens=16)  # the default race's caches
     for packet in DeviceCalls(shelf).race(ask):

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specviz.drafters.dflash.checkpoint import build_draft, spaced_layers  # noqa: E402
+from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers  # noqa: E402
 from specviz.engine.cached_lm import CachedLM  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
@@ -34,21 +34,8 @@ def median_ms(run, repeats: int) -> float:
 
 
 def drafter_for(target, layers: int, block: int):
-    c = target.config
-    saved = {
-        "model_type": "qwen3",
-        "hidden_size": c.hidden_size,
-        "num_hidden_layers": layers,
-        "num_target_layers": c.num_hidden_layers,
-        "num_attention_heads": c.num_attention_heads,
-        "num_key_value_heads": c.num_key_value_heads,
-        "head_dim": c.hidden_size // c.num_attention_heads,
-        "intermediate_size": c.intermediate_size,
-        "rms_norm_eps": c.rms_norm_eps,
-        "vocab_size": c.vocab_size,
-        "block_size": block,
-        "dflash_config": {"mask_token_id": 0, "target_layer_ids": spaced_layers(c.num_hidden_layers, 5)},
-    }
+    layer_ids = spaced_layers(target.config.num_hidden_layers, 5)
+    saved = config_for(target.config, layers=layers, block_size=block, mask_id=0, target_layers=layer_ids)
     return build_draft(saved, target).to(target.dtype).eval()
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .events import StepEvent
-from .theory import expected_tokens_per_step, per_token_alpha
+from .theory import drafting_units, drafts_blocks, expected_tokens_per_step, per_token_alpha
 
 GAMMAS = range(0, 17)  # what the suggestion considers; γ 0 is plain decoding
 
@@ -85,9 +85,8 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float 
     alpha = per_token_alpha(spec) or 0.0
     expected = sum(expected_tokens_per_step(alpha, len(e.proposed)) if e.proposed else 1.0 for e in spec)
     predicted = expected / (steps * (draft + verify + overhead))
-    block = max(e.block for e in drafted) if all(e.block for e in drafted) else 0
-    per = len(drafted) if block else sum(len(e.proposed) for e in drafted)  # one pass per step, or per token
-    c = sum(e.draft_s for e in drafted) / per / unit
+    block = max(e.block for e in drafted) if drafts_blocks(drafted) else 0
+    c = sum(e.draft_s for e in drafted) / drafting_units(drafted) / unit  # per token, or per pass
     base, slope = _fit([(e.forward_tokens, e.verify_s / unit) for e in spec])
 
     def model(gamma: int) -> float:  # the speedup a fixed γ would give with these α and costs

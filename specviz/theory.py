@@ -43,11 +43,16 @@ def drafts_blocks(events: Sequence[StepEvent]) -> bool:
     return bool(drafted) and all(e.block for e in drafted)
 
 
+def drafting_units(events: Sequence[StepEvent]) -> int:
+    """What drafting is paid per: proposed tokens, or for a block drafter the steps (one pass each)."""
+    return sum(1 if e.block else len(e.proposed) for e in events if e.proposed)
+
+
 def cost_ratio(spec: Sequence[StepEvent], plain: Sequence[StepEvent]) -> float | None:
     """c: drafting time per proposed token over one target forward (0 for a free lookup drafter); for a block
     drafter, per drafting step (one pass)."""
     per_target = target_forward_s(plain)
-    per = sum(1 if e.block else len(e.proposed) for e in spec if e.proposed)
+    per = drafting_units(spec)
     if not per_target or not per:
         return None
     return sum(e.draft_s for e in spec) / per / per_target
@@ -80,8 +85,7 @@ def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward
     """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
     verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)
-    block = drafts_blocks(events)  # a block drafter's c is per pass, paid once whatever γ
-    per = sum(1 if block else len(e.proposed) for e in events if e.proposed)
+    block, per = drafts_blocks(events), drafting_units(events)  # a block drafter's c is per pass, paid once
     if alpha is None or not per:
         return None
     c = sum(e.draft_s for e in events) / per / forward_1

@@ -344,7 +344,7 @@ def cmd_train_dflash(args) -> int:
     except ValueError:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
-    from .drafters.dflash.checkpoint import build_draft, save_dflash, spaced_layers
+    from .drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers
     from .drafters.dflash.train import train_dflash
     from .models import load_model
 
@@ -354,26 +354,18 @@ def cmd_train_dflash(args) -> int:
     if mask >= rows:
         raise InvalidRequest(f"{args.base} has no spare embedding row for a mask token ({rows} rows, all ids used)")
     layers = chosen or spaced_layers(config.num_hidden_layers, args.layers)
-    saved = {
-        "model_type": "qwen3",
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": args.layers,
-        "num_target_layers": config.num_hidden_layers,
-        "num_attention_heads": config.num_attention_heads,
-        "num_key_value_heads": config.num_key_value_heads,
-        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-        "intermediate_size": args.intermediate_size or config.intermediate_size,
-        "rms_norm_eps": config.rms_norm_eps,
-        "vocab_size": config.vocab_size,
-        "max_position_embeddings": config.max_position_embeddings,
-        "rope_parameters": dict(getattr(config, "rope_parameters", None) or {}) or None,
-        "block_size": args.block_size,
-        "dflash_config": {"mask_token_id": mask, "target_layer_ids": layers},
-    }
+    saved = config_for(
+        config,
+        layers=args.layers,
+        block_size=args.block_size,
+        mask_id=mask,
+        target_layers=layers,
+        intermediate=args.intermediate_size,
+    )
     import torch
 
     torch.manual_seed(0)  # the same first weights in every run, so that a resumed run is the uninterrupted one
-    draft = build_draft({k: v for k, v in saved.items() if v is not None}, base.model).float()
+    draft = build_draft(saved, base.model).float()
     texts = [t.ids for t in _texts(base, args, prompts) if not t.teacher_forced]
     began = time.perf_counter()
     losses = train_dflash(

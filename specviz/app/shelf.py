@@ -92,6 +92,11 @@ class LoadedPair:
     draft: LoadedModel
     draft_dtype: str = ""  # the draft's precision
 
+    def run_eagerly(self) -> None:
+        """Both models on the eager, dynamic-cache path: a pair runs one path, so a fast-path failure of either
+        turns it off for both."""
+        self.target.model.specviz_static = self.draft.model.specviz_static = False
+
 
 def held_bytes(pair: LoadedPair | None) -> int:
     """The bytes of a loaded pair's weights: what loading another pair in its place frees."""
@@ -254,6 +259,6 @@ class ModelShelf:
             for loaded in (target, draft):
                 note = getattr(loaded.model, "specviz_load_note", "")
                 if note:  # the pair runs one path: both models take the fallback
-                    target.model.specviz_static = draft.model.specviz_static = False
+                    self._loaded.run_eagerly()
                     report(f"{loaded.name}: {note}")
                     yield f"{loaded.name}: {note}"

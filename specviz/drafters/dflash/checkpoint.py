@@ -89,6 +89,31 @@ def read_fields(saved: dict, target_config, embedding_rows: int) -> dict:
     return {"layers": draft_layers, "block_size": block, "mask_id": mask, "target_layers": tuple(ids), "scales": scales}
 
 
+def config_for(
+    target_config, *, layers: int, block_size: int, mask_id: int, target_layers, intermediate: int = 0
+) -> dict:
+    """config.json of a drafter of `layers` layers for a target of this config, its layers the target's shape (the
+    MLP `intermediate` wide, else the target's), in the published layout: what build_draft reads."""
+    c = target_config
+    rope = dict(getattr(c, "rope_parameters", None) or {})
+    return {
+        "model_type": "qwen3",
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": layers,
+        "num_target_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        "intermediate_size": intermediate or c.intermediate_size,
+        "rms_norm_eps": c.rms_norm_eps,
+        "vocab_size": c.vocab_size,
+        "max_position_embeddings": c.max_position_embeddings,
+        **({"rope_parameters": rope} if rope else {}),
+        "block_size": block_size,
+        "dflash_config": {"mask_token_id": mask_id, "target_layer_ids": list(target_layers)},
+    }
+
+
 def layer_config(saved: dict, target_config, draft_layers: int):
     """The draft layers' Qwen3 config: the checkpoint's sizes, its rotary settings, the target's width."""
     from transformers import Qwen3Config
