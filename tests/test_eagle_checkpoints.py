@@ -89,6 +89,12 @@ def eagle3_maps(vocab: int, draft_vocab: int) -> dict:
     return {"d2t": chosen - torch.arange(draft_vocab), "t2d": t2d}
 
 
+def eagle3_folder(folder, vocab: int, draft_vocab: int):
+    """An EAGLE-3 head of Llama layers in the published layout, over a draft vocabulary of every third target id."""
+    cfg = config(vocab, draft_vocab_size=draft_vocab)
+    return write(folder, eagle3_shapes(vocab, draft_vocab), cfg, "safetensors", eagle3_maps(vocab, draft_vocab))
+
+
 @pytest.mark.parametrize("fmt", ["bin", "safetensors"])
 def test_an_eagle1_checkpoint_in_the_published_layout_loads_and_keeps_greedy_output(target, tokenizer, tmp_path, fmt):
     folder = write(tmp_path / "e1", eagle1_shapes(target.vocab_size), config(target.vocab_size), fmt)
@@ -102,14 +108,7 @@ def test_an_eagle1_checkpoint_in_the_published_layout_loads_and_keeps_greedy_out
 
 def test_an_eagle3_checkpoint_loads_reads_three_layers_and_drafts_its_vocabulary(target, tokenizer, tmp_path):
     vocab = target.vocab_size
-    folder = write(
-        tmp_path / "e3",
-        eagle3_shapes(vocab, 20),
-        config(vocab, draft_vocab_size=20),
-        "safetensors",
-        eagle3_maps(vocab, 20),
-    )
-    head, layers = load_eagle(folder, target)
+    head, layers = load_eagle(eagle3_folder(tmp_path / "e3", vocab, 20), target)
     assert head.layout == "eagle3" and len(layers) == 3
     ids = tokenizer.encode("w1 w2 w3 w4")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
@@ -215,14 +214,7 @@ def test_a_published_eagle3_head_of_llama_layers_drafts_for_a_qwen3_target(tmp_p
     tok = word_tokenizer([f"w{i}" for i in range(40)])
     target = loaded(tiny_qwen3(len(tok), seed=1), tok, "tiny-qwen3")
     vocab = target.vocab_size
-    folder = write(
-        tmp_path / "e3",
-        eagle3_shapes(vocab, 10),
-        config(vocab, draft_vocab_size=10),
-        "safetensors",
-        eagle3_maps(vocab, 10),
-    )
-    head, layers = load_eagle(folder, target)
+    head, layers = load_eagle(eagle3_folder(tmp_path / "e3", vocab, 10), target)
     assert head.layout == "eagle3" and type(head.midlayer).__name__ == "LlamaDecoderLayer"
     ids = tok.encode("w1 w2 w3 w4")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))

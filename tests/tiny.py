@@ -29,22 +29,42 @@ def tiny_llama(
     rope_theta: float = 10000.0,
     intermediate: int = 128,
 ) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    return _tiny(
+        LlamaConfig,
+        LlamaForCausalLM,
+        seed,
+        sharpness,
         vocab_size=vocab_size,
-        hidden_size=64,
         intermediate_size=intermediate,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=context,
-        eos_token_id=0,
-        bos_token_id=None,
-        pad_token_id=None,
-        tie_word_embeddings=False,
         rope_theta=rope_theta,
     )
-    model = LlamaForCausalLM(config).float().eval()
+
+
+def tiny_qwen3(vocab_size: int, seed: int, layers: int = 4, sharpness: float = 4.0, context: int = 512):
+    """A tiny Qwen3 target (the family DFlash's published drafters are made for)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    return _tiny(
+        Qwen3Config,
+        Qwen3ForCausalLM,
+        seed,
+        sharpness,
+        vocab_size=vocab_size,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        head_dim=16,
+        max_position_embeddings=context,
+    )
+
+
+def _tiny(config_class, model_class, seed: int, sharpness: float, **sizes):
+    """A 64-wide model of 4 query heads and 2 key/value heads, EOS id 0, seeded random weights."""
+    torch.manual_seed(seed)
+    shared = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, eos_token_id=0, bos_token_id=None)
+    config = config_class(**shared, pad_token_id=None, tie_word_embeddings=False, **sizes)
+    model = model_class(config).float().eval()
     with torch.no_grad():  # random init gives near-uniform outputs; scale the head so choices are clear
         model.lm_head.weight.mul_(sharpness / model.lm_head.weight.std())
         model.lm_head.weight[0] = 0  # EOS logit 0: rarely chosen, so runs are long; tests pick EOS explicitly
@@ -120,32 +140,6 @@ def save_served_pair(root: Path) -> tuple[str, list[str]]:
     flags = ["--target", str(target), "--draft", str(draft), "--medusa", str(medusa), "--eagle", str(eagle)]
     flags += ["--dflash", str(dflash)]
     return f"{target} ← {draft}", flags
-
-
-def tiny_qwen3(vocab_size: int, seed: int, layers: int = 4, sharpness: float = 4.0, context: int = 512):
-    """A tiny Qwen3 target (the family DFlash's published drafters are made for)."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=context,
-        eos_token_id=0,
-        bos_token_id=None,
-        pad_token_id=None,
-        tie_word_embeddings=False,
-    )
-    model = Qwen3ForCausalLM(config).float().eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(sharpness / model.lm_head.weight.std())
-        model.lm_head.weight[0] = 0
-    return model
 
 
 def dflash_config(target, block_size: int, mask_id: int, layers: int = 1, target_layers=(0, 2)) -> dict:
