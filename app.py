@@ -160,14 +160,17 @@ def _preload(shelf, label, dtype, gpu, draft_dtype=""):
 
 def warm_up(shelf, label, dtype, say=_say):
     """The fast path tried piece by piece on both models (a piece that fails is named in one line and the pair
-    runs the eager, dynamic-cache path), then one short race with the draft model, before any visitor's: both
-    sides' first forwards run here, and the CUDA graphs of the caches it leaves are captured for every width a step
-    of up to 8 drafts uses."""
-    from specviz.app.device_calls import DeviceCalls
+    runs the eager, dynamic-cache path), then one short race with each drafter the pair can run, before any
+    visitor's: both sides' first forwards run here, every cache a drafter keeps (heads read the target's hidden
+    states, so theirs is a cache of its own) is made, and the CUDA graphs of each are captured for every width a
+    step of up to 15 drafts uses. A drafter whose race fails here is named in one line; the default's failure
+    fails the warm-up."""
+    from specviz.app.device_calls import DeviceCalls, check_request
     from specviz.app.race import RaceRequest
-    from specviz.drafters.registry import default_kind
+    from specviz.drafters.registry import default_kind, kinds
     from specviz.engine.fast_path import try_fast_path
     from specviz.engine.static_lm import warm_graphs
+    from specviz.errors import SpecvizError
 
     pair = shelf.current()
     for loaded in (pair.target, pair.draft) if pair else ():
@@ -176,10 +179,18 @@ def warm_up(shelf, label, dtype, say=_say):
             say(line)
             pair.run_eagerly()
 
-    ask = RaceRequest(label, default_kind().name, dtype, "Say hello.", max_new_tokens=16)  # the default race's caches
-    for packet in DeviceCalls(shelf).race(ask):
-        if packet.kind == "error":
-            raise RuntimeError(packet.message)
+    default = default_kind()
+    for kind in (default, *(k for k in kinds(menu_only=True) if k is not default)):
+        ask = RaceRequest(label, kind.name, dtype, "Say hello.", max_new_tokens=16)
+        try:
+            check_request(ask, shelf)
+        except SpecvizError:
+            continue  # not offered with this pair (no heads for its target)
+        failed = next((p.message for p in DeviceCalls(shelf).race(ask) if p.kind == "error"), None)
+        if failed is not None and kind is default:
+            raise RuntimeError(failed)
+        if failed is not None:
+            say(f"warm-up: the {kind.label} race failed: {failed}")
     pair = shelf.current()
     for model in (pair.target.model, pair.draft.model):
         warm_graphs(model)

@@ -9,9 +9,8 @@ import warnings
 import torch
 
 from ..errors import first_line
-from .static_lm import graphs_allowed, open_lm, wants_static
+from .static_lm import STEP_WIDTHS, graphs_allowed, open_lm, wants_static
 
-WIDTHS = range(1, 10)  # a plain step, a draft's step, a verify of up to 8 drafts
 PROBE = 8  # tokens fed first, so that every layer of the cache holds something before a capture
 
 
@@ -22,7 +21,7 @@ def fall_back(model: torch.nn.Module, what: str, why) -> str:
 
 
 @torch.inference_mode()
-def try_fast_path(model: torch.nn.Module, name: str, widths=WIDTHS) -> str:
+def try_fast_path(model: torch.nn.Module, name: str, widths=STEP_WIDTHS) -> str:
     """'' when the fast path held (or is not this model's: a CPU with a short context); else the line naming the
     piece that failed, the model already set to the fallback."""
     if not wants_static(model, PROBE + max(widths)):

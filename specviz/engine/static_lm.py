@@ -23,6 +23,7 @@ from .tree import TokenTree, additive_mask, tree_mask, tree_positions
 STALE_TAIL_MASK = "the mask that hides a static cache's stale tail"
 
 LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (the prefill) runs eagerly
+STEP_WIDTHS = range(1, 17)  # a plain step, a draft's step, a verify of up to 15 drafts (a DFlash block of 16)
 
 
 STATIC_ON_CPU_FROM = 512  # cache entries: from here on a CPU decodes faster with the cache allocated once
@@ -192,9 +193,9 @@ class StaticLM(CachedLM):
 
 
 @torch.inference_mode()
-def warm_graphs(model: torch.nn.Module, widths=range(1, 10)) -> int:
-    """Capture, in every free slot of `model`, the graphs of forwards over each width (a plain step, a draft's
-    step, a verify of up to 8 drafts), so that no visitor's timed step pays for a capture; the number of slots.
+def warm_graphs(model: torch.nn.Module, widths=STEP_WIDTHS) -> int:
+    """Capture, in every free slot of `model`, the graphs of forwards over each width a step uses, so that no
+    visitor's timed step pays for a capture; the number of slots.
     0 for a model set to the dynamic cache (its fast path failed)."""
     if not wants_static(model):
         return 0
