@@ -148,3 +148,50 @@ def test_the_heads_a_pair_brings_load_with_it_before_any_race(pair_folders, pair
     assert set(pair.target.companions) == {("medusa", str(pair_heads)), ("dflash", str(pair_dflash))}
     assert "loaded the DFlash (block drafting) of tiny" in lines and "loaded the Medusa heads (tree) of tiny" in lines
     assert any(line.startswith("eagle: not available: ") and "no config.json" in line for line in lines)
+
+
+def test_the_warm_up_makes_every_cache_a_drafter_of_the_pair_keeps(pair_folders, pair_heads, pair_dflash):
+    """Heads read the target's hidden states, so their drafters' target caches are caches of their own (and, on a
+    GPU, graphs of their own): the warm-up races each drafter the pair can run, so that a visitor's first Medusa or
+    DFlash race finds its cache made instead of paying for it inside the timed race."""
+    from specviz.app.device_calls import DeviceCalls
+    from specviz.app.race import RaceRequest
+
+    spec = importlib.util.spec_from_file_location("specviz_app_main", ROOT / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    target, draft = map(str, pair_folders)
+    brings = (("medusa", str(pair_heads)), ("dflash", str(pair_dflash)))
+    shelf = ModelShelf([PairPreset("tiny", target, draft, brings)], "cpu")
+    pair = shelf.get("tiny", "float32")
+    for model in (pair.target.model, pair.draft.model):
+        model.specviz_static = True
+    said = []
+    app.warm_up(shelf, "tiny", "float32", say=said.append)
+    assert said == []
+    made = set(static_lm.free_slots(pair.target.model))
+    kept = {layers for _, layers in made}
+    assert len(kept) >= 3  # plain decoding's cache, Medusa's and DFlash's, each keeping other hidden states
+    for drafter in ("medusa", "dflash", "draft"):
+        ask = RaceRequest("tiny", drafter, "float32", "w1 w2 w3 w4", max_new_tokens=12)
+        assert [p.kind for p in DeviceCalls(shelf).race(ask)][-1] == "end"
+    assert set(static_lm.free_slots(pair.target.model)) == made  # no race made a cache the warm-up had not
+
+
+def test_cuda_attention_leaves_out_the_kernel_that_plans_per_shape(model_folder, monkeypatch):
+    """cuDNN's attention builds a plan for every new shape (seconds over a head's first race on a GPU): a model
+    loaded onto CUDA turns it off for the process; a CPU load leaves the setting alone."""
+    import torch
+
+    from specviz.models import device, loading
+
+    calls = []
+    monkeypatch.setattr(torch.backends.cuda, "enable_cudnn_sdp", calls.append)
+    device.steady_attention(torch.device("cpu"))
+    assert calls == []
+    device.steady_attention(torch.device("cuda"))
+    assert calls == [False]
+    seen = []
+    monkeypatch.setattr(loading, "steady_attention", seen.append)
+    load_model(str(model_folder), "float32", "cpu")
+    assert seen == [torch.device("cpu")]

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import torch
 
 from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, first_line
-from .device import resolve_device, zero_gpu
+from .device import resolve_device, steady_attention, zero_gpu
 from .integrity import folder_problem
 from .offline import PRESETS, ensure_converted
 
@@ -210,6 +210,7 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
             ) from exc
         raise ModelLoadError(f"cannot load '{name}': {first_line(exc)[:300]}") from exc
     model.to(where).eval()
+    steady_attention(where)
     if dtype == "int8":
         from .quantize import int8_dynamic
 
