@@ -344,14 +344,14 @@ def cmd_train_dflash(args) -> int:
     except ValueError:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
-    from .drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers
+    from .drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
     from .drafters.dflash.train import train_dflash
     from .models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
     config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]
-    mask = len(base.tokenizer)
-    if mask >= rows:
+    mask = spare_row(base.tokenizer, rows)
+    if mask is None:
         raise InvalidRequest(f"{args.base} has no spare embedding row for a mask token ({rows} rows, all ids used)")
     layers = chosen or spaced_layers(config.num_hidden_layers, args.layers)
     saved = config_for(

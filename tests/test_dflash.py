@@ -318,3 +318,15 @@ def test_train_dflash_refuses_a_target_with_no_spare_embedding_row(model_folder,
     code = main(["train-dflash", "--base", str(model_folder), "--out", str(tmp_path / "d"), "--dtype", "float32"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: ") and "no spare embedding row" in err and "\n" not in err
+
+
+def test_the_mask_token_takes_a_row_no_text_encodes_to():
+    """Past the tokenizer's ids where there is room; in a vocabulary padded to the embedding's rows (a converted
+    checkpoint names those rows [PAD151665] and so on), the first placeholder; none when every row is a token."""
+    from specviz.drafters.dflash.checkpoint import spare_row
+
+    words = ["w1", "w2", "w3"]
+    assert spare_row(word_tokenizer(words), 8) == 5
+    padded = word_tokenizer([*words, "[PAD5]", "[PAD6]", "[PAD7]"])
+    assert spare_row(padded, 8) == 5
+    assert spare_row(word_tokenizer([*words, "w4", "w5", "w6"]), 8) is None

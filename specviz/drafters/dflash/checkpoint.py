@@ -8,6 +8,7 @@ else is refused in one line naming the field. DFlash-2 checkpoints (a candidate 
 """
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -36,6 +37,18 @@ def spaced_layers(target_layers: int, count: int) -> list[int]:
     if count == 1:
         return [target_layers // 2]
     return [round(1 + i * (target_layers - 4) / (count - 1)) for i in range(count)]
+
+
+PLACEHOLDER = re.compile(r"\[PAD\d+\]")  # how a converted, padded vocabulary names the rows no text encodes to
+
+
+def spare_row(tokenizer, rows: int) -> int | None:
+    """A row of the target's embedding that no text encodes to, for the mask token: the first past the tokenizer's
+    ids, else the first placeholder of a vocabulary padded to the embedding's rows; None when every row is a token."""
+    if len(tokenizer) < rows:
+        return len(tokenizer)
+    names = tokenizer.convert_ids_to_tokens(list(range(rows)))
+    return next((i for i, name in enumerate(names) if isinstance(name, str) and PLACEHOLDER.fullmatch(name)), None)
 
 
 def _field(saved: dict, name: str, default=None):
