@@ -83,6 +83,30 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         page.close()
 
 
+@pytest.mark.parametrize("width, height", [(1280, 720), (1440, 900)])
+def test_each_drafters_note_is_read_whole_in_the_sidebar(app_server, browser, width, height):
+    """The line under the drafter menu says how the chosen drafter drafts: every drafter's line wraps inside the
+    sidebar, none is cut at its edge, and nothing in the sidebar is scrolled sideways to show it."""
+    page = open_page(browser, app_server[0], width, height)
+    try:
+        cut = []
+        for kind in kinds(menu_only=True):
+            page.locator("#sv-drafter input").click()
+            page.get_by_role("option", name=kind.label, exact=True).click()
+            note = page.locator("#sv-drafter-note")
+            note.get_by_text(kind.summary[1:20]).wait_for(timeout=10_000)
+            wide = note.evaluate("n => [n.scrollWidth, n.clientWidth]")
+            sidebar = page.locator("#sv-sidebar").evaluate(
+                "s => [s, ...s.querySelectorAll('*')].some(e => e.scrollLeft > 0)"
+            )
+            if wide[0] > wide[1] + 1 or sidebar:
+                cut.append(f"{kind.name}: note {wide[0]} px in {wide[1]}, sidebar scrolls sideways: {sidebar}")
+        shot(page, f"drafter-note-{width}x{height}.png")
+        assert not cut, cut
+    finally:
+        page.close()
+
+
 def test_an_example_sets_the_drafter_and_gamma_measured_best_for_its_kind(app_server, browser):
     from specviz.app.ui.examples import EXAMPLE_KINDS
     from specviz.runtime import ASSETS
