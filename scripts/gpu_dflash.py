@@ -24,9 +24,12 @@ import torch  # noqa: E402
 from gpu_fast_path import fast_path, random_model  # noqa: E402
 
 from specviz.bench.runs import measure  # noqa: E402
+from specviz.drafters.dflash import KIND as DFLASH  # noqa: E402
 from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers  # noqa: E402
+from specviz.drafters.eagle import KIND as EAGLE  # noqa: E402
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config  # noqa: E402
 from specviz.drafters.eagle.head import EagleHead  # noqa: E402
+from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.engine.fast_path import try_fast_path  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
@@ -71,28 +74,24 @@ def main() -> int:
     args = p.parse_args()
     target, draft = random_model(args.target, args.device), random_model(args.draft, args.device)
     prompt = torch.randint(0, 150000, (200,), generator=torch.Generator().manual_seed(0)).tolist()
-    drafters = {
-        "DFlash, block 16": (Settings(max_new_tokens=args.tokens, gamma=15), "dflash", None, {"dflash": None}),
+    dflash, eagle = dflash_draft(target), eagle3_head(target)
+    model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # the draft model alone
+    drafters = {  # label: (settings, kind, draft model, the kind's options)
+        "DFlash, block 16": (Settings(max_new_tokens=args.tokens, gamma=15), DFLASH, None, DFLASH.options(dflash)),
         "EAGLE-3, chain of 7": (
             Settings(max_new_tokens=args.tokens, gamma=7),
-            "eagle",
+            EAGLE,
             None,
-            {"eagle": None, "eagle_tree": "chain"},
+            EAGLE.options(eagle, eagle_tree="chain"),
         ),
         "EAGLE-3, tree of 32": (
             Settings(max_new_tokens=args.tokens, gamma=6),
-            "eagle",
+            EAGLE,
             None,
-            {"eagle": None, "eagle_nodes": 32},
+            EAGLE.options(eagle, eagle_nodes=32),
         ),
-        "Qwen3-0.6B draft, γ 4": (Settings(max_new_tokens=args.tokens, gamma=4), "draft", draft, None),
+        "Qwen3-0.6B draft, γ 4": (Settings(max_new_tokens=args.tokens, gamma=4), model_drafter, draft, None),
     }
-    dflash, eagle = dflash_draft(target), eagle3_head(target)
-    for _, _, _, options in drafters.values():
-        if options and "dflash" in options:
-            options["dflash"] = dflash
-        if options and "eagle" in options:
-            options["eagle"] = eagle
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     report = {"device": name, "torch": torch.__version__, "tokens": args.tokens, "paper_tau": PAPER_TAU, "modes": {}}
     print(f"{name}, torch {torch.__version__}: {args.target} target, prompt 200 tokens, {args.tokens} new", flush=True)
@@ -109,15 +108,15 @@ def main() -> int:
         row = {"plain_tps": 1 / plain, "drafters": {}}
         print(f"[{mode}] plain {1 / plain:.1f} tok/s ({plain * 1000:.2f} ms a token)", flush=True)
         for label, (settings, kind, model, options) in drafters.items():
-            measure(target, prompt, Settings(max_new_tokens=16, gamma=settings.gamma), kind, model, options)
-            found = runs(target, prompt, settings, kind, model, options)
+            measure(target, prompt, Settings(max_new_tokens=16, gamma=settings.gamma), kind.name, model, options)
+            found = runs(target, prompt, settings, kind.name, model, options)
             step = statistics.median(r["s_per_step"] for r in found)
             tau = statistics.median(r["tau"] for r in found)
             row["drafters"][label] = {"s_per_step": step, "step_over_plain": step / plain, "tau_random": tau}
             line = f"  {label}: a step {step * 1000:.2f} ms = {step / plain:.2f} plain tokens"
             line += f" (random weights: τ {tau:.2f})"
             line += f"; 3× plain needs τ {3 * step / plain:.2f}"
-            if kind == "dflash":
+            if kind is DFLASH:
                 row["drafters"][label]["predicted_at_paper_tau"] = PAPER_TAU * plain / step
                 line += f"; at the paper's τ {PAPER_TAU}: {PAPER_TAU * plain / step:.2f}× plain"
             print(line, flush=True)
