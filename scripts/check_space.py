@@ -43,7 +43,8 @@ SHORT_DESCRIPTION_MAX = 60
 LARGE = 10 * 2**20  # the Hub takes larger files only through LFS/Xet
 HUB_PART = re.compile(r"^(?!.*(--|\.\.))[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?$")
 
-# What a Space runs on: the app, its package, its assets, what pip installs, the front matter, the LFS rules.
+# What a Space runs on: the app, its package, its assets, what pip installs, the front matter, the LFS rules; and
+# the pages and pictures its README (the Space's own page) links to.
 SPACE_INCLUDE = (
     "app.py",
     "README.md",
@@ -52,7 +53,9 @@ SPACE_INCLUDE = (
     ".gitattributes",
     "specviz/**/*",
     "assets/**/*",
+    "docs/**/*",
 )
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # a Markdown link or image: its target
 SPACE_EXCLUDE = ("**/__pycache__/**", "*.pyc", "*.pyi")
 RUN_TIME_NEEDS = (
     "app.py",
@@ -237,9 +240,23 @@ def file_problems(root: Path, files: list[str]) -> list[str]:
         if name not in files:
             problems.append(f"upload: {name} is missing (the app needs it at run time)")
     for name in files:
-        if name.split("/")[0] in ("tests", "docs", ".ci", "scripts"):
+        if name.split("/")[0] in ("tests", ".ci", "scripts"):
             problems.append(f"upload: {name} is not needed by the Space at run time")
     return problems
+
+
+def readme_links(root: Path) -> list[str]:
+    """The repository paths README.md links to or shows (web addresses and anchors within the page left out)."""
+    text = (root / "README.md").read_text(encoding="utf-8")
+    targets = (t.split("#")[0] for t in LINK.findall(text) if not re.match(r"[a-z]+:|#", t))
+    return sorted({Path(t).as_posix() for t in targets if t})
+
+
+def link_problems(root: Path, files: list[str]) -> list[str]:
+    """A link or picture on the Space's page whose file the upload would not carry shows broken there."""
+    carried = set(files)
+    missing = [t for t in readme_links(root) if t not in carried]
+    return [f"README.md links {t}, which the Space upload does not carry" for t in missing]
 
 
 def check(root: Path = ROOT) -> list[str]:
@@ -249,7 +266,8 @@ def check(root: Path = ROOT) -> list[str]:
         return [f"README.md: {exc}"]
     except Exception as exc:  # a YAML error: its first line says where
         return [f"README.md: the front matter is not valid YAML: {str(exc).splitlines()[0]}"]
-    return config_problems(meta, root) + file_problems(root, space_files(root))
+    files = space_files(root)
+    return config_problems(meta, root) + file_problems(root, files) + link_problems(root, files)
 
 
 def main(argv: list[str]) -> int:

@@ -101,13 +101,27 @@ def test_models_must_list_exactly_what_the_presets_load(space_copy):
     assert "the app loads double7/vicuna-68m but `models` does not list it" in out
 
 
-def test_tests_and_docs_stay_out_of_the_upload():
+def test_tests_and_scripts_stay_out_of_the_upload_and_the_readmes_pages_go():
     sys.path.insert(0, str(CHECK.parent))
-    from check_space import space_files
+    from check_space import readme_links, space_files
 
     files = space_files(ROOT)
     assert "app.py" in files and "assets/eagle/qwen2.5-coder-1.5b-instruct/model.safetensors" in files
-    assert not [f for f in files if f.split("/")[0] in ("tests", "docs", "scripts", ".ci") or "__pycache__" in f]
+    assert not [f for f in files if f.split("/")[0] in ("tests", "scripts", ".ci") or "__pycache__" in f]
+    links = readme_links(ROOT)
+    assert "docs/img/race.png" in links and "docs/design.md" in links and set(links) <= set(files)
+
+
+def test_a_readme_picture_the_upload_would_not_carry_fails_the_check(space_copy):
+    """The README is the Space's own page: a picture or link to a file the upload leaves out shows broken there."""
+    readme = space_copy / "README.md"
+    (space_copy / "scripts").mkdir(exist_ok=True)
+    (space_copy / "scripts" / "shot.png").write_bytes((space_copy / "docs" / "img" / "race.png").read_bytes())
+    text = readme.read_text(encoding="utf-8")
+    readme.write_text(text + "\n![a shot](scripts/shot.png) and [a page](docs/missing.md#part)\n", encoding="utf-8")
+    out = check(space_copy).stdout
+    assert "README.md links scripts/shot.png, which the Space upload does not carry" in out
+    assert "README.md links docs/missing.md, which the Space upload does not carry" in out
 
 
 @pytest.mark.parametrize("hardware", ["l4x1", "zero-a10g"])
@@ -128,7 +142,8 @@ def test_the_upload_folder_is_built_and_passes_the_check(tmp_path, hardware):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert (out / "assets" / "medusa").is_dir() and not (out / "tests").exists() and not (out / "docs").exists()
+    assert (out / "assets" / "medusa").is_dir() and not (out / "tests").exists()
+    assert (out / "docs" / "img" / "race.png").is_file()  # the Space's page shows it
     requirements = (out / "requirements.txt").read_text()
     if hardware == "l4x1":
         assert "torch==2.13.0+cu129" in requirements and "whl/cu129" in requirements
