@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"  # prompts, shipped heads, model configs, stylesheet
+# Prompts, shipped heads, model configs, the stylesheet: inside an installed package, else at the checkout's top.
+_HERE = Path(__file__).resolve().parent
+ASSETS = _HERE / "assets" if (_HERE / "assets").is_dir() else _HERE.parent / "assets"
 
 
 def quiet_transformers() -> None:
