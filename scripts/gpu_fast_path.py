@@ -25,13 +25,13 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
+from specviz.analysis.theory import expected_tokens_per_step, interpolate  # noqa: E402
 from specviz.bench.costs import relative_forward_costs  # noqa: E402
 from specviz.bench.runs import Run, measure  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402
 from specviz.models.device import steady_attention  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
-from specviz.theory import expected_tokens_per_step, interpolate  # noqa: E402
 
 CONFIGS = ROOT / "assets" / "model-configs"
 

@@ -152,7 +152,7 @@ def cmd_generate(args) -> int:
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()
-    from .diagnosis import diagnose
+    from .analysis.diagnosis import diagnose
     from .events import summarize
     from .models import encode_prompt, load_model
     from .models.exact import EXACT_ON, exact_for

@@ -6,13 +6,13 @@ from collections import Counter
 
 import torch
 
+from specviz.analysis.stats import chi_square_p
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.engine.sampling import probabilities
 from specviz.engine.step import BaseDrafter, Proposal
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from specviz.stats import chi_square_p
 
 RUNS = 3000  # seeded runs per sampled law, unless a test asks for more
 

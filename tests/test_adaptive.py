@@ -3,12 +3,12 @@
 import pytest
 from test_medusa_drafter import copying_heads
 
+from specviz.analysis.theory import best_gamma, expected_speedup
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.engine.adaptive import GammaController
 from specviz.events import generated_ids
 from specviz.settings import Settings
-from specviz.theory import best_gamma, expected_speedup
 
 
 def settled(alpha, draft_per_token, slope=0.0, max_gamma=8):

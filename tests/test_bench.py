@@ -6,6 +6,13 @@ import math
 
 import pytest
 
+from specviz.analysis.theory import (
+    expected_tokens_per_step,
+    iid_speedup,
+    interpolate,
+    per_token_alpha,
+    predicted_speedup,
+)
 from specviz.bench.rows import at_rate
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
@@ -13,7 +20,6 @@ from specviz.engine import generate, new_generator
 from specviz.errors import InvalidRequest
 from specviz.events import StepEvent, depth_acceptance, generated_ids, summarize
 from specviz.settings import Settings
-from specviz.theory import expected_tokens_per_step, iid_speedup, interpolate, per_token_alpha, predicted_speedup
 
 
 def step(proposed: int, accepted: int, draft_s=0.0, forward_tokens=None) -> StepEvent:

@@ -172,7 +172,7 @@ def test_a_tree_step_is_drawn_as_a_tree_that_fits_the_explanation(app_server, br
 
 @pytest.mark.parametrize("width, height", [(1440, 900), (1280, 720)])
 def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server, browser, width, height):
-    from specviz.rule_replay import CHAIN_RULES
+    from specviz.analysis.rule_replay import CHAIN_RULES
 
     page = open_page(browser, app_server[0], width, height)
     try:

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from specviz.diagnosis import diagnose, time_split
+from specviz.analysis.diagnosis import diagnose, time_split
 from specviz.events import StepEvent
 
 PLAIN_STEP = 0.1  # seconds per plain step: the unit of every cost
@@ -106,7 +106,7 @@ def test_a_block_drafters_cost_is_counted_once_per_pass():
     """A DFlash step pays one pass whatever γ: c per pass in the theory and the diagnosis, never c × γ."""
     from dataclasses import replace
 
-    from specviz.theory import cost_ratio, drafts_blocks, expected_speedup
+    from specviz.analysis.theory import cost_ratio, drafts_blocks, expected_speedup
 
     base = plain()
     per_token = speculative(gamma=8, draft_per_token=0.005)  # 0.04 s of drafting a step

@@ -107,11 +107,11 @@ def test_generation_stops_at_the_context_end(target, tokenizer):
 def test_a_draft_cut_at_an_accepted_eos_records_no_correction_and_no_bonus():
     """Nothing after an accepted EOS is emitted or tested: the step has no token of the target's own, and a later
     rejection in the uncut draft is no rejection of the run."""
+    from specviz.analysis.theory import per_token_alpha
     from specviz.engine.loop import Checked, _event
     from specviz.engine.step import Verdict
     from specviz.engine.tree import build_tree
     from specviz.events import StepDetail
-    from specviz.theory import per_token_alpha
 
     tree = build_tree([(5, 2, 7, 8)])  # token 2 is EOS
     for path in ((0, 1, 2), (0, 1, 2, 3)):  # a later draft rejected (a "correction" follows), or all kept (a "bonus")

@@ -99,7 +99,7 @@ def test_legend_names_every_origin():
 def test_ui_never_imports_torch():
     code = (
         "import sys, specviz.app.ui.figure1, specviz.app.ui.panels, specviz.app.ui.charts, specviz.app.ui.controls, "
-        "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.theory, specviz.drafters.kinds; "
+        "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.analysis.theory, specviz.drafters.kinds; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -3,8 +3,8 @@ broken rule fails the same test, and 10,000 replays take well under a second."""
 
 import pytest
 
+from specviz.analysis.rule_replay import CHAIN_RULES, REPLAYS, REST, TREE_RULES, replay_step, rules_for
 from specviz.events import Leading, StepDetail, StepEvent, Trial
-from specviz.rule_replay import CHAIN_RULES, REPLAYS, REST, TREE_RULES, replay_step, rules_for
 
 
 def sampled_step(q=(0.10, 0.50, 0.30, 0.05), candidates=None, rule="lossless"):

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import specviz.engine.verify as verify
+from specviz.analysis.stats import chi_square_p
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import ROOT, build_tree, tree_mask, tree_positions
 from specviz.engine.verify import verify_greedy, verify_tree_sampled
-from specviz.stats import chi_square_p
 
 
 def test_the_trie_shares_prefixes():

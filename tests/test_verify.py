@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import specviz.engine.verify as verify
+from specviz.analysis.stats import chi_square_p
 from specviz.engine.verify import chain, residual, verify_greedy, verify_sampled
-from specviz.stats import chi_square_p
 
 # Context-free target rows p_0..p_2 and draft rows q_0, q_1 over 6 tokens: every output position i
 # of one step must then be distributed as p_i, whatever the draft proposes.

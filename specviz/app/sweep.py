@@ -3,8 +3,8 @@ Pure Python."""
 
 from dataclasses import dataclass, field
 
+from ..analysis.theory import best_gamma, cost_ratio, drafts_blocks, expected_speedup, per_token_alpha
 from ..events import StepEvent, summarize
-from ..theory import best_gamma, cost_ratio, drafts_blocks, expected_speedup, per_token_alpha
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..diagnosis import diagnose
+from ..analysis.diagnosis import diagnose
+from ..analysis.theory import iid_speedup, predicted_speedup
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import build_drafter, kinds, pair_model_options
 from ..drafters.suffix_index import DRAFTED, RunMemory
 from ..events import depth_acceptance
 from ..flags import add_model_options, add_option_flags
 from ..settings import MAX_GAMMA, Settings
-from ..theory import iid_speedup, predicted_speedup
 from .plan import DraftModel, Plan, plan_from, prompt_label
 from .rows import BenchMeta, BenchRow, RowKey, at_rate
 from .runs import Run, Sides, bracketed_sides, fastest, measure, transformers_run

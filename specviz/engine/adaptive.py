@@ -15,7 +15,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 
 from dataclasses import dataclass, field
 
-from ..theory import expected_tokens_per_step
+from ..analysis.theory import expected_tokens_per_step
 
 BINS = 10
 

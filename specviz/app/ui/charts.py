@@ -7,10 +7,10 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...diagnosis import time_split
+from ...analysis.diagnosis import time_split
+from ...analysis.rule_replay import ReplayedStep
+from ...analysis.theory import per_token_alpha
 from ...events import StepEvent, summarize
-from ...rule_replay import ReplayedStep
-from ...theory import per_token_alpha
 from ..race import RaceView
 from ..sweep import SweepView
 from .figure1 import WHITESPACE

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ...analysis.rule_replay import replay_step, rules_for
 from ...errors import InvalidRequest, SpecvizError
-from ...rule_replay import replay_step, rules_for
 from ...runtime import ASSETS
 from ...trace import Trace
 from ..compare import CompareView, from_trace

@@ -3,7 +3,7 @@ Every piece of model or user text goes through html.escape."""
 
 from html import escape
 
-from ...diagnosis import diagnose
+from ...analysis.diagnosis import diagnose
 from ...errors import SpecvizError
 from ...events import Metrics, summarize
 from ...trace import EXACT_ADVICE, EXACT_ON, identity_grounds

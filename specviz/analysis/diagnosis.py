@@ -16,7 +16,7 @@ per step whatever γ, so its drafting is counted per pass, not per drafted token
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .events import StepEvent
+from ..events import StepEvent
 from .theory import drafting_units, drafts_blocks, expected_tokens_per_step, per_token_alpha
 
 GAMMAS = range(0, 17)  # what the suggestion considers; γ 0 is plain decoding

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .events import StepEvent
+from ..events import StepEvent
 from .stats import chi_square_p
 
 REPLAYS = 10_000

@@ -5,7 +5,7 @@ Pure Python: the UI draws these curves without importing torch.
 
 from collections.abc import Iterable, Sequence
 
-from .events import StepEvent
+from ..events import StepEvent
 
 
 def expected_tokens_per_step(alpha: float, gamma: int) -> float:
