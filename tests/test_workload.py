@@ -7,9 +7,9 @@ import json
 import pytest
 
 from specviz.cli import build_parser
+from specviz.cli.flags import settings_from
 from specviz.drafters.registry import kinds
 from specviz.events import StepEvent
-from specviz.flags import settings_from
 from specviz.settings import Settings
 from specviz.trace import Divergence
 from specviz.workload.entrants import best_settings

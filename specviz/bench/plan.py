@@ -1,14 +1,11 @@
-"""The benchmark's plan: its flags checked and turned into drafters, options, γ values, temperatures, acceptance
-rates, prompts and draft models before any model loads."""
+"""The benchmark's plan: drafters, options, γ values, temperatures, acceptance rates, prompts and draft models, made
+from the flags before any model loads (specviz/cli/bench.py), and the parsers and prompt tables it is made with."""
 
 import json
-import sys
 from dataclasses import dataclass
 
 from ..drafters.kinds import DrafterKind
-from ..drafters.registry import kinds
-from ..errors import InvalidRequest, SpecvizError
-from ..flags import PRECISIONS, given_options
+from ..errors import InvalidRequest
 from ..runtime import ASSETS
 from ..settings import Settings
 
@@ -91,37 +88,3 @@ def context_prompt(table: dict, tokens: int) -> str:
 
 def prompt_label(prompt) -> str:
     return (prompt if isinstance(prompt, str) else f"[{len(prompt)} turns] " + prompt[-1]["content"])[:60]
-
-
-def plan_from(args) -> Plan:
-    by_name = {k.name: k for k in kinds()}
-    named = bool(args.methods.strip())
-    names = [m.strip() for m in args.methods.split(",") if m.strip()] if named else list(by_name)
-    if not names or any(m not in by_name for m in names):
-        raise InvalidRequest(f"--methods must be some of {','.join(by_name)}, got {args.methods!r}")
-    gammas = parse_gammas(args.gammas)
-    temperatures = parse_numbers(args.temperatures, "--temperatures", "0,0.7")
-    alphas = parse_numbers(args.oracle_alphas, "--oracle-alphas", "0.5,0.8")
-    if any(not 0 <= a <= 1 for a in alphas):
-        raise InvalidRequest(f"--oracle-alphas must be rates in [0, 1], got {args.oracle_alphas!r}")
-    if args.repeats < 1:
-        raise InvalidRequest(f"--repeats must be at least 1, got {args.repeats}")
-    for t in temperatures:
-        Settings(temperature=t, max_new_tokens=args.max_new_tokens)
-    prompts = load_prompts([k.strip() for k in args.kinds.split(",")], args.prompts_per_kind)
-    given = given_options(args)
-    methods = [by_name[m] for m in names]
-    options = {k.name: k.parse({**dict(k.preferred), **given.get(k.name, {})}) for k in methods}  # as the CLI runs them
-    for k in list(methods):
-        try:
-            k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads
-        except SpecvizError as exc:
-            if named:
-                raise
-            methods.remove(k)  # not asked for by name: left out, and said so
-            print(f"{k.name}: left out: {exc}", file=sys.stderr, flush=True)
-    draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
-    if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
-        raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")
-    drafts = [DraftModel(name.strip(), d) for name in args.draft.split(",") if name.strip() for d in draft_dtypes]
-    return Plan(methods, options, gammas, temperatures, alphas, prompts, drafts)

@@ -12,56 +12,18 @@ plain runs before and after a prompt's cells bracket them and their mean is the 
 Writes bench.json, bench.md and bench.html (plotly) to --out; report.py draws them.
 """
 
-import json
-import sys
-import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 from ..analysis.diagnosis import diagnose
 from ..analysis.theory import iid_speedup, predicted_speedup
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import build_drafter, kinds, pair_model_options
+from ..drafters.registry import build_drafter, pair_model_options
 from ..drafters.suffix_index import DRAFTED, RunMemory
 from ..events import depth_acceptance
-from ..flags import add_model_options, add_option_flags
 from ..settings import MAX_GAMMA, Settings
-from .plan import DraftModel, Plan, plan_from, prompt_label
-from .rows import BenchMeta, BenchRow, RowKey, at_rate
+from .plan import DraftModel, Plan, prompt_label
+from .rows import BenchRow, RowKey, at_rate
 from .runs import Run, Sides, bracketed_sides, fastest, measure, transformers_run
-
-
-def add_bench_options(p) -> None:
-    names = ",".join(k.name for k in kinds())
-    p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
-    p.add_argument(
-        "--draft",
-        default="qwen2.5-coder-0.5b-instruct",
-        help="draft model(s), comma-separated (another tokenizer than the target's is bridged)",
-    )
-    p.add_argument(
-        "--methods",
-        default="",
-        help="drafters to run, from " + names + " (default: every one that can run with the target)",
-    )
-    p.add_argument("--gammas", default="1-8", help="fixed γ values, e.g. 1-8 or 2,4; adaptive always runs too")
-    p.add_argument("--kinds", default="code,extraction,prose,chat", help="prompt kinds from assets/prompts.json")
-    p.add_argument("--prompts-per-kind", type=int, default=2)
-    p.add_argument("--temperatures", default="0,0.7")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--oracle-alphas", default="0.5,0.8,0.95", help="acceptance rates of the oracle drafter")
-    p.add_argument("--repeats", type=int, default=2, help="runs per cell, fastest kept")
-    p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
-    p.add_argument(
-        "--exact",
-        choices=["on", "off", "both"],
-        default="on",
-        help="specviz's target in exact mode (on: where it holds, as the app runs it), without it, or each prompt "
-        "both ways; transformers always runs the model's own kernels",
-    )
-    add_model_options(p, several_drafts=True)
-    p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
-    add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-min N, ...) for the cells that run it
 
 
 @dataclass(frozen=True)
@@ -360,51 +322,6 @@ def brought(plan: Plan, target: str) -> tuple[tuple[str, str | None], ...]:
         given = getattr(plan.options[takers[0].name], spec.name) if takers else None
         found.append((spec.name, str(given or f"shipped for {target}") if takers else None))
     return tuple(found)
-
-
-def cmd_bench(args) -> int:
-    from ..runtime import quiet_transformers
-    from .report import html_report, markdown_report
-
-    plan = plan_from(args)
-    quiet_transformers()
-    bench = Bench(plan, args)
-    bench.warm_up()
-    rows, began = [], time.perf_counter()
-    seen: dict[str, int] = {}
-    for prompt_kind, prompt in plan.prompts:
-        seen[prompt_kind] = run_index = seen.get(prompt_kind, -1) + 1  # the prompts of a kind run in file order
-        for temperature in plan.temperatures:
-            for exact in {"on": [True], "off": [False], "both": [True, False]}[args.exact]:
-                rows += bench.prompt_rows(prompt_kind, prompt, temperature, _log, run_index, exact)
-    meta = BenchMeta(
-        target=args.target,
-        draft=args.draft if bench.draft else None,
-        brought=brought(plan, args.target),
-        dtype=args.dtype,
-        drafts=[f"{d.name} {d.precision}" for d in plan.drafts],
-        device=str(bench.target.device),
-        max_new_tokens=args.max_new_tokens,
-        repeats=args.repeats,
-        gammas=plan.gammas,
-        methods=[k.name for k in plan.methods],
-        prompts=len(plan.prompts),
-        minutes=round((time.perf_counter() - began) / 60, 1),
-        when=time.strftime("%Y-%m-%d %H:%M"),
-        exact="; ".join(sorted(bench.exact_lines)),
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"meta": meta.to_json(), "rows": [r.to_json() for r in rows]}, indent=1))
-    report = markdown_report(rows, meta)
-    (out / "bench.md").write_text(report + "\n")
-    (out / "bench.html").write_text(html_report(rows, meta))
-    print(report)
-    return 0
-
-
-def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _f(x) -> str:

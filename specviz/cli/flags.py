@@ -4,8 +4,8 @@ an option meets its drafter; and what the parsed flags mean (the run's settings,
 
 import argparse
 
-from .errors import InvalidRequest
-from .settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
+from ..errors import InvalidRequest
+from ..settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -43,7 +43,7 @@ def add_exact_option(p: argparse.ArgumentParser) -> None:
 
 def add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per drafter option (unset: the drafter's default)."""
-    from .drafters.registry import option_owners
+    from ..drafters.registry import option_owners
 
     for takers, spec in option_owners():
         if spec.cli:
@@ -60,7 +60,7 @@ def add_option_flags(p: argparse.ArgumentParser) -> None:
 def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
     """{drafter name: {option: value}} for the option flags that were given. With `only`, an option of a drafter
     outside it is an error naming the drafter it belongs to."""
-    from .drafters.registry import option_owners
+    from ..drafters.registry import option_owners
 
     given: dict[str, dict] = {}
     for takers, spec in option_owners():
@@ -107,7 +107,7 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
     """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
-    from .drafters.registry import PLAIN, kinds
+    from ..drafters.registry import PLAIN, kinds
 
     offered = kinds(menu_only=True)
     if with_drafter:
@@ -127,7 +127,7 @@ def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -
 
 def settings_from(args, drafter: str) -> Settings:
     """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
-    from .drafters.registry import PLAIN, kind
+    from ..drafters.registry import PLAIN, kind
 
     chosen = kind(drafter) if drafter != PLAIN else None
 
@@ -149,6 +149,6 @@ def settings_from(args, drafter: str) -> Settings:
 def draft_dtype(args, target) -> str:
     """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
     target's."""
-    from .models.loading import best_draft_dtype
+    from ..models.loading import best_draft_dtype
 
     return args.draft_dtype or best_draft_dtype(target.device) or args.dtype

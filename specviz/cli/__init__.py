@@ -7,8 +7,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from .drafters.kinds import Options
-from .errors import InvalidRequest, SpecvizError
+from ..drafters.kinds import Options
+from ..errors import InvalidRequest, SpecvizError
+from ..runtime import quiet_transformers
+from ..settings import check_prompt
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -18,8 +20,6 @@ from .flags import (
     given_options,
     settings_from,
 )
-from .runtime import quiet_transformers
-from .settings import check_prompt
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ def _fail(message: str) -> int:
 def drafter_from(args) -> tuple[str, Options | None]:
     """The drafter asked for and its options (those given over what it measured best; None for plain decoding); an
     option of another drafter is an error."""
-    from .drafters.registry import PLAIN, kind, kinds
+    from ..drafters.registry import PLAIN, kind, kinds
 
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
     name = args.drafter or (needing[0] if args.draft else PLAIN)
@@ -79,7 +79,7 @@ def build_parser() -> Parser:
         "speedup came out as it did (as --trace does too)",
     )
 
-    from .compare_cli import add_compare_command
+    from .compare import add_compare_command
 
     add_compare_command(sub)
 
@@ -104,11 +104,11 @@ def build_parser() -> Parser:
         help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
         "assisted generation and prompt lookup, in one run",
     )
-    from .bench.suite import add_bench_options
+    from .bench import add_bench_options
 
     add_bench_options(bench)
 
-    from .train_cli import add_train_commands
+    from .train import add_train_commands
 
     add_train_commands(sub, add_model_options)
     return parser
@@ -124,14 +124,14 @@ def main(argv=None) -> int:
         if args.command == "snapshot":
             return cmd_snapshot(args)
         if args.command == "compare":
-            from .compare_cli import cmd_compare
+            from .compare import cmd_compare
 
             return cmd_compare(args)
         if args.command in ("train-medusa", "train-eagle", "train-dflash"):
-            from . import train_cli
+            from . import train
 
-            return getattr(train_cli, "cmd_" + args.command.replace("-", "_"))(args)
-        from .bench.suite import cmd_bench
+            return getattr(train, "cmd_" + args.command.replace("-", "_"))(args)
+        from .bench import cmd_bench
 
         return cmd_bench(args)
     except SpecvizError as exc:
@@ -146,17 +146,17 @@ def cmd_generate(args) -> int:
     drafter_name, options = drafter_from(args)  # validate everything cheap before loading any model
     settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
-    from .drafters.registry import PLAIN, decode, kind
+    from ..drafters.registry import PLAIN, decode, kind
 
     chosen = kind(drafter_name) if drafter_name != PLAIN else None
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()
-    from .analysis.diagnosis import diagnose
-    from .events import summarize
-    from .models import encode_prompt, load_model
-    from .models.exact import EXACT_ON, exact_for
-    from .models.vocabulary import check_draft_fits
+    from ..analysis.diagnosis import diagnose
+    from ..events import summarize
+    from ..models import encode_prompt, load_model
+    from ..models.exact import EXACT_ON, exact_for
+    from ..models.vocabulary import check_draft_fits
 
     target = load_model(args.target, args.dtype, args.device)
     exact = exact_for(target.model, args.exact)
@@ -226,11 +226,11 @@ def cmd_generate(args) -> int:
 
 def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact) -> None:
     """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
-    from .app.race import mode_text
-    from .drafters.registry import PLAIN, kind
-    from .events import generated_ids
-    from .record import TokenTexts, divergence, make_trace
-    from .trace import Side
+    from ..app.race import mode_text
+    from ..drafters.registry import PLAIN, kind
+    from ..events import generated_ids
+    from ..record import TokenTexts, divergence, make_trace
+    from ..trace import Side
 
     text_of = TokenTexts(target.tokenizer)
     if drafter_name == PLAIN:
@@ -259,8 +259,8 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
 
 
 def cmd_snapshot(args) -> int:
-    from .app.ui.snapshot import snapshot_html
-    from .trace import Trace
+    from ..app.ui.snapshot import snapshot_html
+    from ..trace import Trace
 
     trace = Trace.load(args.trace)
     if args.side and args.side not in [s.name for s in trace.sides]:
@@ -274,8 +274,8 @@ def cmd_snapshot(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from .errors import OfflinePackageError
-    from .models.offline import PRESETS, ensure_converted, locate_parts
+    from ..errors import OfflinePackageError
+    from ..models.offline import PRESETS, ensure_converted, locate_parts
 
     unknown = [n for n in args.presets if n not in PRESETS]
     if unknown:

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import InvalidRequest
-from .runtime import ASSETS, quiet_transformers
+from ..errors import InvalidRequest
+from ..runtime import ASSETS, quiet_transformers
 
 MEDUSA_PROMPTS = ("medusa_prompts.json",)
 EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
@@ -209,7 +209,7 @@ def read_prompt_list(path: Path) -> list[str]:
 
 def _texts(base, args, prompts: list[str]):
     """The self-written answers (from --texts when it exists, else written and kept there) and the local text."""
-    from .drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
+    from ..drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
 
     cache = Path(args.texts) if args.texts else None
     if cache and cache.is_file():
@@ -232,9 +232,9 @@ def _texts(base, args, prompts: list[str]):
 def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()
-    from .drafters.medusa.heads import save_medusa
-    from .drafters.medusa.train import train_heads
-    from .models import load_model
+    from ..drafters.medusa.heads import save_medusa
+    from ..drafters.medusa.train import train_heads
+    from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
@@ -271,9 +271,9 @@ def cmd_train_eagle(args) -> int:
     if args.until_step and not args.checkpoint:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
-    from .drafters.eagle.checkpoint import save_eagle
-    from .drafters.eagle.train import load_features, read_features, save_features, train_eagle
-    from .models import load_model
+    from ..drafters.eagle.checkpoint import save_eagle
+    from ..drafters.eagle.train import load_features, read_features, save_features, train_eagle
+    from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
     cached = Path(args.features) if args.features else None
@@ -344,9 +344,9 @@ def cmd_train_dflash(args) -> int:
     except ValueError:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
-    from .drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
-    from .drafters.dflash.train import train_dflash
-    from .models import load_model
+    from ..drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
+    from ..drafters.dflash.train import train_dflash
+    from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
     config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]

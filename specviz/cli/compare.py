@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -33,9 +33,9 @@ def add_compare_command(sub) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .drafters.registry import PLAIN, kind
-    from .workload.entrants import drafter_names, entrants, setting_words
-    from .workload.prompts import read_prompts
+    from ..drafters.registry import PLAIN, kind
+    from ..workload.entrants import drafter_names, entrants, setting_words
+    from ..workload.prompts import read_prompts
 
     prompts = read_prompts(args.prompts)  # everything cheap is checked before a model loads
     out = _writable(args.out)
@@ -65,7 +65,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InvalidRequest("--draft is not used by any of the drafters chosen")
     view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
     _run(view, run_side)
-    from .app.ui.report import write_report
+    from ..app.ui.report import write_report
 
     html, csv = write_report(view, out)
     print(f"{html}\n{csv}")
@@ -84,15 +84,15 @@ def _writable(path: str) -> Path:
 def _prepare(args, prompts, chosen, base, setting):
     """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
     is decoded."""
-    from .drafters.registry import decode, kind
-    from .drafters.suffix_index import RunMemory
-    from .models import encode_prompt, load_model
-    from .models.exact import exact_for
-    from .models.vocabulary import check_draft_fits
-    from .record import TokenTexts, divergence
-    from .runtime import quiet_transformers
-    from .workload.prompts import check_workload, limits_for
-    from .workload.view import PLAIN, WorkloadView
+    from ..drafters.registry import decode, kind
+    from ..drafters.suffix_index import RunMemory
+    from ..models import encode_prompt, load_model
+    from ..models.exact import exact_for
+    from ..models.vocabulary import check_draft_fits
+    from ..record import TokenTexts, divergence
+    from ..runtime import quiet_transformers
+    from ..workload.prompts import check_workload, limits_for
+    from ..workload.view import PLAIN, WorkloadView
 
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
@@ -148,7 +148,7 @@ def _run(view, run_side) -> None:
     kept (the report is still written)."""
     import torch
 
-    from .workload.run import run_workload
+    from ..workload.run import run_workload
 
     said, began = set(), time.perf_counter()
     try:
@@ -165,8 +165,8 @@ def _run(view, run_side) -> None:
 
 
 def _line(view, i: int, side: str, cell) -> str:
-    from .events import summarize
-    from .workload.view import PLAIN, duration
+    from ..events import summarize
+    from ..workload.view import PLAIN, duration
 
     left = view.seconds_left()
     rest = "" if left is None else f"; about {duration(left)} left"
