@@ -120,7 +120,7 @@ def test_sweep_view_points_and_theory():
 
 
 def test_a_sampled_adaptive_run_says_a_seed_does_not_repeat_it():
-    from specviz.app.race import mode_text
+    from specviz.settings import mode_text
 
     said = "the same seed need not repeat a sampled run"
     assert said in mode_text("draft model", Settings(temperature=0.8, adaptive=True))

@@ -240,12 +240,48 @@ def _imports(path: Path, module: str) -> set[str]:
     return found - ancestors - {module}
 
 
-def test_no_import_cycles():
+# The package's layers, bottom first: a module imports only from layers below its own (within its own part, anything).
+LAYERS = (
+    ("specviz", "errors"),
+    ("settings", "events"),
+    ("trace",),
+    ("analysis", "models", "runtime"),
+    ("engine", "record"),
+    ("drafters",),
+    ("workload", "bench"),
+    ("app",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def _modules() -> dict[str, Path]:
     files = {}
     for path in (ROOT / "specviz").rglob("*.py"):
         rel = path.relative_to(ROOT).with_suffix("")
-        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        files[name] = path
+        files[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
+    return files
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    level = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+    files = _modules()
+
+    def part(module: str) -> str:
+        return module.split(".")[1] if "." in module else module
+
+    assert set(level) == {part(m) for m in files}, "a part of the package is in no layer"
+    upward = [
+        f"{m} imports {n}"
+        for m, p in files.items()
+        for n in _imports(p, m)
+        if n in files and part(n) != part(m) and level[part(n)] >= level[part(m)]
+    ]
+    assert not upward, upward
+
+
+def test_no_import_cycles():
+    files = _modules()
     graph = {m: {n for n in _imports(p, m) if n in files} for m, p in files.items()}
     assert graph["specviz.drafters.draft_model"] >= {"specviz.engine", "specviz.engine.step"}  # the parser sees edges
     state, cycles = {}, []

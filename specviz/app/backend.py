@@ -18,7 +18,7 @@ from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
-from ..settings import Settings
+from ..settings import Settings, mode_text
 from ..trace import Side
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
@@ -27,7 +27,7 @@ from ..workload.view import PLAIN as WORKLOAD_PLAIN
 from ..workload.view import Contender, WorkloadView, duration
 from .compare import CompareView, Entry
 from .device_calls import DeviceCalls, Packet, check_request
-from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView, mode_text
+from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView
 from .shelf import LoadedPair, ModelShelf
 from .sweep import SweepView
 

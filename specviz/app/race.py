@@ -59,24 +59,6 @@ class RaceRequest:
         )
 
 
-def mode_text(drafter_words: str, settings: Settings) -> str:
-    """How the speculative side drafts and verifies, in words for the screen."""
-    text = drafter_words + (f", adaptive γ ≤ {settings.gamma}" if settings.adaptive else "")
-    if settings.adaptive and not settings.greedy:  # γ follows the clock, and the draws follow γ
-        text += (
-            " (chosen from measured timings, so the same seed need not repeat a sampled run's text; every run "
-            "still follows the target's distribution)"
-        )
-    if settings.acceptance == "typical":
-        return (
-            text + "; typical acceptance: LOSSY by design when sampling (it accepts any plausible token, so "
-            "the output no longer follows the target's distribution); at temperature 0 it is exact"
-        )
-    if settings.acceptance == "greedy":
-        return text + "; greedy acceptance: exact, the target's own argmax at every position"
-    return text + "; lossless: the rejection rule keeps the target's own distribution"
-
-
 def _flag(value, name: str) -> bool:
     if isinstance(value, bool):
         return value

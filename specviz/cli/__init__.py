@@ -226,10 +226,10 @@ def cmd_generate(args) -> int:
 
 def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact) -> None:
     """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
-    from ..app.race import mode_text
     from ..drafters.registry import PLAIN, kind
     from ..events import generated_ids
     from ..record import TokenTexts, divergence, make_trace
+    from ..settings import mode_text
     from ..trace import Side
 
     text_of = TokenTexts(target.tokenizer)

@@ -5,11 +5,10 @@ and the app's server both ask here, before any model is loaded."""
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..app.race import mode_text
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
-from ..settings import Settings
+from ..settings import Settings, mode_text
 from .view import Contender
 
 BEST = "each drafter's measured best γ"
