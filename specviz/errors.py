@@ -14,6 +14,10 @@ class InvalidRequest(SpecvizError, ValueError):
     """A generation setting or prompt is out of range."""
 
 
+class InvalidEvent(SpecvizError, ValueError):
+    """A step event whose counts do not hold together: a damaged trace, or a drafter that broke the contract."""
+
+
 class ModelNotFound(SpecvizError):
     """The model name is not a preset, not a model folder, and cannot come from the Hub."""
 

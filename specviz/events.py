@@ -7,6 +7,8 @@ cannot tell plain from speculative except by what the events contain.
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
+from .errors import InvalidEvent
+
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
 
 
@@ -82,11 +84,14 @@ class StepEvent:
     origin: str | None = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
     block: int = 0  # a block drafter's step: the positions its one pass filled (the first γ of them verified)
 
-    def __post_init__(self):
-        assert 0 <= self.accepted <= len(self.proposed), "accepted more than proposed"
-        assert self.next_kind in NEXT_KINDS, self.next_kind
-        assert len(self.p) == len(self.proposed)
-        assert self.q is None or len(self.q) == len(self.proposed)
+    def __post_init__(self):  # checked always (not with assert, which python -O drops): traces are read back
+        n = len(self.proposed)
+        if not 0 <= self.accepted <= n:
+            raise InvalidEvent(f"step {self.index}: {self.accepted} drafts accepted of {n} proposed")
+        if self.next_kind not in NEXT_KINDS:
+            raise InvalidEvent(f"step {self.index}: the next token's kind {self.next_kind!r} is not in {NEXT_KINDS}")
+        if len(self.p) != n or (self.q is not None and len(self.q) != n):
+            raise InvalidEvent(f"step {self.index}: p and q must have one value per proposed token ({n})")
 
     @property
     def tokens(self) -> tuple[int, ...]:

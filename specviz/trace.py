@@ -134,7 +134,7 @@ class Trace:
                 str(data.get("made_with", "")),
                 dict(data.get("extra", {})),
             )
-        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"the trace is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
 
     @staticmethod
