@@ -33,10 +33,12 @@ def median_ms(run, repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
-def drafter_for(target, layers: int, block: int):
+def drafter_for(target, layers: int, block: int, mask_id: int = 0):
+    """An untrained drafter of `layers` layers reading five target layers, as published, on the target's device
+    and in its precision (random weights: a pass costs the same whatever they are)."""
     layer_ids = spaced_layers(target.config.num_hidden_layers, 5)
-    saved = config_for(target.config, layers=layers, block_size=block, mask_id=0, target_layers=layer_ids)
-    return build_draft(saved, target).to(target.dtype).eval()
+    saved = config_for(target.config, layers=layers, block_size=block, mask_id=mask_id, target_layers=layer_ids)
+    return build_draft(saved, target).to(device=target.device, dtype=target.dtype).eval()
 
 
 @torch.inference_mode()

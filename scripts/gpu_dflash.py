@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import torch  # noqa: E402
+from dflash_cost import drafter_for  # noqa: E402
 from gpu_fast_path import fast_path, random_model  # noqa: E402
 
 from specviz.bench.runs import measure  # noqa: E402
 from specviz.drafters.dflash import KIND as DFLASH  # noqa: E402
-from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers  # noqa: E402
 from specviz.drafters.eagle import KIND as EAGLE  # noqa: E402
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config  # noqa: E402
 from specviz.drafters.eagle.head import EagleHead  # noqa: E402
@@ -36,14 +36,6 @@ from specviz.settings import Settings  # noqa: E402
 PAPER_TAU = 6.54  # DFlash on Qwen3-4B, temperature 0, block 16: the paper's mean acceptance length
 MASK_ID = 151669  # the first id past Qwen3's tokenizer, a row of its embedding
 EAGLE3_VOCAB = 32000  # the draft vocabulary of the published EAGLE-3 heads
-
-
-def dflash_draft(target):
-    config = target.model.config
-    saved = config_for(
-        config, layers=5, block_size=16, mask_id=MASK_ID, target_layers=spaced_layers(config.num_hidden_layers, 5)
-    )
-    return build_draft(saved, target.model).to(device=target.device, dtype=torch.bfloat16).eval()
 
 
 def eagle3_head(target):
@@ -74,7 +66,7 @@ def main() -> int:
     args = p.parse_args()
     target, draft = random_model(args.target, args.device), random_model(args.draft, args.device)
     prompt = torch.randint(0, 150000, (200,), generator=torch.Generator().manual_seed(0)).tolist()
-    dflash, eagle = dflash_draft(target), eagle3_head(target)
+    dflash, eagle = drafter_for(target.model, 5, 16, MASK_ID), eagle3_head(target)
     model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # the draft model alone
     drafters = {  # label: (settings, kind, draft model, the kind's options)
         "DFlash, block 16": (Settings(max_new_tokens=args.tokens, gamma=15), DFLASH, None, DFLASH.options(dflash)),

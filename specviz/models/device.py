@@ -92,6 +92,11 @@ class OutOfMemory(SpecvizError):
 HEADROOM = 1.2  # weights × this: room for the KV caches, activations and the allocator's slack
 
 
+def bytes_per_weight(dtype: str) -> int:
+    """What one weight takes once loaded: int8 models are read in float32 first, then quantised."""
+    return 2 if dtype == "bfloat16" else 4
+
+
 def weight_bytes(source: str, dtype: str, local_only: bool = False) -> int:
     """The bytes of a model's weights in `dtype`, from its config alone (built on the meta device: nothing read)."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -99,8 +104,7 @@ def weight_bytes(source: str, dtype: str, local_only: bool = False) -> int:
     config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    per = 2 if dtype == "bfloat16" else 4  # int8 models are read in float32 first, then quantised
-    return sum(p.numel() for p in model.parameters()) * per
+    return sum(p.numel() for p in model.parameters()) * bytes_per_weight(dtype)
 
 
 def heads_bytes(location: str, dtype: str, local_only: bool = False) -> int:
@@ -109,7 +113,7 @@ def heads_bytes(location: str, dtype: str, local_only: bool = False) -> int:
     size as it is; 0 when neither can say (offline and not in a folder)."""
     from pathlib import Path
 
-    per = 2 if dtype == "bfloat16" else 4
+    per = bytes_per_weight(dtype)
     folder = Path(str(location)).expanduser()
     if folder.is_dir():
         from safetensors import safe_open
