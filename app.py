@@ -166,11 +166,11 @@ def warm_up(shelf, label, dtype, say=_say):
     step of up to 15 drafts uses. A drafter whose race fails here is named in one line; the default's failure
     fails the warm-up."""
     from specviz.app.device_calls import DeviceCalls, check_request
-    from specviz.app.race import RaceRequest
     from specviz.drafters.registry import default_kind, kinds
     from specviz.engine.fast_path import try_fast_path
     from specviz.engine.static_lm import warm_graphs
     from specviz.errors import SpecvizError
+    from specviz.views.race import RaceRequest
 
     pair = shelf.current()
     for loaded in (pair.target, pair.draft) if pair else ():

@@ -13,11 +13,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specviz.app.device_calls import DeviceCalls  # noqa: E402
-from specviz.app.race import RaceRequest  # noqa: E402
 from specviz.app.shelf import OFFLINE_QWEN, ModelShelf  # noqa: E402
 from specviz.drafters.registry import default_kind  # noqa: E402
 from specviz.record import TokenTexts  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
+from specviz.views.race import RaceRequest  # noqa: E402
 
 
 def main() -> int:

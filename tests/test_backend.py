@@ -4,13 +4,13 @@ import pytest
 from tiny import tiny_llama, word_tokenizer
 
 from specviz.app.backend import Backend
-from specviz.app.race import RaceRequest
 from specviz.app.shelf import ModelShelf, PairPreset
 from specviz.engine import generate
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids
 from specviz.record import TokenTexts, divergence
 from specviz.settings import Settings
+from specviz.views.race import RaceRequest
 
 
 @pytest.fixture(scope="module")

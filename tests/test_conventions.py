@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OTHER_MEANINGS = {
     ("specviz/cli/__init__.py", "draft"): "a trace's model names: target and draft",
     ("specviz/app/backend.py", "draft"): "the same model names, for a trace the app records",
-    ("specviz/app/ui/report.py", "draft"): "the same model names, as a workload report lists them",
+    ("specviz/render/report.py", "draft"): "the same model names, as a workload report lists them",
     ("specviz/analysis/diagnosis.py", "draft"): "the phases a step's time is split into, and what each costs",
-    ("specviz/app/ui/charts.py", "draft"): "the colours of those phases",
+    ("specviz/render/charts.py", "draft"): "the colours of those phases",
 }
 
 

@@ -155,7 +155,7 @@ def test_the_warm_up_makes_every_cache_a_drafter_of_the_pair_keeps(pair_folders,
     GPU, graphs of their own): the warm-up races each drafter the pair can run, so that a visitor's first Medusa or
     DFlash race finds its cache made instead of paying for it inside the timed race."""
     from specviz.app.device_calls import DeviceCalls
-    from specviz.app.race import RaceRequest
+    from specviz.views.race import RaceRequest
 
     spec = importlib.util.spec_from_file_location("specviz_app_main", ROOT / "app.py")
     app = importlib.util.module_from_spec(spec)

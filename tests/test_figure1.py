@@ -5,8 +5,8 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-from specviz.app.ui.figure1 import legend, origin_text, step_row, step_rows, visible
 from specviz.events import StepEvent
+from specviz.render.figure1 import legend, origin_text, step_row, step_rows, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = {
@@ -98,8 +98,9 @@ def test_legend_names_every_origin():
 
 def test_ui_never_imports_torch():
     code = (
-        "import sys, specviz.app.ui.figure1, specviz.app.ui.panels, specviz.app.ui.charts, specviz.app.ui.controls, "
-        "specviz.app.ui.layout, specviz.app.race, specviz.app.sweep, specviz.analysis.theory, specviz.drafters.kinds; "
+        "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
+        "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
+        "specviz.drafters.kinds; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -8,12 +8,12 @@ from laws import exact_law
 from test_eagle import random_head
 
 import specviz.engine.verify as verify
-from specviz.app.ui.explain import explain_step
 from specviz.drafters.hybrid import MODEL, HybridDrafter, bucket
 from specviz.drafters.registry import build_drafter, decode
 from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
 from specviz.engine import generate
 from specviz.events import generated_ids
+from specviz.render.explain import explain_step
 from specviz.settings import Settings
 
 

@@ -7,8 +7,8 @@ import pytest
 from specviz.app.ui.handlers import RECORDED
 from specviz.app.ui.layout import build_app
 from specviz.app.ui.race_screen import RaceScreen, race_update
-from specviz.app.ui.snapshot import final_view
 from specviz.drafters.registry import kinds
+from specviz.render.snapshot import final_view
 from specviz.trace import Trace
 
 # Element ids the browser tests, the stylesheet and the page's script find the screen by.

@@ -2,10 +2,10 @@
 
 from test_figure1 import Tags
 
-from specviz.app.race import Divergence, Lane, RaceView
-from specviz.app.sweep import SweepView
-from specviz.app.ui import charts, panels
 from specviz.events import StepEvent
+from specviz.render import charts, panels
+from specviz.views.race import Divergence, Lane, RaceView
+from specviz.views.sweep import SweepView
 
 EVIL = '<img src=x onerror="alert(1)">'
 

@@ -3,11 +3,11 @@
 import pytest
 
 from specviz.analysis.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
-from specviz.app.race import Lane, RaceRequest, interleave
-from specviz.app.sweep import SweepView
 from specviz.errors import InvalidRequest
 from specviz.events import StepEvent
 from specviz.settings import Settings
+from specviz.views.race import Lane, RaceRequest, interleave
+from specviz.views.sweep import SweepView
 
 
 def step(i, seconds, proposed=(), accepted=0, kind="plain", draft_s=0.0, finish=None, prefill=0.0):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app.ui.report import report_csv, report_html, write_report
 from specviz.errors import SpecvizError
 from specviz.events import StepEvent
+from specviz.render.report import report_csv, report_html, write_report
 from specviz.trace import Divergence
 from specviz.workload.run import run_workload
 from specviz.workload.view import PLAIN, Cell, Contender, WorkloadView

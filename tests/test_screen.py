@@ -5,18 +5,18 @@ import json
 
 import pytest
 
-from specviz.app.compare import CompareView, Entry, from_trace
-from specviz.app.race import Lane, RaceView
-from specviz.app.replay import replay
-from specviz.app.ui import panels
-from specviz.app.ui.explain import explain_step
-from specviz.app.ui.snapshot import final_view, snapshot_html
 from specviz.cli import main
 from specviz.drafters.registry import decode
 from specviz.events import StepEvent
 from specviz.record import TokenTexts, divergence, make_trace
+from specviz.render import panels
+from specviz.render.explain import explain_step
+from specviz.render.snapshot import final_view, snapshot_html
 from specviz.settings import Settings
 from specviz.trace import VERSION, Side, Trace, TraceError
+from specviz.views.compare import CompareView, Entry, from_trace
+from specviz.views.race import Lane, RaceView
+from specviz.views.replay import replay
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
@@ -202,8 +202,8 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
 
 
 def test_a_copied_draft_says_where_it_came_from_on_screen_and_in_the_trace(target, tokenizer):
-    from specviz.app.ui.figure1 import step_row
     from specviz.drafters.suffix_index import RunMemory
+    from specviz.render.figure1 import step_row
 
     memory, ids = RunMemory(), tokenizer.encode("w4 w9 w2 w7")
     settings = Settings(max_new_tokens=20, gamma=6)

@@ -6,11 +6,11 @@ import json
 import pytest
 import torch
 
-from specviz.app.race import RaceRequest
 from specviz.cli import main
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
 from specviz.settings import MAX_SEED, Settings
+from specviz.views.race import RaceRequest
 
 
 def sampled(target, seed: int) -> list[int]:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app.ui.explain import explain_step
-from specviz.app.ui.tree_view import (
+from specviz.events import StepDetail, StepEvent, Trial
+from specviz.render.explain import explain_step
+from specviz.render.tree_view import (
     BOX_H,
     CELL,
     FIT_WIDTH,
@@ -27,7 +28,6 @@ from specviz.app.ui.tree_view import (
     token_trie,
     tree_view,
 )
-from specviz.events import StepDetail, StepEvent, Trial
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -279,7 +279,7 @@ def test_a_real_tree_step_from_a_tiny_model_is_drawn(target, drafts, tokenizer):
 
 
 def test_the_drawing_never_imports_torch():
-    code = "import sys, specviz.app.ui.tree_view; print('torch' in sys.modules)"
+    code = "import sys, specviz.render.tree_view; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT_DIR, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,5 +1,5 @@
 """The app's server side: per-visitor memories, loading pairs, and turning the device's calls (device_calls.py)
-into the pure-Python views of race.py, sweep.py and compare.py. Under ZeroGPU those calls run in a forked GPU
+into the pure-Python views of specviz/views/. Under ZeroGPU those calls run in a forked GPU
 worker: the server sends a request and plain data, rebuilds each view from the packets that come back, keeps each
 visitor's earlier runs itself, and stops a run by closing the call's generator (the worker ends at its next step)."""
 
@@ -20,16 +20,16 @@ from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings, mode_text
 from ..trace import Side
+from ..views.compare import CompareView, Entry
+from ..views.race import PLAIN, SPEC, Lane, RaceRequest, RaceView
+from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload
 from ..workload.view import PLAIN as WORKLOAD_PLAIN
 from ..workload.view import Contender, WorkloadView, duration
-from .compare import CompareView, Entry
 from .device_calls import DeviceCalls, Packet, check_request
-from .race import PLAIN, SPEC, Lane, RaceRequest, RaceView
 from .shelf import LoadedPair, ModelShelf
-from .sweep import SweepView
 
 Stopped = Callable[[], bool]
 # Visitors' earlier runs, kept for drafting, are bounded in tokens (about 800 bytes each with their index, measured):

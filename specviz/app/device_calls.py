@@ -24,7 +24,7 @@ from ..models.exact import exact_for
 from ..record import TokenTexts, divergence, token_ids
 from ..settings import Settings
 from ..trace import Divergence
-from .race import PLAIN, SPEC, Lane, RaceRequest, exact_wanted, interleave
+from ..views.race import PLAIN, SPEC, Lane, RaceRequest, exact_wanted, interleave
 from .shelf import LoadedPair, ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the

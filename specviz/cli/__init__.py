@@ -79,9 +79,9 @@ def build_parser() -> Parser:
         "speedup came out as it did (as --trace does too)",
     )
 
-    from .compare import add_compare_command
+    from .workload import add_workload_command
 
-    add_compare_command(sub)
+    add_workload_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
@@ -123,10 +123,12 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "snapshot":
             return cmd_snapshot(args)
-        if args.command == "compare":
-            from .compare import cmd_compare
+        from .workload import NAMES as WORKLOAD
 
-            return cmd_compare(args)
+        if args.command in WORKLOAD:
+            from .workload import cmd_workload
+
+            return cmd_workload(args)
         if args.command in ("train-medusa", "train-eagle", "train-dflash"):
             from . import train
 
@@ -259,7 +261,7 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
 
 
 def cmd_snapshot(args) -> int:
-    from ..app.ui.snapshot import snapshot_html
+    from ..render.snapshot import snapshot_html
     from ..trace import Trace
 
     trace = Trace.load(args.trace)

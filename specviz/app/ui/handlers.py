@@ -17,17 +17,17 @@ import gradio as gr
 
 from ...analysis.rule_replay import replay_step, rules_for
 from ...errors import InvalidRequest, SpecvizError
+from ...render import charts, panels
+from ...render.explain import explain_step
+from ...render.figure1 import origin_text
+from ...render.snapshot import snapshot_html
 from ...runtime import ASSETS
 from ...trace import Trace
-from ..compare import CompareView, from_trace
-from ..race import RaceView
-from ..replay import SPEEDS, replay
-from . import charts, panels
+from ...views.compare import CompareView, from_trace
+from ...views.race import RaceView
+from ...views.replay import SPEEDS, replay
 from .controls import request_of
-from .explain import explain_step
-from .figure1 import origin_text
 from .race_screen import RaceScreen, race_update
-from .snapshot import snapshot_html
 from .workload_screen import WorkloadHandlers
 
 UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it

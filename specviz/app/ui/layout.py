@@ -2,7 +2,7 @@
 the two sides streaming, the metrics strip and the identity badge; the controls sit in a sidebar, the rarely used
 ones folded; Figure 1, the step explanation, the charts, the drafter comparison, the γ sweep and the recorded runs
 are tabs right below. A presenter mode (?presenter=1) shows only that, larger. No torch here: the backend yields
-pure-Python views (race.py, sweep.py, compare.py) and handlers.py turns them into HTML and charts.
+pure-Python views (specviz/views/) and handlers.py has specviz/render/ draw them.
 This module lays out the race; the sidebar (sidebar.py) and the tabs (tabs.py) lay out their own parts, the
 components a race fills are declared once (race_screen.py), and wiring.py says what each control sets off.
 """
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ...render import panels
 from ...runtime import ASSETS
-from . import panels
 from .handlers import Handlers
 from .race_screen import RaceScreen
 from .sidebar import settings_sidebar

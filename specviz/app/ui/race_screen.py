@@ -7,9 +7,9 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from ...events import summarize
-from ..race import RaceView
-from . import charts, panels
-from .figure1 import step_rows
+from ...render import charts, panels
+from ...render.figure1 import step_rows
+from ...views.race import RaceView
 
 MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
 

@@ -4,10 +4,10 @@ components to the screen (a namespace the layout hands round). No torch here."""
 
 import gradio as gr
 
-from ..replay import SPEEDS
-from . import charts, panels
-from .explain import explain_step
-from .figure1 import legend
+from ...render import charts, panels
+from ...render.explain import explain_step
+from ...render.figure1 import legend
+from ...views.replay import SPEEDS
 from .handlers import recorded_runs
 from .workload_screen import BEST, FIXED
 

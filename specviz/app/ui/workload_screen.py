@@ -9,9 +9,9 @@ from html import escape
 import gradio as gr
 
 from ...errors import InvalidRequest
+from ...render import panels
 from ...workload.prompts import read_prompts, split_pasted
 from ...workload.view import PLAIN, WorkloadView, duration
-from . import panels
 from .controls import request_of
 
 BEST = "each drafter's best"  # the draft-length choice that runs every drafter at its measured best γ
@@ -125,7 +125,7 @@ class WorkloadHandlers:
                 yield {s.workload_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
     def workload_outputs(self, view: WorkloadView) -> dict:
-        from .report import write_report
+        from ...render.report import write_report
 
         s = self.screen
         out = {

@@ -4,11 +4,11 @@ and every piece of model or user text is escaped as on the screen."""
 
 from html import escape
 
-from ...runtime import ASSETS
-from ...trace import Trace
-from ..compare import from_trace
-from ..race import RaceView
-from ..replay import replay
+from ..runtime import ASSETS
+from ..trace import Trace
+from ..views.compare import from_trace
+from ..views.race import RaceView
+from ..views.replay import replay
 from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
 from .figure1 import legend, step_rows

@@ -11,7 +11,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from html import escape
 
-from ...events import StepEvent
+from ..events import StepEvent
 from .figure1 import WHITESPACE, TokenText, visible
 
 ROOT = 0  # the root's index in a trie's node list

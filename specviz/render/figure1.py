@@ -8,7 +8,7 @@ star, underline) so the figure reads for colour-blind viewers and in print.
 from collections.abc import Callable, Iterable
 from html import escape
 
-from ...events import StepEvent
+from ..events import StepEvent
 
 TokenText = Callable[[int], str]  # token id -> the text it stands for
 

@@ -3,11 +3,11 @@ Every piece of model or user text goes through html.escape."""
 
 from html import escape
 
-from ...analysis.diagnosis import diagnose
-from ...errors import SpecvizError
-from ...events import Metrics, summarize
-from ...trace import EXACT_ADVICE, EXACT_ON, identity_grounds
-from ..race import RaceView
+from ..analysis.diagnosis import diagnose
+from ..errors import SpecvizError
+from ..events import Metrics, summarize
+from ..trace import EXACT_ADVICE, EXACT_ON, identity_grounds
+from ..views.race import RaceView
 from .figure1 import origin_text, visible
 
 

@@ -1,6 +1,7 @@
-"""`python -m specviz compare --prompts FILE --out report.html`: every chosen drafter on each of one's own prompts
-against plain decoding (run once per prompt and shared), models loaded once, a line per finished run with the time
-left, then the report and its table as CSV. Bad input: one `error:` line, exit 2, and no report written."""
+"""`python -m specviz workload --prompts FILE --out report.html` (`compare`, its former name, still works): every
+chosen drafter on each of one's own prompts against plain decoding (run once per prompt and shared), models loaded
+once, a line per finished run with the time left, then the report and its table as CSV. Bad input: one `error:`
+line, exit 2, and no report written."""
 
 import argparse
 import sys
@@ -18,9 +19,13 @@ from .flags import (
     settings_from,
 )
 
+NAMES = ("workload", "compare")  # the command, and the name it had before the app's Compare all took that word
 
-def add_compare_command(sub) -> None:
-    p = sub.add_parser("compare", help="every chosen drafter on your own prompts against plain decoding: a report")
+
+def add_workload_command(sub) -> None:
+    p = sub.add_parser(
+        NAMES[0], aliases=NAMES[1:], help="every chosen drafter on your own prompts against plain decoding: a report"
+    )
     p.add_argument("--prompts", required=True, help="a .txt (one per line, or blank-line blocks), .jsonl or .csv file")
     p.add_argument("--out", required=True, help="the HTML report to write (its table goes beside it as .csv)")
     p.add_argument("--drafters", help="comma-separated (default: every drafter that can run with these models)")
@@ -32,7 +37,7 @@ def add_compare_command(sub) -> None:
     add_exact_option(p)
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def cmd_workload(args: argparse.Namespace) -> int:
     from ..drafters.registry import PLAIN, kind
     from ..workload.entrants import drafter_names, entrants, setting_words
     from ..workload.prompts import read_prompts
@@ -65,7 +70,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InvalidRequest("--draft is not used by any of the drafters chosen")
     view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
     _run(view, run_side)
-    from ..app.ui.report import write_report
+    from ..render.report import write_report
 
     html, csv = write_report(view, out)
     print(f"{html}\n{csv}")

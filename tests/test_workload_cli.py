@@ -1,5 +1,5 @@
-"""`python -m specviz compare`: one's own prompts file, every chosen drafter against plain decoding, a report and its
-CSV written; every bad input one `error:` line, exit 2, and no report."""
+"""`python -m specviz workload` (or `compare`, its former name): one's own prompts file, every chosen drafter
+against plain decoding, a report and its CSV written; every bad input one `error:` line, exit 2, and no report."""
 
 import csv
 import io
@@ -14,9 +14,9 @@ DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft and k.
 LOOKUP = next(k.name for k in kinds(menu_only=True) if k.lookup and not k.needs_draft)
 
 
-def compare(folder, prompts, out, *extra):
+def workload(folder, prompts, out, *extra):
     return [
-        "compare",
+        "workload",
         "--target",
         str(folder),
         "--prompts",
@@ -44,13 +44,13 @@ def prompts_file(tmp_path):
     return path
 
 
-def test_compare_writes_a_report_and_its_table_with_every_greedy_output_identical(
+def test_workload_writes_a_report_and_its_table_with_every_greedy_output_identical(
     capsys, model_folder, prompts_file, tmp_path
 ):
     out = tmp_path / "report.html"
     code, printed, err = run_cli(
         capsys,
-        *compare(
+        *workload(
             model_folder,
             prompts_file,
             out,
@@ -79,7 +79,8 @@ def test_compare_writes_a_report_and_its_table_with_every_greedy_output_identica
 
 def test_a_drafter_the_models_cannot_run_is_listed_as_not_available(capsys, model_folder, prompts_file, tmp_path):
     out = tmp_path / "report.html"
-    code, _, err = run_cli(capsys, *compare(model_folder, prompts_file, out, "--max-new-tokens", "4"))
+    former_name = ["compare", *workload(model_folder, prompts_file, out, "--max-new-tokens", "4")[1:]]
+    code, _, err = run_cli(capsys, *former_name)  # the command's name before `workload`, for scripts that use it
     assert code == 0, err
     rows = table(out)
     assert "needs a draft model" in rows[DRAFT_MODEL]["note"] and rows[LOOKUP]["prompts"] == "3"
@@ -109,11 +110,11 @@ def bad_inputs(tmp_path, prompts_file):
 def test_every_bad_input_is_one_line_and_writes_no_report(capsys, model_folder, prompts_file, tmp_path):
     out = tmp_path / "report.html"
     for prompts, extra, needle in bad_inputs(tmp_path, prompts_file):
-        code, _, err = run_cli(capsys, *compare(model_folder, prompts[0], out, *extra))
+        code, _, err = run_cli(capsys, *workload(model_folder, prompts[0], out, *extra))
         assert_one_line_error(code, err, needle)
         assert not out.exists() and not out.with_suffix(".csv").exists()
     for where, needle in ((tmp_path / "report.pdf", "is an .html file"), (tmp_path / "no" / "r.html", "no folder")):
-        code, _, err = run_cli(capsys, *compare(model_folder, prompts_file, where))
+        code, _, err = run_cli(capsys, *workload(model_folder, prompts_file, where))
         assert_one_line_error(code, err, needle)
 
 
@@ -123,7 +124,7 @@ def test_a_bfloat16_report_says_its_outputs_are_plain_decodings_bit_for_bit(
     """Exact mode by default for a bfloat16 target on a CPU: every greedy output identical, and the report says why."""
     for extra, grounds in (([], "bit for bit by construction"), (["--no-exact"], "a near tie can tip either way")):
         out = tmp_path / f"report{len(extra)}.html"
-        args = compare(model_folder, prompts_file, out, "--drafters", LOOKUP, "--max-new-tokens", "12", *extra)
+        args = workload(model_folder, prompts_file, out, "--drafters", LOOKUP, "--max-new-tokens", "12", *extra)
         args[args.index("float32")] = "bfloat16"
         code, _, err = run_cli(capsys, *args)
         assert code == 0, err

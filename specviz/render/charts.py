@@ -7,12 +7,12 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...analysis.diagnosis import time_split
-from ...analysis.rule_replay import ReplayedStep
-from ...analysis.theory import per_token_alpha
-from ...events import StepEvent, summarize
-from ..race import RaceView
-from ..sweep import SweepView
+from ..analysis.diagnosis import time_split
+from ..analysis.rule_replay import ReplayedStep
+from ..analysis.theory import per_token_alpha
+from ..events import StepEvent, summarize
+from ..views.race import RaceView
+from ..views.sweep import SweepView
 from .figure1 import WHITESPACE
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
