@@ -19,7 +19,7 @@ from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
 from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
 from specviz.drafters.dflash.drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
-from specviz.drafters.dflash.train import continuations, train_dflash
+from specviz.drafters.dflash.train import DFlashTraining, continuations, train_dflash
 from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.engine.step import Proposal
@@ -39,7 +39,7 @@ def world(tmp_path_factory):
     prompts = [[3 + 5 * i + j for j in range(6)] for i in range(4)]
     sequences = continuations(target.model, prompts, 40)
     draft = build_draft(dflash_config(target.model, BLOCK, mask), target.model)
-    train_dflash(draft, target.model, sequences, steps=300, anchors=8, lr=5e-3)
+    train_dflash(draft, target.model, sequences, DFlashTraining(steps=300, train_batch=8, lr=5e-3))
     folder = save_dflash(draft, tmp_path_factory.mktemp("dflash") / "tiny", target.name, target.model.config)
     return target, sequences, load_dflash(folder, target), folder
 

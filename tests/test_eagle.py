@@ -11,7 +11,7 @@ from specviz.drafters.distill import Text, split_by_group
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
 from specviz.drafters.eagle.drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
-from specviz.drafters.eagle.train import chain_acceptance, read_features, train_eagle
+from specviz.drafters.eagle.train import EagleTraining, chain_acceptance, read_features, train_eagle
 from specviz.drafters.registry import decode
 from specviz.drafters.tree_growth import tokens_to
 from specviz.engine import generate
@@ -158,9 +158,10 @@ def greedy_answers(target, prompts: int, prompt_length: int, tokens: int, seed: 
 def trained(target):
     """A head trained on the tiny target's own greedy answers."""
     features = read_features(target, greedy_answers(target, prompts=30, prompt_length=6, tokens=120, seed=0))
-    head, report = train_eagle(
-        target, features, steps=120, lr=3e-3, batch=8, width=48, unroll=2, shortlist=0, init="random", held_out=0.2
+    how = EagleTraining(
+        steps=120, lr=3e-3, train_batch=8, window=48, unroll=2, shortlist=0, init="random", held_out=0.2
     )
+    head, report = train_eagle(target, features, how)
     return head, report, features
 
 

@@ -6,11 +6,23 @@ import torch
 from test_eagle import greedy_answers
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError
-from specviz.drafters.eagle.train import read_features, train_eagle
+from specviz.drafters.eagle.train import EagleTraining, read_features, train_eagle
 
 SETUP = dict(
-    lr=3e-3, batch=4, width=24, unroll=2, shortlist=0, init="pass-through", intermediate=64, held_out=0.2, depth=3
+    lr=3e-3,
+    train_batch=4,
+    window=24,
+    unroll=2,
+    shortlist=0,
+    init="pass-through",
+    intermediate_size=64,
+    held_out=0.2,
+    depth=3,
 )
+
+
+def run(target, features, **how):
+    return train_eagle(target, features, EagleTraining(**{**SETUP, **how}))
 
 
 @pytest.fixture(scope="module")
@@ -23,28 +35,28 @@ def weights(head):
 
 
 def test_a_stopped_run_goes_on_to_the_uninterrupted_head(target, features, tmp_path):
-    straight, report = train_eagle(target, features, steps=9, **SETUP)
+    straight, report = run(target, features, steps=9)
     state = tmp_path / "state.pt"
-    first, paused = train_eagle(target, features, steps=9, checkpoint=state, save_every=2, until=5, **SETUP)
+    first, paused = run(target, features, steps=9, checkpoint=state, save_every=2, until_step=5)
     assert paused.steps == 5 and state.is_file()
     assert any(not torch.equal(a, b) for a, b in zip(weights(first).values(), weights(straight).values()))
-    resumed, final = train_eagle(target, features, steps=9, checkpoint=state, save_every=2, **SETUP)
+    resumed, final = run(target, features, steps=9, checkpoint=state, save_every=2)
     assert final.steps == 9
     for (name, a), b in zip(weights(resumed).items(), weights(straight).values()):
         assert torch.equal(a, b), name
     assert final.last_loss == report.last_loss and final.first_loss == report.first_loss
     assert final.acceptance == report.acceptance
-    again, _ = train_eagle(target, features, steps=9, checkpoint=state, **SETUP)  # nothing left to do
+    again, _ = run(target, features, steps=9, checkpoint=state)  # nothing left to do
     assert all(torch.equal(a, b) for a, b in zip(weights(again).values(), weights(straight).values()))
 
 
 def test_a_state_is_refused_for_other_texts_or_another_width(target, features, tmp_path):
     state = tmp_path / "state.pt"
-    train_eagle(target, features, steps=2, checkpoint=state, **SETUP)
+    run(target, features, steps=2, checkpoint=state)
     with pytest.raises(EagleCheckpointError, match="other texts"):
-        train_eagle(target, features[:-1], steps=4, checkpoint=state, **SETUP)
+        run(target, features[:-1], steps=4, checkpoint=state)
     with pytest.raises(EagleCheckpointError, match="width 24, not 16"):
-        train_eagle(target, features, steps=4, checkpoint=state, **{**SETUP, "width": 16})
+        run(target, features, steps=4, checkpoint=state, window=16)
     state.write_bytes(b"not a state")
     with pytest.raises(EagleCheckpointError, match="cannot read the training state"):
-        train_eagle(target, features, steps=4, checkpoint=state, **SETUP)
+        run(target, features, steps=4, checkpoint=state)

@@ -5,7 +5,7 @@ import torch
 from specviz.drafters.distill import self_distilled_texts
 from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.medusa.heads import load_medusa, save_medusa
-from specviz.drafters.medusa.train import train_heads
+from specviz.drafters.medusa.train import MedusaTraining, train_heads
 from specviz.engine import generate
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
@@ -14,7 +14,7 @@ from specviz.settings import Settings
 def test_training_lowers_the_loss_and_the_heads_help(target, tokenizer, tmp_path):
     prompts = [" ".join(f"w{(i * 7 + j * 3) % 60}" for j in range(5)) for i in range(24)]
     texts = self_distilled_texts(target, prompts, max_new_tokens=40)
-    heads, report = train_heads(target, texts, num_heads=3, steps=60, lr=3e-3, batch=128)
+    heads, report = train_heads(target, texts, MedusaTraining(heads=3, steps=60, lr=3e-3, train_batch=128, shortlist=0))
     assert report.last_loss < report.first_loss * 0.9
     assert len(report.head_accuracy) == 3 and all(0 <= a <= 1 for a in report.head_accuracy)
     folder = save_medusa(heads, tmp_path / "heads", target.name)
@@ -32,7 +32,7 @@ def test_shortlisted_training_keeps_only_answer_ids_and_stays_exact(target, toke
     texts = self_distilled_texts(target, prompts, max_new_tokens=30, samples=2, batch=5)
     assert [t.ids[: t.answer_from] for t in texts[:2]] == [tokenizer.encode(prompts[0])] * 2
     assert texts[0].ids != texts[1].ids  # one greedy, one sampled text per prompt
-    heads, report = train_heads(target, texts, num_heads=2, steps=40, lr=3e-3, shortlist=24)
+    heads, report = train_heads(target, texts, MedusaTraining(heads=2, steps=40, lr=3e-3, shortlist=24))
     assert report.last_loss < report.first_loss and len(heads.shortlist) == 24
     answers = [t for text in texts for t in text.ids[text.answer_from :]]
     assert max(answers, key=answers.count) in heads.shortlist.tolist()

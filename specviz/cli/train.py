@@ -6,7 +6,9 @@ first."""
 import json
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import InvalidRequest
 from ..runtime import ASSETS, quiet_transformers
@@ -14,9 +16,22 @@ from ..runtime import ASSETS, quiet_transformers
 MEDUSA_PROMPTS = ("medusa_prompts.json",)
 EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
 
+Config = TypeVar("Config")
+
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def config_from(args, cls: type[Config]) -> Config:
+    """A trainer's config (a dataclass) filled from the parsed flags by field name: every field that the command's
+    flags define takes the flag's value, the others keep their defaults."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)})
+
+
+def _optional_path(value: str) -> Path | None:
+    """A file flag's value as a path; an empty one names no file."""
+    return Path(value) if value else None
 
 
 def add_train_commands(sub, add_model_options) -> None:
@@ -78,6 +93,7 @@ def _add_eagle(sub):
     )
     eagle.add_argument(
         "--checkpoint",
+        type=_optional_path,
         metavar="FILE",
         help="keep the whole training state here every --save-every steps; when it exists, training "
         "goes on from it (same --features) to --steps, the total over all runs; the head's shape "
@@ -115,7 +131,12 @@ def _add_dflash(sub):
         "--target-layers", default="", help="the target layers read, e.g. 1,9,17 (default: spread as published)"
     )
     dflash.add_argument("--intermediate-size", type=int, default=0, help="the layers' MLP width (0: the target's)")
-    dflash.add_argument("--checkpoint", metavar="FILE", help="keep the training state here; when it exists, go on")
+    dflash.add_argument(
+        "--checkpoint",
+        type=_optional_path,
+        metavar="FILE",
+        help="keep the training state here; when it exists, go on",
+    )
     dflash.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
     dflash.add_argument("--until-step", type=int, default=0, help="stop this run after that step (needs --checkpoint)")
     return dflash
@@ -124,6 +145,7 @@ def _add_dflash(sub):
 def _text_flags(
     p,
     out_help: str,
+    *,
     steps: int,
     lr: float,
     train_batch: int,
@@ -233,22 +255,12 @@ def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()
     from ..drafters.medusa.heads import save_medusa
-    from ..drafters.medusa.train import train_heads
+    from ..drafters.medusa.train import MedusaTraining, train_heads
     from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
-    heads, report = train_heads(
-        base,
-        texts,
-        args.heads,
-        args.layers,
-        args.steps,
-        args.lr,
-        batch=args.train_batch,
-        shortlist=args.shortlist,
-        progress=_log,
-    )
+    heads, report = train_heads(base, texts, config_from(args, MedusaTraining), progress=_log)
     folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
     accuracy = ", ".join(f"head {k + 1}: {a:.2f}" for k, a in enumerate(report.head_accuracy))
     print(
@@ -272,7 +284,7 @@ def cmd_train_eagle(args) -> int:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
     from ..drafters.eagle.checkpoint import save_eagle
-    from ..drafters.eagle.train import load_features, read_features, save_features, train_eagle
+    from ..drafters.eagle.train import EagleTraining, load_features, read_features, save_features, train_eagle
     from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
@@ -284,22 +296,7 @@ def cmd_train_eagle(args) -> int:
         features = read_features(base, _texts(base, args, prompts), progress=_log)
         if cached:
             save_features(features, cached)
-    head, report = train_eagle(
-        base,
-        features,
-        args.steps,
-        args.lr,
-        args.train_batch,
-        args.window,
-        args.unroll,
-        args.shortlist,
-        init=args.init,
-        intermediate=args.intermediate_size,
-        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-        save_every=args.save_every,
-        until=args.until_step,
-        progress=_log,
-    )
+    head, report = train_eagle(base, features, config_from(args, EagleTraining), progress=_log)
     by_depth = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(report.acceptance))
     folder = save_eagle(
         head,
@@ -345,7 +342,7 @@ def cmd_train_dflash(args) -> int:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
     from ..drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
-    from ..drafters.dflash.train import train_dflash
+    from ..drafters.dflash.train import DFlashTraining, train_dflash
     from ..models import load_model
 
     base = load_model(args.base, args.dtype, args.device)
@@ -372,12 +369,7 @@ def cmd_train_dflash(args) -> int:
         draft,
         base.model,
         texts,
-        steps=args.steps,
-        anchors=args.train_batch,
-        lr=args.lr,
-        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-        save_every=args.save_every,
-        until=args.until_step,
+        config_from(args, DFlashTraining),
         log=lambda step, loss: _log(f"step {step + 1}: loss {loss:.3f}") if (step + 1) % 25 == 0 else None,
     )
     folder = save_dflash(draft, args.out, args.base, config, dtype=base.model.dtype)

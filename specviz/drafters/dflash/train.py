@@ -10,6 +10,7 @@ embedding and LM head, which the draft borrows, stay frozen.
 
 import hashlib
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,6 +20,19 @@ from ...errors import InvalidRequest
 from .model import DFlashDraft
 
 POSITION_DECAY = 0.85  # weight of block position j (1 = the first draft): POSITION_DECAY ** (j - 1)
+
+
+@dataclass(frozen=True)
+class DFlashTraining:
+    """How `train_dflash` trains a drafter: the schedule and where it keeps its state."""
+
+    steps: int = 400  # the total over all runs that go on from one checkpoint
+    train_batch: int = 8  # blocks (anchor positions) per step
+    lr: float = 1e-3
+    seed: int = 0
+    checkpoint: Path | None = None  # the training state, kept here; when it exists, training goes on from it
+    save_every: int = 50  # steps between two writes of `checkpoint`
+    until_step: int = 0  # > 0: this run stops after that step
 
 
 @torch.inference_mode()
@@ -62,7 +76,7 @@ def fingerprint(draft: DFlashDraft, sequences: list[list[int]]) -> str:
     return hashlib.sha256(made).hexdigest()[:16]
 
 
-def _resume(checkpoint: Path, made: str, draft, optimizer, rng) -> int:
+def _resume(checkpoint: Path, made: str, draft, optimizer, *, rng) -> int:
     """The step a saved state reached, its weights, optimizer and sampler restored; a state of other texts or
     another drafter is refused in one line."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)
@@ -74,38 +88,28 @@ def _resume(checkpoint: Path, made: str, draft, optimizer, rng) -> int:
     return int(state["step"])
 
 
-def _save(checkpoint: Path, made: str, draft, optimizer, rng, step: int) -> None:
+def _save(checkpoint: Path, made: str, draft, optimizer, *, rng, step: int) -> None:
     state = {"made": made, "draft": draft.state_dict(), "optimizer": optimizer.state_dict()}
     torch.save({**state, "rng": rng.getstate(), "step": step}, checkpoint.with_suffix(".tmp"))
     checkpoint.with_suffix(".tmp").replace(checkpoint)  # a run stopped while saving leaves the last good state
 
 
 def train_dflash(
-    draft: DFlashDraft,
-    target,
-    sequences: list[list[int]],
-    *,
-    steps: int,
-    anchors: int = 8,
-    lr: float = 2e-3,
-    seed: int = 0,
-    log=None,
-    checkpoint: Path | None = None,
-    save_every: int = 50,
-    until: int = 0,
+    draft: DFlashDraft, target, sequences: list[list[int]], config: DFlashTraining, *, log=None
 ) -> list[float]:
-    """`steps` optimizer steps of `anchors` blocks each, over `sequences` (token lists the target wrote); returns
-    the loss of each step this run made. `log(step, loss)` is called after each, when given. With `checkpoint`, the
-    training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists goes on
-    from it (to `steps` in all, or to `until` and stops there)."""
-    rng = random.Random(seed)
+    """`config.steps` optimizer steps of `train_batch` blocks each, over `sequences` (token lists the target wrote);
+    returns the loss of each step this run made. `log(step, loss)` is called after each, when given. With
+    `checkpoint`, the training state is kept there every `save_every` steps and at the end, and a run whose
+    checkpoint exists goes on from it (to `steps` in all, or to `until_step` and stops there)."""
+    checkpoint, anchors = config.checkpoint, config.train_batch
+    rng = random.Random(config.seed)
     usable = [s for s in sequences if len(s) > draft.block_size + 1]
     if not usable:
         raise InvalidRequest(f"every training text is shorter than a block of {draft.block_size} plus 2 tokens")
-    optimizer = torch.optim.AdamW(draft.parameters(), lr=lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=0.0)
     made = fingerprint(draft, usable)
-    start = _resume(checkpoint, made, draft, optimizer, rng) if checkpoint and checkpoint.is_file() else 0
-    last = min(steps, until) if until else steps
+    start = _resume(checkpoint, made, draft, optimizer, rng=rng) if checkpoint and checkpoint.is_file() else 0
+    last = min(config.steps, config.until_step) if config.until_step else config.steps
     frozen = [p for p in target.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
@@ -127,8 +131,8 @@ def train_dflash(
             losses.append(total)
             if log is not None:
                 log(step, total)
-            if checkpoint and ((step + 1) % save_every == 0 or step + 1 == last):
-                _save(checkpoint, made, draft, optimizer, rng, step + 1)
+            if checkpoint and ((step + 1) % config.save_every == 0 or step + 1 == last):
+                _save(checkpoint, made, draft, optimizer, rng=rng, step=step + 1)
     finally:
         draft.eval()
         for p in frozen:

@@ -38,6 +38,26 @@ class Features:
 
 
 @dataclass(frozen=True)
+class EagleTraining:
+    """How `train_eagle` trains a head: its schedule, its windows, its shape and where it keeps its state."""
+
+    steps: int = 400  # the total over all runs that go on from one checkpoint
+    lr: float = 5e-4
+    train_batch: int = 8  # windows per step
+    window: int = 128  # pairs per training window
+    unroll: int = 2  # extra passes that feed the head its own guesses
+    shortlist: int = 8192  # how many token ids the head scores (0 = the whole vocabulary)
+    held_out: float = 0.1  # share of the prompts, and of the files, kept apart to measure the acceptance
+    seed: int = 0
+    init: str = "pass-through"  # or "random": see _init_pass_through
+    depth: int = 5  # how deep a chain the held-out acceptance measures
+    intermediate_size: int = 0  # the layer's MLP width (0: the target's own)
+    checkpoint: Path | None = None  # the whole training state, kept here; when it exists, training goes on from it
+    save_every: int = 50  # steps between two writes of `checkpoint`
+    until_step: int = 0  # > 0: this run stops after that step
+
+
+@dataclass(frozen=True)
 class EagleReport:
     steps: int
     first_loss: float
@@ -153,66 +173,55 @@ def _init_pass_through(head: EagleHead) -> None:
 def train_eagle(
     base: LoadedModel,
     features: list[Features],
-    steps: int = 400,
-    lr: float = 5e-4,
-    batch: int = 8,
-    width: int = 128,
-    unroll: int = 2,
-    shortlist: int = 8192,
-    held_out: float = 0.1,
-    seed: int = 0,
-    init: str = "pass-through",
-    depth: int = 5,
-    intermediate: int = 0,
-    checkpoint: Path | None = None,
-    save_every: int = 50,
-    until: int = 0,
+    config: EagleTraining,
+    *,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[EagleHead, EagleReport]:
-    """Steps 3-5 on cached features, in float32 weights with bfloat16 matmuls on a CPU. With `checkpoint`, the whole
-    training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists goes on
-    from it to `steps` (the total over all runs; `until` > 0 stops this run after that step); the head is the one an
-    uninterrupted run gives."""
+    """Steps 3-5 on cached features, in float32 weights with bfloat16 matmuls on a CPU. With `config.checkpoint`, the
+    whole training state is kept there every `save_every` steps and at the end, and a run whose checkpoint exists
+    goes on from it to `steps` (the total over all runs; `until_step` > 0 stops this run after that step); the head
+    is the one an uninterrupted run gives."""
     began = time.perf_counter()
-    train_texts, train, test = _split(features, held_out, seed)
+    steps, checkpoint, window = config.steps, config.checkpoint, config.window
+    train_texts, train, test = _split(features, config.held_out, config.seed)
     model = base.model
     vocab = model.get_output_embeddings().weight.shape[0]
     texts_made = _fingerprint(features) if checkpoint else ""
-    saved = _read_state(checkpoint, texts_made, seed, held_out, width) if checkpoint and checkpoint.is_file() else None
+    saved = _read_state(config, texts_made) if checkpoint and checkpoint.is_file() else None
     if saved is not None:
         chosen, intermediate = saved["shortlist"], saved["intermediate"]
     else:
-        chosen = make_shortlist(train_texts, vocab, shortlist) if 0 < shortlist < vocab else None
-        intermediate = intermediate or model.config.intermediate_size
-    torch.manual_seed(seed)
-    config = head_config({"intermediate_size": intermediate}, model.config)
-    head = EagleHead(config, "eagle1", model, shortlist=chosen).float()
-    if init == "pass-through" and saved is None:
+        chosen = make_shortlist(train_texts, vocab, config.shortlist) if 0 < config.shortlist < vocab else None
+        intermediate = config.intermediate_size or model.config.intermediate_size
+    torch.manual_seed(config.seed)
+    shape = head_config({"intermediate_size": intermediate}, model.config)
+    head = EagleHead(shape, "eagle1", model, shortlist=chosen).float()
+    if config.init == "pass-through" and saved is None:
         _init_pass_through(head)
-    spans = _windows(train, width)
+    spans = _windows(train, window)
     progress(
-        f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {width}), "
+        f"{len(train)} training texts ({sum(len(f.ids) for f in train)} tokens, {len(spans)} windows of {window}), "
         f"{len(test)} held-out answers"
     )
     trained = [p for p in head.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
+    optimiser = torch.optim.AdamW(trained, lr=config.lr, weight_decay=0.0)
     warm = max(1, steps // 20)
 
     def rate(n: int) -> float:  # a linear warm-up, then a cosine to 0 at `steps`
         return min(1.0, (n + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(n, steps) / steps))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, rate)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(config.seed)
     done, first, last = 0, float("nan"), float("nan")
     if saved is not None:
-        done, first, last = _resume(saved, head, optimiser, schedule, generator, lr, lr * rate(saved["step"]))
+        lr_now = config.lr * rate(saved["step"])
+        done, first, last = _resume(saved, head, optimiser, schedule, generator=generator, lr=config.lr, lr_now=lr_now)
         progress(f"went on from {checkpoint} at step {done}")
-    kept = dict(texts_made=texts_made, seed=seed, held_out=held_out, width=width, intermediate=intermediate)
-    stop = min(steps, until) if until > 0 else steps
+    stop = min(steps, config.until_step) if config.until_step > 0 else steps
     head.train()
     for step in range(done, stop):
-        pick = torch.randint(len(spans), (min(batch, len(spans)),), generator=generator).tolist()
-        loss = _loss(head, *_batch(train, [spans[i] for i in pick], width), unroll)
+        pick = torch.randint(len(spans), (min(config.train_batch, len(spans)),), generator=generator).tolist()
+        loss = _loss(head, _batch(train, [spans[i] for i in pick], window), config.unroll)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
@@ -222,16 +231,16 @@ def train_eagle(
         first = last if step == 0 else first
         if step % 20 == 0 or step == steps - 1:
             progress(f"step {step + 1}/{steps}: loss {last:.3f} ({time.perf_counter() - began:.0f} s)")
-        if checkpoint and ((step + 1) % save_every == 0 or step == stop - 1):
-            _write_state(checkpoint, head, optimiser, generator, step + 1, first, last, **kept)
+        if checkpoint and ((step + 1) % config.save_every == 0 or step == stop - 1):
+            _write_state(config, head, optimiser, generator, step=step + 1, losses=(first, last), texts_made=texts_made)
     head.eval()
-    acceptance, positions = chain_acceptance(head, test, depth)
+    acceptance, positions = chain_acceptance(head, test, config.depth)
     return head, EagleReport(
         max(stop, done), first, last, acceptance, positions, sum(len(f.ids) for f in train), time.perf_counter() - began
     )
 
 
-def _resume(saved: dict, head: EagleHead, optimiser, schedule, generator, lr: float, lr_now: float):
+def _resume(saved: dict, head: EagleHead, optimiser, schedule, *, generator, lr: float, lr_now: float):
     """A saved training state put back; this run's learning rate and step count set the rate from here on.
     Returns (steps done, first loss, last loss)."""
     head.load_state_dict(saved["head"])
@@ -257,9 +266,10 @@ def _split(features: list[Features], held_out: float, seed: int):
     return train_texts, train, [f for f in features if f.group not in train_groups and _greedy_answer(f)]
 
 
-def _loss(head: EagleHead, feats, ids, nxt, counts, unroll: int) -> torch.Tensor:
-    """Distillation over `unroll` passes, pass k weighted 0.8^k: cross-entropy against the target's own next-token
-    distribution from the true next feature, plus a small pull of the guessed feature towards it."""
+def _loss(head: EagleHead, batch: tuple, unroll: int) -> torch.Tensor:
+    """Distillation of a `_batch` over `unroll` passes, pass k weighted 0.8^k: cross-entropy against the target's own
+    next-token distribution from the true next feature, plus a small pull of the guessed feature towards it."""
+    feats, ids, nxt, counts = batch
     with torch.autocast("cpu", dtype=torch.bfloat16):
         outs = _passes(head, feats.float(), ids, unroll)
         with torch.no_grad():
@@ -285,20 +295,11 @@ def _fingerprint(features: list[Features]) -> str:
 
 
 def _write_state(
-    path: Path,
-    head: EagleHead,
-    optimiser,
-    generator,
-    step: int,
-    first: float,
-    last: float,
-    texts_made: str,
-    seed: int,
-    held_out: float,
-    width: int,
-    intermediate: int,
+    config: EagleTraining, head: EagleHead, optimiser, generator, *, step: int, losses: tuple, texts_made: str
 ) -> None:
-    """Everything a later run needs to go on as if it had never stopped; written beside, then moved into place."""
+    """Everything a later run needs to go on as if it had never stopped (`losses`: the first and the last so far);
+    written beside `config.checkpoint`, then moved into place."""
+    first, last = losses
     state = {
         "head": head.state_dict(),
         "optimiser": optimiser.state_dict(),
@@ -307,18 +308,21 @@ def _write_state(
         "first_loss": first,
         "last_loss": last,
         "shortlist": head.shortlist,
-        "intermediate": intermediate,
+        "intermediate": head.config.intermediate_size,
         "features": texts_made,
-        "seed": seed,
-        "held_out": held_out,
-        "width": width,
+        "seed": config.seed,
+        "held_out": config.held_out,
+        "width": config.window,
     }
+    path = config.checkpoint
     partial = path.with_name(path.name + ".partial")
     torch.save(state, partial)
     partial.replace(path)
 
 
-def _read_state(path: Path, texts_made: str, seed: int, held_out: float, width: int) -> dict:
+def _read_state(config: EagleTraining, texts_made: str) -> dict:
+    """The training state at `config.checkpoint`, refused unless made on the same texts, split and windows."""
+    path = config.checkpoint
     try:
         state = torch.load(path, weights_only=True)
     except Exception as exc:
@@ -328,7 +332,7 @@ def _read_state(path: Path, texts_made: str, seed: int, held_out: float, width: 
             f"the training state {path} was made on other texts; go on with the same "
             f"--features, or start afresh with another --checkpoint"
         )
-    for name, value in (("seed", seed), ("held_out", held_out), ("width", width)):
+    for name, value in (("seed", config.seed), ("held_out", config.held_out), ("width", config.window)):
         if state.get(name) != value:
             raise EagleCheckpointError(f"the training state {path} used {name} {state.get(name)}, not {value}")
     return state

@@ -20,6 +20,20 @@ from .heads import MedusaHeads
 
 
 @dataclass(frozen=True)
+class MedusaTraining:
+    """How `train_heads` trains Medusa heads: how many, how deep, and the schedule."""
+
+    heads: int = 4  # head k predicts the token k + 2 positions ahead
+    layers: int = 1  # ResBlocks per head
+    steps: int = 300
+    lr: float = 1e-3
+    train_batch: int = 64  # rows per step
+    held_out: float = 0.15  # share of the groups (prompts, files) kept apart to measure the accuracy
+    seed: int = 0
+    shortlist: int = 8192  # > 0: the heads score only that many ids (chosen from the training side only)
+
+
+@dataclass(frozen=True)
 class TrainReport:
     steps: int
     first_loss: float
@@ -46,34 +60,28 @@ def _rows(base: LoadedModel, texts: list[Text], heads: int) -> tuple[torch.Tenso
 def train_heads(
     base: LoadedModel,
     texts: list[Text],
-    num_heads: int = 4,
-    num_layers: int = 1,
-    steps: int = 200,
-    lr: float = 1e-3,
-    batch: int = 64,
-    held_out: float = 0.15,
-    seed: int = 0,
-    shortlist: int = 0,
+    config: MedusaTraining,
+    *,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[MedusaHeads, TrainReport]:
-    """A share `held_out` of the groups is kept apart; the accuracy is measured on its self-written answers
-    (what the heads meet while decoding), or on all of it when there are none.
-    `shortlist` > 0 limits the heads to that many ids (chosen from the training side only)."""
+    """A share `config.held_out` of the groups is kept apart; the accuracy is measured on its self-written answers
+    (what the heads meet while decoding), or on all of it when there are none."""
     began = time.perf_counter()
-    train, test = split_by_group(texts, held_out, seed)
+    num_heads, steps, shortlist = config.heads, config.steps, config.shortlist
+    train, test = split_by_group(texts, config.held_out, config.seed)
     test = [t for t in test if not t.teacher_forced] or test
     with torch.no_grad():
         train_x, train_y = _rows(base, train, num_heads)
         test_x, test_y = _rows(base, test, num_heads)
     progress(f"{len(train_x)} training rows, {len(test_x)} held out")
-    torch.manual_seed(seed)
+    torch.manual_seed(config.seed)
     lm_head = base.model.get_output_embeddings()
     vocab = lm_head.weight.shape[0]
     frozen = torch.nn.Linear(lm_head.weight.shape[1], vocab, bias=False)
     frozen.weight.data = lm_head.weight.detach().float().cpu().clone()
     frozen.requires_grad_(False)
     chosen = make_shortlist(train, vocab, shortlist) if 0 < shortlist < vocab else None
-    heads = MedusaHeads(frozen.in_features, vocab, num_heads, num_layers, frozen, chosen)
+    heads = MedusaHeads(frozen.in_features, vocab, num_heads, config.layers, frozen, chosen)
     if chosen is not None:  # labels become positions in the shortlist; ids outside it cannot be hit (-100)
         where = torch.full((vocab,), -100, dtype=torch.long)
         where[chosen] = torch.arange(len(chosen))
@@ -81,12 +89,12 @@ def train_heads(
     with torch.no_grad():  # start as the identity: each head first repeats the LM head's guess
         for p in heads.parameters():
             p.zero_()
-    optimiser = torch.optim.AdamW(heads.parameters(), lr=lr)
+    optimiser = torch.optim.AdamW(heads.parameters(), lr=config.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda n: 0.5 * (1 + math.cos(math.pi * n / steps)))
     weights = torch.tensor([0.8**k for k in range(num_heads)])  # later heads matter less (as in the paper)
     first = last = float("nan")
     for step in range(steps):
-        pick = torch.randint(len(train_x), (min(batch, len(train_x)),))
+        pick = torch.randint(len(train_x), (min(config.train_batch, len(train_x)),))
         logits = heads(train_x[pick])  # [K, B, V]
         losses = torch.stack(
             [
