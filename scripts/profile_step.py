@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from specviz.bench.plan import context_prompt  # noqa: E402
-from specviz.drafters.registry import PLAIN, decode, default_kind, kind  # noqa: E402
+from specviz.drafters.registry import NO_DRAFTER, decode, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> int:
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
     options = {}  # every drafter with its defaults (Medusa: the heads shipped for the target)
-    drafter = None if args.drafter == PLAIN else kind(args.drafter)
+    drafter = None if args.drafter == NO_DRAFTER else kind(args.drafter)
     needs_draft = drafter is not None and drafter.draft_needed(drafter.parse(options))
     draft = load_model(args.draft, args.dtype, args.device) if needs_draft else None
     ids = encode_prompt(

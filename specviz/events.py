@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from .errors import InvalidEvent
 
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
+PLAIN = "plain"  # the side that decodes with no drafter, as traces, views, reports and the screen name it
 
 
 @dataclass(frozen=True)

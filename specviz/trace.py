@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import SpecvizError
-from .events import StepEvent, generated_ids
+from .events import PLAIN, StepEvent, generated_ids
 
 FORMAT = "specviz-trace"
 VERSION = 1
@@ -46,7 +46,7 @@ class Divergence:
 
 @dataclass
 class Side:
-    name: str  # "plain", or the drafter's name
+    name: str  # PLAIN, or the drafter's name
     words: str  # how it drafted and verified, as the screen said it ("" for plain decoding)
     events: list[StepEvent]
     divergence: Divergence | None = None  # greedy: where it first parted from plain decoding, if it did
@@ -64,7 +64,7 @@ class Trace:
     prompt_tokens: int
     settings: dict  # specviz.settings.Settings as a dict
     models: dict  # pair, target, draft, precision, device
-    sides: list[Side]  # sides[0] is plain decoding
+    sides: list[Side]  # plain decoding first (`plain`), then the drafters (`drafted`)
     texts: dict[int, str]  # every token id that appears anywhere in the sides, as its text
     wall_s: float = 0.0
     stopped: bool = False
@@ -84,6 +84,20 @@ class Trace:
 
     def side(self, name: str) -> Side:
         return next(s for s in self.sides if s.name == name)
+
+    @property
+    def plain(self) -> Side:
+        return self.sides[0]
+
+    @property
+    def drafted(self) -> list[Side]:
+        """The drafters' sides, in the order they ran: one in a race, every drafter in a comparison."""
+        return self.sides[1:]
+
+    @property
+    def spec(self) -> Side | None:
+        """The first drafter's side (a race's only one), or None when the trace holds plain decoding alone."""
+        return next(iter(self.drafted), None)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -118,7 +132,7 @@ class Trace:
                 )
                 for s in data["sides"]
             ]
-            if not sides or sides[0].name != "plain":
+            if not sides or sides[0].name != PLAIN:
                 raise ValueError("its first side is not plain decoding")
             return Trace(
                 data["kind"],

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from specviz.errors import SpecvizError
-from specviz.events import StepEvent
+from specviz.events import PLAIN, StepEvent
 from specviz.render.report import report_csv, report_html, write_report
 from specviz.trace import Divergence
 from specviz.workload.run import run_workload
-from specviz.workload.view import PLAIN, Cell, Contender, WorkloadView
+from specviz.workload.view import Cell, Contender, WorkloadView
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))

@@ -9,7 +9,7 @@ import pytest
 from specviz.cli import build_parser
 from specviz.cli.flags import settings_from
 from specviz.drafters.registry import kinds
-from specviz.events import StepEvent
+from specviz.events import PLAIN, StepEvent
 from specviz.settings import Settings
 from specviz.trace import Divergence
 from specviz.workload.entrants import best_settings
@@ -24,7 +24,7 @@ from specviz.workload.prompts import (
     split_pasted,
 )
 from specviz.workload.run import run_workload
-from specviz.workload.view import PLAIN, Contender, WorkloadView
+from specviz.workload.view import Contender, WorkloadView
 
 
 def test_pasted_prompts_are_lines_or_blank_line_blocks():

@@ -12,21 +12,20 @@ from dataclasses import replace
 
 from .. import errors
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import PLAIN as NO_DRAFTER
-from ..drafters.registry import kind, kinds
+from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
+from ..events import PLAIN
 from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings, mode_text
 from ..trace import Side
 from ..views.compare import CompareView, Entry
-from ..views.race import PLAIN, SPEC, Lane, RaceRequest, RaceView
+from ..views.race import SPEC, Lane, RaceRequest, RaceView
 from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload
-from ..workload.view import PLAIN as WORKLOAD_PLAIN
 from ..workload.view import Contender, WorkloadView, duration
 from .device_calls import DeviceCalls, Packet, check_request
 from .shelf import LoadedPair, ModelShelf
@@ -161,7 +160,7 @@ class Backend:
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 self.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
-        sides = [Side("plain", "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
+        sides = [Side(PLAIN, "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
             "race",
             request.prompt,
@@ -265,7 +264,7 @@ class Backend:
             models = _models(pair)
             run_side = self._run_side(request, [request.prompt], runnable, memories, stopped, view.text_of, models)
             for _ in run_workload(work, run_side, stopped):
-                view.plain = work.cell(0, WORKLOAD_PLAIN).events
+                view.plain = work.cell(0, PLAIN).events
                 for e in entries:
                     if e.name in runnable:
                         found = work.cell(0, e.name)
@@ -276,7 +275,7 @@ class Backend:
                     yield view
         view.finished, view.stopped, view.wall_s = True, work.stopped, work.wall_s
         view.message = "stopped" if view.stopped else "done"
-        sides = [Side("plain", "", view.plain)] + [
+        sides = [Side(PLAIN, "", view.plain)] + [
             Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events
         ]
         view.trace = make_trace(

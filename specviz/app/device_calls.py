@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 import torch
 
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import PLAIN as NO_DRAFTER
-from ..drafters.registry import decode, kind, kinds
+from ..drafters.registry import NO_DRAFTER, decode, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
-from ..events import StepEvent
+from ..events import PLAIN, StepEvent
 from ..models import encode_prompt
 from ..models.exact import exact_for
 from ..record import TokenTexts, divergence, token_ids
 from ..settings import Settings
 from ..trace import Divergence
-from ..views.race import PLAIN, SPEC, Lane, RaceRequest, exact_wanted, interleave
+from ..views.race import SPEC, Lane, RaceRequest, exact_wanted, interleave
 from .shelf import LoadedPair, ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the

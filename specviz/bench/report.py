@@ -3,6 +3,7 @@ Pure Python over BenchRows."""
 
 from html import escape
 
+from ..events import PLAIN
 from .rows import BenchMeta
 from .tally import ASSISTED, best_cell, drafters, figure, groups, mean
 from .targets import TARGETS, targets
@@ -34,7 +35,7 @@ def summary_table(rows) -> str:
         "transformers: best γ / its default | efficiency (range) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    ours = [r for r in rows if r.library == "specviz" and r.method != "plain"]
+    ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN]
     counterparts = drafters().counterparts
     for (kind, t, method), rs in groups(ours, "kind", "temperature", "name").items():
         by_gamma = {g: mean(r.speedup for r in grs) for (g,), grs in groups(rs, "gamma").items()}
@@ -114,7 +115,7 @@ def alpha_c_table(rows) -> str:
         "| kind | T | drafter | best fixed γ | α | c | predicted from α and c | measured |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    ours = [r for r in rows if r.library == "specviz" and r.method != "plain" and r.gamma not in (None, "adaptive")]
+    ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN and r.gamma not in (None, "adaptive")]
     for (kind, t, name), rs in groups(ours, "kind", "temperature", "name").items():
         by_gamma = groups(rs, "gamma")
         (gamma,), best = max(by_gamma.items(), key=lambda kv: mean(r.speedup for r in kv[1]))

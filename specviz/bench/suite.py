@@ -19,7 +19,7 @@ from ..analysis.theory import iid_speedup, predicted_speedup
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import build_drafter, pair_model_options
 from ..drafters.suffix_index import DRAFTED, RunMemory
-from ..events import depth_acceptance
+from ..events import PLAIN, depth_acceptance
 from ..settings import MAX_GAMMA, Settings
 from .plan import DraftModel, Plan, prompt_label
 from .rows import BenchRow, RowKey, at_rate
@@ -288,7 +288,7 @@ def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[
     rows = [
         BenchRow(
             **asdict(key),
-            method="plain",
+            method=PLAIN,
             gamma=None,
             library="specviz",
             tps=plain.tps,

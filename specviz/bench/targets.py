@@ -2,6 +2,7 @@
 
 import statistics
 
+from ..events import PLAIN
 from .rows import drafter_of
 from .tally import ASSISTED, Drafters, best_cell, drafters, groups, mean
 
@@ -16,7 +17,7 @@ TARGETS = (
 def targets(rows) -> list[str]:
     """The targets the benchmark is held to, each with the figure measured."""
     d = drafters()
-    ours = [r for r in rows if r.library == "specviz" and r.method != "plain" and drafter_of(r.method) not in d.tools]
+    ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN and drafter_of(r.method) not in d.tools]
     return [
         *_code_lines(ours),
         *_over_transformers_lines(rows, ours),

@@ -35,12 +35,12 @@ def _fail(message: str) -> int:
 def drafter_from(args) -> tuple[str, Options | None]:
     """The drafter asked for and its options (those given over what it measured best; None for plain decoding); an
     option of another drafter is an error."""
-    from ..drafters.registry import PLAIN, kind, kinds
+    from ..drafters.registry import NO_DRAFTER, kind, kinds
 
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
-    name = args.drafter or (needing[0] if args.draft else PLAIN)
+    name = args.drafter or (needing[0] if args.draft else NO_DRAFTER)
     given = given_options(args, only={name}).get(name, {})
-    chosen = kind(name) if name != PLAIN else None
+    chosen = kind(name) if name != NO_DRAFTER else None
     options = chosen.parse({**dict(chosen.preferred), **given}) if chosen else None
     needs = chosen is not None and chosen.draft_needed(options)
     if needs and not args.draft:
@@ -148,9 +148,9 @@ def cmd_generate(args) -> int:
     drafter_name, options = drafter_from(args)  # validate everything cheap before loading any model
     settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
-    from ..drafters.registry import PLAIN, decode, kind
+    from ..drafters.registry import NO_DRAFTER, decode, kind
 
-    chosen = kind(drafter_name) if drafter_name != PLAIN else None
+    chosen = kind(drafter_name) if drafter_name != NO_DRAFTER else None
     if chosen:
         chosen.check_for(options, args.target)
     quiet_transformers()
@@ -228,20 +228,20 @@ def cmd_generate(args) -> int:
 
 def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact) -> None:
     """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
-    from ..drafters.registry import PLAIN, kind
-    from ..events import generated_ids
+    from ..drafters.registry import NO_DRAFTER, kind
+    from ..events import PLAIN, generated_ids
     from ..record import TokenTexts, divergence, make_trace
     from ..settings import mode_text
     from ..trace import Side
 
     text_of = TokenTexts(target.tokenizer)
-    if drafter_name == PLAIN:
-        sides = [Side("plain", "", events)]
+    if drafter_name == NO_DRAFTER:
+        sides = [Side(PLAIN, "", events)]
     else:
         plain_ids, spec_ids = generated_ids(plain), generated_ids(events)
         parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
         words = mode_text(kind(drafter_name).words(options), settings)
-        sides = [Side("plain", "", plain), Side(drafter_name, words, events, parted)]
+        sides = [Side(PLAIN, "", plain), Side(drafter_name, words, events, parted)]
     models = {
         "pair": f"{args.target} ← {args.draft}" if draft else args.target,
         "target": args.target,

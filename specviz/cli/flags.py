@@ -107,15 +107,15 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
     """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
-    from ..drafters.registry import PLAIN, kinds
+    from ..drafters.registry import NO_DRAFTER, kinds
 
     offered = kinds(menu_only=True)
     if with_drafter:
         p.add_argument(
             "--drafter",
-            choices=[PLAIN, *(k.name for k in offered)],
+            choices=[NO_DRAFTER, *(k.name for k in offered)],
             help="; ".join(
-                [f"{PLAIN} = plain decoding (default unless --draft is given)"]
+                [f"{NO_DRAFTER} = plain decoding (default unless --draft is given)"]
                 + [f"{k.name} = {k.summary}" for k in offered]
             ),
         )
@@ -127,9 +127,9 @@ def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -
 
 def settings_from(args, drafter: str) -> Settings:
     """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
-    from ..drafters.registry import PLAIN, kind
+    from ..drafters.registry import NO_DRAFTER, kind
 
-    chosen = kind(drafter) if drafter != PLAIN else None
+    chosen = kind(drafter) if drafter != NO_DRAFTER else None
 
     def prefers(name: str, default):
         return chosen.prefers(name, default) if chosen else default

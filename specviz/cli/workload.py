@@ -38,7 +38,7 @@ def add_workload_command(sub) -> None:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from ..drafters.registry import PLAIN, kind
+    from ..drafters.registry import NO_DRAFTER, kind
     from ..workload.entrants import drafter_names, entrants, setting_words
     from ..workload.prompts import read_prompts
 
@@ -49,7 +49,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
     fixed = args.gamma is not None
     if args.adaptive is not None and not fixed:
         raise InvalidRequest("--adaptive goes with --gamma; without them each drafter runs at its measured best")
-    base = settings_from(args, PLAIN)  # plain decoding's; each drafter's own follow
+    base = settings_from(args, NO_DRAFTER)  # plain decoding's; each drafter's own follow
     chosen = entrants(
         names,
         base,
@@ -91,13 +91,14 @@ def _prepare(args, prompts, chosen, base, setting):
     is decoded."""
     from ..drafters.registry import decode, kind
     from ..drafters.suffix_index import RunMemory
+    from ..events import PLAIN
     from ..models import encode_prompt, load_model
     from ..models.exact import exact_for
     from ..models.vocabulary import check_draft_fits
     from ..record import TokenTexts, divergence
     from ..runtime import quiet_transformers
     from ..workload.prompts import check_workload, limits_for
-    from ..workload.view import PLAIN, WorkloadView
+    from ..workload.view import WorkloadView
 
     quiet_transformers()
     target = load_model(args.target, args.dtype, args.device)
@@ -170,8 +171,8 @@ def _run(view, run_side) -> None:
 
 
 def _line(view, i: int, side: str, cell) -> str:
-    from ..events import summarize
-    from ..workload.view import PLAIN, duration
+    from ..events import PLAIN, summarize
+    from ..workload.view import duration
 
     left = view.seconds_left()
     rest = "" if left is None else f"; about {duration(left)} left"

@@ -11,7 +11,7 @@ from ..engine import generate, new_generator
 from ..errors import InvalidRequest
 from .kinds import DraftContext, DrafterKind, FamilyBest, Options, OptionSpec
 
-PLAIN = "none"  # what the plain side runs: no drafter at all
+NO_DRAFTER = "none"  # the drafter choice of the plain side: no drafter at all
 _NOT_KINDS = {"kinds", "registry"}
 
 
@@ -25,7 +25,7 @@ def kinds(menu_only: bool = False) -> tuple[DrafterKind, ...]:
         kind = getattr(importlib.import_module(f"{__package__}.{module.name}"), "KIND", None)
         if not isinstance(kind, DrafterKind):
             continue
-        if kind.name in found or kind.name == PLAIN:
+        if kind.name in found or kind.name == NO_DRAFTER:
             raise RuntimeError(f"drafter name {kind.name!r} is declared twice (or is reserved)")
         found[kind.name] = kind
     _check_option_names(found.values())
@@ -50,7 +50,7 @@ def kind(name: str) -> DrafterKind:
         if k.name == name:
             return k
     names = ", ".join(k.name for k in kinds(menu_only=True))
-    raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {PLAIN}, {names}")
+    raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {NO_DRAFTER}, {names}")
 
 
 def option_owners() -> Iterator[tuple[tuple[DrafterKind, ...], object]]:
@@ -93,7 +93,7 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
     """The drafter `name` for one generation of `target` (a LoadedModel); None for plain decoding. `options` is the
     kind's Options, or a mapping that may hold other kinds' options too. `memory`: the caller's RunMemory, for a
     kind that drafts from earlier runs (others ignore it)."""
-    if name == PLAIN:
+    if name == NO_DRAFTER:
         return None
     k = kind(name)
     return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
@@ -103,7 +103,7 @@ def decode(
     target,
     prompt_ids: list[int],
     settings,
-    drafter: str = PLAIN,
+    drafter: str = NO_DRAFTER,
     draft=None,
     options: Options | dict | None = None,
     stop=None,

@@ -10,8 +10,8 @@ from plotly.subplots import make_subplots
 from ..analysis.diagnosis import time_split
 from ..analysis.rule_replay import ReplayedStep
 from ..analysis.theory import per_token_alpha
-from ..events import StepEvent, summarize
-from ..views.race import RaceView
+from ..events import PLAIN, StepEvent, summarize
+from ..views.race import SPEC, RaceView
 from ..views.sweep import SweepView
 from .figure1 import WHITESPACE
 
@@ -43,7 +43,7 @@ def running_rate(events: list[StepEvent]) -> tuple[list[float], list[float]]:
 
 def race_chart(view: RaceView) -> go.Figure:
     fig = go.Figure()
-    for name, lane, colour in (("plain", view.plain, PLAIN_COLOUR), ("speculative", view.spec, SPEC_COLOUR)):
+    for name, lane, colour in ((PLAIN, view.plain, PLAIN_COLOUR), (SPEC, view.spec, SPEC_COLOUR)):
         xs, ys = running_rate(lane.events)
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", line=dict(color=colour, width=3)))
     fig.update_layout(
@@ -154,7 +154,7 @@ def compare_chart(rows) -> go.Figure:
             y=[r.tokens_per_s for r in done],
             text=[f"{r.speedup:.2f}×" if r.speedup else "" for r in done],
             textposition="outside",
-            marker_color=[PLAIN_COLOUR if r.name == "plain" else SPEC_COLOUR for r in done],
+            marker_color=[PLAIN_COLOUR if r.name == PLAIN else SPEC_COLOUR for r in done],
         )
     )
     fig.update_layout(
@@ -250,7 +250,7 @@ SPLIT_COLOURS = {"prefill": "#cccccc", "draft": THEORY_COLOUR, "verify": SPEC_CO
 
 def time_chart(view: RaceView) -> go.Figure:
     """Where each side's own time went: prefill, drafting, verify forwards (plain: its forwards), overhead."""
-    splits = {"plain": time_split(view.plain.events), "speculative": time_split(view.spec.events)}
+    splits = {PLAIN: time_split(view.plain.events), SPEC: time_split(view.spec.events)}
     fig = go.Figure()
     for part, colour in SPLIT_COLOURS.items():
         values = [getattr(split, part) for split in splits.values()]

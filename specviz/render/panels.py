@@ -5,7 +5,7 @@ from html import escape
 
 from ..analysis.diagnosis import diagnose
 from ..errors import SpecvizError
-from ..events import Metrics, summarize
+from ..events import PLAIN, Metrics, summarize
 from ..trace import EXACT_ADVICE, EXACT_ON, identity_grounds
 from ..views.race import RaceView
 from .figure1 import origin_text, visible
@@ -29,9 +29,9 @@ def prompt_echo(prompt: str) -> str:
 
 
 def lane_text(view: RaceView, side: str) -> str:
-    lane = view.plain if side == "plain" else view.spec
+    lane = view.plain if side == PLAIN else view.spec
     mode = ""
-    if side != "plain" and view.mode:
+    if side != PLAIN and view.mode:
         mode = f'<div class="sv-mode{" sv-mode-lossy" if view.lossy else ""}">{escape(view.mode)}</div>'
     if not lane.events:
         return mode + '<div class="sv-text sv-waiting">waiting for its first step…</div>'

@@ -10,10 +10,10 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from ..events import summarize
+from ..events import PLAIN, summarize
 from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
-from ..workload.view import PLAIN, WorkloadRow, WorkloadView, duration
+from ..workload.view import WorkloadRow, WorkloadView, duration
 from .figure1 import ORIGIN_CLASS, origin_text
 from .svg_charts import acceptance_lines, speedup_bars
 

@@ -4,6 +4,7 @@ and every piece of model or user text is escaped as on the screen."""
 
 from html import escape
 
+from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import Trace
 from ..views.compare import from_trace
@@ -29,7 +30,7 @@ def final_view(trace: Trace, side: str | None = None) -> RaceView:
 def svg_chart(view: RaceView, width: int = 720, height: int = 260) -> str:
     """Tokens/s so far against each side's own clock, as the app's chart draws it."""
     series = [
-        ("plain", running_rate(view.plain.events), PLAIN_COLOUR),
+        (PLAIN, running_rate(view.plain.events), PLAIN_COLOUR),
         ("speculative", running_rate(view.spec.events), SPEC_COLOUR),
     ]
     x_max = max([max(xs, default=0) for _, (xs, _), _ in series] + [1e-9])
@@ -91,7 +92,7 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f"<title>specviz: {escape(trace.prompt[:60])}</title>"
         f'<style>{css}</style></head><body><h1 class="sv-title">specviz</h1><p class="sv-meta">{meta}</p>'
         f'{panels.prompt_echo(trace.prompt)}<div class="sv-lanes"><div><h3 class="sv-side">Plain decoding</h3>'
-        f'{panels.lane_text(view, "plain")}</div><div><h3 class="sv-side">Speculative decoding</h3>'
+        f'{panels.lane_text(view, PLAIN)}</div><div><h3 class="sv-side">Speculative decoding</h3>'
         f"{panels.lane_text(view, 'spec')}</div></div>{panels.metrics_strip(view)}{panels.identity_badge(view)}"
         f"{comparison}<h2>tokens/s</h2>{svg_chart(view)}"
         f"<h2>Every verification step (Figure 1 of Leviathan et al.)</h2>{legend()}"

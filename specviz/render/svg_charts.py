@@ -6,7 +6,8 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from ..workload.view import PLAIN, WorkloadRow
+from ..events import PLAIN
+from ..workload.view import WorkloadRow
 
 FONT = 13  # px; the layout below budgets about 0.62 of this per character of a label
 CHAR_W = 0.62 * FONT

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..events import StepEvent, generated_ids, summarize
+from ..events import PLAIN, StepEvent, generated_ids, summarize
 from ..trace import Divergence, Trace
 
 
@@ -55,7 +55,7 @@ class CompareView:
         rows = (
             [
                 CompareRow(
-                    "plain", base.tokens_per_s, 1.0, None, 1.0, base.target_forwards, True if self.greedy else None, ""
+                    PLAIN, base.tokens_per_s, 1.0, None, 1.0, base.target_forwards, True if self.greedy else None, ""
                 )
             ]
             if base
@@ -86,11 +86,11 @@ class CompareView:
 
 def from_trace(trace: Trace) -> CompareView:
     """A recorded comparison, as the comparison screen shows it."""
-    entries = [Entry(s.name, s.words, None, s.events, s.divergence) for s in trace.sides[1:]]
+    entries = [Entry(s.name, s.words, None, s.events, s.divergence) for s in trace.drafted]
     return CompareView(
         entries,
         trace.greedy,
-        trace.sides[0].events,
+        trace.plain.events,
         trace.text_of,
         "recorded",
         True,

@@ -13,7 +13,7 @@ from ..events import StepEvent, generated_ids
 from ..settings import Settings, check_prompt
 from ..trace import Divergence, Trace
 
-PLAIN, SPEC = "plain", "speculative"
+SPEC = "speculative"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 import time
 from collections.abc import Callable, Iterator
 
+from ..events import PLAIN
 from ..trace import Trace
-from .race import PLAIN, SPEC, Lane, RaceView, interleave
+from .race import SPEC, Lane, RaceView, interleave
 
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0}
 
@@ -18,7 +19,7 @@ def replay(
 ) -> Iterator[RaceView]:
     """Plain decoding against the side named `side` (default: the first drafter), turn by turn as in the live race;
     each step takes its recorded time divided by `speed`. The last view is final, with the recorded verdicts."""
-    spec = trace.side(side) if side else (trace.sides[1] if len(trace.sides) > 1 else trace.sides[0])
+    spec = trace.side(side) if side else (trace.spec or trace.plain)
     made = ", ".join(
         str(v)
         for v in (
@@ -41,7 +42,7 @@ def replay(
         trace=trace,
     )
     lanes = {PLAIN: view.plain, SPEC: view.spec}
-    for name in interleave({PLAIN: iter(trace.sides[0].events), SPEC: iter(spec.events)}, lanes, stopped):
+    for name in interleave({PLAIN: iter(trace.plain.events), SPEC: iter(spec.events)}, lanes, stopped):
         event = lanes[name].events[-1]
         pause = (event.prefill_s + event.step_s) / speed
         sleep(pause)

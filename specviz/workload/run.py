@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from ..errors import SpecvizError, first_line
-from ..events import StepEvent
+from ..events import PLAIN, StepEvent
 from ..trace import Divergence
-from .view import PLAIN, WorkloadView
+from .view import WorkloadView
 
 # run_side(prompt index, side name, plain decoding's tokens for a greedy drafter run, else None) yields the side's
 # StepEvents in order and, for a drafter given plain's tokens, where it parted from them (a Divergence) at the end.

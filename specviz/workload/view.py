@@ -5,10 +5,8 @@ The app's table, its progress bar, the report and the CLI all read this one view
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..events import StepEvent, acceptance_rates, generated_ids, position_counts, summarize
+from ..events import PLAIN, StepEvent, acceptance_rates, generated_ids, position_counts, summarize
 from ..trace import Divergence
-
-PLAIN = "plain"
 
 
 @dataclass

@@ -17,6 +17,7 @@ import gradio as gr
 
 from ...analysis.rule_replay import replay_step, rules_for
 from ...errors import InvalidRequest, SpecvizError
+from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import origin_text
@@ -94,7 +95,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
             trace = Trace.load(path)
         except SpecvizError:
             continue
-        drafters = ", ".join(s.name for s in trace.sides[1:])
+        drafters = ", ".join(s.name for s in trace.drafted)
         runs.append((f"{path.stem}: {trace.models.get('pair', '')}, {drafters}", str(path)))
     return runs
 
@@ -188,13 +189,13 @@ class Handlers(WorkloadHandlers):
     @staticmethod
     def _step(step, trace: Trace | None):
         """The speculative side's event at the 1-based `step` (clamped), or None."""
-        events = trace.sides[1].events if trace is not None and len(trace.sides) > 1 else []
+        events = trace.spec.events if trace is not None and trace.spec else []
         return events[min(max(int(step or 1), 1), len(events)) - 1] if events else None
 
     def explain(self, step, held: str | None) -> str:
         trace = self.trace(held)
         event = self._step(step, trace)
-        return explain_step(event, trace.text_of, len(trace.sides[1].events)) if event else explain_step(None, str)
+        return explain_step(event, trace.text_of, len(trace.spec.events)) if event else explain_step(None, str)
 
     def replay_choices(self, step, held: str | None):
         rules = list(rules_for(self._step(step, self.trace(held))))
@@ -227,7 +228,7 @@ class Handlers(WorkloadHandlers):
 
     def nudge(self, step, held: str | None, by: int):
         trace = self.trace(held)
-        count = len(trace.sides[1].events) if trace is not None and len(trace.sides) > 1 else 1
+        count = len(trace.spec.events) if trace is not None and trace.spec else 1
         return min(max(int(step or 1) + by, 1), max(count, 1))
 
     def pick(self, held: str | None, evt: gr.EventData):
@@ -273,7 +274,7 @@ class Handlers(WorkloadHandlers):
             s.compare_table: panels.compare_table(view.rows()),
             s.compare_chart: charts.compare_chart(view.rows()),
         }
-        texts = {"plain": view.plain, **{e.name: e.events for e in view.entries}}
+        texts = {PLAIN: view.plain, **{e.name: e.events for e in view.entries}}
         for name, box in s.compare_texts.items():
             out[box] = (
                 origin_text(texts.get(name, []), view.text_of)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
-from ...events import summarize
+from ...events import PLAIN, summarize
 from ...render import charts, panels
 from ...render.figure1 import step_rows
 from ...views.race import RaceView
@@ -63,7 +63,7 @@ def race_summary(view: RaceView) -> dict:
         "finished": view.finished,
         "stopped": view.stopped,
         "wall_s": round(view.wall_s, 4),
-        "plain": summarize(view.plain.events).to_json(),
+        PLAIN: summarize(view.plain.events).to_json(),
         "speculative": summarize(view.spec.events).to_json(),
         "identical": same,
         "mode": view.mode,
@@ -104,7 +104,7 @@ def race_update(
     shown = {
         screen.status: race_status(view),
         screen.echo: panels.prompt_echo(prompt),
-        screen.plain_text: panels.lane_text(view, "plain"),
+        screen.plain_text: panels.lane_text(view, PLAIN),
         screen.spec_text: panels.lane_text(view, "spec"),
         screen.rows: figure1(view),
         screen.metrics: panels.metrics_strip(view),

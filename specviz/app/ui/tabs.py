@@ -4,6 +4,7 @@ components to the screen (a namespace the layout hands round). No torch here."""
 
 import gradio as gr
 
+from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import legend
@@ -100,7 +101,7 @@ def compare_tab(s, kinds) -> None:
         )
         s.compare_texts = {}
         with gr.Tabs():
-            for name in ["plain", *(k.name for k in kinds)]:
+            for name in [PLAIN, *(k.name for k in kinds)]:
                 with gr.Tab(name):
                     s.compare_texts[name] = gr.HTML(elem_id=f"sv-compare-{name}")
 

@@ -9,9 +9,10 @@ from html import escape
 import gradio as gr
 
 from ...errors import InvalidRequest
+from ...events import PLAIN
 from ...render import panels
 from ...workload.prompts import read_prompts, split_pasted
-from ...workload.view import PLAIN, WorkloadView, duration
+from ...workload.view import WorkloadView, duration
 from .controls import request_of
 
 BEST = "each drafter's best"  # the draft-length choice that runs every drafter at its measured best γ
