@@ -8,7 +8,7 @@ import torch
 
 from .events import StepEvent
 from .models import LoadedModel
-from .trace import Divergence, Side, Trace
+from .trace import Divergence, RunModels, Side, Trace
 
 
 class TokenTexts:
@@ -65,29 +65,30 @@ def token_ids(events: Iterable[StepEvent]) -> set[int]:
 
 
 def make_trace(
+    *,
     kind: str,
     prompt,
     prompt_ids: list[int],
     settings,
-    models: dict,
+    models: RunModels,
     sides: list[Side],
     text_of: Callable[[int], str],
     wall_s: float = 0.0,
     stopped: bool = False,
     made_with: str = "",
 ) -> Trace:
-    """`sides[0]` is plain decoding; the others carry their divergence already (greedy runs)."""
+    """Plain decoding's side first; the drafters' sides carry their divergence already (greedy runs)."""
     texts = {t: text_of(t) for s in sides for t in sorted(token_ids(s.events))}
     return Trace(
-        kind,
-        time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        prompt if isinstance(prompt, str) else str(prompt),
-        len(prompt_ids),
-        dict(settings.__dict__),
-        models,
-        sides,
-        texts,
-        wall_s,
-        stopped,
-        made_with,
+        kind=kind,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        prompt=prompt if isinstance(prompt, str) else str(prompt),
+        prompt_tokens=len(prompt_ids),
+        settings=dict(settings.__dict__),
+        models=models,
+        sides=sides,
+        texts=texts,
+        wall_s=wall_s,
+        stopped=stopped,
+        made_with=made_with,
     )

@@ -3,7 +3,7 @@ every token that appears, as one JSON file. It replays on screen and becomes a s
 Pure Python, like the events it holds."""
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .errors import SpecvizError
@@ -45,6 +45,25 @@ class Divergence:
 
 
 @dataclass
+class RunModels:
+    """The models a run used, as a trace, a snapshot and a report name them. Every field is text; "" is unknown."""
+
+    target: str = ""
+    draft: str = ""
+    pair: str = ""  # the two as the screen labels them
+    precision: str = ""
+    draft_precision: str = ""  # "" where the draft has the target's, or there is no draft
+    device: str = ""
+    exact: str = ""  # EXACT_ON, or why exact mode did not hold (filled in once the target has run)
+
+    @staticmethod
+    def from_json(data: dict) -> "RunModels":
+        """Read leniently: a trace from before a field existed lacks it, and a field specviz no longer knows is
+        dropped."""
+        return RunModels(**{f.name: str(data[f.name]) for f in fields(RunModels) if data.get(f.name) is not None})
+
+
+@dataclass
 class Side:
     name: str  # PLAIN, or the drafter's name
     words: str  # how it drafted and verified, as the screen said it ("" for plain decoding)
@@ -56,14 +75,14 @@ class Side:
         return generated_ids(self.events)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Trace:
     kind: str  # "race" (plain and one drafter) or "comparison" (plain and every drafter)
     created: str  # when it was recorded, ISO 8601
     prompt: str
     prompt_tokens: int
     settings: dict  # specviz.settings.Settings as a dict
-    models: dict  # pair, target, draft, precision, device
+    models: RunModels
     sides: list[Side]  # plain decoding first (`plain`), then the drafters (`drafted`)
     texts: dict[int, str]  # every token id that appears anywhere in the sides, as its text
     wall_s: float = 0.0
@@ -135,18 +154,18 @@ class Trace:
             if not sides or sides[0].name != PLAIN:
                 raise ValueError("its first side is not plain decoding")
             return Trace(
-                data["kind"],
-                data["created"],
-                data["prompt"],
-                int(data["prompt_tokens"]),
-                dict(data["settings"]),
-                dict(data["models"]),
-                sides,
-                {int(k): str(v) for k, v in data["texts"].items()},
-                float(data.get("wall_s", 0.0)),
-                bool(data.get("stopped", False)),
-                str(data.get("made_with", "")),
-                dict(data.get("extra", {})),
+                kind=data["kind"],
+                created=data["created"],
+                prompt=data["prompt"],
+                prompt_tokens=int(data["prompt_tokens"]),
+                settings=dict(data["settings"]),
+                models=RunModels.from_json(dict(data["models"])),
+                sides=sides,
+                texts={int(k): str(v) for k, v in data["texts"].items()},
+                wall_s=float(data.get("wall_s", 0.0)),
+                stopped=bool(data.get("stopped", False)),
+                made_with=str(data.get("made_with", "")),
+                extra=dict(data.get("extra", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"the trace is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None

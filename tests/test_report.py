@@ -15,7 +15,7 @@ import pytest
 from specviz.errors import SpecvizError
 from specviz.events import PLAIN, StepEvent
 from specviz.render.report import report_csv, report_html, write_report
-from specviz.trace import Divergence
+from specviz.trace import Divergence, RunModels
 from specviz.workload.run import run_workload
 from specviz.workload.view import Cell, Contender, WorkloadView
 
@@ -86,7 +86,7 @@ def workload(greedy: bool = True, stop=None, prompts=None, note: str = "") -> Wo
         "γ = 3, fixed",
         12,
         text_of=text_of,
-        models={"target": f"tiny {EVIL}", "draft": "tiny-draft", "precision": "float32", "device": "cpu"},
+        models=RunModels(target=f"tiny {EVIL}", draft="tiny-draft", precision="float32", device="cpu"),
     )
     stopped = (lambda: False) if stop is None else (lambda: stop(view))
     for _ in run_workload(view, fake_side, stopped, clock=itertools.count(0, 0.25).__next__):
@@ -279,7 +279,7 @@ def big_view(drafters: list[str], prompts: int, tokens: int) -> WorkloadView:
         "each drafter's measured best",
         tokens,
         text_of=lambda t: f" tok{t}",
-        models={"target": "a-target-model", "draft": "a-draft-model", "precision": "bfloat16", "device": "cuda"},
+        models=RunModels(target="a-target-model", draft="a-draft-model", precision="bfloat16", device="cuda"),
         finished=True,
         wall_s=754.0,
     )

@@ -13,7 +13,7 @@ from specviz.render import panels
 from specviz.render.explain import explain_step
 from specviz.render.snapshot import final_view, snapshot_html
 from specviz.settings import Settings
-from specviz.trace import VERSION, Side, Trace, TraceError
+from specviz.trace import VERSION, RunModels, Side, Trace, TraceError
 from specviz.views.compare import CompareView, Entry, from_trace
 from specviz.views.race import Lane, RaceView
 from specviz.views.replay import replay
@@ -33,7 +33,10 @@ def race_trace(target, drafts, tokenizer, drafter="draft", prompt="w1 w2 w3", **
         else None
     )
     sides = [Side("plain", "", plain), Side(drafter, f"{drafter}; lossless", spec, parted)]
-    return make_trace("race", prompt, ids, s, {"pair": "tiny", "precision": "float32", "device": "cpu"}, sides, text_of)
+    models = RunModels(target="tiny", pair="tiny", precision="float32", device="cpu")
+    return make_trace(
+        kind="race", prompt=prompt, prompt_ids=ids, settings=s, models=models, sides=sides, text_of=text_of
+    )
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +144,15 @@ def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, token
     table = panels.compare_table(view.rows())
     assert table.count("<tr>") == 5 and "not available" in table
     sides = [Side("plain", "", plain)] + [Side(e.name, e.words, e.events) for e in entries if e.events]
-    trace = make_trace("comparison", "w5", ids, s, {}, sides, TokenTexts(tokenizer))
+    trace = make_trace(
+        kind="comparison",
+        prompt="w5",
+        prompt_ids=ids,
+        settings=s,
+        models=RunModels(),
+        sides=sides,
+        text_of=TokenTexts(tokenizer),
+    )
     assert [e.name for e in from_trace(trace).entries] == ["draft", "ngram"]
     assert "Every drafter on this prompt" in snapshot_html(trace)
 
@@ -172,7 +183,7 @@ def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp
     trace = Trace.load(path)
     assert [s.name for s in trace.sides] == ["plain", "draft"] and trace.sides[1].tokens == out["token_ids"]
     assert trace.sides[0].tokens == out["token_ids"] and trace.sides[1].divergence is None
-    assert trace.made_with.startswith("python -m specviz generate") and trace.models["precision"] == "float32"
+    assert trace.made_with.startswith("python -m specviz generate") and trace.models.precision == "float32"
     assert main(["snapshot", str(path), "--out", str(page)]) == 0 and "identical to plain decoding" in page.read_text()
     (tmp_path / "bad.json").write_text(json.dumps({"format": "specviz-trace", "version": 99}))
     assert main(["snapshot", str(tmp_path / "bad.json"), "--out", str(page)]) == 2
@@ -191,9 +202,7 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
     ]
     for _, path in runs:
         trace = Trace.load(path)
-        assert trace.models["target"] == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith(
-            "python -m specviz"
-        )
+        assert trace.models.target == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith("python -m specviz")
         assert all(t in trace.texts for side in trace.sides for t in token_ids(side.events))
         assert final_view(trace).spec.tokens == trace.sides[1].tokens
         assert any(e.detail and e.detail.trials for e in trace.sides[1].events)

@@ -19,7 +19,7 @@ from ..events import PLAIN
 from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings, mode_text
-from ..trace import Side
+from ..trace import RunModels, Side
 from ..views.compare import CompareView, Entry
 from ..views.race import SPEC, Lane, RaceRequest, RaceView
 from ..views.sweep import SweepView
@@ -162,16 +162,16 @@ class Backend:
         view.finished, view.wall_s = True, time.perf_counter() - began
         sides = [Side(PLAIN, "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
-            "race",
-            request.prompt,
-            prompt_ids,
-            settings,
-            _models(pair, view.exact),
-            sides,
-            texts,
-            view.wall_s,
-            view.stopped,
-            "the app",
+            kind="race",
+            prompt=request.prompt,
+            prompt_ids=prompt_ids,
+            settings=settings,
+            models=_models(pair, view.exact),
+            sides=sides,
+            text_of=texts,
+            wall_s=view.wall_s,
+            stopped=view.stopped,
+            made_with="the app",
         )
         yield view
 
@@ -279,21 +279,21 @@ class Backend:
             Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events
         ]
         view.trace = make_trace(
-            "comparison",
-            request.prompt,
-            encode_prompt(pair.target, request.prompt),
-            settings,
-            models,
-            sides,
-            view.text_of,
-            view.wall_s,
-            view.stopped,
-            "the app",
+            kind="comparison",
+            prompt=request.prompt,
+            prompt_ids=encode_prompt(pair.target, request.prompt),
+            settings=settings,
+            models=models,
+            sides=sides,
+            text_of=view.text_of,
+            wall_s=view.wall_s,
+            stopped=view.stopped,
+            made_with="the app",
         )
         yield view
 
     def _run_side(
-        self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: dict
+        self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: RunModels
     ):
         """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ. A drafter
         with a memory drafts from a copy of it, and its finished output joins it. `models` (the run's, as a trace
@@ -306,7 +306,7 @@ class Backend:
             own, prompt_ids, tokens, ended = memories.get(side), [], [], False
             for packet in self._side(at, stopped, texts, plain_ids, own.copy() if own else None):
                 if packet.kind == "start":
-                    prompt_ids, models["exact"] = list(packet.prompt_ids), packet.exact
+                    prompt_ids, models.exact = list(packet.prompt_ids), packet.exact
                 ended = packet.kind == "end"
                 if packet.kind == "step":
                     tokens.extend(packet.event.tokens)
@@ -366,17 +366,17 @@ def _take(packet: Packet, texts: TextTable) -> bool:
     return packet.kind == "end"
 
 
-def _models(pair: LoadedPair, exact: str = "") -> dict:
-    """The run's models as a trace and a report name them; "exact" is filled in from the device's answer."""
-    return {
-        "pair": pair.preset.label,
-        "target": pair.preset.target,
-        "draft": pair.preset.draft,
-        "precision": pair.dtype,
-        "draft_precision": pair.draft_dtype,
-        "device": pair.target.device.type,
-        "exact": exact,
-    }
+def _models(pair: LoadedPair, exact: str = "") -> RunModels:
+    """The run's models; `exact` is filled in from the device's answer."""
+    return RunModels(
+        target=pair.preset.target,
+        draft=pair.preset.draft,
+        pair=pair.preset.label,
+        precision=pair.dtype,
+        draft_precision=pair.draft_dtype,
+        device=pair.target.device.type,
+        exact=exact,
+    )
 
 
 def _precision(pair: LoadedPair) -> str:

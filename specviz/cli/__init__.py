@@ -18,6 +18,7 @@ from .flags import (
     add_sampling_options,
     draft_dtype,
     given_options,
+    run_models,
     settings_from,
 )
 
@@ -242,21 +243,21 @@ def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options
         parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
         words = mode_text(kind(drafter_name).words(options), settings)
         sides = [Side(PLAIN, "", plain), Side(drafter_name, words, events, parted)]
-    models = {
-        "pair": f"{args.target} ← {args.draft}" if draft else args.target,
-        "target": args.target,
-        "draft": args.draft,
-        "precision": args.dtype,
-        "draft_precision": draft_dtype(args, target),
-        "device": target.device.type,
-        "exact": exact,
-    }
     made_with = (
         "python -m specviz " + shlex.join(sys.argv[1:])
         if sys.argv[1:2] == ["generate"]
         else "python -m specviz generate"
     )
-    trace = make_trace("race", args.prompt, prompt_ids, settings, models, sides, text_of, made_with=made_with)
+    trace = make_trace(
+        kind="race",
+        prompt=args.prompt,
+        prompt_ids=prompt_ids,
+        settings=settings,
+        models=run_models(args, target, with_draft=draft is not None, exact=exact),
+        sides=sides,
+        text_of=text_of,
+        made_with=made_with,
+    )
     trace.save(args.trace)
 
 

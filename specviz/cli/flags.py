@@ -152,3 +152,18 @@ def draft_dtype(args, target) -> str:
     from ..models.loading import best_draft_dtype
 
     return args.draft_dtype or best_draft_dtype(target.device) or args.dtype
+
+
+def run_models(args, target, *, with_draft: bool, exact: str):
+    """The run's models as the flags named them (`target` is the loaded target, for its device and precision)."""
+    from ..trace import RunModels
+
+    return RunModels(
+        target=args.target,
+        draft=(args.draft or "") if with_draft else "",
+        pair=f"{args.target} ← {args.draft}" if with_draft else args.target,
+        precision=args.dtype,
+        draft_precision=draft_dtype(args, target) if with_draft else "",
+        device=target.device.type,
+        exact=exact,
+    )

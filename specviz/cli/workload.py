@@ -16,6 +16,7 @@ from .flags import (
     add_sampling_options,
     draft_dtype,
     given_options,
+    run_models,
     settings_from,
 )
 
@@ -111,14 +112,6 @@ def _prepare(args, prompts, chosen, base, setting):
     runnable = [e for e in chosen if e.settings]
     check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)
     text_of = TokenTexts(target.tokenizer)
-    models = dict(
-        target=args.target,
-        draft=args.draft or "",
-        precision=args.dtype,
-        draft_precision=draft_dtype(args, target) if draft else "",
-        device=target.device.type,
-        exact=exact,
-    )
     view = WorkloadView(
         prompts,
         [e.contender for e in chosen],
@@ -126,7 +119,7 @@ def _prepare(args, prompts, chosen, base, setting):
         setting,
         base.max_new_tokens,
         text_of=text_of,
-        models=models,
+        models=run_models(args, target, with_draft=draft is not None, exact=exact),
     )
     by_name = {e.name: e for e in runnable}
     memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}

@@ -6,6 +6,7 @@ piece of model or user text is escaped. Beside it, the per-drafter table as CSV 
 import csv
 import io
 import math
+from dataclasses import asdict
 from datetime import datetime
 from html import escape
 from pathlib import Path
@@ -53,10 +54,10 @@ MODEL_WORDS = {
 
 
 def _facts(view: WorkloadView, created: datetime) -> str:
-    models = [(MODEL_WORDS.get(k, k), v) for k, v in view.models.items() if v not in (None, "") and k != "exact"]
+    models = [(MODEL_WORDS.get(k, k), v) for k, v in asdict(view.models).items() if v and k != "exact"]
     decoding = (
         "greedy (temperature 0): a drafter must write exactly plain decoding's tokens; "
-        + identity_grounds(view.models.get("exact", ""))
+        + identity_grounds(view.models.exact)
         if view.greedy
         else "sampled: each output is a draw, so outputs are not compared token for token"
     )
@@ -152,7 +153,7 @@ def _parting_note(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     """Why greedy outputs can part from plain decoding's, where some did: a near tie tipped by rounding."""
     if not view.greedy or all(r.identical in (None, r.prompts) for r in rows if r.name != PLAIN):
         return ""
-    grounds = identity_grounds(view.models.get("exact", ""))
+    grounds = identity_grounds(view.models.exact)
     return (
         '<p class="rp-explain">Where a greedy output parts from plain decoding\'s, its card below says at which '
         f"token and how close the target's top two were there: {escape(grounds)}. {escape(EXACT_ADVICE)}</p>"

@@ -8,7 +8,7 @@ from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import Trace
 from ..views.compare import from_trace
-from ..views.race import RaceView
+from ..views.race import SPEC, RaceView
 from ..views.replay import replay
 from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
@@ -81,7 +81,7 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
     view = final_view(trace, side)
     models = trace.models
     meta = escape(
-        f"{models.get('pair') or models.get('target')} · {models.get('precision')} · {models.get('device')} · "
+        f"{models.pair or models.target} · {models.precision} · {models.device} · "
         f"recorded {trace.created} · γ {trace.settings.get('gamma')}, temperature "
         f"{trace.settings.get('temperature')}, {trace.settings.get('max_new_tokens')} new tokens at most"
     )
@@ -93,7 +93,7 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f'<style>{css}</style></head><body><h1 class="sv-title">specviz</h1><p class="sv-meta">{meta}</p>'
         f'{panels.prompt_echo(trace.prompt)}<div class="sv-lanes"><div><h3 class="sv-side">Plain decoding</h3>'
         f'{panels.lane_text(view, PLAIN)}</div><div><h3 class="sv-side">Speculative decoding</h3>'
-        f"{panels.lane_text(view, 'spec')}</div></div>{panels.metrics_strip(view)}{panels.identity_badge(view)}"
+        f"{panels.lane_text(view, SPEC)}</div></div>{panels.metrics_strip(view)}{panels.identity_badge(view)}"
         f"{comparison}<h2>tokens/s</h2>{svg_chart(view)}"
         f"<h2>Every verification step (Figure 1 of Leviathan et al.)</h2>{legend()}"
         f"{step_rows(view.spec.events, view.text_of)}</body></html>"

@@ -23,10 +23,10 @@ def replay(
     made = ", ".join(
         str(v)
         for v in (
-            trace.models.get("pair"),
-            trace.models.get("precision"),
-            trace.models.get("device"),
-            trace.models.get("exact"),
+            trace.models.pair,
+            trace.models.precision,
+            trace.models.device,
+            trace.models.exact,
         )
         if v
     )
@@ -38,7 +38,7 @@ def replay(
         message=f"recorded {trace.created[:16]}; {made}",
         mode=spec.words,
         lossy=trace.lossy,
-        exact=trace.models.get("exact", ""),
+        exact=trace.models.exact,
         trace=trace,
     )
     lanes = {PLAIN: view.plain, SPEC: view.spec}

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..events import PLAIN, StepEvent, acceptance_rates, generated_ids, position_counts, summarize
-from ..trace import Divergence
+from ..trace import Divergence, RunModels
 
 
 @dataclass
@@ -59,7 +59,7 @@ class WorkloadView:
     max_new_tokens: int
     cells: dict[tuple[int, str], Cell] = field(default_factory=dict)  # (prompt index, side name) -> its run
     text_of: Callable[[int], str] = str
-    models: dict = field(default_factory=dict)  # target, draft, precision, device
+    models: RunModels = field(default_factory=RunModels)
     running: tuple[int, str] | None = None
     message: str = ""
     finished: bool = False

@@ -96,7 +96,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
         except SpecvizError:
             continue
         drafters = ", ".join(s.name for s in trace.drafted)
-        runs.append((f"{path.stem}: {trace.models.get('pair', '')}, {drafters}", str(path)))
+        runs.append((f"{path.stem}: {trace.models.pair}, {drafters}", str(path)))
     return runs
 
 
