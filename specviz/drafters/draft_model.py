@@ -31,8 +31,6 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class DraftModelDrafter(BaseDrafter):
-    tree_size = None  # set by the loop when adaptive: (the tree's node chances, best first; depth) -> how many pay
-
     def __init__(
         self,
         model: torch.nn.Module,

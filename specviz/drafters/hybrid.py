@@ -45,11 +45,9 @@ class Average:
 
 
 class HybridDrafter(BaseDrafter):
-    tree_size = None  # set by the loop when adaptive, handed on to the model
-
     def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL):
         self.lookup, self.model, self.origin = lookup, model, origin  # origin: the model's name on screen
-        self.stops_early = getattr(model, "stops_early", False)
+        self.stops_early = model.stops_early
         self.reads_hidden, self.hidden_layers = model.reads_hidden, model.hidden_layers  # EAGLE reads the target's
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
         self.seconds = {MODEL: Average(), "lookup": Average()}
@@ -62,6 +60,9 @@ class HybridDrafter(BaseDrafter):
     def start(self, prompt_ids: list[int], target=None) -> None:
         self.lookup.start(prompt_ids)
         self.model.start(prompt_ids, target)
+
+    def adapt(self, keep_drafting, tree_size) -> None:
+        self.model.adapt(keep_drafting, tree_size)  # the lookup's drafts are as long as its match: nothing to size
 
     def rate(self, side) -> float:
         """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
@@ -79,7 +80,6 @@ class HybridDrafter(BaseDrafter):
             self.chosen = bucket(self.lookup.match)
             return copied
         self.lookup.last = ()  # its draft is not verified: it learns the committed text at its next lookup
-        self.model.keep_drafting, self.model.tree_size = self.keep_drafting, self.tree_size
         self.chosen = MODEL
         drafted = self.model.propose(tokens, gamma)
         return None if drafted is None else replace(drafted, origin=self.origin)
@@ -92,9 +92,7 @@ class HybridDrafter(BaseDrafter):
             self.model.observe(verdict)
         else:
             self.lookup.observe(verdict)
-            forget = getattr(self.model, "forget", None)  # a draft of another tokenizer resyncs by itself
-            if forget is not None:
-                forget()
+            self.model.forget()
 
 
 ORIGINS = {"draft": MODEL, "eagle": HEAD}  # the model side's name on screen, by hybrid_model

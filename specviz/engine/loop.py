@@ -136,11 +136,9 @@ def _controller(settings: Settings, drafter: Drafter | None) -> GammaController 
     if not settings.adaptive or drafter is None:
         return None
     controller = GammaController(settings.gamma)
-    if getattr(drafter, "stops_early", False):  # the draft length is decided while drafting
-        controller.stops_early, drafter.keep_drafting = True, controller.keep_drafting
-    if hasattr(drafter, "tree_size"):  # a tree drafter keeps only the nodes that pay
-        drafter.tree_size = controller.tree_size
-    controller.block = getattr(drafter, "drafts_block", False)  # one pass drafts the block, whatever γ
+    controller.stops_early = drafter.stops_early  # the draft length is decided while drafting
+    controller.block = drafter.drafts_block  # one pass drafts the block, whatever γ
+    drafter.adapt(controller.keep_drafting if drafter.stops_early else None, controller.tree_size)
     return controller
 
 

@@ -8,6 +8,7 @@ with no q (a lookup, Medusa) proposes point masses: q(x) = 1 for the token it na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -65,9 +66,19 @@ class Verdict:
         return len(self.path)
 
 
+KeepDrafting = Callable[[list[float]], bool]  # the draft's own probabilities so far -> whether one more token pays
+TreeSize = Callable[[list[list[float]], int], int]  # each node's path chances, best first, and depth -> nodes that pay
+
+
 class Drafter(Protocol):
+    """Everything the decode loop (and the hybrid, which holds two drafters) reads or calls; nothing else of a
+    drafter is touched from outside it."""
+
     reads_hidden: bool  # it reads the target's hidden states, so the target's cache must keep them
     hidden_layers: tuple[int, ...]  # which (indexes into transformers' hidden_states; -1: the final, normed one)
+    longest: int | None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
+    drafts_block: bool  # one pass drafts every position up to `longest` (DFlash): drafting costs the same for any γ
+    stops_early: bool  # under adaptive γ it decides its draft's length while drafting, asking keep_drafting
 
     def max_nodes(self, gamma: int) -> int:
         """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
@@ -75,11 +86,19 @@ class Drafter(Protocol):
     def start(self, prompt_ids: list[int], target: CachedLM) -> None:
         """Once per generation, after the prompt is in the target's cache (counted as prefill)."""
 
+    def adapt(self, keep_drafting: KeepDrafting | None, tree_size: TreeSize) -> None:
+        """Adaptive γ only, once before the first step: the two judges of what pays. keep_drafting is given only
+        to a drafter that stops_early; tree_size serves one that grows a tree. A drafter that sizes neither ignores
+        them."""
+
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         """Guess up to `gamma` tokens after `tokens` (the prompt and everything generated); None: a plain step."""
 
     def observe(self, verdict: Verdict) -> None:
         """The target accepted `verdict.path` of the last proposal; forget the rest."""
+
+    def forget(self) -> None:
+        """Its last proposal was not verified (the hybrid's other drafter took the step): drop what it kept of it."""
 
 
 class BaseDrafter:
@@ -87,10 +106,11 @@ class BaseDrafter:
 
     reads_hidden = False
     hidden_layers = (-1,)
-    longest: int | None = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
-    stops_early = False  # it asks keep_drafting after each token (a draft model with adaptive γ)
-    drafts_block = False  # one pass drafts every position up to `longest` (DFlash): drafting costs the same for any γ
-    keep_drafting = None  # set by the loop: (the draft's probabilities so far) -> whether one more token pays
+    longest: int | None = None
+    drafts_block = False
+    stops_early = False
+    keep_drafting: KeepDrafting | None = None  # what adapt() was given
+    tree_size: TreeSize | None = None
 
     def max_nodes(self, gamma: int) -> int:
         return gamma
@@ -98,5 +118,11 @@ class BaseDrafter:
     def start(self, prompt_ids: list[int], target: CachedLM) -> None:
         pass
 
+    def adapt(self, keep_drafting: KeepDrafting | None, tree_size: TreeSize) -> None:
+        self.keep_drafting, self.tree_size = keep_drafting, tree_size
+
     def observe(self, verdict: Verdict) -> None:
+        pass
+
+    def forget(self) -> None:
         pass
