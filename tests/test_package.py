@@ -1,8 +1,11 @@
-"""specviz as a package: the wheel pyproject.toml builds gives a `specviz` command and an import that work from any
-folder, with the assets (shipped heads, prompts, model configs) inside it; and its dependencies are the requirements
-files' pins, declared once in each place and held together here."""
+"""specviz as a package, installed as a user installs it: `pip install .` of this checkout into a fresh virtual
+environment gives a `specviz` command and an import that work from any folder, with the assets (shipped heads,
+prompts, model configs) inside the environment; and its dependencies are the requirements files' pins, declared once
+in each place and held together here."""
 
+import json
 import os
+import site
 import subprocess
 import sys
 import tomllib
@@ -24,38 +27,65 @@ def test_the_declared_dependencies_are_the_requirements_files():
     assert declared == [*pins(ROOT / "requirements-cpu.txt"), *pins(ROOT / "requirements-app.txt")]
 
 
+def build_leftovers(root: Path) -> set[str]:
+    """What a build may leave in the folder it builds from: the top-level entries and any egg-info beside the code."""
+    return {p.name for p in root.iterdir()} | {p.relative_to(root).as_posix() for p in root.glob("*/*.egg-info")}
+
+
+def elsewhere(*command: str, folder: Path) -> subprocess.CompletedProcess:
+    """A command run from `folder`, far from the checkout, with no PYTHONPATH: only what is installed is importable."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The wheel built from this checkout, installed alone (its dependencies are this environment's) in a folder."""
-    out = tmp_path_factory.mktemp("package")
-    run = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)]
-    subprocess.run(run, check=True, capture_output=True)
-    wheel = next(out.glob("specviz-*.whl"))
-    site = out / "site"
-    run = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)]
-    subprocess.run(run, check=True, capture_output=True)
-    return site
-
-
-def elsewhere(site: Path, *command: str, folder: Path) -> subprocess.CompletedProcess:
-    """A command run from `folder`, far from the checkout, seeing the installed package and nothing of the repo."""
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
-
-
-def test_the_installed_command_and_import_work_from_another_folder(installed, tmp_path):
-    done = elsewhere(installed, str(installed / "bin" / "specviz"), "generate", "--help", folder=tmp_path)
-    assert done.returncode == 0 and "--drafter" in done.stdout, done.stderr
-    code = (
-        "import specviz.runtime as r, specviz.drafters.eagle.checkpoint as e; "
-        "print(r.ASSETS); print(e.shipped_eagle('qwen2.5-coder-1.5b-instruct'))"
+def venv(tmp_path_factory) -> tuple[Path, Path]:
+    """A fresh virtual environment with this checkout installed by its own pip, as `pip install .`: (the environment,
+    its site-packages). It sees this environment's packages (torch and the rest), so nothing is fetched."""
+    home = tmp_path_factory.mktemp("package")
+    env = home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env)], check=True, timeout=300)
+    found = elsewhere(
+        str(env / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", folder=home
     )
-    done = elsewhere(installed, sys.executable, "-c", code, folder=tmp_path)
-    assets, heads = done.stdout.split()
-    assert Path(assets) == installed / "specviz" / "assets" and (Path(assets) / "prompts.json").is_file()
-    assert Path(heads).is_relative_to(installed) and (Path(heads) / "model.safetensors").is_file()
+    assert found.returncode == 0, found.stderr
+    packages = Path(found.stdout.strip())
+    if sys.prefix != sys.base_prefix:  # run from a virtual environment: its packages are not the system's, so add them
+        (packages / "outer.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
+    before = build_leftovers(ROOT)
+    install = [str(env / "bin" / "pip"), "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(ROOT)]
+    done = elsewhere(*install, "--disable-pip-version-check", folder=home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert build_leftovers(ROOT) == before, "the install left files in the checkout"
+    return env, packages
 
 
-def test_a_bad_flag_from_the_installed_command_is_one_line(installed, tmp_path):
-    done = elsewhere(installed, str(installed / "bin" / "specviz"), "generate", "--gamma", "0", folder=tmp_path)
-    assert done.returncode == 2 and done.stderr.strip().startswith("error: ")
+def test_the_installed_command_and_import_work_from_another_folder(venv, tmp_path):
+    env, packages = venv
+    done = elsewhere(str(env / "bin" / "specviz"), "generate", "--help", folder=tmp_path)
+    assert done.returncode == 0 and "--drafter" in done.stdout, done.stderr
+    done = elsewhere(
+        str(env / "bin" / "python"), "-c", "import specviz, specviz.runtime as r; print(r.ASSETS)", folder=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == packages / "specviz" / "assets", done.stdout
+    code = (
+        "import json, sys, specviz, specviz.drafters.eagle.checkpoint as e; "
+        "print(json.dumps({'package': specviz.__file__, 'path': sys.path, "
+        "'heads': str(e.shipped_eagle('qwen2.5-coder-1.5b-instruct'))}))"
+    )
+    done = elsewhere(str(env / "bin" / "python"), "-c", code, folder=tmp_path)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert Path(seen["package"]).is_relative_to(packages)
+    assert not [p for p in seen["path"] if p and Path(p).resolve() == ROOT], seen["path"]
+    heads = Path(seen["heads"])
+    assert heads.is_relative_to(packages) and (heads / "model.safetensors").is_file()
+    assert (packages / "specviz" / "assets" / "prompts.json").is_file()
+
+
+def test_a_bad_flag_from_the_installed_command_is_one_line(venv, tmp_path):
+    env, _ = venv
+    done = elsewhere(str(env / "bin" / "specviz"), "generate", "--gamma", "0", folder=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("error: ")
