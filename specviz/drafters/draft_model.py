@@ -198,7 +198,7 @@ KIND = DrafterKind(
     preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
     describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
     counterpart="transformers assisted",
-    best_for=(  # the task-family benchmark of 2026-11-23 (int8 draft; docs/benchmarks.md), and an earlier run for prose
+    best_for=(  # task families, 2026-11-23 (int8 draft; docs/benchmark-log.md), and an earlier run for prose
         FamilyBest("code", 4, adaptive=False),  # 2.10x, τ 4.2
         FamilyBest("translation", 4, adaptive=True),  # 1.43x
         FamilyBest("math", 10, adaptive=False),  # 2.70x, τ 7.4

@@ -53,7 +53,7 @@ KIND = DrafterKind(
     order=20,
     counterpart="transformers prompt lookup",
     lookup=True,
-    best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmarks.md), and an earlier run for extraction
+    best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmark-log.md), and an earlier run for extraction
         FamilyBest("extraction", 10, adaptive=True),
         FamilyBest("qa", 10, adaptive=True),  # 1.68x
     ),

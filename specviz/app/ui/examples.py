@@ -1,5 +1,5 @@
 """Example prompts by kind. Picking one also picks the drafter and γ that the benchmark measured fastest for that
-kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task-family table), as each drafter
+kind of prompt with the offline pair on a laptop CPU (docs/benchmark-log.md, task families, 2026-11-23), as each drafter
 declares it (DrafterKind.best_for), so an example shows a setup that pays; every control can still be changed
 before Run."""
 
