@@ -71,8 +71,8 @@ class StepEvent:
     p: tuple[float, ...]  # target probability of each proposed token
     q: tuple[float, ...] | None  # drafter probability of each proposed token; None for deterministic drafters
     draft_s: float
-    verify_s: float
-    step_s: float  # wall time of the whole step: draft + verify + bookkeeping
+    verify_s: float  # the verify forward alone
+    step_s: float  # wall time of the whole step: draft + verify + bookkeeping (the acceptance rule, the rollback, ...)
     draft_forwards: int = 0
     prefill_s: float = 0.0  # set on the first event: prompt processing before it
     finish: str | None = None  # set on the last event: "eos" or "length"

@@ -1,5 +1,7 @@
 """Adaptive γ: the controller's choices follow the cost model, and adaptive runs stay exact."""
 
+import time
+
 import pytest
 from test_medusa_drafter import copying_heads
 
@@ -7,6 +9,7 @@ from specviz.analysis.theory import best_gamma, expected_speedup
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
 from specviz.engine.adaptive import GammaController
+from specviz.engine.step import BaseDrafter, Proposal
 from specviz.events import generated_ids
 from specviz.settings import Settings
 
@@ -103,3 +106,26 @@ def test_a_block_drafter_verifies_as_far_as_its_positions_hold():
         whole.observe(15, 16, 15, False, 0.2, 1.75)  # every position held
     assert halting.held_chance(3) > 0.95 and halting.held_chance(4) < 0.1
     assert halting.next_gamma() == 4 and whole.next_gamma() == 15
+
+
+class SlowObserver(BaseDrafter):
+    """Proposes the last token again, then spends 40 ms in observe: bookkeeping, not the verify forward."""
+
+    def propose(self, tokens, gamma):
+        return Proposal(((tokens[-1],) * gamma,))
+
+    def observe(self, verdict):
+        time.sleep(0.04)
+
+
+def test_verify_time_is_the_forward_alone_and_adaptive_gamma_learns_the_rest_apart(target):
+    settings = Settings(max_new_tokens=6, gamma=2, adaptive=True)
+    drafter = SlowObserver()
+    events = list(generate(target, [1, 2, 3], settings, drafter))
+    drafted = [e for e in events if e.proposed]
+    assert drafted and all(e.verify_s < 0.04 <= e.step_s - e.draft_s - e.verify_s for e in drafted)
+    controller = GammaController(4)
+    controller.observe(
+        gamma=2, forward_tokens=3, accepted=1, rejected=True, draft_s=0.01, verify_s=0.1, bookkeeping_s=0.4
+    )
+    assert controller.bookkeeping == 0.4 and controller.verify_cost(3) == pytest.approx(0.1 + 0.4)

@@ -1,7 +1,8 @@
 """Adaptive γ: before every step, choose the draft length that maximises the expected tokens per second.
 
 With each draft accepted with probability α, a step of γ drafts yields E(γ) = (1 − α^(γ+1)) / (1 − α) tokens
-and costs γ·d (drafting, d per token) + V(k) (one target forward over k tokens; k = 1 + the nodes verified).
+and costs γ·d (drafting, d per token) + V(k) (one target forward over k tokens; k = 1 + the nodes verified) + b
+(the step's bookkeeping: the acceptance rule, the cache rollback, the drafter's update; measured apart from V).
 We pick γ* = argmax E(γ) / (γ·d + V(1 + n·γ)) over γ = 0..max, where n is how many nodes a step verifies per
 unit of γ (1 for a chain; more for a tree) and γ = 0 is a plain step: 1 token for V(1). Paper: E(γ)/(γc + 1),
 the same with V(k) = V(1). When no γ > 0 beats a plain step, decode plainly and probe again later so α can
@@ -52,6 +53,7 @@ class GammaController:
     draft_per_token: float | None = None  # seconds per drafted token (prior: a tenth of V(1))
     forward_1: float | None = None  # V(1): a target forward over one token
     slope: float = 0.05  # V(k) = V(1)·(1 + slope·(k − 1))
+    bookkeeping: float | None = None  # b: seconds per step outside drafting and the verify forward
     nodes_per_gamma: float = 1.0
     plain_run: int = 0  # plain steps chosen in a row
     calibration: Calibration = field(default_factory=Calibration)
@@ -66,7 +68,8 @@ class GammaController:
         return self.accepted / self.tested
 
     def verify_cost(self, k: float) -> float:
-        return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1))
+        """V(k) + b: what a step costs besides drafting, when its forward runs over k tokens."""
+        return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1)) + (self.bookkeeping or 0.0)
 
     def held_chance(self, position: int) -> float:
         """How often the block's draft at `position` (0 = the first) held when every one before it did."""
@@ -152,15 +155,17 @@ class GammaController:
         rejected: bool,
         draft_s: float,
         verify_s: float,
+        bookkeeping_s: float = 0.0,
         confidences: tuple | None = None,
         held: int = 0,
     ) -> None:
-        """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its two timings,
-        and, when the drafter stops early, its probability for each token of its first candidate, of which the
-        first `held` were the target's."""
+        """One finished step: γ drafted (the depth reached), k tokens verified, how many drafts held, its three
+        timings (drafting, the verify forward alone, the rest), and, when the drafter stops early, its probability
+        for each token of its first candidate, of which the first `held` were the target's."""
         if confidences:
             self.calibration.observe(confidences, held)
         blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
+        self.bookkeeping = blend(self.bookkeeping, bookkeeping_s)
         if forward_tokens <= 1:  # nothing was verified beyond the last token: a plain step
             self.forward_1 = blend(self.forward_1, verify_s)
             return

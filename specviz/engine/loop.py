@@ -108,6 +108,7 @@ def generate(
         #    conditioned on the prefix and its own ancestors. The rule keeps a path of drafts and adds the target's own
         #    next token: exactly what the target alone would produce (verify.py states each rule's math).
         logits = lm.extend_tree(tokens[-1], tree)
+        t2 = clock()  # the verify forward alone; what follows is the step's bookkeeping
         p = probabilities(logits, settings)
         verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
         checked = Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings))
@@ -115,9 +116,9 @@ def generate(
         lm.keep(len(tokens), list(verdict.path))
         if proposal is not None:
             drafter.observe(verdict)
-        t2 = clock()
+        t3 = clock()
         if controller is not None:
-            _tell(controller, checked, gamma, draft_s=t1 - t0, verify_s=t2 - t1)
+            _tell(controller, checked, gamma, draft_s=t1 - t0, verify_s=t2 - t1, bookkeeping_s=t3 - t2)
         # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
         event = _event(index, checked, eos=target.eos_ids, room=budget - produced)
         tokens.extend(event.tokens)
@@ -142,7 +143,7 @@ def _controller(settings: Settings, drafter: Drafter | None) -> GammaController 
     return controller
 
 
-def _tell(controller: GammaController, step: Checked, gamma: int, draft_s: float, verify_s: float) -> None:
+def _tell(controller: GammaController, step: Checked, gamma: int, **seconds: float) -> None:
     """What adaptive γ learns from a finished step: the depth drafted, the forward's width, what held, the costs."""
     proposal, tree, verdict = step.proposal, step.tree, step.verdict
     shown = tree.paths[verdict.winner] if tree.paths else ()
@@ -151,8 +152,7 @@ def _tell(controller: GammaController, step: Checked, gamma: int, draft_s: float
         forward_tokens=1 + len(tree.tokens),
         accepted=verdict.accepted,
         rejected=verdict.accepted < len(shown),
-        draft_s=draft_s,
-        verify_s=verify_s,
+        **seconds,
         confidences=proposal.confidence if proposal else None,
         held=proposal.first_held(tree, verdict) if proposal else 0,
     )
