@@ -9,6 +9,7 @@ import pytest
 from specviz.cli import build_parser
 from specviz.cli.flags import settings_from
 from specviz.drafters.registry import kinds
+from specviz.drafters.suffix_index import RunMemory
 from specviz.events import PLAIN, StepEvent
 from specviz.settings import Settings
 from specviz.trace import Divergence
@@ -23,7 +24,7 @@ from specviz.workload.prompts import (
     read_prompts,
     split_pasted,
 )
-from specviz.workload.run import run_workload
+from specviz.workload.run import run_workload, side_runner
 from specviz.workload.view import Contender, WorkloadView
 
 
@@ -237,3 +238,20 @@ def test_the_live_table_says_sampled_only_of_a_sampled_workload():
             break
     *_, sampled = run_workload(view_of(prompts=1, greedy=False), lambda i, s, p: iter(plain_side()), every_s=0)
     assert identity_column(sampled) == ["the reference", "sampled", "sampled"]
+
+
+def test_a_remembering_side_drafts_from_a_copy_and_its_finished_run_joins_the_memory_once():
+    """As the suffix drafter does, each run begins its own document in the memory it is handed; the workload's memory
+    then holds every finished prompt once, and a run that did not end leaves it as it was."""
+    memory, seen = RunMemory(), []
+
+    def decode_one(i, side, plain_ids, copy):
+        seen.append(copy is not memory and len(copy.runs))
+        copy.begin([i, i]).extend([7])
+        yield StepEvent(0, (), 0, 7, "plain", (), None, 0.0, 0.0, 0.0)
+        return [i, i] if i < 2 else None
+
+    run_side = side_runner(decode_one, {"suffix": memory})
+    for i in range(3):
+        assert [e.tokens for e in run_side(i, "suffix", None)] == [(7,)]
+    assert seen == [0, 1, 2] and [list(run.tokens) for run in memory.runs] == [[0, 0, 7], [1, 1, 7]]

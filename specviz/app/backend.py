@@ -25,7 +25,7 @@ from ..views.race import SPEC, Lane, RaceRequest, RaceView
 from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
-from ..workload.run import run_workload
+from ..workload.run import run_workload, side_runner
 from ..workload.view import Contender, WorkloadView, duration
 from .device_calls import DeviceCalls, Packet, check_request
 from .shelf import LoadedPair, ModelShelf
@@ -295,28 +295,26 @@ class Backend:
     def _run_side(
         self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: RunModels
     ):
-        """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ. A drafter
-        with a memory drafts from a copy of it, and its finished output joins it. `models` (the run's, as a trace
-        and a report name them) learns from the device whether the target ran in exact mode."""
+        """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ (memories
+        as side_runner keeps them). `models` (the run's, as a trace and a report name them) learns from the device
+        whether the target ran in exact mode."""
 
-        def run_side(i: int, side: str, plain_ids):
+        def decode_one(i: int, side: str, plain_ids, memory):
             at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
             if side in runnable:
                 at = replace(at, drafter=side, gamma=runnable[side].gamma, adaptive=runnable[side].adaptive)
-            own, prompt_ids, tokens, ended = memories.get(side), [], [], False
-            for packet in self._side(at, stopped, texts, plain_ids, own.copy() if own else None):
+            prompt_ids, ended = [], False
+            for packet in self._side(at, stopped, texts, plain_ids, memory):
                 if packet.kind == "start":
                     prompt_ids, models.exact = list(packet.prompt_ids), packet.exact
                 ended = packet.kind == "end"
                 if packet.kind == "step":
-                    tokens.extend(packet.event.tokens)
                     yield packet.event
                 elif ended and packet.divergence is not None:
                     yield packet.divergence
-            if own is not None and ended:
-                own.remember(prompt_ids, tokens)
+            return prompt_ids if ended else None
 
-        return run_side
+        return side_runner(decode_one, memories)
 
     def workload(
         self,

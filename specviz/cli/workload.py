@@ -99,6 +99,7 @@ def _prepare(args, prompts, chosen, base, setting):
     from ..record import TokenTexts, divergence
     from ..runtime import quiet_transformers
     from ..workload.prompts import check_workload, limits_for
+    from ..workload.run import side_runner
     from ..workload.view import WorkloadView
 
     quiet_transformers()
@@ -122,24 +123,23 @@ def _prepare(args, prompts, chosen, base, setting):
         models=run_models(args, target, with_draft=draft is not None, exact=exact),
     )
     by_name = {e.name: e for e in runnable}
-    memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}
+    memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
 
-    def run_side(i, side, plain_ids):
+    def decode_one(i, side, plain_ids, memory):
         if side == PLAIN:
             yield from decode(target, ids[i], base)
-            return
-        e, memory, tokens = by_name[side], memories.get(side), []
+            return ids[i]
+        e, tokens = by_name[side], []
         for event in decode(target, ids[i], e.settings, side, draft, e.options, None, memory):
             tokens.extend(event.tokens)
             yield event
-        if memory is not None:  # a drafter that copies from earlier runs has this workload's earlier prompts
-            memory.remember(ids[i], tokens)
         if plain_ids is not None:
             found = divergence(target, ids[i], plain_ids, tokens, text_of)
             if found is not None:
                 yield found
+        return ids[i]
 
-    return view, run_side
+    return view, side_runner(decode_one, memories)
 
 
 def _run(view, run_side) -> None:

@@ -3,8 +3,9 @@ that one plain run; the view after each run starts and, while one runs, every so
 decoded (in this process, or through a GPU worker's calls) is the caller's `run_side`."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
+from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
 from ..trace import Divergence
@@ -13,6 +14,36 @@ from .view import WorkloadView
 # run_side(prompt index, side name, plain decoding's tokens for a greedy drafter run, else None) yields the side's
 # StepEvents in order and, for a drafter given plain's tokens, where it parted from them (a Divergence) at the end.
 RunSide = Callable[[int, str, list[int] | None], Iterator[StepEvent | Divergence]]
+# decode_one(prompt index, side name, plain's tokens or None, a memory copy or None) yields as a RunSide does and
+# returns the prompt's token ids once the side ended (None: it did not end).
+DecodeOne = Callable[
+    [int, str, list[int] | None, RunMemory | None], Generator[StepEvent | Divergence, None, list | None]
+]
+
+
+def side_runner(decode_one: DecodeOne, memories: dict[str, RunMemory]) -> RunSide:
+    """The RunSide the CLI (decoding here) and the app (through the device) share: a drafter that copies from earlier
+    runs drafts from a copy of its memory, which its own run fills as it goes, and once the run has ended its
+    output joins the memory the workload keeps, once."""
+
+    def run_side(i: int, side: str, plain_ids: list[int] | None) -> Iterator[StepEvent | Divergence]:
+        memory, tokens = memories.get(side), []
+        steps = decode_one(i, side, plain_ids, None if memory is None else memory.copy())
+        try:
+            while True:
+                try:
+                    item = next(steps)
+                except StopIteration as end:
+                    if memory is not None and end.value is not None:
+                        memory.remember(end.value, tokens)
+                    return
+                if isinstance(item, StepEvent):
+                    tokens.extend(item.tokens)
+                yield item
+        finally:
+            steps.close()  # a stopped workload ends the side's decoding (under ZeroGPU, its worker) at once
+
+    return run_side
 
 
 def run_workload(
