@@ -10,6 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TypeVar
 
+from ..drafters.training import DFlashTraining, EagleTraining, MedusaTraining
 from ..errors import InvalidRequest
 from ..runtime import ASSETS, quiet_transformers
 
@@ -44,9 +45,7 @@ def _add_medusa(sub):
     _text_flags(
         medusa,
         "folder for config.json + medusa_lm_head.safetensors",
-        steps=300,
-        lr=1e-3,
-        train_batch=64,
+        MedusaTraining,
         train_batch_help="rows per training step",
         tokens=96,
         samples=4,
@@ -54,8 +53,8 @@ def _add_medusa(sub):
         text_word="text",
         prompts=MEDUSA_PROMPTS,
     )
-    medusa.add_argument("--heads", type=int, default=4)
-    medusa.add_argument("--layers", type=int, default=1)
+    medusa.add_argument("--heads", type=int, default=MedusaTraining.heads)
+    medusa.add_argument("--layers", type=int, default=MedusaTraining.layers)
     return medusa
 
 
@@ -64,9 +63,7 @@ def _add_eagle(sub):
     _text_flags(
         eagle,
         "folder for config.json + model.safetensors (+ head_vocab.json)",
-        steps=400,
-        lr=5e-4,
-        train_batch=8,
+        EagleTraining,
         train_batch_help="windows per training step",
         tokens=224,
         samples=2,
@@ -74,37 +71,31 @@ def _add_eagle(sub):
         text_word="answer",
         prompts=EAGLE_PROMPTS,
     )
-    eagle.add_argument("--window", type=int, default=128, help="pairs per training window")
-    eagle.add_argument("--unroll", type=int, default=2, help="extra passes that feed the head its own guesses")
+    eagle.add_argument("--window", type=int, default=EagleTraining.window, help="pairs per training window")
+    eagle.add_argument(
+        "--unroll", type=int, default=EagleTraining.unroll, help="extra passes that feed the head its own guesses"
+    )
     eagle.add_argument(
         "--init",
         choices=("pass-through", "random"),
-        default="pass-through",
+        default=EagleTraining.init,
         help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), or at random",
     )
     eagle.add_argument(
         "--intermediate-size",
         type=int,
-        default=0,
+        default=EagleTraining.intermediate_size,
         help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)",
     )
     eagle.add_argument(
         "--features", metavar="FILE", help="keep the target's features here and reuse them when it exists"
     )
-    eagle.add_argument(
-        "--checkpoint",
-        type=_optional_path,
-        metavar="FILE",
-        help="keep the whole training state here every --save-every steps; when it exists, training "
-        "goes on from it (same --features) to --steps, the total over all runs; the head's shape "
-        "(--shortlist, --intermediate-size, --init) stays the first run's",
-    )
-    eagle.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
-    eagle.add_argument(
-        "--until-step",
-        type=int,
-        default=0,
-        help="stop this run after that step (needs --checkpoint; run again to go on)",
+    _checkpoint_flags(
+        eagle,
+        EagleTraining,
+        "keep the whole training state here every --save-every steps; when it exists, training goes on from it (same "
+        "--features) to --steps, the total over all runs; the head's shape (--shortlist, --intermediate-size, --init) "
+        "stays the first run's",
     )
     return eagle
 
@@ -114,9 +105,7 @@ def _add_dflash(sub):
     _text_flags(
         dflash,
         "folder for config.json + model.safetensors (the published DFlash layout)",
-        steps=400,
-        lr=1e-3,
-        train_batch=8,
+        DFlashTraining,
         train_batch_help="blocks per training step",
         tokens=224,
         samples=2,
@@ -131,24 +120,27 @@ def _add_dflash(sub):
         "--target-layers", default="", help="the target layers read, e.g. 1,9,17 (default: spread as published)"
     )
     dflash.add_argument("--intermediate-size", type=int, default=0, help="the layers' MLP width (0: the target's)")
-    dflash.add_argument(
-        "--checkpoint",
-        type=_optional_path,
-        metavar="FILE",
-        help="keep the training state here; when it exists, go on",
-    )
-    dflash.add_argument("--save-every", type=int, default=50, help="steps between two writes of --checkpoint")
-    dflash.add_argument("--until-step", type=int, default=0, help="stop this run after that step (needs --checkpoint)")
+    _checkpoint_flags(dflash, DFlashTraining, "keep the training state here; when it exists, go on")
     return dflash
+
+
+def _checkpoint_flags(p, config, checkpoint_help: str) -> None:
+    """--checkpoint, --save-every and --until-step: a long training run kept on disk and resumed."""
+    p.add_argument("--checkpoint", type=_optional_path, metavar="FILE", help=checkpoint_help)
+    p.add_argument("--save-every", type=int, default=config.save_every, help="steps between two writes of --checkpoint")
+    p.add_argument(
+        "--until-step",
+        type=int,
+        default=config.until_step,
+        help="stop this run after that step (needs --checkpoint; run again to go on)",
+    )
 
 
 def _text_flags(
     p,
     out_help: str,
+    config,
     *,
-    steps: int,
-    lr: float,
-    train_batch: int,
     train_batch_help: str,
     tokens: int,
     samples: int,
@@ -158,9 +150,9 @@ def _text_flags(
 ) -> None:
     p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
     p.add_argument("--out", required=True, help=out_help)
-    p.add_argument("--steps", type=int, default=steps)
-    p.add_argument("--lr", type=float, default=lr)
-    p.add_argument("--train-batch", type=int, default=train_batch, help=train_batch_help)
+    p.add_argument("--steps", type=int, default=config.steps)  # defaults: the trainer's config (drafters/training.py)
+    p.add_argument("--lr", type=float, default=config.lr)
+    p.add_argument("--train-batch", type=int, default=config.train_batch, help=train_batch_help)
     p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
     p.add_argument(
         "--samples", type=int, default=samples, help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7"
@@ -173,9 +165,9 @@ def _text_flags(
         f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)",
     )
     p.set_defaults(default_prompts=prompts)
-    p.add_argument(
-        "--shortlist", type=int, default=8192, help="heads score only this many token ids (0 = the whole vocabulary)"
-    )
+    if hasattr(config, "shortlist"):  # heads that score a shortlist of ids (DFlash scores the whole vocabulary)
+        about = "heads score only this many token ids (0 = the whole vocabulary)"
+        p.add_argument("--shortlist", type=int, default=config.shortlist, help=about)
     p.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
     p.add_argument(
         "--local-text",
@@ -196,7 +188,7 @@ def _check(args, command: str, *own: tuple[str, int, int]) -> list[str]:
         *own,
         ("--tokens-per-prompt", args.tokens_per_prompt, 8),
         ("--samples", args.samples, 1),
-        ("--shortlist", args.shortlist, 0),
+        ("--shortlist", getattr(args, "shortlist", 0), 0),
         ("--batch", args.batch, 1),
         ("--local-tokens", args.local_tokens, 1),
     ):

@@ -10,29 +10,16 @@ embedding and LM head, which the draft borrows, stay frozen.
 
 import hashlib
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
 from ...errors import InvalidRequest
+from ..training import DFlashTraining
 from .model import DFlashDraft
 
 POSITION_DECAY = 0.85  # weight of block position j (1 = the first draft): POSITION_DECAY ** (j - 1)
-
-
-@dataclass(frozen=True)
-class DFlashTraining:
-    """How `train_dflash` trains a drafter: the schedule and where it keeps its state."""
-
-    steps: int = 400  # the total over all runs that go on from one checkpoint
-    train_batch: int = 8  # blocks (anchor positions) per step
-    lr: float = 1e-3
-    seed: int = 0
-    checkpoint: Path | None = None  # the training state, kept here; when it exists, training goes on from it
-    save_every: int = 50  # steps between two writes of `checkpoint`
-    until_step: int = 0  # > 0: this run stops after that step
 
 
 @torch.inference_mode()

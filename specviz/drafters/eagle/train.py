@@ -16,13 +16,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from ...errors import first_line
 from ...models import LoadedModel
 from ..distill import Text, make_shortlist, split_by_group
+from ..training import EagleTraining
 from .checkpoint import EagleCheckpointError, head_config
 from .head import EagleHead
 
@@ -35,26 +35,6 @@ class Features:
     answer_from: int
     group: str
     teacher_forced: bool
-
-
-@dataclass(frozen=True)
-class EagleTraining:
-    """How `train_eagle` trains a head: its schedule, its windows, its shape and where it keeps its state."""
-
-    steps: int = 400  # the total over all runs that go on from one checkpoint
-    lr: float = 5e-4
-    train_batch: int = 8  # windows per step
-    window: int = 128  # pairs per training window
-    unroll: int = 2  # extra passes that feed the head its own guesses
-    shortlist: int = 8192  # how many token ids the head scores (0 = the whole vocabulary)
-    held_out: float = 0.1  # share of the prompts, and of the files, kept apart to measure the acceptance
-    seed: int = 0
-    init: str = "pass-through"  # or "random": see _init_pass_through
-    depth: int = 5  # how deep a chain the held-out acceptance measures
-    intermediate_size: int = 0  # the layer's MLP width (0: the target's own)
-    checkpoint: Path | None = None  # the whole training state, kept here; when it exists, training goes on from it
-    save_every: int = 50  # steps between two writes of `checkpoint`
-    until_step: int = 0  # > 0: this run stops after that step
 
 
 @dataclass(frozen=True)

@@ -16,21 +16,8 @@ import torch
 
 from ...models import LoadedModel
 from ..distill import Text, make_shortlist, split_by_group
+from ..training import MedusaTraining
 from .heads import MedusaHeads
-
-
-@dataclass(frozen=True)
-class MedusaTraining:
-    """How `train_heads` trains Medusa heads: how many, how deep, and the schedule."""
-
-    heads: int = 4  # head k predicts the token k + 2 positions ahead
-    layers: int = 1  # ResBlocks per head
-    steps: int = 300
-    lr: float = 1e-3
-    train_batch: int = 64  # rows per step
-    held_out: float = 0.15  # share of the groups (prompts, files) kept apart to measure the accuracy
-    seed: int = 0
-    shortlist: int = 8192  # > 0: the heads score only that many ids (chosen from the training side only)
 
 
 @dataclass(frozen=True)
