@@ -4,6 +4,7 @@ layers import each other without cycles."""
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -357,3 +358,16 @@ def test_what_the_kinds_declare_for_their_callers_holds_together():
         "eagle": "AngelSlim/Qwen3-4B_eagle3",
         "dflash": "z-lab/Qwen3-4B-DFlash-b16",
     }
+
+
+def test_the_layout_in_the_design_notes_names_every_package_and_no_file_that_is_gone():
+    """docs/design.md's layout is written by hand: it must name every package of specviz, and every file it names
+    must still exist (in the package, scripts/, tests/ or at the top)."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    packages = {p.parent.relative_to(ROOT / "specviz").as_posix() for p in (ROOT / "specviz").rglob("__init__.py")}
+    named = set(re.findall(r"([a-z_]+)/", block))
+    assert {p.split("/")[-1] for p in packages if p != "."} <= named, "a package the layout does not name"
+    files = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | {"Spacefile"}
+    gone = sorted(f for f in re.findall(r"\b([a-z_0-9]+\.py)\b", block) if f not in files)
+    assert not gone, f"the layout names files that do not exist: {gone}"
