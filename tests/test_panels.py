@@ -29,9 +29,14 @@ def view(**over):
     plain = Lane("plain", [step(i) for i in range(8)], 2.0, True)  # 8 tokens in 2 s: 4 tok/s
     spec = Lane("speculative", [step(i, (5, 5, 5), 3, "bonus") for i in range(2)], 0.5, True)  # 8 tokens in 0.5 s
     return (
-        RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", greedy=True, finished=True)
+        RaceView(plain=plain, spec=spec, text_of=lambda t: EVIL if t == 7 else "tok", greedy=True, finished=True)
         if not over
-        else RaceView(plain, spec, lambda t: EVIL if t == 7 else "tok", **({"greedy": True, "finished": True} | over))
+        else RaceView(
+            plain=plain,
+            spec=spec,
+            text_of=lambda t: EVIL if t == 7 else "tok",
+            **({"greedy": True, "finished": True} | over),
+        )
     )
 
 

@@ -80,11 +80,11 @@ def workload(greedy: bool = True, stop=None, prompts=None, note: str = "") -> Wo
         Contender(ABSENT, "an EAGLE-like head", note or f"not available: no head for {EVIL}"),
     ]
     view = WorkloadView(
-        prompts or ["Write a SQL query.", f"Summarise {EVIL}", "List three\nprimes."],
-        contenders,
-        greedy,
-        "γ = 3, fixed",
-        12,
+        prompts=prompts or ["Write a SQL query.", f"Summarise {EVIL}", "List three\nprimes."],
+        contenders=contenders,
+        greedy=greedy,
+        setting="γ = 3, fixed",
+        max_new_tokens=12,
         text_of=text_of,
         models=RunModels(target=f"tiny {EVIL}", draft="tiny-draft", precision="float32", device="cpu"),
     )
@@ -273,11 +273,11 @@ def test_the_csv_holds_no_formula_and_the_files_are_written_side_by_side(tmp_pat
 def big_view(drafters: list[str], prompts: int, tokens: int) -> WorkloadView:
     """A finished view built cell by cell: drafter n accepts n % 4 of 3 drafted tokens per step."""
     view = WorkloadView(
-        [f"Prompt {i}: explain how a hash map grows, with an example. " * 3 for i in range(prompts)],
-        [Contender(name, f"{name}; lossless") for name in drafters],
-        True,
-        "each drafter's measured best",
-        tokens,
+        prompts=[f"Prompt {i}: explain how a hash map grows, with an example. " * 3 for i in range(prompts)],
+        contenders=[Contender(name, f"{name}; lossless") for name in drafters],
+        greedy=True,
+        setting="each drafter's measured best",
+        max_new_tokens=tokens,
         text_of=lambda t: f" tok{t}",
         models=RunModels(target="a-target-model", draft="a-draft-model", precision="bfloat16", device="cuda"),
         finished=True,

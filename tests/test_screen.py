@@ -45,7 +45,7 @@ def sampled(target, drafts, tokenizer):
 
 
 def test_a_rejected_sampled_step_is_explained_with_p_q_the_draw_and_the_residual(sampled):
-    events = sampled.sides[1].events
+    events = sampled.spec.events
     step = next(e for e in events if e.next_kind == "correction" and e.q is not None)
     html = explain_step(step, sampled.text_of, len(events))
     assert f"Step {step.index + 1}</b> of {len(events)}" in html
@@ -58,7 +58,7 @@ def test_a_rejected_sampled_step_is_explained_with_p_q_the_draw_and_the_residual
 
 def test_greedy_tree_and_plain_steps_are_explained_in_their_own_words(target, drafts, tokenizer):
     trace = race_trace(target, drafts, tokenizer, drafter="history", prompt="w5 w5 w5 w9 w5 w5 w5", max_new_tokens=60)
-    events = trace.sides[1].events
+    events = trace.spec.events
     tree = next(e for e in events if e.candidates)
     html = explain_step(tree, trace.text_of)
     assert "candidates</b>, verified together as a token tree" in html and "first choice here" in html
@@ -68,7 +68,7 @@ def test_greedy_tree_and_plain_steps_are_explained_in_their_own_words(target, dr
 
 
 def test_the_explanation_escapes_token_text(sampled):
-    step = next(e for e in sampled.sides[1].events if e.proposed)
+    step = next(e for e in sampled.spec.events if e.proposed)
     html = explain_step(step, lambda t: EVIL)
     assert "<script" not in html and "<img" not in html and "&lt;script&gt;" in html
 
@@ -82,16 +82,15 @@ def test_a_trace_survives_a_file_and_replays_to_the_same_screen(sampled, tmp_pat
     steps = [e for s in again.sides for e in s.events]
     assert len(paused) == len(steps) and sum(paused) == pytest.approx(sum(e.step_s + e.prefill_s for e in steps) / 4)
     final = views[-1]
-    assert (
-        final.finished
-        and final.plain.tokens == sampled.sides[0].tokens
-        and final.spec.tokens == sampled.sides[1].tokens
-    )
+    assert final.finished and final.plain.tokens == sampled.plain.tokens and final.spec.tokens == sampled.spec.tokens
     lanes = [
         Lane(name, side.events, sum(e.prefill_s + e.step_s for e in side.events), True)
         for name, side in zip(("plain", "speculative"), sampled.sides)
     ]
-    live = RaceView(*lanes, sampled.text_of, False, finished=True, mode=sampled.sides[1].words)
+    plain, spec = lanes
+    live = RaceView(
+        plain=plain, spec=spec, text_of=sampled.text_of, greedy=False, finished=True, mode=sampled.spec.words
+    )
     for render in (
         lambda v: panels.lane_text(v, "plain"),
         lambda v: panels.lane_text(v, "spec"),
@@ -126,7 +125,7 @@ def test_the_snapshot_page_is_self_contained_and_escaped(target, drafts, tokeniz
     assert "<script" not in html and "<img" not in html and "&lt;script&gt;alert(1)" in html
     assert "http://" not in html and "https://" not in html  # nothing to fetch
     assert "<polyline" in html and 'class="sv-fig1"' in html and "identical to plain decoding" in html
-    assert final_view(trace).spec.tokens == trace.sides[1].tokens
+    assert final_view(trace).spec.tokens == trace.spec.tokens
 
 
 def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, tokenizer):
@@ -137,7 +136,7 @@ def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, token
         Entry(name, name, None, list(decode(target, ids, s, name, drafts["partial"]))) for name in ("draft", "ngram")
     ]
     entries.append(Entry("medusa", "medusa", None, note="not available: no Medusa heads for 'tiny'"))
-    view = CompareView(entries, True, plain)
+    view = CompareView(entries=entries, greedy=True, plain=plain)
     rows = {r.name: r for r in view.rows()}
     assert set(rows) == {"plain", "draft", "ngram", "medusa"} and rows["plain"].speedup == 1.0
     assert rows["draft"].identical is True and rows["draft"].tau > 1 and rows["medusa"].note.startswith("not available")
@@ -181,8 +180,8 @@ def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     trace = Trace.load(path)
-    assert [s.name for s in trace.sides] == ["plain", "draft"] and trace.sides[1].tokens == out["token_ids"]
-    assert trace.sides[0].tokens == out["token_ids"] and trace.sides[1].divergence is None
+    assert [s.name for s in trace.sides] == ["plain", "draft"] and trace.spec.tokens == out["token_ids"]
+    assert trace.plain.tokens == out["token_ids"] and trace.spec.divergence is None
     assert trace.made_with.startswith("python -m specviz generate") and trace.models.precision == "float32"
     assert main(["snapshot", str(path), "--out", str(page)]) == 0 and "identical to plain decoding" in page.read_text()
     (tmp_path / "bad.json").write_text(json.dumps({"format": "specviz-trace", "version": 99}))
@@ -204,10 +203,10 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
         trace = Trace.load(path)
         assert trace.models.target == "qwen2.5-coder-1.5b-instruct" and trace.made_with.startswith("python -m specviz")
         assert all(t in trace.texts for side in trace.sides for t in token_ids(side.events))
-        assert final_view(trace).spec.tokens == trace.sides[1].tokens
-        assert any(e.detail and e.detail.trials for e in trace.sides[1].events)
+        assert final_view(trace).spec.tokens == trace.spec.tokens
+        assert any(e.detail and e.detail.trials for e in trace.spec.events)
         if trace.greedy:  # recorded with greedy decoding: the speculative side wrote the target's own tokens
-            assert trace.sides[1].tokens == trace.sides[0].tokens
+            assert trace.spec.tokens == trace.plain.tokens
 
 
 def test_a_copied_draft_says_where_it_came_from_on_screen_and_in_the_trace(target, tokenizer):

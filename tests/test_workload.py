@@ -127,7 +127,13 @@ def fast_side(n=8):
 
 def view_of(prompts=3, contenders=None, greedy=True):
     contenders = contenders or [Contender("alpha-drafter", "alpha words"), Contender("beta-drafter", "beta words")]
-    return WorkloadView([f"prompt {i}" for i in range(prompts)], contenders, greedy, "best", 8)
+    return WorkloadView(
+        prompts=[f"prompt {i}" for i in range(prompts)],
+        contenders=contenders,
+        greedy=greedy,
+        setting="best",
+        max_new_tokens=8,
+    )
 
 
 def test_each_drafter_is_totalled_over_the_prompts_it_and_plain_both_finished():

@@ -121,14 +121,14 @@ class Backend:
         settings, chosen, options = self._check(request, session)
         with self._on_device():
             for line in self._load(request):
-                yield RaceView(Lane(PLAIN), Lane(SPEC), str, settings.greedy, message=line)
+                yield RaceView(plain=Lane(PLAIN), spec=Lane(SPEC), text_of=str, greedy=settings.greedy, message=line)
             pair, texts = self.shelf.current(), TextTable()
             memory = self.memory(session) if chosen.remembers else None
             view = RaceView(
-                Lane(PLAIN),
-                Lane(SPEC),
-                texts,
-                settings.greedy,
+                plain=Lane(PLAIN),
+                spec=Lane(SPEC),
+                text_of=texts,
+                greedy=settings.greedy,
                 mode=mode_text(chosen.words(options), settings),
                 lossy=settings.lossy,
             )
@@ -246,13 +246,13 @@ class Backend:
                 entries.append(Entry(k.name, mode_text(k.words(options), settings), options))
             except SpecvizError as exc:
                 entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
-        view = CompareView(entries, settings.greedy)
+        view = CompareView(entries=entries, greedy=settings.greedy)
         work = WorkloadView(
-            [request.prompt],
-            [Contender(e.name, e.words, e.note) for e in entries],
-            settings.greedy,
-            "the current settings",
-            settings.max_new_tokens,
+            prompts=[request.prompt],
+            contenders=[Contender(e.name, e.words, e.note) for e in entries],
+            greedy=settings.greedy,
+            setting="the current settings",
+            max_new_tokens=settings.max_new_tokens,
         )
         with self._on_device():
             for line in self._load(request):
@@ -340,7 +340,11 @@ class Backend:
             bool(preset.draft),
         )
         view = WorkloadView(
-            prompts, [e.contender for e in chosen], base.greedy, setting_words(fixed_gamma, base), base.max_new_tokens
+            prompts=prompts,
+            contenders=[e.contender for e in chosen],
+            greedy=base.greedy,
+            setting=setting_words(fixed_gamma, base),
+            max_new_tokens=base.max_new_tokens,
         )
         with self._on_device():
             for line in self._load(request):

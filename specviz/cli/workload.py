@@ -114,11 +114,11 @@ def _prepare(args, prompts, chosen, base, setting):
     check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)
     text_of = TokenTexts(target.tokenizer)
     view = WorkloadView(
-        prompts,
-        [e.contender for e in chosen],
-        base.greedy,
-        setting,
-        base.max_new_tokens,
+        prompts=prompts,
+        contenders=[e.contender for e in chosen],
+        greedy=base.greedy,
+        setting=setting,
+        max_new_tokens=base.max_new_tokens,
         text_of=text_of,
         models=run_models(args, target, with_draft=draft is not None, exact=exact),
     )

@@ -34,7 +34,7 @@ class CompareRow:
     by_position: tuple[float | None, ...] = ()  # α_k, k = 1, 2, ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CompareView:
     entries: list[Entry]
     greedy: bool
@@ -88,13 +88,13 @@ def from_trace(trace: Trace) -> CompareView:
     """A recorded comparison, as the comparison screen shows it."""
     entries = [Entry(s.name, s.words, None, s.events, s.divergence) for s in trace.drafted]
     return CompareView(
-        entries,
-        trace.greedy,
-        trace.plain.events,
-        trace.text_of,
-        "recorded",
-        True,
-        trace.stopped,
-        trace.wall_s,
-        trace,
+        entries=entries,
+        greedy=trace.greedy,
+        plain=trace.plain.events,
+        text_of=trace.text_of,
+        message="recorded",
+        finished=True,
+        stopped=trace.stopped,
+        wall_s=trace.wall_s,
+        trace=trace,
     )

@@ -106,7 +106,7 @@ class Lane:
         self.done = event.finish is not None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RaceView:
     """Everything the screen shows of a run; the backend updates one view in place and yields it after each step."""
 

@@ -31,10 +31,10 @@ def replay(
         if v
     )
     view = RaceView(
-        Lane(PLAIN),
-        Lane(SPEC),
-        trace.text_of,
-        trace.greedy,
+        plain=Lane(PLAIN),
+        spec=Lane(SPEC),
+        text_of=trace.text_of,
+        greedy=trace.greedy,
         message=f"recorded {trace.created[:16]}; {made}",
         mode=spec.words,
         lossy=trace.lossy,

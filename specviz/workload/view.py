@@ -50,7 +50,7 @@ class WorkloadRow:
     note: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WorkloadView:
     prompts: list[str]
     contenders: list[Contender]
