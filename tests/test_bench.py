@@ -13,7 +13,9 @@ from specviz.analysis.theory import (
     per_token_alpha,
     predicted_speedup,
 )
-from specviz.bench.rows import at_rate
+from specviz.bench.rows import BenchRow, at_rate
+from specviz.bench.runs import Run, overlap, typical
+from specviz.bench.tally import unsettled
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
@@ -159,6 +161,10 @@ def test_bench_runs_every_method_and_writes_three_reports(
     assert "plain decoding at a " + str(long[0]["prompt_tokens"]) + "-token prompt, T 0:" in report
     html = (tmp_path / "bench.html").read_text()
     assert "plotly" in html and "efficiency of draft" in html and "<script>alert" not in html
+    lookups = [r for r in rows if r["method"] == "transformers prompt lookup"]
+    assert all(r["tau"] >= 1 and r["tps_range"][0] <= r["tps"] <= r["tps_range"][1] for r in lookups)
+    assert "adaptive over the drafter's best fixed γ, tokens/s: lowest" in report
+    assert "γ 3: τ ngram" in report and "transformers' prompt lookup" in report
 
 
 @pytest.mark.parametrize(
@@ -221,3 +227,15 @@ def test_a_repetition_workload_runs_in_order_and_drafts_from_earlier_runs(capsys
     assert "### Runs in order: drafting from earlier runs" in out and "| repeat_sql | 0 | 3 |" in out
     assert "suffix decoding from the third run on (1 runs, best γ each)" in out
     assert "suffix decoding on a first run with nothing cached, adaptive γ" in out
+
+
+def test_a_cell_is_the_median_of_its_repeats_with_their_spread_and_overlapping_spreads_are_flagged():
+    seconds = iter([4.0, 1.0, 2.0, 8.0, 3.0])  # tokens/s of 8 ids: 2, 8, 4, 1, 2.67
+    kept = typical(lambda: Run(list(range(8)), next(seconds)), None, 5).ours
+    assert kept.tps == 8 / 3.0 and kept.spread == (1.0, 8.0)
+    assert overlap((1.0, 3.0), (2.5, 4.0)) and not overlap((1.0, 2.0), (2.5, 4.0))
+    fast = BenchRow("k", "p", 0, "a", 1, "specviz", 10.0, 1.0, tps_range=(9.0, 11.0))
+    slow = BenchRow("k", "p", 0, "b", 1, "specviz", 8.0, 1.0, tps_range=(7.0, 8.5))
+    assert unsettled([fast], [slow]) == ""
+    slow.tps_range = (7.0, 9.5)
+    assert "not settled" in unsettled([fast], [slow])

@@ -5,21 +5,22 @@ from html import escape
 
 from ..events import PLAIN
 from .rows import BenchMeta
-from .tally import ASSISTED, best_cell, drafters, figure, groups, mean
+from .tally import ASSISTED, best_cell, drafters, figure, groups, mean, spread
 from .targets import TARGETS, targets
 
 
 def cell_table(rows) -> str:
     head = (
-        "| kind | T | method | γ | α | τ | tok/s | speedup | speedup ÷ τ | predicted | efficiency | i.i.d. theory | "
-        "vs transformers | same as plain |"
+        "| kind | T | method | γ | α | τ | tok/s (slowest–fastest) | speedup | speedup ÷ τ | predicted | efficiency | "
+        "i.i.d. theory | vs transformers | same as plain |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for (kind, t, method, gamma), rs in groups(rows, "kind", "temperature", "name", "gamma").items():
         same = [r.same_as_plain for r in rs if r.same_as_plain is not None]
+        low, high = spread(rs)
         lines.append(
             f"| {kind} | {t:g} | {method} | {'' if gamma is None else gamma} | {figure(mean(r.alpha for r in rs))} | "
-            f"{figure(mean(r.tau for r in rs))} | {figure(mean(r.tps for r in rs))} | "
+            f"{figure(mean(r.tau for r in rs))} | {figure(mean(r.tps for r in rs))} ({low:.2f}–{high:.2f}) | "
             f"{figure(mean(r.speedup for r in rs), 'x')} | {figure(mean(r.per_tau for r in rs))} | "
             f"{figure(mean(r.predicted for r in rs), 'x')} | {figure(mean(r.efficiency for r in rs))} | "
             f"{figure(mean(r.iid for r in rs), 'x')} | {figure(mean(r.vs_transformers for r in rs))} | "
@@ -177,7 +178,7 @@ def markdown_report(rows, meta: BenchMeta) -> str:
     title = (
         f"specviz bench: {meta.target}"
         + (f" ← {meta.draft}" if meta.draft else "")
-        + f", {meta.dtype}, {meta.device}, {meta.max_new_tokens} new tokens, best of {meta.repeats}, "
+        + f", {meta.dtype}, {meta.device}, {meta.max_new_tokens} new tokens, median of {meta.repeats}, "
         f"{meta.prompts} prompts, {meta.minutes} min, {meta.when}"
     )
     modes = (

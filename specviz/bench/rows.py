@@ -35,8 +35,9 @@ class BenchRow:
     method: str  # plain, a drafter (the oracle as "oracle α=0.8"), or transformers' plain / counterpart
     gamma: int | str | None  # a fixed γ, "adaptive" (transformers: its own default schedule), None for plain
     library: str  # specviz | transformers
-    tps: float  # tokens per second, prefill included
+    tps: float  # tokens per second, prefill included: the median run of the repeats
     speedup: float  # over the same library's plain decoding, end to end
+    tps_range: tuple[float, float] | None = None  # the slowest and fastest of the repeats
     alpha: float | None = None  # accepted / drafted
     tau: float | None = None  # tokens per target forward
     per_tau: float | None = None  # speedup ÷ τ: what each forward's tokens were worth

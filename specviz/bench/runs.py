@@ -1,4 +1,4 @@
-"""One run as the benchmark records it, for specviz and for transformers' generate, and the fastest of several."""
+"""One run as the benchmark records it, for specviz and for transformers' generate, and the median of several."""
 
 import copy
 from collections.abc import Callable
@@ -20,10 +20,19 @@ class Run:
     alpha: float | None = None
     tau: float | None = None
     memory: object = None  # a RunMemory
+    spread: tuple[float, float] | None = None  # the slowest and fastest tokens/s of the repeats it is the median of
 
     @property
     def tps(self) -> float:
         return len(self.ids) / self.seconds
+
+    @property
+    def low(self) -> float:
+        return self.spread[0] if self.spread else self.tps
+
+    @property
+    def high(self) -> float:
+        return self.spread[1] if self.spread else self.tps
 
 
 @dataclass(frozen=True)
@@ -70,27 +79,45 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     elif method == "transformers prompt lookup":  # γ None: the setting its documentation recommends (10 tokens)
         kwargs.update(prompt_lookup_num_tokens=gamma or 10, max_matching_ngram_size=ngram_max if gamma else None)
     torch.manual_seed(settings.seed)
+    forwards = []  # the target's forwards, to count tokens per forward as specviz's τ does
+    hook = target.model.register_forward_pre_hook(lambda module, args: forwards.append(1))
     start = clock()
-    with torch.inference_mode():
-        out = target.model.generate(ids, **kwargs)
-    return Run(out[0, len(prompt_ids) :].tolist(), clock() - start)
+    try:
+        with torch.inference_mode():
+            out = target.model.generate(ids, **kwargs)
+    finally:
+        seconds = clock() - start
+        hook.remove()
+    new = out[0, len(prompt_ids) :].tolist()
+    return Run(new, seconds, tau=len(new) / max(1, len(forwards) - 1))  # the prefill's forward is not a step
 
 
-def fastest(ours: Callable[[], Run], theirs: Callable[[], Run] | None, repeats: int) -> Sides:
-    """Run each side `repeats` times, alternating which goes first, and keep each one's fastest run."""
+def typical(ours: Callable[[], Run], theirs: Callable[[], Run] | None, repeats: int) -> Sides:
+    """Run each side `repeats` times, alternating which goes first, and keep each one's median run (the lower
+    middle one of an even count), with the spread of its repeats' tokens/s."""
     sides = [ours] if theirs is None else [ours, theirs]
     runs = [[] for _ in sides]
     for r in range(repeats):
         for i in range(len(sides)) if r % 2 == 0 else reversed(range(len(sides))):
             runs[i].append(sides[i]())
-    best = [min(rs, key=lambda run: run.seconds) for rs in runs]
-    return Sides(*best)
+    kept = []
+    for rs in runs:
+        ordered = sorted(rs, key=lambda run: run.seconds)
+        kept.append(replace(ordered[(len(ordered) - 1) // 2], spread=(ordered[-1].tps, ordered[0].tps)))
+    return Sides(*kept)
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two (slowest, fastest) spreads share a value: their comparison is not settled by these runs."""
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def bracketed(opening: Run, closing: Run) -> Run:
-    """The opening plain run with the mean of both runs' times: the CPU's speed across the cells between them."""
+    """The opening plain run with the mean of both runs' times: the CPU's speed across the cells between them; its
+    spread covers both."""
     decode_s = None if opening.decode_s is None else (opening.decode_s + closing.decode_s) / 2
-    return replace(opening, seconds=(opening.seconds + closing.seconds) / 2, decode_s=decode_s)
+    spread = (min(opening.low, closing.low), max(opening.high, closing.high))
+    return replace(opening, seconds=(opening.seconds + closing.seconds) / 2, decode_s=decode_s, spread=spread)
 
 
 def bracketed_sides(opening: Sides, closing: Sides) -> Sides:

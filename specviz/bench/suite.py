@@ -2,13 +2,14 @@
 generation and prompt lookup, on the same models and prompts, in one process and one run.
 
     python -m specviz bench [--kinds code,extraction,prose,chat] [--temperatures 0,0.7] [--gammas 1-8]
-                            [--methods draft,ngram,history,medusa,oracle] [--repeats 2] [--out bench-results]
+                            [--methods draft,ngram,history,medusa,oracle] [--repeats 3] [--out bench-results]
 
 Per cell: tokens/s, speedup over its own library's plain decoding (end to end, prefill included), α, τ,
 speedup ÷ τ, and efficiency = the measured decode speedup ÷ the speedup predicted from the run's own accepted
 tokens, drafting seconds and the bare forward cost V(k) of each verify (measured apart, costs.py). A cell is the
-fastest of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%);
-plain runs before and after a prompt's cells bracket them and their mean is the baseline.
+median of `repeats` runs, alternating order with its transformers counterpart (this CPU drifts 10–30%), with
+the slowest and fastest beside it; plain runs before and after a prompt's cells bracket them and their mean is the
+baseline.
 Writes bench.json, bench.md and bench.html (plotly) to --out; report.py draws them.
 """
 
@@ -23,7 +24,7 @@ from ..events import PLAIN, depth_acceptance
 from ..settings import MAX_GAMMA, Settings
 from .plan import DraftModel, Plan, prompt_label
 from .rows import BenchRow, RowKey, at_rate
-from .runs import Run, Sides, bracketed_sides, fastest, measure, transformers_run
+from .runs import Run, Sides, bracketed_sides, measure, transformers_run, typical
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,11 @@ class Bench:
                         yield Cell(method, gamma, at, k, options, draft)
 
     def plain(self, ids, settings) -> Sides:
-        """Plain decoding in both libraries (transformers' where raced), each the fastest of `repeats` runs."""
-        return fastest(self.ours(ids, settings), self.theirs(ids, settings) if self.hf else None, self.args.repeats)
+        """Plain decoding in both libraries (transformers' where raced), each the median of `repeats` runs."""
+        return typical(self.ours(ids, settings), self.theirs(ids, settings) if self.hf else None, self.args.repeats)
 
     def measure_cells(self, prompt_kind: str, ids, settings: Settings, plain_ids, log) -> list[Measured]:
-        """Every cell of one prompt at one temperature, each the fastest of `repeats` runs beside transformers'
+        """Every cell of one prompt at one temperature, each the median of `repeats` runs beside transformers'
         counterpart (two drafters with one counterpart share its runs)."""
         measured, raced = [], {}
         for cell in self.cells(settings, plain_ids):
@@ -162,10 +163,10 @@ class Bench:
             if other and theirs_key not in raced:  # γ "adaptive": transformers at its own default schedule
                 theirs = self.theirs(ids, cell.settings, other, None if cell.gamma == "adaptive" else cell.gamma, draft)
             ours = self.ours(ids, cell.settings, cell.kind.name, cell.options, draft, memory)
-            best = fastest(ours, theirs, self.args.repeats)
+            best = typical(ours, theirs, self.args.repeats)
             if other:
                 best = replace(best, theirs=raced.setdefault(theirs_key, best.theirs))
-            if cell.kind.remembers:  # the kept run joins the memory; the repeats that lost are forgotten
+            if cell.kind.remembers:  # the kept run joins the memory; the other repeats are forgotten
                 self.memories[key] = best.ours.memory
             measured.append(Measured(cell, other, best))
             log(
@@ -195,7 +196,7 @@ class Bench:
         )
         measured = self.measure_cells(prompt_kind, ids, settings, opening.ours.ids, log)
         # Plain runs bracket the cells (this CPU drifts over minutes): their mean is the baseline. Each side is
-        # the fastest of `repeats` runs, like every cell; the faster of the two would be a best of 2·repeats.
+        # the median of `repeats` runs, like every cell.
         closing = self.plain(ids, settings)
         baseline = bracketed_sides(opening, closing)
         plain = baseline.ours
@@ -247,6 +248,7 @@ class Bench:
             gamma=cell.gamma,
             library="specviz",
             tps=run.tps,
+            tps_range=(run.low, run.high),
             speedup=speedup,
             alpha=run.alpha,
             tau=run.tau,
@@ -274,7 +276,9 @@ class Bench:
             gamma=cell.gamma,
             library="transformers",
             tps=theirs.tps,
+            tps_range=(theirs.low, theirs.high),
             speedup=theirs.tps / hf_plain.tps,
+            tau=theirs.tau,
             same_as_plain=theirs.ids == hf_plain.ids if greedy else None,
             **draft,
         )
@@ -292,6 +296,7 @@ def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[
             gamma=None,
             library="specviz",
             tps=plain.tps,
+            tps_range=(plain.low, plain.high),
             speedup=1.0,
             tau=1.0,
             verify_costs=costs,
@@ -305,6 +310,7 @@ def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[
                 gamma=None,
                 library="transformers",
                 tps=hf_plain.tps,
+                tps_range=(hf_plain.low, hf_plain.high),
                 speedup=1.0,
                 vs_transformers=plain.tps / hf_plain.tps,
                 same_as_plain=plain.ids == hf_plain.ids if greedy else None,

@@ -58,6 +58,18 @@ def groups(rows, *keys):
     return out
 
 
+def spread(rs) -> tuple[float, float]:
+    """The slowest and fastest tokens/s over these rows' repeats (a row without repeats counts its own figure)."""
+    ranges = [r.tps_range or (r.tps, r.tps) for r in rs]
+    return min(low for low, _ in ranges), max(high for _, high in ranges)
+
+
+def unsettled(a, b) -> str:
+    """A note for a comparison of two groups of rows whose repeats' spreads overlap: these runs do not settle it."""
+    (a_low, a_high), (b_low, b_high) = spread(a), spread(b)
+    return " [spreads overlap: not settled]" if a_low <= b_high and b_low <= a_high else ""
+
+
 def best_cell(rs):
     """(γ, mean tokens/s over prompts) of the fastest γ among these rows; None if there are none."""
     by_gamma = {g: mean(r.tps for r in grs) for (g,), grs in groups(rs, "gamma").items()}

@@ -4,13 +4,14 @@ import statistics
 
 from ..events import PLAIN
 from .rows import drafter_of
-from .tally import ASSISTED, Drafters, best_cell, drafters, groups, mean
+from .tally import ASSISTED, Drafters, best_cell, drafters, groups, mean, unsettled
 
 TARGETS = (
     "best drafter ≥ 2.0× plain on code and ≥ 1.2× transformers' best on every kind; with the same draft, the "
     "draft model ≥ 1.15× transformers' assisted generation at its better schedule; geometric mean of the best "
     "over transformers' plain ≥ 2.2×; the draft model and the hybrid adaptive never below plain; plain ≥ "
-    "transformers' plain at every prompt length; efficiency ≥ 0.95"
+    "transformers' plain at every prompt length; efficiency ≥ 0.95; adaptive ≥ 0.95× the drafter's best fixed γ; "
+    "a lookup's τ at least transformers' prompt lookup's at the same γ"
 )
 
 
@@ -27,6 +28,8 @@ def targets(rows) -> list[str]:
         *_reference_lines(rows),
         *_across_runs_lines(ours, d),
         *_model_drafter_lines(ours, d),
+        *_adaptive_lines(ours),
+        *_copy_lines(rows, d),
         *_efficiency_lines(ours),
     ]
 
@@ -60,8 +63,48 @@ def _over_transformers_lines(rows, ours) -> list[str]:
         ratio = mean(r.tps for r in best) / mean(r.tps for r in o_best)
         lines.append(
             f"{kind}, T {t:g}: specviz's best ({name}, γ {gamma}) over transformers' best ({o_name}, γ "
-            f"{o_gamma}), tokens/s: {ratio:.2f} (target ≥ 1.20)"
+            f"{o_gamma}), tokens/s: {ratio:.2f} (target ≥ 1.20)" + unsettled(best, o_best)
         )
+    return lines
+
+
+def _adaptive_lines(ours) -> list[str]:
+    """Per drafter, kind and temperature: adaptive γ over the drafter's best fixed γ, in tokens/s."""
+    ratios = []
+    for (name, kind, t), rs in groups(ours, "name", "kind", "temperature").items():
+        adaptive = [r for r in rs if r.gamma == "adaptive"]
+        fixed = [r for r in rs if r.gamma != "adaptive"]
+        if adaptive and fixed:
+            (gamma,), best = max(groups(fixed, "gamma").items(), key=lambda kv: mean(r.tps for r in kv[1]))
+            ratio = mean(r.tps for r in adaptive) / mean(r.tps for r in best)
+            ratios.append((ratio, f"{name}, {kind}, T {t:g}: {ratio:.2f} of γ {gamma}" + unsettled(adaptive, best)))
+    if not ratios:
+        return []
+    below = [text for ratio, text in sorted(ratios) if ratio < 0.95]
+    return [
+        f"adaptive over the drafter's best fixed γ, tokens/s: lowest {min(ratios)[0]:.2f} over {len(ratios)} cells"
+        + (f"; below 0.95: {'; '.join(below)}" if below else "")
+        + " (target ≥ 0.95)"
+    ]
+
+
+def _copy_lines(rows, d: Drafters) -> list[str]:
+    """Per kind and γ: each lookup's τ against transformers' prompt lookup's at the same γ."""
+    lines = []
+    lookups = [r for r in rows if r.library == "specviz" and r.method in d.lookups and r.gamma != "adaptive"]
+    for (kind, t, gamma), rs in groups(lookups, "kind", "temperature", "gamma").items():
+        theirs = [
+            r
+            for r in rows
+            if r.library == "transformers"
+            and r.method == d.counterparts.get(rs[0].method)
+            and (r.kind, r.temperature, r.gamma) == (kind, t, gamma)
+            and r.tau is not None
+        ]
+        if theirs:
+            their_tau = mean(r.tau for r in theirs)
+            each = ", ".join(f"{name} {mean(r.tau for r in nrs):.2f}" for (name,), nrs in groups(rs, "name").items())
+            lines.append(f"{kind}, T {t:g}, γ {gamma}: τ {each}; transformers' prompt lookup {their_tau:.2f}")
     return lines
 
 

@@ -34,7 +34,7 @@ def add_bench_options(p) -> None:
     p.add_argument("--temperatures", default="0,0.7")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--oracle-alphas", default="0.5,0.8,0.95", help="acceptance rates of the oracle drafter")
-    p.add_argument("--repeats", type=int, default=2, help="runs per cell, fastest kept")
+    p.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is kept, with the spread")
     p.add_argument("--no-transformers", action="store_true", help="skip transformers' own methods")
     p.add_argument(
         "--exact",
