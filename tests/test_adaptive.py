@@ -129,3 +129,16 @@ def test_verify_time_is_the_forward_alone_and_adaptive_gamma_learns_the_rest_apa
         gamma=2, forward_tokens=3, accepted=1, rejected=True, draft_s=0.01, verify_s=0.1, bookkeeping_s=0.4
     )
     assert controller.bookkeeping == 0.4 and controller.verify_cost(3) == pytest.approx(0.1 + 0.4)
+
+
+def test_a_copy_that_holds_in_runs_is_counted_by_position_and_drafted_long():
+    """Six copies in ten fail at once, the other four hold for all ten tokens. Taken as i.i.d. draws (α ≈ 0.87) the
+    best γ is about 8; counted by position (a_1 = 0.4, then every later token holds) it is the whole copy."""
+    iid = GammaController(10, draft_per_token=0.0, forward_1=1.0, slope=0.1)
+    copies = GammaController(10, draft_per_token=0.0, forward_1=1.0, slope=0.1, copies=True)
+    for controller in (iid, copies):
+        for _ in range(12):
+            for held in (False, False, False, True, True):
+                accepted = 10 if held else 0
+                controller.observe(10, 11, accepted, not held, draft_s=0.0, verify_s=2.0)
+    assert copies.next_gamma() == 10 and iid.next_gamma() < 10

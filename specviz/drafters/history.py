@@ -14,6 +14,8 @@ MAX_CANDIDATES = 16
 class HistoryDrafter(BaseDrafter):
     """m candidates of up to γ tokens each, from where the last token occurred before in the output."""
 
+    copies = True
+
     def __init__(self, m: int = 4, choice: str = "recent", seed: int = 0):
         self.m, self.choice = m, choice
         self.rng = random.Random(seed)

@@ -10,7 +10,8 @@ recover. A drafter with its own probabilities (a draft model) is also asked afte
 pays (keep_drafting): its probability for the token, calibrated on the run's verdicts, stands in for α there.
 A block drafter (DFlash) pays one pass D whatever γ, and its drafts hold less often the further they sit in the
 block: there E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j, with a_j how often position j held when the ones before it did, over
-D + V(1 + γ).
+D + V(1 + γ). A copy (a lookup) is not i.i.d. either: once its first tokens hold, the span it copies usually goes
+on, so a_j grows with j; it is counted the same way, over γ·d + V(1 + n·γ).
 Pure Python: every estimate comes from the step timings the engine already measures.
 """
 
@@ -59,6 +60,7 @@ class GammaController:
     calibration: Calibration = field(default_factory=Calibration)
     stops_early: bool = False  # the drafter asks keep_drafting() after each token: γ is then only the ceiling
     block: bool = False  # the drafter fills a block in one pass: drafting costs block_s whatever γ
+    copies: bool = False  # the drafter copies spans: acceptance is counted by position, as for a block
     block_s: float | None = None  # seconds per block pass (prior: a tenth of V(1))
     held_at: list = field(default_factory=list)  # by block position: decayed counts held / tested, prior 0.7
     tested_at: list = field(default_factory=list)
@@ -82,15 +84,20 @@ class GammaController:
         if gamma == 0:
             return 1.0 / self.verify_cost(1)
         if self.block:
-            tokens, held = 1.0, 1.0
-            for position in range(gamma):
-                held *= self.held_chance(position)
-                tokens += held
             block_s = 0.1 * self.verify_cost(1) if self.block_s is None else self.block_s
-            return tokens / (block_s + self.verify_cost(1 + gamma))
+            return self._tokens_by_position(gamma) / (block_s + self.verify_cost(1 + gamma))
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
         cost = gamma * d + self.verify_cost(1 + self.nodes_per_gamma * gamma)
-        return expected_tokens_per_step(self.alpha, gamma) / cost
+        tokens = self._tokens_by_position(gamma) if self.copies else expected_tokens_per_step(self.alpha, gamma)
+        return tokens / cost
+
+    def _tokens_by_position(self, gamma: int) -> float:
+        """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did."""
+        tokens, held = 1.0, 1.0
+        for position in range(gamma):
+            held *= self.held_chance(position)
+            tokens += held
+        return tokens
 
     def next_gamma(self) -> int:
         best = max(range(1, self.max_gamma + 1), key=self.rate)
@@ -174,6 +181,7 @@ class GammaController:
         self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
         if self.block:
             self.block_s = blend(self.block_s, draft_s)
+        if self.block or self.copies:
             self._count_positions(accepted, rejected)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
         if self.forward_1 is None:  # no plain step yet: read V(1) off this one through the current slope

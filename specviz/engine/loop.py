@@ -139,6 +139,7 @@ def _controller(settings: Settings, drafter: Drafter | None) -> GammaController 
     controller = GammaController(settings.gamma)
     controller.stops_early = drafter.stops_early  # the draft length is decided while drafting
     controller.block = drafter.drafts_block  # one pass drafts the block, whatever γ
+    controller.copies = drafter.copies  # a copy holds in runs: count it by position
     drafter.adapt(controller.keep_drafting if drafter.stops_early else None, controller.tree_size)
     return controller
 

@@ -79,6 +79,7 @@ class Drafter(Protocol):
     longest: int | None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
     drafts_block: bool  # one pass drafts every position up to `longest` (DFlash): drafting costs the same for any γ
     stops_early: bool  # under adaptive γ it decides its draft's length while drafting, asking keep_drafting
+    copies: bool  # its drafts are copied spans (a lookup): they hold in runs, so adaptive γ counts them by position
 
     def max_nodes(self, gamma: int) -> int:
         """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
@@ -109,6 +110,7 @@ class BaseDrafter:
     longest: int | None = None
     drafts_block = False
     stops_early = False
+    copies = False
     keep_drafting: KeepDrafting | None = None  # what adapt() was given
     tree_size: TreeSize | None = None
 
