@@ -1,7 +1,6 @@
 """Lookup drafters (n-gram prompt lookup, history lookup): what they propose, and that the target's
 greedy output comes out unchanged through tree verification."""
 
-import math
 import random
 
 import pytest
@@ -27,8 +26,8 @@ def test_ngram_proposes_what_followed_the_most_recent_longest_match():
     assert first([1, 2, 3, 7, 2, 3], 3).candidates == ((7, 2, 3),)  # the longest match is "2 3"
     assert first([4, 5, 6], 3) is None  # nothing matched: a plain step
     assert first([4, 9, 9], 5).candidates == ((9,),)  # only what exists is proposed
-    assert first([7, 1, 8, 1], 8).candidates == ((8, 1),)  # a one-token match drafts 2 deep, not γ
-    assert first([1, 2, 3, 4, 5, 6, 7, 1, 2, 3], 8).candidates == ((4, 5, 6, 7, 1, 2),)  # 3 matched: 6 deep
+    assert first([7, 1, 8, 9, 6, 1], 8).candidates == ((8, 9, 6, 1),)  # a one-token match copies up to γ
+    assert first([1, 2, 3, 4, 5, 6, 7, 1, 2, 3], 8).candidates == ((4, 5, 6, 7, 1, 2, 3),)  # as far as the text goes
     assert first([1, 2, 3, 4, 5, 6, 7, 1, 2, 3], 4).candidates == ((4, 5, 6, 7),)  # γ caps it
     long = [5, 1, 2, 3, 4, 5, 6, 9, 0, 1, 2, 3, 4, 5, 6]  # a 6-token match, past the index's 4-grams
     assert first(long, 8).candidates == ((9, 0, 1, 2, 3, 4, 5, 6),)
@@ -58,11 +57,11 @@ def matches(text, shortest=1, cap=MATCH_CAP):
 
 
 def scan_ngram(text, gamma, shortest=1):
-    """The definition: the longest match's most recent occurrence, continued ceil(2 × its length) deep, γ at most."""
+    """The definition: the longest match's most recent occurrence, continued γ deep (as far as the text goes)."""
     longest, ends = matches(text, shortest)
     if not ends:
         return None
-    return text[ends[-1] : ends[-1] + min(gamma, math.ceil(2 * longest))]
+    return text[ends[-1] : ends[-1] + gamma]
 
 
 def scan_history(output, m, gamma):

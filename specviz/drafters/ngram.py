@@ -1,23 +1,26 @@
 """n-gram prompt lookup: find the longest earlier match of the text's end, in the prompt or the output so far, and
-propose what followed it (among equally long matches, the most recent), as deep as the match supports: a one-token
-match drafts a little, a long copy up to γ. No second model and no probabilities: each proposal is a point mass."""
+propose up to γ tokens of what followed it (among equally long matches, the most recent), from a match of any length,
+as transformers' prompt lookup does: a copy is often right beyond where its match began, and γ (or adaptive γ,
+which learns how often each position of a copy holds) bounds what a wrong one costs. No second model and no
+probabilities: each proposal is a point mass."""
 
 from dataclasses import dataclass
 
 from ..engine.step import BaseDrafter, Proposal
 from .kinds import DrafterKind, FamilyBest, Options, option
-from .suffix_index import Document, best_chain, draft_depth, longest_match
+from .suffix_index import Document, best_chain, longest_match
 
 MAX_NGRAM = 8
-DEPTH_PER_MATCHED_TOKEN = 2  # drafts are free here; a wrong one costs a little of one verify forward
 
 
 class NgramDrafter(BaseDrafter):
     """One chain copied from the text itself, which it indexes as it grows (suffix_index.Document), so a step costs a
     few look-ups, not a scan. One run per start()."""
 
-    def __init__(self, shortest: int = 1, depth_per_token: float = DEPTH_PER_MATCHED_TOKEN):
-        self.shortest, self.depth_per_token = shortest, depth_per_token
+    copies = True
+
+    def __init__(self, shortest: int = 1):
+        self.shortest = shortest
         self.start([])
 
     def start(self, prompt_ids: list[int], target=None) -> None:
@@ -29,7 +32,7 @@ class NgramDrafter(BaseDrafter):
         found = longest_match(self.text, shortest=self.shortest)
         if not found:
             return None
-        chain, origin = best_chain(found, draft_depth(found[0].length, self.depth_per_token, gamma))
+        chain, origin = best_chain(found, gamma)
         return Proposal((chain,), origin=origin)
 
 

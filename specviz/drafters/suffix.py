@@ -16,8 +16,10 @@ class SuffixDrafter(BaseDrafter):
     """Begins a run in the memory at start(); the run holds only committed tokens: those the engine passes to
     propose(), and after each verdict the accepted draft tokens and the target's own token."""
 
+    copies = True
+
     def __init__(
-        self, depth_per_token: float = 2, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None, eos_ids=()
+        self, depth_per_token: float = 4, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None, eos_ids=()
     ):
         self.depth_per_token, self.nodes, self.runs = depth_per_token, nodes, runs
         self.memory = RunMemory(max_runs=0) if memory is None else memory  # private: this run alone
@@ -60,7 +62,7 @@ class SuffixDrafter(BaseDrafter):
 @dataclass(frozen=True)
 class SuffixOptions(Options):
     suffix_factor: int = option(
-        2,
+        4,
         "suffix depth per matched token",
         "a match of m tokens drafts up to m × this "
         "many tokens, in depth (γ caps it) and in all (the node budget caps it)",
