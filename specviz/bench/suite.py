@@ -212,19 +212,20 @@ class Bench:
         key = RowKey(prompt_kind, prompt_label(prompt), temperature, len(ids), run_index)
         rows = plain_rows(key, baseline, costs, settings.greedy)
         for m in measured:
-            rows += self.cell_rows(key, m, baseline, costs, settings.greedy)
-        holds = not exact_problem(self.target.model)  # where the mode cannot hold, rows carry no mode
-        for row in rows:
-            row.exact = exact if row.library == "specviz" and holds else None
+            cell = self.cell_rows(key, m, baseline, costs, settings.greedy)
+            ours, theirs = cell[-1], cell[0] if len(cell) > 1 else None
             log(
-                f"  {rows[-1].name} γ={m.cell.gamma}: {rows[-1].speedup:.2f}x, c {_f(rows[-1].c)}, "
-                f"efficiency {_f(rows[-1].efficiency)}"
+                f"  {ours.name} γ={m.cell.gamma}: {ours.speedup:.2f}x, c {_f(ours.c)}, efficiency {_f(ours.efficiency)}"
                 + (
-                    f", {m.counterpart} {rows[-2].speedup:.2f}x, specviz/transformers {rows[-1].vs_transformers:.2f}"
-                    if m.best.theirs
+                    f", {m.counterpart} {theirs.speedup:.2f}x, specviz/transformers {ours.vs_transformers:.2f}"
+                    if theirs
                     else ""
                 )
             )
+            rows += cell
+        holds = not exact_problem(self.target.model)  # where the mode cannot hold, rows carry no mode
+        for row in rows:
+            row.exact = exact if row.library == "specviz" and holds else None
         return rows
 
     def cell_rows(self, key: RowKey, measured: Measured, baseline: Sides, costs, greedy: bool) -> list[BenchRow]:
