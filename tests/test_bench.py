@@ -14,8 +14,8 @@ from specviz.analysis.theory import (
     predicted_speedup,
 )
 from specviz.bench.rows import BenchRow, at_rate
-from specviz.bench.runs import Run, overlap, typical
-from specviz.bench.tally import unsettled
+from specviz.bench.runs import Run, typical
+from specviz.bench.tally import overlap, unsettled
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator

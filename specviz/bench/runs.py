@@ -107,11 +107,6 @@ def typical(ours: Callable[[], Run], theirs: Callable[[], Run] | None, repeats: 
     return Sides(*kept)
 
 
-def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """Whether two (slowest, fastest) spreads share a value: their comparison is not settled by these runs."""
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
 def bracketed(opening: Run, closing: Run) -> Run:
     """The opening plain run with the mean of both runs' times: the CPU's speed across the cells between them; its
     spread covers both."""

@@ -64,10 +64,14 @@ def spread(rs) -> tuple[float, float]:
     return min(low for low, _ in ranges), max(high for _, high in ranges)
 
 
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two (slowest, fastest) spreads share a value: their comparison is not settled by these runs."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 def unsettled(a, b) -> str:
     """A note for a comparison of two groups of rows whose repeats' spreads overlap: these runs do not settle it."""
-    (a_low, a_high), (b_low, b_high) = spread(a), spread(b)
-    return " [spreads overlap: not settled]" if a_low <= b_high and b_low <= a_high else ""
+    return " [spreads overlap: not settled]" if overlap(spread(a), spread(b)) else ""
 
 
 def best_cell(rs):

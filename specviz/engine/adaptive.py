@@ -74,7 +74,7 @@ class GammaController:
         return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1)) + (self.bookkeeping or 0.0)
 
     def held_chance(self, position: int) -> float:
-        """How often the block's draft at `position` (0 = the first) held when every one before it did."""
+        """How often the draft at `position` (0 = the first) of a block or a copy held when every one before it did."""
         if position < len(self.tested_at):
             return self.held_at[position] / self.tested_at[position]
         return 0.7
