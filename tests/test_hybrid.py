@@ -4,31 +4,32 @@ target's law (and the harness catches a wrong tree rule through it), each step s
 the choice follows the measured worth."""
 
 import pytest
+import torch
 from laws import exact_law
 from test_eagle import random_head
 
 import specviz.engine.verify as verify
-from specviz.drafters.hybrid import MODEL, HybridDrafter, bucket
+from specviz.drafters.hybrid import BUCKETS, MODEL, HybridDrafter, bucket
 from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
 from specviz.engine import generate
+from specviz.engine.step import BaseDrafter, Proposal
 from specviz.events import generated_ids
 from specviz.render.explain import explain_step
 from specviz.settings import Settings
 
 
+@pytest.mark.parametrize("branch", ["none", "copy"])
 @pytest.mark.parametrize("which", ["same", "partial", "unrelated"])
 @pytest.mark.parametrize("prompt", ["w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w5 w9 w33", "w7"])
-def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt):
+def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt, branch):
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     for gamma in (1, 3, 6):
         for adaptive in (False, True):
-            events = list(
-                decode(
-                    target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid", drafts[which]
-                )
-            )
+            settings = Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive)
+            events = list(decode(target, ids, settings, "hybrid", drafts[which], {"hybrid_branch": branch}))
             assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
 
 
@@ -100,10 +101,12 @@ def hybrid_p(draws, target, prompt, draft=None, options=None) -> float:
     return draws.p(draws(target, prompt, SAMPLED, hybrid), exact_law(target, prompt, SAMPLED))
 
 
-def test_sampled_hybrid_keeps_the_targets_law(small, draws):
+@pytest.mark.parametrize("branch", ["none", "copy"])
+def test_sampled_hybrid_keeps_the_targets_law(small, draws, branch):
+    """With the copy branch, a short match's copy rides beside the model's tree: one tree of point masses."""
     target, draft, _ = small
     prompt = target.tokenizer.encode("a b a b a")  # the lookup matches at once; the model drafts after
-    assert hybrid_p(draws, target, prompt, draft) > 1e-3
+    assert hybrid_p(draws, target, prompt, draft, {"hybrid_branch": branch}) > 1e-3
 
 
 def test_sampled_hybrid_with_the_eagle_head_keeps_the_targets_law(small, draws):
@@ -118,3 +121,37 @@ def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_th
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     target, draft, prompt = small
     assert hybrid_p(draws, target, prompt, draft) < 1e-6
+
+
+def test_the_copy_rides_beside_the_models_tree_as_one_more_branch(target, drafts):
+    drafter = build_drafter("hybrid", Settings(), None, target, drafts["partial"], {"hybrid_branch": "copy"})
+    tree, copy = Proposal(((1, 2), (3,)), origin=MODEL), Proposal(((5, 6, 7),), origin=PROMPT)
+    merged = drafter.beside(tree, copy)
+    assert merged.candidates == ((1, 2), (3,), (5, 6, 7))
+    assert [merged.origin_of(i) for i in range(3)] == [MODEL, MODEL, PROMPT]
+    assert drafter.beside(tree, Proposal(((1, 2),), origin=PROMPT)) == tree  # the tree already holds the copy
+    assert drafter.beside(tree, None) == tree
+    sampled = Proposal(((1, 2),), q=torch.full((2, 8), 0.125), origin=MODEL)  # a sampled chain's q is its alone
+    assert drafter.beside(sampled, copy) is sampled
+    alone = build_drafter("hybrid", Settings(), None, target, drafts["partial"])  # the branch is off by default
+    assert alone.beside(tree, copy) == tree
+
+
+class TwoGuesses(BaseDrafter):
+    """A model side that always drafts the same two one-token branches (point masses), whatever the text."""
+
+    def propose(self, tokens, gamma):
+        return Proposal(((1,), (2,)), forwards=1)
+
+
+def test_a_step_the_model_drafted_can_be_won_by_the_copy_beside_it(target, tokenizer):
+    """The lookup never drafts alone here (its worth set near zero), so every copy rides beside the model's two
+    guesses: where the copy holds, the shown candidate is the copy, named as copied, and the output stays plain's."""
+    ids = tokenizer.encode("w5 w9 w33")
+    hybrid = HybridDrafter(SuffixDrafter(), TwoGuesses(), branch=True)
+    for b in range(len(BUCKETS)):
+        hybrid.tokens[b].value = 1e-6
+    events = list(generate(target, ids, Settings(max_new_tokens=40, gamma=4), hybrid))
+    assert generated_ids(events) == generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
+    won = [e for e in events if e.origin not in (None, MODEL) and e.accepted > 0]
+    assert won and all(len(e.candidates) == 3 and e.draft_forwards == 1 for e in won)

@@ -135,6 +135,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
         "draft_window",
         "hybrid_window",
         "hybrid_model",
+        "hybrid_branch",
         "suffix_factor",
         "suffix_nodes",
         "suffix_runs",

@@ -11,6 +11,11 @@ the lookup's by how long its match was. The lookup's draft goes to verification 
 
 Before a side is measured its priors stand in: a lookup of m matched tokens is worth 1 + m/2 tokens, the model 3,
 and the model's step costs 1.5 times a lookup's. Either way the target verifies, so the output is the target's.
+
+With the copy branch on, when the model drafts a tree and the lookup found a copy too, the copy's best continuation
+goes along as one more branch of that tree (at most γ nodes more), so one forward verifies both: the copy is free to
+draft, and a step the model would have lost to a copy that held is not lost. Both are point masses, which the tree
+rule verifies as one tree. It is off by default: on a CPU the wider forward costs more than the tokens it adds.
 """
 
 import time
@@ -45,8 +50,9 @@ class Average:
 
 
 class HybridDrafter(BaseDrafter):
-    def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL):
+    def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL, branch: bool = False):
         self.lookup, self.model, self.origin = lookup, model, origin  # origin: the model's name on screen
+        self.branch = branch  # the copy rides along as a branch of the model's tree
         self.stops_early = model.stops_early
         self.reads_hidden, self.hidden_layers = model.reads_hidden, model.hidden_layers  # EAGLE reads the target's
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
@@ -55,7 +61,7 @@ class HybridDrafter(BaseDrafter):
         self.began = 0.0
 
     def max_nodes(self, gamma: int) -> int:
-        return max(self.lookup.max_nodes(gamma), self.model.max_nodes(gamma))
+        return max(self.lookup.max_nodes(gamma), self.model.max_nodes(gamma) + gamma * self.branch)
 
     def start(self, prompt_ids: list[int], target=None) -> None:
         self.lookup.start(prompt_ids)
@@ -79,10 +85,23 @@ class HybridDrafter(BaseDrafter):
         if copied is not None and self.rate(bucket(self.lookup.match)) >= self.rate(MODEL):
             self.chosen = bucket(self.lookup.match)
             return copied
-        self.lookup.last = ()  # its draft is not verified: it learns the committed text at its next lookup
+        self.lookup.last = ()  # it learns the committed text at its next lookup, whichever branch held
         self.chosen = MODEL
         drafted = self.model.propose(tokens, gamma)
-        return None if drafted is None else replace(drafted, origin=self.origin)
+        return None if drafted is None else self.beside(replace(drafted, origin=self.origin), copied)
+
+    def beside(self, drafted: Proposal, copied: Proposal | None) -> Proposal:
+        """The model's tree with the copy's best continuation as one more candidate, unless the tree already holds
+        it or the model sampled a chain (its q belongs to that chain alone)."""
+        if not self.branch or copied is None or drafted.q is not None:
+            return drafted
+        copy = tuple(copied.candidates[0])
+        if any(tuple(c[: len(copy)]) == copy for c in drafted.candidates):
+            return drafted
+        n = len(drafted.candidates)
+        return replace(
+            drafted, candidates=(*drafted.candidates, copy), shape=None, origins=(self.origin,) * n + (copied.origin,)
+        )
 
     def observe(self, verdict: Verdict) -> None:
         seconds = time.perf_counter() - self.began  # this step's drafting and verification
@@ -117,6 +136,14 @@ class HybridOptions(Options):
         "tree, read from the target's own features; no draft model needed)",
         choices=tuple(ORIGINS),
     )
+    hybrid_branch: str = option(
+        "none",
+        "hybrid's copy branch",
+        "where the model drafts a tree and the lookup also found a copy: copy (its best continuation goes along as "
+        "one more branch, one forward verifies both; more tokens per forward, but on a CPU the wider forward cost "
+        "more than they brought) or none",
+        choices=("none", "copy"),
+    )
     eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
 
 
@@ -130,6 +157,7 @@ def _build(options: HybridOptions, ctx):
         SuffixDrafter(lookup.suffix_factor, lookup.suffix_nodes, lookup.suffix_runs, ctx.memory, ctx.target.eos_ids),
         model,
         ORIGINS[options.hybrid_model],
+        branch=options.hybrid_branch == "copy",
     )
 
 

@@ -185,7 +185,7 @@ def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
         winner=verdict.winner if candidates else None,
         detail=step.detail,
         draft_tokens=proposal.spelled if proposal else None,
-        origin=proposal.origin if proposal else None,
+        origin=proposal.origin_of(verdict.winner) if proposal else None,
         block=proposal.block if proposal else 0,
         finish=finish,
     )

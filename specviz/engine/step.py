@@ -32,6 +32,7 @@ class Proposal:
     confidence: tuple[float, ...] | None = None  # the drafter's own probability of each token of its first
     # candidate, when those probabilities decided where it stopped
     block: int = 0  # a block drafter: the positions its one pass filled, of which the candidate is the first γ
+    origins: tuple[str | None, ...] | None = None  # per candidate, when two drafters' candidates share the step
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
@@ -41,9 +42,15 @@ class Proposal:
             )
         if self.q is not None and len(self.candidates) != 1:
             raise TypeError("q belongs to a single sampled chain")
+        if self.origins is not None and len(self.origins) != len(self.candidates):
+            raise TypeError("origins name one origin per candidate")
 
     def tree(self) -> TokenTree:
         return build_tree(self.candidates) if self.shape is None else fill_shape(self.shape, self.candidates)
+
+    def origin_of(self, candidate: int) -> str | None:
+        """Where the candidate shown after verification came from (its index among the candidates)."""
+        return self.origin if self.origins is None else self.origins[candidate]
 
     def first_held(self, tree: TokenTree, verdict: Verdict) -> int:
         """How many leading tokens of the first candidate the target kept (a chain: the accepted count)."""
