@@ -55,6 +55,7 @@ KIND = DrafterKind(
     NgramOptions,
     order=20,
     counterpart="transformers prompt lookup",
+    preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
     lookup=True,
     best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmark-log.md), and an earlier run for extraction
         FamilyBest("extraction", 10, adaptive=True),

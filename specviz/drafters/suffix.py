@@ -96,6 +96,7 @@ KIND = DrafterKind(
     SuffixOptions,
     order=35,
     remembers=True,
+    preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
     lookup=True,
     best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmark-log.md), and an earlier repetition workload
         FamilyBest("summarization", 10, adaptive=True),  # 1.75x (n-gram 1.71x)
