@@ -15,7 +15,8 @@ and the model's step costs 1.5 times a lookup's. Either way the target verifies,
 With the copy branch on, when the model drafts a tree and the lookup found a copy too, the copy's best continuation
 goes along as one more branch of that tree (at most γ nodes more), so one forward verifies both: the copy is free to
 draft, and a step the model would have lost to a copy that held is not lost. Both are point masses, which the tree
-rule verifies as one tree. It is off by default: on a CPU the wider forward costs more than the tokens it adds.
+rule verifies as one tree. It is off by default: on a CPU the wider forward costs about what the tokens it adds
+are worth, and two measurements did not settle which way it goes.
 """
 
 import time
@@ -140,8 +141,8 @@ class HybridOptions(Options):
         "none",
         "hybrid's copy branch",
         "where the model drafts a tree and the lookup also found a copy: copy (its best continuation goes along as "
-        "one more branch, one forward verifies both; more tokens per forward, but on a CPU the wider forward cost "
-        "more than they brought) or none",
+        "one more branch, one forward verifies both; more tokens per forward, but on a CPU the wider forward costs "
+        "about what they bring) or none",
         choices=("none", "copy"),
     )
     eagle: object = shared_option(EagleOptions, "eagle")  # the EAGLE head's location, for hybrid_model eagle
