@@ -53,7 +53,7 @@ def wait_ready(proc, log_path: Path, url: str, gpu: bool, limit: float = 600) ->
     raise SystemExit(f"app.py was not ready in {limit:.0f} s:\n{log_path.read_text()[-3000:]}")
 
 
-def race(client, pair: str, drafter: str, dtype: str, temperature: float, max_new: int) -> dict:
+def race(client, pair: str, drafter: str, dtype: str, temperature: float, max_new: int, **options) -> dict:
     outputs = client.predict(
         pair=pair,
         drafter=drafter,
@@ -63,6 +63,7 @@ def race(client, pair: str, drafter: str, dtype: str, temperature: float, max_ne
         max_new=max_new,
         temperature=temperature,
         seed=0,
+        **options,
         api_name="/run",
     )
     status, summary = outputs[0], outputs[RUN_SUMMARY]
@@ -106,19 +107,28 @@ def main() -> int:
         dtypes = ["bfloat16", "float32"] if args.device == "cuda" else ["float32"]
         races, bad = [], []
         for dtype in dtypes:
-            for kind in kinds(menu_only=True):
+            # every drafter at its defaults, and each option that changes the shape of a step (the hybrid's copy
+            # branch widens the model's tree) turned on once more
+            variants = [(k, {}) for k in kinds(menu_only=True)]
+            variants += [
+                (k, {"hybrid_branch": "copy"})
+                for k in kinds(menu_only=True)
+                if any(s.name == "hybrid_branch" for s in k.options.specs())
+            ]
+            for kind, options in variants:
+                label = kind.name + "".join(f" {v}" for v in options.values())
                 for temperature in (0.0, 1.0):
-                    r = race(client, pair, kind.name, dtype, temperature, args.max_new)
-                    r.update(drafter=kind.name, dtype=dtype, temperature=temperature)
+                    r = race(client, pair, kind.name, dtype, temperature, args.max_new, **options)
+                    r.update(drafter=label, dtype=dtype, temperature=temperature)
                     races.append(r)
                     if "error" in r:
                         bad.append(r)
-                        print(f"{dtype} {kind.name} T={temperature}: ERROR {r['error'][:300]}", flush=True)
+                        print(f"{dtype} {label} T={temperature}: ERROR {r['error'][:300]}", flush=True)
                         continue
                     if temperature == 0 and not r["identical"]:
                         bad.append(r)
                     print(
-                        f"{dtype:8} {kind.name:8} T={temperature}: identical={r['identical']} "
+                        f"{dtype:8} {label:8} T={temperature}: identical={r['identical']} "
                         f"{r['tokens']} tokens, plain {r['plain_tps']:.1f} tok/s, speculative {r['spec_tps']:.1f} "
                         f"tok/s, acceptance {r['acceptance']}",
                         flush=True,
