@@ -198,10 +198,9 @@ KIND = DrafterKind(
     preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
     describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
     counterpart="transformers assisted",
-    best_for=(  # task families, 2026-11-23 (int8 draft; docs/benchmark-log.md), and an earlier run for prose
-        FamilyBest("code", 4, adaptive=False),  # 2.10x, τ 4.2
-        FamilyBest("translation", 4, adaptive=True),  # 1.43x
-        FamilyBest("math", 10, adaptive=False),  # 2.70x, τ 7.4
-        FamilyBest("prose", 4, adaptive=True),
+    best_for=(  # the task families, int8 draft, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
+        FamilyBest("code", 8, adaptive=True),  # 1.82x (γ 4: 1.62x; the hybrid 1.72x)
+        FamilyBest("translation", 8, adaptive=True),  # 1.10x
+        FamilyBest("prose", 8, adaptive=True),  # 1.24x (γ 4: 0.91x)
     ),
 )

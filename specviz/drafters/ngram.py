@@ -57,8 +57,5 @@ KIND = DrafterKind(
     counterpart="transformers prompt lookup",
     preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
     lookup=True,
-    best_for=(  # the task-family benchmark of 2026-11-23 (docs/benchmark-log.md), and an earlier run for extraction
-        FamilyBest("extraction", 10, adaptive=True),
-        FamilyBest("qa", 10, adaptive=True),  # 1.68x
-    ),
+    best_for=(FamilyBest("extraction", 10, adaptive=True),),  # an earlier run (docs/benchmark-log.md)
 )

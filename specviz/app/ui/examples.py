@@ -1,7 +1,7 @@
 """Example prompts by kind. Picking one also picks the drafter and γ that the benchmark measured fastest for that
-kind of prompt with the offline pair on a laptop CPU (docs/benchmark-log.md, task families, 2026-11-23), as each drafter
-declares it (DrafterKind.best_for), so an example shows a setup that pays; every control can still be changed
-before Run."""
+kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task families, 2026-11-26), as each
+drafter declares it (DrafterKind.best_for), so an example shows a setup that pays; every control can still be
+changed before Run."""
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
