@@ -75,16 +75,27 @@ def best(run, repeats: int = 3) -> Run:
     return min((run() for _ in range(repeats)), key=lambda r: r.seconds)
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", type=int, default=256)
     p.add_argument("--gammas", default="2,4,6")
     p.add_argument("--alphas", default="0.8,0.9")
     p.add_argument("--modes", default="dynamic,static,graphs")
+    p.add_argument(
+        "--widths",
+        default="",
+        help="more verify widths to time V(k)/V(1) at, beyond γ + 1 (the hybrid's tree of 12 with its copy branch "
+        "of γ 8 verifies 21)",
+    )
     p.add_argument("--out", default="gpu.json")
     p.add_argument("--device", default="cuda", help="cpu only to check the script itself (no graphs there)")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = arguments()
     gammas = [int(g) for g in args.gammas.split(",")]
+    widths = sorted({*range(1, max(gammas) + 2), *(int(k) for k in args.widths.split(",") if k)})
     alphas = [float(a) for a in args.alphas.split(",")]
     model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # drafts with the draft model alone
     set_alpha = next(k for k in kinds() if k.sets_alpha)  # accepted at a set rate, at no drafting cost
@@ -115,7 +126,7 @@ def main() -> int:
         plain = best(lambda: measure(target, prompt, plain_settings))
         reference = plain.ids
         v1 = plain.decode_s / len(plain.ids)
-        costs = relative_forward_costs(target, prompt + reference[: args.tokens // 2], [*range(1, max(gammas) + 2)])
+        costs = relative_forward_costs(target, prompt + reference[: args.tokens // 2], widths)
         drafting = Settings(max_new_tokens=64, gamma=max(gammas))
         drafted = best(lambda s=drafting: measure(target, prompt, s, model_drafter.name, draft))
         proposed = sum(len(e.proposed) for e in drafted.events)
@@ -130,8 +141,7 @@ def main() -> int:
         }
         print(
             f"[{mode}] plain {row['plain_tps']:.1f} tok/s decode ({row['of_roofline']:.0%} of roofline); "
-            f"draft cost c = {c:.3f}; V(k)/V(1) k=2..{max(gammas) + 1}: "
-            + ", ".join(f"{costs[k]:.2f}" for k in range(2, max(gammas) + 2)),
+            f"draft cost c = {c:.3f}; V(k)/V(1): " + ", ".join(f"k={k} {costs[k]:.2f}" for k in widths[1:]),
             flush=True,
         )
         for alpha in alphas:
