@@ -3,6 +3,8 @@ whichever promises more tokens per second. Greedy output equals plain decoding w
 target's law (and the harness catches a wrong tree rule through it), each step says where its draft came from, and
 the choice follows the measured worth."""
 
+import dataclasses
+
 import pytest
 import torch
 from laws import exact_law
@@ -133,8 +135,17 @@ def test_the_copy_rides_beside_the_models_tree_as_one_more_branch(target, drafts
     assert drafter.beside(tree, None) == tree
     sampled = Proposal(((1, 2),), q=torch.full((2, 8), 0.125), origin=MODEL)  # a sampled chain's q is its alone
     assert drafter.beside(sampled, copy) is sampled
-    alone = build_drafter("hybrid", Settings(), None, target, drafts["partial"])  # the branch is off by default
+    alone = build_drafter("hybrid", Settings(), None, target, drafts["partial"])  # by default off on a CPU
     assert alone.beside(tree, copy) == tree
+
+
+def test_the_copy_branch_rides_by_default_where_the_target_is_on_a_gpu(target, drafts):
+    """auto: on where a wider verify costs almost nothing (a GPU), off on a CPU; copy and none as asked."""
+    on_gpu = dataclasses.replace(target, device=torch.device("cuda"))  # built, never run: no GPU needed
+    assert build_drafter("hybrid", Settings(), None, on_gpu, drafts["partial"]).branch
+    assert not build_drafter("hybrid", Settings(), None, target, drafts["partial"]).branch
+    assert not build_drafter("hybrid", Settings(), None, on_gpu, drafts["partial"], {"hybrid_branch": "none"}).branch
+    assert build_drafter("hybrid", Settings(), None, target, drafts["partial"], {"hybrid_branch": "copy"}).branch
 
 
 class TwoGuesses(BaseDrafter):

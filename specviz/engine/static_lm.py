@@ -23,7 +23,9 @@ from .tree import TokenTree, additive_mask, tree_mask, tree_positions
 STALE_TAIL_MASK = "the mask that hides a static cache's stale tail"
 
 LARGEST_GRAPH = 64  # query lengths up to this are captured; a longer forward (the prefill) runs eagerly
-STEP_WIDTHS = range(1, 17)  # a plain step, a draft's step, a verify of up to 15 drafts (a DFlash block of 16)
+# a plain step, a draft's step, a verify of up to 20 drafts: a DFlash block of 16, the hybrid's tree of 12 with its copy
+# branch of γ 8 beside it (on by default on a GPU)
+STEP_WIDTHS = range(1, 22)
 
 
 STATIC_ON_CPU_FROM = 512  # cache entries: from here on a CPU decodes faster with the cache allocated once
