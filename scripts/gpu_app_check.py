@@ -107,13 +107,17 @@ def main() -> int:
         dtypes = ["bfloat16", "float32"] if args.device == "cuda" else ["float32"]
         races, bad = [], []
         for dtype in dtypes:
-            # every drafter at its defaults, and each option that changes the shape of a step (the hybrid's copy
-            # branch widens the model's tree) turned on once more
+            # every drafter at its defaults, then each other choice of the option that changes the shape of a step
+            # (the hybrid's copy branch widens the model's tree; its default, auto, means copy here on a GPU and none
+            # on a CPU, so both explicit choices run on either)
             variants = [(k, {}) for k in kinds(menu_only=True)]
             variants += [
-                (k, {"hybrid_branch": "copy"})
+                (k, {s.name: choice})
                 for k in kinds(menu_only=True)
-                if any(s.name == "hybrid_branch" for s in k.options.specs())
+                for s in k.options.specs()
+                if s.name == "hybrid_branch"
+                for choice in s.choices
+                if choice != s.default
             ]
             for kind, options in variants:
                 label = kind.name + "".join(f" {v}" for v in options.values())
