@@ -57,13 +57,14 @@ def parse_args(argv=None):
 def device_calls(shelf):
     """The device side. Under ZeroGPU each call is a `spaces.GPU` call with a duration computed from its request
     (the package runs it in a forked worker and pickles what goes in and out); elsewhere the calls run as they are."""
-    from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
+    from specviz.app.device_calls import DeviceCalls, decode_seconds, grand_prix_seconds, race_seconds
     from specviz.models.device import zero_gpu
 
     calls = DeviceCalls(shelf)
     if zero_gpu() and spaces is not None:
         calls.race = spaces.GPU(duration=race_seconds)(calls.race)
         calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
+        calls.grand_prix = spaces.GPU(duration=grand_prix_seconds)(calls.grand_prix)
         calls.divergence = spaces.GPU(duration=20)(calls.divergence)
     return calls
 

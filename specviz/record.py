@@ -76,6 +76,7 @@ def make_trace(
     wall_s: float = 0.0,
     stopped: bool = False,
     made_with: str = "",
+    extra: dict | None = None,
 ) -> Trace:
     """Plain decoding's side first; the drafters' sides carry their divergence already (greedy runs)."""
     texts = {t: text_of(t) for s in sides for t in sorted(token_ids(s.events))}
@@ -91,4 +92,5 @@ def make_trace(
         wall_s=wall_s,
         stopped=stopped,
         made_with=made_with,
+        extra=dict(extra or {}),
     )

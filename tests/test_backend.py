@@ -201,12 +201,12 @@ def test_each_visitor_drafts_only_from_their_own_earlier_runs(backend):
     assert not any(e.origin == "an earlier run" for e in fresh.spec.events)
 
 
-def test_the_sweep_and_the_comparison_leave_the_visitors_memory_as_it_was(backend):
+def test_the_sweep_and_the_grand_prix_leave_the_visitors_memory_as_it_was(backend):
     ask = request(drafter="suffix", prompt="w3 w8 w5", max_new_tokens=12)
     list(backend.race(ask, session="carol"))
     kept = [list(run.tokens) for run in backend.memory("carol").runs]
     list(backend.sweep(ask, gammas=[2, 4], session="carol"))
-    list(backend.compare(ask, session="carol"))
+    list(backend.grand_prix(ask, session="carol"))
     assert [list(run.tokens) for run in backend.memory("carol").runs] == kept
 
 

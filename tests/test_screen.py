@@ -14,7 +14,7 @@ from specviz.render.explain import explain_step
 from specviz.render.snapshot import final_view, snapshot_html
 from specviz.settings import Settings
 from specviz.trace import VERSION, RunModels, Side, Trace, TraceError
-from specviz.views.compare import CompareView, Entry, from_trace
+from specviz.views.grand_prix import KIND, GrandPrixView, RaceLane, from_trace
 from specviz.views.race import Lane, RaceView
 from specviz.views.replay import replay
 
@@ -128,32 +128,38 @@ def test_the_snapshot_page_is_self_contained_and_escaped(target, drafts, tokeniz
     assert final_view(trace).spec.tokens == trace.spec.tokens
 
 
-def test_a_comparison_lists_every_drafter_with_its_verdict(target, drafts, tokenizer):
+def test_a_grand_prix_table_lists_every_lane_with_its_verdict(target, drafts, tokenizer):
     s = Settings(max_new_tokens=20, gamma=3)
     ids = tokenizer.encode("w5 w5 w5 w9 w5 w5")
-    plain = list(decode(target, ids, s))
-    entries = [
-        Entry(name, name, None, list(decode(target, ids, s, name, drafts["partial"]))) for name in ("draft", "ngram")
-    ]
-    entries.append(Entry("medusa", "medusa", None, note="not available: no Medusa heads for 'tiny'"))
-    view = CompareView(entries=entries, greedy=True, plain=plain)
+    lanes = [RaceLane("plain")] + [RaceLane(name, drafter=name, words=name) for name in ("draft", "ngram")]
+    lanes.append(RaceLane("medusa", drafter="medusa", note="not available: no Medusa heads for 'tiny' <b>"))
+    for lane, events in zip(lanes, [decode(target, ids, s), *(decode(target, ids, s, n, drafts["partial"])
+                                                              for n in ("draft", "ngram"))]):  # fmt: skip
+        for event in events:
+            lane.add(event)
+    lanes[-1].done = True
+    view = GrandPrixView(lanes=lanes, greedy=True, max_new_tokens=20, finished=True)
     rows = {r.name: r for r in view.rows()}
     assert set(rows) == {"plain", "draft", "ngram", "medusa"} and rows["plain"].speedup == 1.0
     assert rows["draft"].identical is True and rows["draft"].tau > 1 and rows["medusa"].note.startswith("not available")
+    assert sorted(r.place for r in rows.values() if r.place) == [1, 2, 3]  # every lane that raced has a place
     table = panels.compare_table(view.rows())
-    assert table.count("<tr>") == 5 and "not available" in table
-    sides = [Side("plain", "", plain)] + [Side(e.name, e.words, e.events) for e in entries if e.events]
+    assert table.count("<tr>") == 5 and "not available" in table and "&lt;b&gt;" in table and "<b>" not in table
+    assert table.count('<svg class="sv-spark"') == 2  # α by position as small bars on one line, per drafting lane
     trace = make_trace(
-        kind="comparison",
+        kind=KIND,
         prompt="w5",
         prompt_ids=ids,
         settings=s,
         models=RunModels(),
-        sides=sides,
+        sides=[Side(lane.name, lane.words, lane.events) for lane in lanes],
         text_of=TokenTexts(tokenizer),
+        extra=view.record(),
     )
-    assert [e.name for e in from_trace(trace).entries] == ["draft", "ngram"]
-    assert "Every drafter on this prompt" in snapshot_html(trace)
+    back = from_trace(Trace.from_json(json.loads(json.dumps(trace.to_json()))))
+    assert [lane.name for lane in back.drafted] == ["draft", "ngram", "medusa"]
+    assert back.lane("medusa").note.startswith("not available") and back.lane("draft").tokens == lanes[1].tokens
+    assert "Every lane of the Grand Prix" in snapshot_html(trace)
 
 
 def test_generate_records_a_race_and_snapshot_draws_it(capsys, model_folder, tmp_path):

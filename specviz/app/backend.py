@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .. import errors
 from ..drafters.kinds import DrafterKind, Options
@@ -20,13 +20,14 @@ from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
 from ..settings import Settings, mode_text
 from ..trace import RunModels, Side
-from ..views.compare import CompareView, Entry
+from ..views.grand_prix import KIND as GRAND_PRIX
+from ..views.grand_prix import GrandPrixView, RaceLane
 from ..views.race import SPEC, Lane, RaceRequest, RaceView
 from ..views.sweep import SweepView
-from ..workload.entrants import drafter_names, entrants, setting_words
+from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
-from ..workload.view import Contender, WorkloadView, duration
+from ..workload.view import WorkloadView
 from .device_calls import DeviceCalls, Packet, check_request
 from .shelf import LoadedPair, ModelShelf
 
@@ -46,7 +47,8 @@ class Backend:
     def __init__(self, shelf: ModelShelf, calls: DeviceCalls | None = None):
         self.shelf = shelf
         self.calls = calls or DeviceCalls(shelf)
-        self._running = 0  # generations under way on the device (the app lets one at a time in)
+        self._on: list[Ticket] = []  # runs under way on the device (the app lets one at a time in)
+        self._line: list[Ticket] = []  # visitors' clicks waiting for the device, oldest first
         self._count = threading.Lock()
         # Earlier runs per visitor, for drafters that copy from them. A run's rejected drafts are on screen, so one
         # visitor's runs must never be drafted from in another's session: each session has its own memory.
@@ -83,23 +85,46 @@ class Backend:
                 f"{held} tokens"
             )
 
-    def busy(self) -> str:
-        """What a run started now would wait for, in words; empty when the device is free."""
+    def wait_for_device(self, session: str, runs: int, what: str) -> None:
+        """A click whose run will queue for the device: it takes its place in line (a Grand Prix of N lanes counts
+        as N runs), until its run starts."""
+        with self._count:
+            self._line = [t for t in self._line if t.session != session] + [Ticket(session, runs, what)]
+
+    def in_line(self, session: str) -> bool:
+        """Whether the session's click still waits for the device."""
+        with self._count:
+            return any(t.session == session for t in self._line)
+
+    def busy(self, session: str = "") -> str:
+        """What a run started now (or the session's run waiting in line) would wait for, in words: its place in line
+        and the runs ahead of it; empty when the device is free."""
         if self.shelf.loading:
             return f"waiting for the models to load: {self.shelf.loading}"
-        if self._running:
-            return "queued: another visitor's run has the device; yours starts when it ends"
-        return ""
+        with self._count:
+            mine = next((i for i, t in enumerate(self._line) if t.session == session), len(self._line))
+            on, before = [t for t in self._on if t.session != session], self._line[:mine]
+        if not on and not before:
+            return ""
+        runs, place = sum(t.runs for t in on + before), len(before) + 1
+        now = f"another visitor's {on[0].what} has the device" if on else "the device is being handed on"
+        return (
+            f"queued: {place}{_ordinal(place)} in line, {runs} run{'s' * (runs != 1)} ahead of yours ({now}); "
+            "yours starts when they end"
+        )
 
     @contextmanager
-    def _on_device(self):
+    def _on_device(self, session: str = "", runs: int = 1, what: str = "run"):
+        """A run holds the device: its ticket leaves the line."""
+        ticket = Ticket(session, runs, what)
         with self._count:
-            self._running += 1
+            self._line = [t for t in self._line if t.session != session or not session]
+            self._on.append(ticket)
         try:
             yield
         finally:
             with self._count:
-                self._running -= 1
+                self._on.remove(ticket)
 
     def _check(self, request: RaceRequest, session: str) -> tuple[Settings, DrafterKind, Options]:
         if request.drafter == NO_DRAFTER:
@@ -119,7 +144,7 @@ class Backend:
         """Views while loading, then after every decoding step of either side; the last one is final. The
         speculative side drafts from, and joins, the session's earlier runs."""
         settings, chosen, options = self._check(request, session)
-        with self._on_device():
+        with self._on_device(session, 2, "race"):
             for line in self._load(request):
                 yield RaceView(plain=Lane(PLAIN), spec=Lane(SPEC), text_of=str, greedy=settings.greedy, message=line)
             pair, texts = self.shelf.current(), TextTable()
@@ -208,7 +233,7 @@ class Backend:
         session's earlier runs as they were before the sweep (its own runs are not remembered)."""
         settings, chosen, _ = self._check(request, session)
         view = SweepView(gammas=tuple(gammas))
-        with self._on_device():
+        with self._on_device(session, 1 + len(view.gammas), f"γ sweep of {1 + len(view.gammas)} runs"):
             for line in self._load(request):
                 view.message = line
                 yield view
@@ -229,68 +254,92 @@ class Backend:
         view.message = "stopped" if view.stopped else "done"
         yield view
 
-    def compare(
-        self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = ""
-    ) -> Iterator[CompareView]:
-        """Plain decoding once, then every drafter the app offers with the same settings, one device call each: a
-        workload of one prompt (workload/run.py), shown as it fills with the time left. A drafter that cannot run
-        with this pair (no heads, say) gets its reason instead. Like the sweep, each drafter sees the session's
-        earlier runs as they were, and adds none."""
+    def grand_prix(
+        self,
+        request: RaceRequest,
+        lanes: str | list[str] | None = None,
+        best: bool = True,
+        stopped: Stopped = lambda: False,
+        session: str = "",
+    ) -> Iterator[GrandPrixView]:
+        """Plain decoding and every lane (default: every drafter the app offers; `best`: each at its measured best γ,
+        else at the request's) racing on one prompt in one device call, by the race's rule; a view after every step
+        of any lane, the last one final. A lane that cannot run with this pair gets its reason and never holds the
+        race. Each lane that copies from earlier runs drafts from the session's runs as they were; the race adds
+        none."""
         settings = request.settings()
-        preset = self.shelf.preset(request.pair, session)
-        entries = []
-        for k in kinds(menu_only=True):
-            options = k.parse({**request.options, **dict(preset.options)})
-            try:
-                k.check_for(options, preset.target)
-                entries.append(Entry(k.name, mode_text(k.words(options), settings), options))
-            except SpecvizError as exc:
-                entries.append(Entry(k.name, k.label, options, note=f"not available: {exc}"))
-        view = CompareView(entries=entries, greedy=settings.greedy)
-        work = WorkloadView(
-            prompts=[request.prompt],
-            contenders=[Contender(e.name, e.words, e.note) for e in entries],
-            greedy=settings.greedy,
-            setting="the current settings",
-            max_new_tokens=settings.max_new_tokens,
-        )
-        with self._on_device():
+        view, asked = self._grid(request, settings, lanes, best, session)
+        with self._on_device(session, 1 + len(asked), f"Grand Prix of {1 + len(asked)} lanes"):
             for line in self._load(request):
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            runnable = {e.name: settings for e in entries if not e.note}
-            memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
-            models = _models(pair)
-            run_side = self._run_side(request, [request.prompt], runnable, memories, stopped, view.text_of, models)
-            for _ in run_workload(work, run_side, stopped):
-                view.plain = work.cell(0, PLAIN).events
-                for e in entries:
-                    if e.name in runnable:
-                        found = work.cell(0, e.name)
-                        e.events, e.divergence, e.note = found.events, found.divergence, found.note
-                left = None if work.finished else work.seconds_left()
-                view.message = work.message + ("" if left is None else f"; about {duration(left)} left")
-                if not work.finished:
+            reads = any(kind(drafter).remembers for _, drafter, _, _ in asked)
+            memory = self.memory(session).copy() if reads else None
+            began, prompt_ids, compared = time.perf_counter(), [], False
+            call = self.calls.grand_prix(request, asked, memory)
+            try:
+                for packet in call:
+                    if _take(packet, view.text_of):
+                        compared = True
+                        break
+                    if packet.kind == "start":
+                        prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
+                        view.message = (
+                            f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}; {view.exact}"
+                        )
+                        continue
+                    view.hear(packet)
+                    view.wall_s = time.perf_counter() - began
                     yield view
-        view.finished, view.stopped, view.wall_s = True, work.stopped, work.wall_s
-        view.message = "stopped" if view.stopped else "done"
-        sides = [Side(PLAIN, "", view.plain)] + [
-            Side(e.name, e.words, e.events, e.divergence) for e in entries if e.events
-        ]
+                    if stopped():
+                        break
+            finally:
+                call.close()  # under ZeroGPU this ends the worker at its next step
+            view.stopped = bool(view.running())
+            if not compared and settings.greedy:  # stopped before the device compared the lanes with plain
+                for lane in view.drafted:
+                    if lane.runs and lane.events:
+                        lane.divergence = self._parted(request, prompt_ids, view.plain.tokens, lane.tokens)
+        view.finished, view.wall_s = True, time.perf_counter() - began
+        view.message = "stopped: every lane keeps what it wrote" if view.stopped else "done"
         view.trace = make_trace(
-            kind="comparison",
+            kind=GRAND_PRIX,
             prompt=request.prompt,
-            prompt_ids=encode_prompt(pair.target, request.prompt),
+            prompt_ids=prompt_ids,
             settings=settings,
-            models=models,
-            sides=sides,
+            models=_models(pair, view.exact),
+            sides=[Side(lane.name, lane.words, lane.events, lane.divergence) for lane in view.lanes],
             text_of=view.text_of,
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
+            extra=view.record(),
         )
         yield view
+
+    def _grid(self, request: RaceRequest, settings: Settings, lanes, best: bool, session: str):
+        """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
+        device's part of it: each runnable lane as (name, drafter, γ, adaptive)."""
+        preset = self.shelf.preset(request.pair, session)
+        for other in kinds(menu_only=True):  # every option on the screen is checked, whichever lanes run
+            other.parse(request.options)
+        chosen = lane_entrants(
+            lanes,
+            settings,
+            not best,
+            lambda k: k.parse({**request.options, **dict(preset.options)}),
+            preset.target,
+            bool(preset.draft),
+        )
+        view = GrandPrixView(
+            lanes=[RaceLane(PLAIN, words="plain decoding: one target forward per token")]
+            + [lane_of(e) for e in chosen],
+            greedy=settings.greedy,
+            max_new_tokens=settings.max_new_tokens,
+            lossy=settings.lossy,
+        )
+        return view, tuple((e.name, e.kind_name, e.settings.gamma, e.settings.adaptive) for e in chosen if e.settings)
 
     def _run_side(
         self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: RunModels
@@ -346,7 +395,8 @@ class Backend:
             setting=setting_words(fixed_gamma, base),
             max_new_tokens=base.max_new_tokens,
         )
-        with self._on_device():
+        runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
+        with self._on_device(session, runs, f"workload of {runs} runs"):
             for line in self._load(request):
                 view.message = line
                 yield view
@@ -358,6 +408,17 @@ class Backend:
             memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
             run_side = self._run_side(request, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
+
+
+@dataclass(frozen=True, eq=False)
+class Ticket:
+    session: str
+    runs: int  # sides that decode the whole budget: 2 for a race, N for a Grand Prix of N lanes
+    what: str  # "race", "Grand Prix of 9 lanes", ...
+
+
+def _ordinal(n: int) -> str:
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

@@ -9,7 +9,7 @@ name). Elsewhere the same calls run in the server's process, unchanged.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -24,17 +24,24 @@ from ..record import TokenTexts, divergence, token_ids
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import SPEC, Lane, RaceRequest, exact_wanted, interleave
+from ..workload.lanes import LaneRun, run_lanes
 from .shelf import LoadedPair, ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the
 # shared GPU, a draft's steps included), so the default race (2 sides × 256 tokens) asks for well under 60 s.
 CALL_START_S = 10
 SECONDS_PER_TOKEN = 0.06
+LONGEST_CALL_S = 300  # ZeroGPU refuses a call that asks for more (about five minutes, at the time of writing)
+
+
+# A Grand Prix's drafter lane as the server asks for it, in plain data: (its name, the drafter, γ, adaptive).
+LaneAsked = tuple[str, str, int, bool]
 
 
 @dataclass(frozen=True)
 class Packet:
-    kind: str  # "start" (prompt_ids, exact), "step" (lane, event, texts), "end" (divergence), "error" (error, message)
+    kind: str  # "start" (prompt_ids, exact), "step" (lane, event, texts), "end" (divergence), "error" (error, message);
+    #            a Grand Prix also sends "failed" (lane, message) and "parted" (lane, divergence)
     lane: str = ""
     event: StepEvent | None = None
     texts: dict = field(default_factory=dict)  # token id -> its text, for ids this call has not sent before
@@ -69,6 +76,11 @@ def race_seconds(request: RaceRequest, memory: RunMemory | None = None) -> int:
 def decode_seconds(request: RaceRequest, plain_ids=None, memory: RunMemory | None = None) -> int:
     """The GPU time one side asks for (a step of the sweep or of Compare all)."""
     return CALL_START_S + int(_tokens(request) * SECONDS_PER_TOKEN)
+
+
+def grand_prix_seconds(request: RaceRequest, lanes: tuple = (), memory: RunMemory | None = None) -> int:
+    """The GPU time a Grand Prix asks for: every lane's tokens, plain decoding's included (N lanes count as N runs)."""
+    return min(LONGEST_CALL_S, CALL_START_S + int((1 + len(lanes)) * _tokens(request) * SECONDS_PER_TOKEN))
 
 
 def _tokens(request: RaceRequest) -> int:
@@ -127,6 +139,41 @@ class DeviceCalls:
                     yield Packet("step", lane=name, event=event, texts=texts.new(event))
                 parted = self._divergence(pair, prompt_ids, lanes[PLAIN].tokens, lanes[SPEC].tokens, settings)
             yield Packet("end", divergence=parted)
+        except SpecvizError as exc:
+            yield Packet("error", error=type(exc).__name__, message=str(exc))
+
+    def grand_prix(
+        self, request: RaceRequest, lanes: tuple[LaneAsked, ...], memory: RunMemory | None = None
+    ) -> Iterator[Packet]:
+        """Plain decoding and every lane taking turns by the race's rule (workload/lanes.run_lanes): a packet per step
+        of any lane, one for a lane that fails, then (greedy) one for each lane that parted from plain decoding.
+        Each lane that reads earlier runs drafts from its own copy of `memory`."""
+        try:
+            settings = request.settings()
+            exact_wanted(request)
+            preset = self.shelf.preset(request.pair)
+            for other in kinds(menu_only=True):
+                other.parse(request.options)
+            runs = []
+            for name, drafter, gamma, adaptive in lanes:
+                chosen = kind(drafter)
+                if not chosen.menu:
+                    raise InvalidRequest(f"unknown drafter {drafter!r}")
+                options = chosen.parse({**request.options, **dict(preset.options)})
+                chosen.check_for(options, preset.target)
+                at = replace(settings, gamma=int(gamma), adaptive=bool(adaptive))
+                runs.append(LaneRun(name, chosen.name, at, options, chosen.remembers))
+            pair, exact = self._ready(request)
+            prompt_ids = encode_prompt(pair.target, request.prompt)
+            yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
+            texts = _Texts(pair.target.tokenizer)
+            with torch.inference_mode():
+                for news in run_lanes(pair.target, pair.draft, prompt_ids, settings, runs, memory):
+                    if news.kind == "step":
+                        yield Packet("step", lane=news.lane, event=news.event, texts=texts.new(news.event))
+                    else:
+                        yield Packet(news.kind, lane=news.lane, divergence=news.divergence, message=news.message)
+            yield Packet("end")
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 

@@ -83,6 +83,9 @@ def build_parser() -> Parser:
     from .workload import add_workload_command
 
     add_workload_command(sub)
+    from .race import add_race_command
+
+    add_race_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
@@ -124,6 +127,10 @@ def main(argv=None) -> int:
             return cmd_prepare(args)
         if args.command == "snapshot":
             return cmd_snapshot(args)
+        if args.command == "race":
+            from .race import cmd_race
+
+            return cmd_race(args)
         from .workload import NAMES as WORKLOAD
 
         if args.command in WORKLOAD:

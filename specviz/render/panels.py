@@ -9,6 +9,7 @@ from ..events import PLAIN, Metrics, summarize
 from ..trace import EXACT_ADVICE, EXACT_ON, identity_grounds
 from ..views.race import RaceView
 from .figure1 import origin_text, visible
+from .grand_prix import ordinal, position_bars
 
 
 def status(message: str, kind: str = "info") -> str:
@@ -148,41 +149,30 @@ def waiting_text(note: str) -> str:
 
 
 def compare_table(rows) -> str:
-    """Every drafter on one prompt: speed, acceptance, steps and whether greedy output stayed the target's own."""
-    head = "".join(
-        f"<th>{escape(h)}</th>"
-        for h in (
-            "drafter",
-            "tokens/s",
-            "speedup",
-            "α",
-            "α by position 1, 2, …",
-            "τ",
-            "target forwards",
-            "identical to plain",
-            "",
-        )
-    )
+    """Every lane of a Grand Prix: its place, speed, acceptance (by position as small bars on one line), steps and
+    whether greedy output stayed the target's own."""
+    headers = ("place", "lane", "tokens/s", "speedup", "α", "α by position", "τ", "target forwards", "= plain", "")
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for r in rows:
         same = "–" if r.identical is None else "\u2714 yes" if r.identical else "\u2260 no"
-        by_position = " · ".join(_fmt(a, "{:.2f}") for a in r.by_position[:8])
         cells = [
-            r.name,
-            _fmt(r.tokens_per_s, "{:.2f}"),
-            _fmt(r.speedup, "{:.2f}×"),
-            _fmt(r.alpha, "{:.2f}"),
-            by_position,
-            _fmt(r.tau, "{:.2f}"),
-            _fmt(r.target_forwards, "{}"),
-            same,
-            r.note,
+            escape(ordinal(r.place) if r.place else ""),
+            escape(r.name),
+            escape(_fmt(r.tokens_per_s, "{:.2f}")),
+            escape(_fmt(r.speedup, "{:.2f}×")),
+            escape(_fmt(r.alpha, "{:.2f}")),
+            position_bars(r.by_position) if r.by_position else "–",
+            escape(_fmt(r.tau, "{:.2f}")),
+            escape(_fmt(r.target_forwards, "{}")),
+            escape(same),
+            escape(r.note),
         ]
-        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     if not body:
         body = [
-            '<tr><td colspan="9" class="sv-waiting">press the button: plain decoding once, then every drafter '
-            "with the current settings</td></tr>"
+            f'<tr><td colspan="{len(headers)}" class="sv-waiting">press Grand Prix: plain decoding and every drafter '
+            "race on this prompt, each at its best settings</td></tr>"
         ]
     return f'<table class="sv-metrics sv-compare"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 

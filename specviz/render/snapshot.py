@@ -7,7 +7,8 @@ from html import escape
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import Trace
-from ..views.compare import from_trace
+from ..views.grand_prix import KIND as GRAND_PRIX
+from ..views.grand_prix import from_trace
 from ..views.race import SPEC, RaceView
 from ..views.replay import replay
 from . import panels
@@ -85,7 +86,8 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f"recorded {trace.created} · γ {trace.settings.get('gamma')}, temperature "
         f"{trace.settings.get('temperature')}, {trace.settings.get('max_new_tokens')} new tokens at most"
     )
-    comparison = f"<h2>Every drafter on this prompt</h2>{compare_table(trace)}" if trace.kind == "comparison" else ""
+    several = trace.kind in (GRAND_PRIX, "comparison")
+    comparison = f"<h2>Every lane of the Grand Prix</h2>{compare_table(trace)}" if several else ""
     css = (ASSETS / "specviz.css").read_text() + PAGE_CSS
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -9,20 +9,27 @@ from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..settings import Settings, mode_text
+from ..views.grand_prix import RaceLane
 from .view import Contender
 
 BEST = "each drafter's measured best γ"
+MAX_LANES = 12  # drafter lanes in one Grand Prix, beside plain decoding's
 
 
 @dataclass(frozen=True)
 class Entrant:
-    contender: Contender
+    contender: Contender  # its name is the lane's: the drafter's, or with its settings ("draft@2", "draft@a8")
     settings: Settings | None = None  # None: it cannot run (contender.note says why)
     options: Options | None = None
+    drafter: str = ""  # the drafter's kind name ("" : the contender's name)
 
     @property
     def name(self) -> str:
         return self.contender.name
+
+    @property
+    def kind_name(self) -> str:
+        return self.drafter or self.contender.name
 
 
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
@@ -50,19 +57,67 @@ def entrants(
     """Every drafter named, in menu order: its settings (base, or base with the γ and adaptive choice it measured
     best), its options (`options_of`) and its mode line; one that needs a draft model when there is none, or whose
     checks refuse the target, gets the reason instead."""
-    out = []
-    for k in sorted((kind(n) for n in names), key=lambda k: k.order):
+    return [
+        entrant(k, k.name, base if fixed_gamma else best_settings(k, base), options_of, target_name, has_draft)
+        for k in sorted((kind(n) for n in names), key=lambda k: k.order)
+    ]
+
+
+def entrant(
+    k: DrafterKind,
+    name: str,
+    settings: Settings,
+    options_of: Callable[[DrafterKind], Options],
+    target_name: str,
+    has_draft: bool,
+) -> Entrant:
+    """One drafter at `settings` under the name `name`, or the reason it cannot run with these models."""
+    try:
+        options = options_of(k)
+        if k.draft_needed(options) and not has_draft:
+            raise InvalidRequest("it needs a draft model (--draft)")
+        k.check_for(options, target_name)
+    except SpecvizError as exc:
+        return Entrant(Contender(name, k.label, f"not available: {exc}"), drafter=k.name)
+    return Entrant(Contender(name, mode_words(k.words(options), settings)), settings, options, k.name)
+
+
+def lane_entrants(
+    text: str | Sequence[str] | None,
+    base: Settings,
+    fixed_gamma: bool,
+    options_of: Callable[[DrafterKind], Options],
+    target_name: str,
+    has_draft: bool,
+) -> list[Entrant]:
+    """The lanes of a Grand Prix, in the order given: `NAME` (at its measured best, or at `base` when `fixed_gamma`),
+    `NAME@G` (a fixed γ G) or `NAME@aG` (adaptive γ up to G), comma-separated; none given: every drafter offered, in
+    menu order. The same drafter may race at several settings; a lane named twice is refused."""
+    if text is None or (isinstance(text, str) and not text.strip()) or (not isinstance(text, str) and not text):
+        return entrants(drafter_names(None), base, fixed_gamma, options_of, target_name, has_draft)
+    items = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    lanes, seen = [], set()
+    for item in items:
+        name, _, at = item.partition("@")
+        [drafter] = drafter_names([name.strip()])
+        k, at = kind(drafter), at.strip()
         settings = base if fixed_gamma else best_settings(k, base)
-        try:
-            options = options_of(k)
-            if k.draft_needed(options) and not has_draft:
-                raise InvalidRequest("it needs a draft model (--draft)")
-            k.check_for(options, target_name)
-        except SpecvizError as exc:
-            out.append(Entrant(Contender(k.name, k.label, f"not available: {exc}")))
-            continue
-        out.append(Entrant(Contender(k.name, mode_words(k.words(options), settings)), settings, options))
-    return out
+        if at:
+            adaptive = at[:1] in ("a", "A")
+            digits = at[1:] if adaptive else at
+            if not digits.isdigit():
+                raise InvalidRequest(
+                    f"lane {item!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
+                )
+            settings = replace(base, gamma=int(digits), adaptive=adaptive)  # the range is checked here
+        label = drafter + (f"@{'a' if settings.adaptive else ''}{settings.gamma}" if at else "")
+        if label in seen:
+            raise InvalidRequest(f"lane {label!r} is named twice")
+        seen.add(label)
+        lanes.append(entrant(k, label, settings, options_of, target_name, has_draft))
+    if len(lanes) > MAX_LANES:
+        raise InvalidRequest(f"{len(lanes)} lanes: a Grand Prix races at most {MAX_LANES} beside plain decoding")
+    return lanes
 
 
 def mode_words(drafter_words: str, settings: Settings) -> str:
@@ -82,3 +137,18 @@ def setting_words(fixed_gamma: bool, base: Settings) -> str:
     if not fixed_gamma:
         return BEST
     return f"γ = {base.gamma} for every drafter" + (", adaptive" if base.adaptive else ", fixed")
+
+
+def lane_of(e: Entrant) -> RaceLane:
+    """An entrant as a Grand Prix lane, not yet started (one that cannot run is done, with its reason)."""
+    at = e.settings
+    lane = RaceLane(
+        e.name,
+        drafter=e.kind_name,
+        words=e.contender.words,
+        note=e.contender.note,
+        gamma=at.gamma if at else 0,
+        adaptive=bool(at and at.adaptive),
+    )
+    lane.done = not lane.runs
+    return lane

@@ -17,17 +17,17 @@ import gradio as gr
 
 from ...analysis.rule_replay import replay_step, rules_for
 from ...errors import InvalidRequest, SpecvizError
-from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
-from ...render.figure1 import origin_text
 from ...render.snapshot import snapshot_html
 from ...runtime import ASSETS
 from ...trace import Trace
-from ...views.compare import CompareView, from_trace
+from ...views.grand_prix import KIND as GRAND_PRIX
+from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
 from .controls import request_of
+from .grand_prix_screen import GrandPrixHandlers
 from .race_screen import RaceScreen, race_update
 from .workload_screen import WorkloadHandlers
 
@@ -100,7 +100,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-class Handlers(WorkloadHandlers):
+class Handlers(WorkloadHandlers, GrandPrixHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 
@@ -143,11 +143,32 @@ class Handlers(WorkloadHandlers):
         self.board.forget(request.session_hash)
         self.backend.shelf.forget(request.session_hash)
 
-    def waiting(self, request: gr.Request) -> str:
-        """Shown at once when Run is pressed, before the run gets the device (and a Stop from now on reaches it)."""
-        self.board.arm(request.session_hash)
-        busy = self.backend.busy()
-        return panels.status(busy or "starting…", "busy")
+    # -- a click waits for the device: Stop reaches its run from now on, and the status line tells its place --
+    def waiting(self, request: gr.Request, runs: int = 2, what: str = "race"):
+        """Shown at once when a run's button is pressed, before the run gets the device: the click takes its place in
+        line (a run of N sides counts as N runs), and the status line says what it waits for until it starts."""
+        session = request.session_hash
+        self.board.arm(session)
+        self.backend.wait_for_device(session, runs, what)
+        return panels.status(self.backend.busy(session) or "starting…", "busy"), gr.Timer(active=True)
+
+    def waiting_sweep(self, request: gr.Request):
+        return self.waiting(request, 9, "γ sweep")
+
+    def waiting_grand_prix(self, drafters, lane_names, request: gr.Request):
+        named = [n for n in (lane_names or "").split(",") if n.strip()]
+        lanes = len(named) if named else len(drafters or []) or len(self.screen.compare_texts) - 1
+        return self.waiting(request, 1 + lanes, f"Grand Prix of {1 + lanes} lanes")
+
+    def waiting_workload(self, request: gr.Request):
+        return self.waiting(request, 1, "workload")
+
+    def queued(self, request: gr.Request):
+        """Every second while the session's click waits: its place in line, until its run starts."""
+        session = request.session_hash
+        if not self.backend.in_line(session):
+            return gr.skip(), gr.Timer(active=False)
+        return panels.status(self.backend.busy(session) or "starting…", "busy"), gr.skip()
 
     def replay(self, chosen: str, uploaded, speed: str, request: gr.Request):
         self.board.arm(request.session_hash)  # not queued: it starts at once
@@ -157,6 +178,10 @@ class Handlers(WorkloadHandlers):
                 if not path:
                     raise InvalidRequest("choose a recorded run or upload a trace file first")
                 trace = Trace.load(path)
+                if trace.kind in (GRAND_PRIX, "comparison"):  # every lane, on its own clock
+                    yield {self.race_screen.echo: panels.prompt_echo(trace.prompt), self.screen.trace: str(path)}
+                    yield from self.stream_grand_prix(replay_grand_prix(trace, SPEEDS.get(speed, 1.0), flag.is_set))
+                    return
                 yield from self.stream(replay(trace, speed=SPEEDS.get(speed, 1.0), stopped=flag.is_set), trace.prompt)
             except Exception as exc:
                 yield {self.race_screen.status: panels.failure(exc)}
@@ -236,64 +261,17 @@ class Handlers(WorkloadHandlers):
         step = int(getattr(evt, "step", 0)) + 1
         return step, self.explain(step, held), gr.Tabs(selected="explain")
 
-    # -- the γ sweep and the comparison of every drafter --
-    def arm(self, request: gr.Request) -> None:
-        """A click on the sweep or Compare all, before it is queued: a Stop from now on reaches its run."""
-        self.board.arm(request.session_hash)
-
-    def to_comparison(self, request: gr.Request):
-        """A click on Compare all: arm Stop for it, and show the comparison tab while it waits."""
-        self.board.arm(request.session_hash)
-        return gr.Tabs(selected="compare")
-
-    def sweep(self, request: gr.Request, progress=gr.Progress(), **values):
+    # -- the γ sweep --
+    def sweep(self, request: gr.Request, **values):
         with self.board.running(request.session_hash) as flag:
             try:
                 for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
-                    progress(view.progress(), desc=view.message)
                     yield (
                         panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"),
                         charts.sweep_chart(view),
                     )
             except Exception as exc:
                 yield panels.failure(exc), gr.skip()
-
-    def compare(self, request: gr.Request, progress=gr.Progress(), **values):
-        with self.board.running(request.session_hash) as flag:
-            try:
-                for view in self.backend.compare(request_of(values), stopped=flag.is_set, session=request.session_hash):
-                    progress(view.progress(), desc=view.message)
-                    yield self.compare_outputs(view)
-            except Exception as exc:
-                yield {self.screen.status: panels.failure(exc)}
-
-    def compare_outputs(self, view: CompareView) -> dict:
-        s = self.screen
-        out = {
-            s.status: panels.status(f"comparison: {view.message}", "done" if view.finished else "busy"),
-            s.compare_table: panels.compare_table(view.rows()),
-            s.compare_chart: charts.compare_chart(view.rows()),
-        }
-        texts = {PLAIN: view.plain, **{e.name: e.events for e in view.entries}}
-        for name, box in s.compare_texts.items():
-            out[box] = (
-                origin_text(texts.get(name, []), view.text_of)
-                if texts.get(name)
-                else panels.waiting_text(
-                    next((e.note for e in view.entries if e.name == name and e.note), "not run yet")
-                )
-            )
-        if view.finished and view.trace is not None:
-            out[s.download], out[s.snapshot] = self.downloads(view.trace)
-        return out
-
-    def after_replay(self, held: str | None) -> dict:
-        """A replayed comparison also fills the comparison tab (at once: it holds finished runs only)."""
-        trace = self.trace(held)
-        view = from_trace(trace) if trace is not None and trace.kind == "comparison" else None
-        outputs = self.compare_outputs(view) if view else {}
-        outputs.pop(self.screen.status, None)
-        return outputs or {self.screen.compare_table: gr.skip()}
 
     def load(self, pair_label, dtype_name, draft_dtype="same", request: gr.Request = None):
         try:

@@ -87,7 +87,7 @@ def prompt_box(text: str) -> gr.Textbox:
 
 def race_row(s) -> None:
     """What fits one screenful: the title and presenter switch, the prompt and the buttons, the status, both sides
-    streaming, the metrics strip and the identity badge."""
+    streaming, the metrics strip and the identity badge; or, in a Grand Prix, every lane in their place."""
     with gr.Row(elem_classes="sv-top"):
         gr.HTML(
             '<div class="sv-title">specviz <span class="sv-sub">speculative decoding you can see</span></div>',
@@ -102,10 +102,12 @@ def race_row(s) -> None:
         with gr.Column(scale=1, min_width=150, elem_classes="sv-buttons"):
             s.run = gr.Button("Run side by side", variant="primary", elem_id="sv-run")
             with gr.Row():
-                s.compare = gr.Button("Compare all", elem_id="sv-compare", size="sm", min_width=60)
+                s.compare = gr.Button("Grand Prix", elem_id="sv-compare", size="sm", min_width=60)
                 s.stop = gr.Button("Stop", variant="stop", elem_id="sv-stop", size="sm", min_width=60)
     s.status = gr.HTML(panels.status("ready"), elem_id="sv-status")
+    s.queue_timer = gr.Timer(1.0, active=False)  # while a click waits for the device, its place in line
     s.echo = gr.HTML(elem_id="sv-echo")
+    s.gp = gr.HTML(elem_id="sv-gp")  # a Grand Prix's lanes: while it holds any, they take the two sides' place
     with gr.Row(equal_height=True, elem_classes="sv-lanes"):
         with gr.Column():
             gr.HTML('<h3 class="sv-side">Plain decoding</h3>')

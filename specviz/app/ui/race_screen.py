@@ -36,6 +36,7 @@ class RaceScreen:
     diagnosis: gr.HTML  # why this speedup: a line, where the time went, acceptance by draft position
     time_plot: gr.Plot
     position_plot: gr.Plot
+    gp: gr.HTML  # the Grand Prix's lanes: a race empties them, so the two sides show again
 
     @classmethod
     def of(cls, screen) -> "RaceScreen":
@@ -110,6 +111,7 @@ def race_update(
         screen.metrics: panels.metrics_strip(view),
         screen.badge: panels.identity_badge(view),
         screen.summary: race_summary(view),
+        screen.gp: "",
     }
     if chart:
         shown[screen.race_plot] = charts.race_chart(view)

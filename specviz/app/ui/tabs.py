@@ -9,6 +9,8 @@ from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import legend
 from ...views.replay import SPEEDS
+from .grand_prix_screen import BEST as BEST_LANES
+from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
 from .workload_screen import BEST, FIXED
 
@@ -88,16 +90,39 @@ def chart_tabs(s) -> None:
 
 
 def compare_tab(s, kinds) -> None:
-    """Every drafter's run side by side: a table, a chart, and each side's text in a tab of its own
+    """The Grand Prix's lanes (every drafter by default, each at its best settings, or lanes named with their γ), its
+    replay at real pace, and what it leaves behind: a table, a chart, and each side's text in a tab of its own
     (`s.compare_texts`: {"plain" or drafter name: its text})."""
     with gr.Tab("Compare drafters", id="compare"):
         gr.HTML(
-            '<p class="sv-note">“Compare all” runs plain decoding once, then every drafter with the '
-            "current settings, one after the other.</p>"
+            '<p class="sv-note">The Grand Prix races plain decoding and every lane at once on this prompt, taking '
+            "turns on one device by the race's rule (whichever lane is furthest behind on its own clock runs "
+            "next).</p>"
         )
+        with gr.Row(equal_height=True):
+            s.gp_drafters = gr.CheckboxGroup(
+                [(k.label, k.name) for k in kinds],
+                value=[k.name for k in kinds],
+                label="lanes",
+                elem_id="sv-gp-drafters",
+                scale=3,
+            )
+            with gr.Column(scale=2, min_width=220):
+                s.gp_setting = gr.Radio(
+                    [BEST_LANES, SIDEBAR], value=BEST_LANES, label="each lane's settings", elem_id="sv-gp-setting"
+                )
+                s.gp_lanes = gr.Textbox(
+                    label="or lanes by name (a fixed γ: @4, adaptive: @a8)",
+                    placeholder="draft@2, draft@4, draft@8",
+                    elem_id="sv-gp-lanes",
+                    max_lines=1,
+                )
+        with gr.Row(equal_height=True):
+            s.gp_replay = gr.Button("Replay the last Grand Prix at real pace", elem_id="sv-gp-replay", scale=3)
+            s.gp_speed = gr.Radio(list(SPEEDS), value="1×", label="pace", elem_id="sv-gp-speed", scale=1)
         s.compare_table = gr.HTML(panels.compare_table([]), elem_id="sv-compare-table")
         s.compare_chart = chart(
-            "tokens/s and speedup of every drafter appear here", "drafters compared", "sv-compare-chart"
+            "tokens/s and speedup of every lane appear here", "drafters compared", "sv-compare-chart"
         )
         s.compare_texts = {}
         with gr.Tabs():

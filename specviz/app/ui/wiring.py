@@ -1,13 +1,17 @@
 """What each control sets off: the runs on the device (race, γ sweep, comparison, one's own prompts) and the replay,
 the step shown and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter
-mode). The API's endpoints are named here: /run, /sweep, /compare, /workload, /replay, /load, /stop, /add_pair.
+mode). The API's endpoints are named here: /run, /sweep, /compare (the Grand Prix), /workload, /replay,
+/replay_grand_prix, /load, /stop, /add_pair.
 No torch here."""
 
 import gradio as gr
 
 from .controls import in_api_order
 
-ONE_ON_THE_DEVICE = dict(concurrency_id="device", concurrency_limit=1)  # one generation on the device at a time
+# One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
+# screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
+ONE_ON_THE_DEVICE = dict(concurrency_id="device", concurrency_limit=1, show_progress="hidden")
+AT_ONCE = dict(queue=False, show_progress="hidden")  # a click's own answer, before its run is queued
 
 
 def wire_events(demo: gr.Blocks, s, h) -> None:
@@ -41,28 +45,38 @@ def run_controls(s) -> dict:
 
 
 def compare_outputs(s) -> list:
-    return [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot]
+    """What a Grand Prix fills, in the /compare endpoint's order: the published outputs first, then its lanes, its
+    numbers and its trace."""
+    return [s.status, s.compare_table, s.compare_chart, *s.compare_texts.values(), s.download, s.snapshot, s.gp,
+            s.summary, s.trace]  # fmt: skip
+
+
+def replay_outputs(s) -> list:
+    """A replay fills the race (a duel) or the lanes and the comparison tab (a Grand Prix)."""
+    shown = s.race.outputs()
+    return shown + [c for c in compare_outputs(s) if c not in shown]
 
 
 def wire_runs(s, h, controls: dict) -> None:
     """Run, γ sweep, Compare all and a workload of one's own prompts (each arms Stop at the click, before it waits for
     the device), and Replay."""
     race_outputs = s.race.outputs()
-    s.run.click(h.waiting, None, s.status, api_name=False, queue=False).then(
+    waiting = [s.status, s.queue_timer]
+    s.run.click(h.waiting, None, waiting, api_name=False, **AT_ONCE).then(
         h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **ONE_ON_THE_DEVICE
     )
-    s.sweep.click(h.arm, None, None, api_name=False, queue=False).then(
+    s.sweep.click(h.waiting_sweep, None, waiting, api_name=False, **AT_ONCE).then(
         h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **ONE_ON_THE_DEVICE
     )
-    s.compare.click(
-        h.to_comparison,
-        None,
-        s.tabs,
-        api_name=False,
-        queue=False,
-        js="() => { document.querySelector('#sv-tabs').scrollIntoView({behavior: 'smooth'}); }",
-    ).then(h.compare, inputs_kwargs=controls, outputs=compare_outputs(s), api_name="compare", **ONE_ON_THE_DEVICE)
-    s.workload_run.click(h.arm, None, None, api_name=False, queue=False).then(
+    s.compare.click(h.waiting_grand_prix, [s.gp_drafters, s.gp_lanes], waiting, api_name=False, **AT_ONCE).then(
+        h.compare,
+        inputs_kwargs=dict(controls, lanes=s.gp_drafters, lane_setting=s.gp_setting, lane_names=s.gp_lanes),
+        outputs=compare_outputs(s),
+        api_name="compare",
+        **ONE_ON_THE_DEVICE,
+    )
+    s.queue_timer.tick(h.queued, None, waiting, api_name=False, **AT_ONCE)
+    s.workload_run.click(h.waiting_workload, None, waiting, api_name=False, **AT_ONCE).then(
         h.workload,
         inputs_kwargs=dict(
             controls,
@@ -73,17 +87,11 @@ def wire_runs(s, h, controls: dict) -> None:
         ),
         outputs=[s.status, s.workload_progress, s.workload_table, s.workload_report, s.workload_csv],
         api_name="workload",
-        show_progress="hidden",  # the tab's own bar says how far it got; the table stays readable as it fills
         **ONE_ON_THE_DEVICE,
     )
-    s.replay.click(
-        h.replay,
-        [s.recorded, s.upload, s.speed],
-        race_outputs,
-        api_name="replay",
-        concurrency_id="replay",
-        concurrency_limit=None,
-    ).then(h.after_replay, s.trace, compare_outputs(s), api_name=False, queue=False)
+    replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
+    s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
+    s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
 
 
 def wire_steps(s, h) -> None:

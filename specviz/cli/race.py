@@ -1,0 +1,214 @@
+"""`python -m specviz race --drafters draft,ngram,suffix --prompt ...`: a Grand Prix in the terminal. Plain decoding and
+every lane race on one prompt by the race's rule, one live line per lane (a progress bar, tokens/s, speedup, τ, its
+place once settled); `--json` prints one object with each lane's metrics and tokens and, greedy, whether they are
+plain decoding's; `--trace FILE` records the race for the app's Recorded runs and `snapshot`. Bad input: one
+`error:` line, exit 2, before any model loads."""
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from .flags import (
+    add_drafter_options,
+    add_exact_option,
+    add_model_options,
+    add_sampling_options,
+    draft_dtype,
+    given_options,
+    run_models,
+    settings_from,
+)
+
+BAR = 20  # characters of a lane's progress bar
+REDRAW_EVERY_S = 0.2
+
+
+def add_race_command(sub) -> None:
+    p = sub.add_parser("race", help="a Grand Prix: plain decoding and several drafters race on one prompt, live")
+    p.add_argument(
+        "--drafters",
+        help="the lanes, comma-separated: NAME (its measured best γ), NAME@G (a fixed γ), NAME@aG (adaptive up to G); "
+        "the same drafter may race at several; default: every drafter that can run with these models",
+    )
+    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    add_drafter_options(p, with_drafter=False)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    add_sampling_options(p)
+    add_model_options(p)
+    add_exact_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: every lane's metrics and tokens")
+    p.add_argument("--trace", metavar="FILE", help="also record the race (the app replays it on the lanes' own clocks)")
+
+
+def cmd_race(args) -> int:
+    from ..drafters.registry import NO_DRAFTER, kind
+    from ..errors import InvalidRequest
+    from ..settings import check_prompt
+    from ..workload.entrants import lane_entrants, lane_of
+
+    check_prompt(args.prompt)
+    if args.trace and not Path(args.trace).resolve().parent.is_dir():
+        raise InvalidRequest(f"--trace {args.trace}: there is no folder {str(Path(args.trace).parent)!r}")
+    fixed = args.gamma is not None
+    if args.adaptive is not None and not fixed:
+        raise InvalidRequest("--adaptive goes with --gamma; without them each lane runs at its measured best")
+    base = settings_from(args, NO_DRAFTER)
+    names = [n.split("@")[0].strip() for n in (args.drafters or "").split(",") if n.strip()]
+    given = given_options(args, only=set(names) if names else None)
+    lanes = lane_entrants(
+        args.drafters,
+        base,
+        fixed,
+        lambda k: k.parse({**dict(k.preferred), **given.get(k.name, {})}),
+        args.target,
+        bool(args.draft),
+    )
+    refused = [e for e in lanes if e.settings is None]
+    if args.drafters and refused:
+        raise InvalidRequest(f"lane {refused[0].name}: {refused[0].contender.note.removeprefix('not available: ')}")
+    if not any(e.settings for e in lanes):
+        raise InvalidRequest("none of the drafters can run with these models")
+    if args.draft and not any(e.settings and kind(e.kind_name).draft_needed(e.options) for e in lanes):
+        raise InvalidRequest("--draft is not used by any of the lanes")
+    view, target, prompt_ids, models = _race(args, base, lanes, [lane_of(e) for e in lanes])
+    if args.trace:
+        _record(args, view, target, prompt_ids, base, models)
+    if args.json:
+        out = view.summary()
+        for lane in out["lanes"]:
+            lane["text"] = target.tokenizer.decode(lane["tokens"], skip_special_tokens=True)
+        out |= {"prompt_tokens": len(prompt_ids), "models": models.__dict__}
+        print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def _race(args, base, entrants, lanes):
+    """The models loaded once, then the race, its lines redrawn on stderr as it goes."""
+    import torch
+
+    from ..events import PLAIN
+    from ..models import encode_prompt, load_model
+    from ..models.exact import exact_for
+    from ..models.vocabulary import check_draft_fits
+    from ..record import TokenTexts
+    from ..runtime import quiet_transformers
+    from ..views.grand_prix import GrandPrixView, RaceLane
+    from ..workload.lanes import LaneRun, run_lanes
+
+    quiet_transformers()
+    target = load_model(args.target, args.dtype, args.device)
+    exact = exact_for(target.model, args.exact)
+    draft = None
+    if args.draft:
+        draft = load_model(args.draft, draft_dtype(args, target), args.device)
+        check_draft_fits(target, draft)
+    prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
+    view = GrandPrixView(
+        lanes=[RaceLane(PLAIN, words="plain decoding"), *lanes],
+        greedy=base.greedy,
+        max_new_tokens=base.max_new_tokens,
+        text_of=TokenTexts(target.tokenizer),
+        lossy=base.lossy,
+        exact=exact,
+    )
+    from ..drafters.registry import kind
+
+    runs = [
+        LaneRun(e.name, e.kind_name, e.settings, e.options, kind(e.kind_name).remembers) for e in entrants if e.settings
+    ]
+    board = Board(view, sys.stderr)
+    began = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            for news in run_lanes(target, draft, prompt_ids, base, runs):
+                view.hear(news)
+                view.wall_s = time.perf_counter() - began
+                board.draw()
+    except KeyboardInterrupt:
+        view.stopped = True
+    view.finished, view.wall_s = True, time.perf_counter() - began
+    view.stopped = view.stopped or bool(view.running())
+    board.draw(final=True)
+    return view, target, prompt_ids, run_models(args, target, with_draft=draft is not None, exact=exact)
+
+
+class Board:
+    """One line per lane on a terminal, redrawn in place as the race goes; elsewhere (a pipe, a log) the lines are
+    written once, when the race ends."""
+
+    def __init__(self, view, out):
+        self.view, self.out, self.drawn, self.shown = view, out, 0, 0.0
+        self.live = out.isatty()
+
+    def draw(self, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not final and (not self.live or now - self.shown < REDRAW_EVERY_S):
+            return
+        self.shown = now
+        lines = [lane_line(self.view, lane) for lane in self.view.lanes]
+        if final:
+            lines.append(footer(self.view))
+        up = f"\x1b[{self.drawn}F" if self.live and self.drawn else ""
+        self.out.write(up + "".join(f"\x1b[2K{line}\n" if self.live else f"{line}\n" for line in lines))
+        self.out.flush()
+        self.drawn = len(lines)
+
+
+def lane_line(view, lane) -> str:
+    """A lane in one line: name, progress bar, tokens, tokens/s, speedup, τ, and its place or why it does not race."""
+    from ..events import summarize
+    from ..render.grand_prix import ordinal
+
+    if not lane.runs:
+        return f"{lane.name:<12} {lane.note}"
+    m = summarize(lane.events)
+    share = 1.0 if lane.done else min(1.0, m.new_tokens / max(1, view.max_new_tokens))
+    bar = "#" * round(share * BAR) + "." * (BAR - round(share * BAR))
+    speedup = view.speedup(lane)
+    place = view.place(lane)
+    same = view.identical(lane) if view.finished else None
+    return (
+        f"{lane.name:<12} [{bar}] {m.new_tokens:>4}/{view.max_new_tokens:<4} {m.tokens_per_s:7.2f} tok/s"
+        + (f" {speedup:5.2f}x" if speedup and lane is not view.plain else "       ")
+        + (f"  tau {m.mean_tokens_per_step:4.2f}" if lane is not view.plain else "")
+        + (f"  {ordinal(place)}" if place else "")
+        + ("" if same is None or lane is view.plain else "  = plain" if same else "  DIFFERS from plain")
+    )
+
+
+def footer(view) -> str:
+    state = "stopped: every lane keeps what it wrote" if view.stopped else "done"
+    return (
+        f"{state} in {view.wall_s:.1f} s wall time ({len(view.running()) or len(view.lanes)} lanes shared one device)"
+    )
+
+
+def _record(args, view, target, prompt_ids, base, models) -> None:
+    from ..record import make_trace
+    from ..trace import Side
+    from ..views.grand_prix import KIND
+
+    trace = make_trace(
+        kind=KIND,
+        prompt=args.prompt,
+        prompt_ids=prompt_ids,
+        settings=base,
+        models=models,
+        sides=[Side(lane.name, lane.words, lane.events, lane.divergence) for lane in view.lanes],
+        text_of=view.text_of,
+        wall_s=view.wall_s,
+        stopped=view.stopped,
+        made_with="python -m specviz " + shlex.join(sys.argv[1:])
+        if sys.argv[1:2] == ["race"]
+        else "python -m specviz race",
+        extra=view.record(),
+    )
+    try:
+        trace.save(args.trace)
+    except OSError as exc:
+        from ..errors import InvalidRequest
+
+        raise InvalidRequest(f"cannot write {args.trace}: {exc.strerror or exc}") from None

@@ -1,0 +1,86 @@
+"""A Grand Prix's lanes run on loaded models: plain decoding and every drafter lane on one prompt, taking turns by the
+race's rule (views/race.interleave), then, for a greedy race, where each lane parted from plain decoding. What the
+app's device call and the CLI's `race` both run. A lane that fails is told once and leaves the race; the others go
+on."""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..drafters.kinds import Options
+from ..drafters.registry import decode
+from ..drafters.suffix_index import RunMemory
+from ..errors import SpecvizError, first_line
+from ..events import PLAIN, StepEvent
+from ..record import TokenTexts, divergence
+from ..settings import Settings
+from ..trace import Divergence
+from ..views.race import Lane, interleave
+
+
+@dataclass(frozen=True)
+class LaneRun:
+    """A drafter lane as it runs: its name in the race, its drafter, its settings and options."""
+
+    name: str
+    drafter: str
+    settings: Settings
+    options: Options | None
+    remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)
+
+
+@dataclass(frozen=True)
+class LaneNews:
+    """What happened next: a lane ran a step, failed, or (greedy, at the end) parted from plain decoding."""
+
+    kind: str  # "step" | "failed" | "parted"
+    lane: str
+    event: StepEvent | None = None
+    message: str = ""
+    divergence: Divergence | None = None
+
+
+def run_lanes(
+    target,
+    draft,
+    prompt_ids: list[int],
+    plain: Settings,
+    lanes: list[LaneRun],
+    memory: RunMemory | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Iterator[LaneNews]:
+    """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain."""
+    failed: dict[str, str] = {}
+    sides = {PLAIN: decode(target, prompt_ids, plain)}
+    for lane in lanes:
+        own = memory.copy() if memory is not None and lane.remembers else None
+        try:
+            steps = decode(target, prompt_ids, lane.settings, lane.drafter, draft, lane.options, None, own)
+        except SpecvizError as exc:  # the drafter could not be built for this pair
+            yield LaneNews("failed", lane.name, message=f"failed: {first_line(exc)}")
+            continue
+        sides[lane.name] = _guarded(steps, lane.name, failed)
+    states = {name: Lane(name) for name in sides}
+    told = set()
+    for name in interleave(sides, states, stopped):
+        for gone in failed.keys() - told:
+            told.add(gone)
+            yield LaneNews("failed", gone, message=failed[gone])
+        yield LaneNews("step", name, event=states[name].events[-1])
+    for gone in failed.keys() - told:
+        yield LaneNews("failed", gone, message=failed[gone])
+    if stopped() or not plain.greedy:
+        return
+    text_of, base = TokenTexts(target.tokenizer), states[PLAIN].tokens
+    for name, state in states.items():
+        if name != PLAIN and name not in failed:
+            parted = divergence(target, list(prompt_ids), base, state.tokens, text_of)
+            if parted is not None:
+                yield LaneNews("parted", name, divergence=parted)
+
+
+def _guarded(steps: Iterator[StepEvent], name: str, failed: dict[str, str]) -> Iterator[StepEvent]:
+    """A lane's steps; a SpecvizError ends the lane alone, noted in `failed`."""
+    try:
+        yield from steps
+    except SpecvizError as exc:
+        failed[name] = f"failed: {first_line(exc)}"
