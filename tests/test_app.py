@@ -1,5 +1,6 @@
 """The app through gradio_client against `python app.py` serving a tiny pair: streams, finishes, stops, refuses."""
 
+import re
 import time
 
 import pytest
@@ -92,6 +93,102 @@ def test_stop_halts_the_run_and_another_starts_at_once(client, pair):
     assert summary["stopped"] and summary["finished"] and len(summary["plain_tokens"]) < 4000
     again = run(client, pair, max_new=8).result(timeout=60)[SUMMARY]
     assert again["finished"] and not again["stopped"] and len(again["plain_tokens"]) == 8
+
+
+# /compare's outputs (wiring.compare_outputs): the status, the table, the chart, a text per drafter and plain's, the two
+# downloads, the lanes and the summary (the trace is state, kept from clients).
+GP_TEXTS = 1 + 8  # plain, draft, hybrid, ngram, history, suffix, medusa, eagle, dflash
+GP_STATUS, GP_TABLE = 0, 1
+GP_LANES = 3 + GP_TEXTS + 2
+GP_SUMMARY = GP_LANES + 1
+
+
+def grand_prix(client, pair, max_new=300, **values):
+    return client.submit(
+        pair=pair, drafter="draft", dtype="float32", prompt="w1 w2 w3", max_new=max_new, api_name="/compare", **values
+    )
+
+
+def lane_counts(lanes_html: str) -> dict[str, int]:
+    """Tokens written by each lane, from the lanes' progress bars."""
+    names = re.findall(r'class="sv-gp-lane [^"]*" data-lane="([^"]+)"', lanes_html)
+    counts = [int(n) for n in re.findall(r'role="progressbar" aria-valuenow="(\d+)"', lanes_html)]
+    assert len(names) == len(counts), lanes_html[:500]
+    return dict(zip(names, counts))
+
+
+def test_compare_streams_the_lanes_as_they_grow(client, pair):
+    from specviz.drafters.registry import kinds
+
+    assert GP_TEXTS == 1 + len(kinds(menu_only=True))
+    job = grand_prix(client, pair)
+    final = job.result(timeout=300)
+    assert len(final) == GP_SUMMARY + 1
+    seen = [lane_counts(out[GP_LANES]) for out in job.outputs() if isinstance(out[GP_LANES], str)]
+    totals = [sum(counts.values()) for counts in seen]
+    live = [t for t in totals if t < 9 * 300]
+    assert len(set(live)) >= 3, totals  # several updates while the lanes ran
+    assert totals == sorted(totals), totals  # they only grow
+    for before, after in zip(seen, seen[1:]):
+        assert all(after[name] >= n for name, n in before.items()), (before, after)
+    summary = final[GP_SUMMARY]
+    assert summary["kind"] == "grand prix" and summary["finished"] and not summary["stopped"]
+    names = ["plain"] + [k.name for k in kinds(menu_only=True)]
+    assert [lane["name"] for lane in summary["lanes"]] == names  # this server brings every drafter's models
+    plain = summary["lanes"][0]["tokens"]
+    assert len(plain) == 300
+    for lane in summary["lanes"]:
+        assert lane["note"] == "" and lane["done"] and lane["identical"] is True, lane["name"]
+        assert lane["tokens"] == plain and lane["place"] in range(1, len(names) + 1), lane["name"]
+    assert sorted(lane["place"] for lane in summary["lanes"]) == list(range(1, len(names) + 1))
+    assert lane_counts(final[GP_LANES]) == dict.fromkeys(names, 300)
+    assert "Grand Prix done" in final[GP_STATUS] and all(f">{name}<" in final[GP_TABLE] for name in names)
+    assert final[GP_LANES - 2].endswith(".json") and final[GP_LANES - 1].endswith(".html")  # the downloads
+
+
+def test_compare_takes_the_lanes_by_name_or_only_the_old_arguments(client, pair):
+    named = grand_prix(client, pair, max_new=12, lane_names="draft@2, ngram@a6").result(timeout=120)[GP_SUMMARY]
+    lanes = named["lanes"]
+    assert [(lane["name"], lane["gamma"], lane["adaptive"]) for lane in lanes] == [
+        ("plain", 0, False),
+        ("draft@2", 2, False),
+        ("ngram@a6", 6, True),
+    ]
+    assert all(lane["identical"] is True and lane["tokens"] == lanes[0]["tokens"] for lane in lanes)
+    old = client.submit(
+        pair, "draft", "float32", "w1 w2", 3, 6, 0, 0, 1, 0, 3, 4, "recent", "sparse", "lossless", False,
+        api_name="/compare",
+    )  # fmt: skip
+    summary = old.result(timeout=120)[GP_SUMMARY]
+    assert summary["finished"] and len(summary["lanes"]) == GP_TEXTS
+    bad = grand_prix(client, pair, max_new=6, lane_names="draft,draft").result(timeout=60)
+    assert "error: " in bad[GP_STATUS] and "named twice" in bad[GP_STATUS]
+
+
+def test_stop_halts_a_grand_prix_and_every_lane_keeps_what_it_wrote(client, pair):
+    job = grand_prix(client, pair, max_new=4000)
+    deadline = time.time() + 120
+    while len(job.outputs()) < 2 and not job.done():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    asked = time.time()
+    client.predict(api_name="/stop")
+    final = job.result(timeout=60)
+    assert time.time() - asked < 10
+    summary = final[GP_SUMMARY]
+    assert summary["stopped"] and summary["finished"], final[GP_STATUS]
+    assert "stopped" in final[GP_STATUS]
+    plain = summary["lanes"][0]["tokens"]
+    for lane in summary["lanes"]:
+        assert 0 < len(lane["tokens"]) < 4000, lane["name"]
+        shorter = min(len(plain), len(lane["tokens"]))
+        assert lane["tokens"][:shorter] == plain[:shorter] and lane["identical"] is True, lane["name"]
+    assert lane_counts(final[GP_LANES]) == {lane["name"]: len(lane["tokens"]) for lane in summary["lanes"]}
+    began = time.time()
+    again = grand_prix(client, pair, max_new=8, lane_names="draft, ngram").result(timeout=60)[GP_SUMMARY]
+    assert time.time() - began < 30
+    assert again["finished"] and not again["stopped"]
+    assert [len(lane["tokens"]) for lane in again["lanes"]] == [8, 8, 8]
 
 
 def test_stop_reaches_ones_own_run_while_it_waits_behind_another_visitors(app_server, pair):

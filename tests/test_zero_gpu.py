@@ -1,6 +1,6 @@
 """The app as a ZeroGPU Space would run it, emulated on a CPU: `spaces` is tests/fake_zero_gpu (each decorated call in
 a forked worker, everything in and out pickled by multiprocessing, a closed generator stopping the worker at its next
-item, as the real package does); the race, the sweep, Compare all and Stop go through the app's API. Also: a CPU
+item, as the real package does); the race, the sweep, the Grand Prix and Stop go through the app's API. Also: a CPU
 Space (the package importable, no GPU, no ZeroGPU) keeps the CPU pair."""
 
 import json
@@ -104,40 +104,35 @@ def test_a_sweep_is_one_call_per_run(zero_app):
     assert all(c["duration"] == 10 + int(20 * 0.06) for c in made)
 
 
-def test_compare_all_is_one_call_per_drafter(zero_app):
+def test_a_grand_prix_is_one_call_for_every_lane(zero_app):
+    """Compare all races plain decoding and every lane in one worker call, which asks for every lane's tokens."""
     url, pair, log, _ = zero_app
     from specviz.drafters.registry import kinds
 
     before = len(calls(log))
-    client = Client(url, verbose=False)
-    job = client.submit(
-        pair,
-        "draft",
-        "float32",
-        "w1 w2 w3 w1 w2",
-        4,
-        16,
-        0,
-        0,
-        1,
-        0,
-        1,
-        4,
-        "recent",
-        "sparse",
-        "lossless",
-        False,
+    job = Client(url, verbose=False).submit(
+        pair=pair,
+        drafter="draft",
+        dtype="float32",
+        prompt="w1 w2 w3 w1 w2",
+        gamma=4,
+        max_new=16,
         api_name="/compare",
     )
     outputs = job.result(timeout=600)
-    status = outputs[0]
-    assert "comparison: done" in status, status
-    table = outputs[1]
-    made = calls(log)[before:]
+    status, table, summary = outputs[0], outputs[1], outputs[-1]
+    assert "Grand Prix done" in status, status
     runnable = [k.name for k in kinds(menu_only=True) if k.name not in ("eagle", "dflash")]  # it brings neither
-    assert [c["task"] for c in made] == ["decode"] * (1 + len(runnable))
+    made = calls(log)[before:]
+    assert [c["task"] for c in made] == ["grand_prix"]  # one call, every lane in it
+    assert made[0]["duration"] == 10 + int((1 + len(runnable)) * 16 * 0.06)
     for name in runnable:
         assert name in table
+    lanes = {lane["name"]: lane for lane in summary["lanes"]}
+    assert [n for n, lane in lanes.items() if lane["note"] == ""] == ["plain", *runnable]
+    assert all(lanes[n]["identical"] is True and lanes[n]["tokens"] == lanes["plain"]["tokens"] for n in runnable)
+    assert len(lanes["plain"]["tokens"]) == 16
+    assert lanes["eagle"]["note"].startswith("not available") and lanes["dflash"]["note"].startswith("not available")
 
 
 def test_a_workload_is_one_call_per_prompt_and_side_with_plain_shared(zero_app):

@@ -129,8 +129,14 @@ def _race(args, base, entrants, lanes):
                 board.draw()
     except KeyboardInterrupt:
         view.stopped = True
-    view.finished, view.wall_s = True, time.perf_counter() - began
     view.stopped = view.stopped or bool(view.running())
+    if view.stopped and view.greedy:  # stopped before the lanes were compared with plain: compare what each wrote
+        from ..record import divergence
+
+        for lane in view.drafted:
+            if lane.runs and lane.events:
+                lane.divergence = divergence(target, prompt_ids, view.plain.tokens, lane.tokens, view.text_of)
+    view.finished, view.wall_s = True, time.perf_counter() - began
     board.draw(final=True)
     return view, target, prompt_ids, run_models(args, target, with_draft=draft is not None, exact=exact)
 

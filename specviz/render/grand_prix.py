@@ -46,14 +46,14 @@ def _lane(view: GrandPrixView, lane: RaceLane) -> str:
     if lane.done and lane.runs:
         shown = 1.0
     head = (
-        f'<div class="sv-gp-head"><span class="sv-gp-place">{ordinal(place) if place else ""}</span>'
-        f'<span class="sv-gp-name">{escape(lane.name)}</span>'
+        f'<div class="sv-gp-head"><div class="sv-gp-title"><span class="sv-gp-place">{ordinal(place) if place else ""}'
+        f'</span><span class="sv-gp-name">{escape(lane.name)}</span></div>'
         f'<span class="sv-gp-words" title="{escape(lane.words)}">{escape(lane.words)}</span></div>'
     )
     bar = (
         f'<div class="sv-gp-bar" role="progressbar" aria-valuenow="{m.new_tokens}" aria-valuemax="'
         f'{view.max_new_tokens}"><div class="sv-gp-fill" style="width: {100 * shown:.1f}%"></div>'
-        f'<span class="sv-gp-count">{m.new_tokens} / {view.max_new_tokens}</span></div>'
+        f'<span class="sv-gp-count">{m.new_tokens} / {view.max_new_tokens}</span>{_same(view, lane)}</div>'
     )
     return (
         f'<div class="sv-gp-lane {state}" data-lane="{escape(lane.name)}">{head}'
@@ -72,10 +72,20 @@ def _stats(view: GrandPrixView, lane: RaceLane) -> str:
     if lane is not view.plain:
         speedup = view.speedup(lane)
         parts += [f"{speedup:.2f}×" if speedup else "–×", f"τ {m.mean_tokens_per_step:.2f}"]
-    same = view.identical(lane) if view.finished else view.agrees_so_far(lane)
-    if same is not None and lane is not view.plain:
-        parts.append(("✔ = plain" if view.finished else "= plain so far") if same else "≠ plain")
     return " · ".join(parts)
+
+
+def _same(view: GrandPrixView, lane: RaceLane) -> str:
+    """Greedy: the lane's tokens against plain decoding's, on the lane (so far while it runs; the target's verdict
+    once the race is over)."""
+    same = view.identical(lane) if view.finished else view.agrees_so_far(lane)
+    if same is None or lane is view.plain:
+        return ""
+    if not same:
+        return '<span class="sv-gp-same sv-gp-differs" title="its tokens part from plain decoding">≠ plain</span>'
+    tip = "the same tokens as plain decoding" + ("" if view.finished else ", so far")
+    mark = "✔ = plain" if view.finished else "= plain"
+    return f'<span class="sv-gp-same" title="{tip}">{mark}</span>'
 
 
 def _text(view: GrandPrixView, lane: RaceLane) -> str:

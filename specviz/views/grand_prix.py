@@ -258,7 +258,14 @@ def replay_grand_prix(
     done = from_trace(trace)
     view = GrandPrixView(
         lanes=[
-            RaceLane(lane.name, drafter=lane.drafter, words=lane.words, note=lane.note, gamma=lane.gamma)
+            RaceLane(
+                lane.name,
+                drafter=lane.drafter,
+                words=lane.words,
+                note=lane.note,
+                gamma=lane.gamma,
+                adaptive=lane.adaptive,
+            )
             for lane in done.lanes
         ],
         greedy=done.greedy,

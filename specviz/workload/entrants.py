@@ -105,7 +105,7 @@ def lane_entrants(
         if at:
             adaptive = at[:1] in ("a", "A")
             digits = at[1:] if adaptive else at
-            if not digits.isdigit():
+            if not (digits.isascii() and digits.isdigit()):  # "²".isdigit(), yet int() refuses it
                 raise InvalidRequest(
                     f"lane {item!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
                 )

@@ -188,7 +188,10 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
 
     def downloads(self, trace: Trace) -> tuple[str, str]:
         """The run as a trace file and as a snapshot page, for the two download buttons."""
-        stem = self.files / f"specviz-{trace.kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        stem = (
+            self.files
+            / f"specviz-{trace.kind.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        )
         trace.save(stem.with_suffix(".json"))
         stem.with_suffix(".html").write_text(snapshot_html(trace), encoding="utf-8")
         self._keep(str(stem.with_suffix(".json")), trace)

@@ -112,6 +112,7 @@ def compare_tab(s, kinds) -> None:
                     [BEST_LANES, SIDEBAR], value=BEST_LANES, label="each lane's settings", elem_id="sv-gp-setting"
                 )
                 s.gp_lanes = gr.Textbox(
+                    "",  # a value: the API's clients may leave it out, as they did before it came
                     label="or lanes by name (a fixed γ: @4, adaptive: @a8)",
                     placeholder="draft@2, draft@4, draft@8",
                     elem_id="sv-gp-lanes",
