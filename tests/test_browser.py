@@ -1,7 +1,9 @@
 """A real browser (Debian's chromium through Playwright) on `python app.py` with the tiny pair: the race fits the first
-screenful at 1440×900 and 1280×720, a rejected step is explained with p, q and the residual, every drafter is compared,
-a downloaded trace replays to the same screen, its snapshot opens offline, presenter mode and the keyboard work, and a
-queued run says what it waits for. Markup in the prompt stays text throughout. Screenshots go to test-artifacts/."""
+screenful at 1440×900 and 1280×720, a rejected step is explained with p, q and the residual, a Grand Prix of eight
+lanes fits 1280×720, 1440×900, presenter mode at 1920×1080 and a phone with no Gradio timer over it, leaves its table
+and replays at real pace, a downloaded trace replays to the same screen, its snapshot opens offline, presenter mode and
+the keyboard work, and a queued Grand Prix says its place in line. Markup in the prompt stays text throughout.
+Screenshots go to test-artifacts/."""
 
 import json
 import threading
@@ -199,22 +201,106 @@ def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server
         page.close()
 
 
-def test_every_drafter_is_compared_on_the_prompt(app_server, browser):
+# Gradio's own progress: its queue timers ("queue: 1/1 | 15.0s"), bars and ETA. The app's status line tells every wait.
+GRADIO_PROGRESS = ".meta-text, .meta-text-center, .progress-text, .eta-bar, .progress-bar, .progress-level"
+# What a viewer sees of them: an element with a box, not hidden by itself or by any ancestor's opacity or visibility
+# (Gradio keeps a hidden event's tracker in the page at opacity 0).
+VISIBLE_PROGRESS_JS = f"""() => [...document.querySelectorAll('{GRADIO_PROGRESS}')].filter((e) => {{
+  const b = e.getBoundingClientRect();
+  return b.width > 0 && b.height > 0 && e.checkVisibility({{opacityProperty: true, visibilityProperty: true}});
+}}).map((e) => e.className + ': ' + (e.textContent || '').trim().slice(0, 40))"""
+GP_SIZES = {
+    "1280x720": (1280, 720, ""),
+    "1440x900": (1440, 900, ""),
+    "presenter-1920x1080": (1920, 1080, "?presenter=1"),
+    "phone-390x844": (390, 844, ""),
+}
+EIGHT_LANES = "draft@2, draft@4, hybrid, ngram, history, suffix, medusa"  # and plain decoding: eight lanes
+
+
+def grand_prix(page, lanes: str, prompt: str = "w5 w5 w5 w9 w5 w5 w5") -> list[str]:
+    """A Grand Prix of `lanes` (by name) run to its end from the page; Gradio's progress elements seen on the way."""
+    page.get_by_role("tab", name="Compare drafters").click()
+    page.locator("#sv-gp-lanes textarea, #sv-gp-lanes input").first.fill(lanes)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.locator("#sv-prompt textarea").fill(prompt)
+    page.click("#sv-compare")
+    seen = []
+    for _ in range(3000):  # every 50 ms, for at most about 150 s
+        seen += page.evaluate(VISIBLE_PROGRESS_JS)
+        if page.locator("#sv-status .sv-status-done:has-text('Grand Prix')").count():
+            return seen
+        page.wait_for_timeout(50)
+    raise AssertionError("the Grand Prix did not finish")
+
+
+@pytest.mark.parametrize("size", list(GP_SIZES))
+def test_a_grand_prix_of_eight_lanes_fits_the_screen_and_no_gradio_timer_covers_it(app_server, browser, size):
+    from geometry import Box, boxes, inside, intersects
+
+    width, height, query = GP_SIZES[size]
+    page = open_page(browser, app_server[0], width, height, query)
+    try:
+        if query or width < 768:  # the page's script folds the sidebar away there
+            page.wait_for_function("!document.querySelector('#sv-sidebar.open')", timeout=10_000)
+        seen = grand_prix(page, EIGHT_LANES)
+        assert not seen, f"Gradio's progress showed during the race: {sorted(set(seen))[:5]}"
+        lanes = boxes(page, {"lane": "#sv-gp .sv-gp-lane"})["lane"]
+        assert len(lanes) == 8, lanes
+        window = Box(0, 0, width, 1e6)
+        assert all(inside(lane, window) for lane in lanes), [str(lane) for lane in lanes]
+        assert not [(a, b) for i, a in enumerate(lanes) for b in lanes[i + 1 :] if intersects(a, b)]
+        if width >= 768:  # lanes are rows, one under the other, as wide as the race
+            assert all(lane.width > width / 2 for lane in lanes)
+        else:  # on a phone each lane's parts stack inside a lane the window's width
+            assert all(lane.width > width * 3 / 4 for lane in lanes)
+        if size == "1280x720":  # the prompt, the buttons and all eight lanes: the first screenful
+            assert page.evaluate("window.scrollY") == 0
+            assert max(lane.bottom for lane in lanes) <= height, [str(lane) for lane in lanes]
+            for part in ("#sv-prompt", "#sv-run", "#sv-compare", "#sv-stop"):
+                assert page.locator(part).bounding_box()["y"] >= 0
+        if query:  # presenter mode: lane text a projector can show
+            sizes = page.locator("#sv-gp .sv-gp-text .sv-text").evaluate_all(
+                "texts => texts.map((t) => parseFloat(getComputedStyle(t).fontSize))"
+            )
+            assert sizes and min(sizes) >= 20, sizes
+        same = page.locator("#sv-gp .sv-gp-same").all_inner_texts()
+        assert len(same) == 7 and all("= plain" in s for s in same), same  # greedy: each lane is plain's tokens
+        assert page.locator("#sv-gp .sv-gp-place").all_inner_texts().count("1st") == 1
+        assert not page.locator("#sv-plain").is_visible()  # the lanes take the duel's place
+        shot(page, f"grand-prix-{size}.png")
+    finally:
+        page.close()
+
+
+def test_the_grand_prix_leaves_its_table_chart_and_texts_and_replays_at_real_pace(app_server, browser):
     page = open_page(browser, app_server[0])
     try:
         page.get_by_label("float32").check()
-        page.locator("#sv-prompt textarea").fill("w5 w5 w5 w9 w5 w5 w5")
-        page.click("#sv-compare")
-        page.wait_for_selector("#sv-status:has-text('comparison: done')", timeout=180_000)
+        seen = grand_prix(page, "")  # every drafter, each at its best
+        assert not seen, seen
+        page.get_by_role("tab", name="Compare drafters").click()
         rows = page.locator("#sv-compare-table tbody tr")
-        names = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
+        names = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
         assert names == ["plain", *(k.name for k in kinds(menu_only=True))]
-        for i in range(rows.count()):  # every drafter ran: a speed and the identity verdict in each row
+        for i in range(rows.count()):  # every drafter ran: a speed, a place and the identity verdict in each row
             cells = rows.nth(i).locator("td").all_inner_texts()
-            assert cells[1] != "–" and "yes" in cells[7], cells  # identical to plain
-            assert i == 0 or cells[4].count("·") >= 1, cells  # α by position, for every drafter
+            assert cells[2] != "–" and cells[0] and "yes" in cells[8], cells
+            assert i == 0 or rows.nth(i).locator("svg.sv-spark").count() == 1, cells  # α by position, on one line
+        heights = rows.evaluate_all("rows => rows.map((r) => r.getBoundingClientRect().height)")
+        assert max(heights) < 60, heights  # one line per row
+        table = page.locator("#sv-compare-table table").bounding_box()
+        assert table["x"] + table["width"] <= 1440  # no column cut at the right edge
         assert page.locator("#sv-compare-chart .js-plotly-plot").count() == 1
         shot(page, "compare.png", full=True)
+        page.get_by_label("4×").last.check()
+        page.click("#sv-gp-replay")
+        page.wait_for_selector("#sv-gp .sv-gp-pace:has-text('own clock')", timeout=30_000)
+        page.wait_for_selector("#sv-status .sv-status-done:has-text('Grand Prix done')", timeout=60_000)
+        assert page.locator("#sv-gp .sv-gp-lane").count() == 1 + len(kinds(menu_only=True))
+        page.click("#sv-run")  # a race empties the lanes: the two sides are back
+        page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=120_000)
+        assert page.locator("#sv-gp .sv-gp-lane").count() == 0 and page.locator("#sv-plain").is_visible()
     finally:
         page.close()
 
@@ -305,10 +391,13 @@ def test_a_run_queued_behind_another_visitors_says_what_it_waits_for(app_server,
     page = open_page(browser, url)
     try:
         page.locator("#sv-prompt textarea").fill("w1 w2 w3")
-        page.click("#sv-run")
-        page.wait_for_selector("#sv-status:has-text('queued')", timeout=10_000)
+        page.click("#sv-compare")  # a Grand Prix waits behind the other visitor's race
+        page.wait_for_selector("#sv-status:has-text('queued: 1st in line')", timeout=10_000)
+        assert "another visitor's race has the device" in page.inner_text("#sv-status")
+        page.wait_for_timeout(2500)  # the line is told again every second: never by Gradio's own timers
+        assert not page.evaluate(VISIBLE_PROGRESS_JS) and "queued" in page.inner_text("#sv-status")
         other.predict(api_name="/stop")  # the other visitor stops; ours gets the device
-        page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=120_000)
+        page.wait_for_selector("#sv-status .sv-status-done:has-text('Grand Prix')", timeout=120_000)
     finally:
         page.close()
         job.result(timeout=60)

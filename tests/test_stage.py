@@ -1,5 +1,6 @@
 """The stage without defects, read from element geometry in a real browser (chromium on `python app.py` with the tiny
-pair) at 1280×720, 1440×900, presenter mode at 1280×720 and a phone's 390×844. After a race, Compare all and a γ sweep:
+pair) at 1280×720, 1440×900, presenter mode at 1280×720 and a phone's 390×844. After a race, a Grand Prix (its lanes
+inside the window, none over another) and a γ sweep:
 no chart's legend, titles, tick labels, plot area, bar labels or Gradio's label run into each other or out of the
 chart; Figure 1's legend covers no row and cuts no label; every tab of the strip is shown whole (no overflow menu) and
 can be clicked; the page never scrolls sideways, a wider table scrolls in its own box; the prompt, Run, Compare all and
@@ -185,13 +186,21 @@ def chart_defects(page, width: int, chart: str) -> list[str]:
     return [f"{chart} chart: {problem}" for problem in problems]
 
 
-def run_everything(page) -> None:
-    """A race and Compare all on the tiny pair, each to its end."""
+def run_race(page) -> None:
+    """A race on the tiny pair, to its end."""
     page.locator("#sv-prompt textarea").fill("w5 w5 w5 w9 w5 w5 w5")
     page.click("#sv-run")
     page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=120_000)
+
+
+def run_grand_prix(page) -> list[str]:
+    """A Grand Prix of every drafter on the tiny pair, to its end; its lanes inside the window and apart."""
     page.click("#sv-compare")
-    page.wait_for_selector("#sv-status .sv-status-done:has-text('comparison: done')", timeout=180_000)
+    page.wait_for_selector("#sv-status .sv-status-done:has-text('Grand Prix done')", timeout=180_000)
+    found = boxes(page, {"lane": "#sv-gp .sv-gp-lane"})
+    width = page.viewport_size["width"]
+    problems = [] if len(found["lane"]) == 1 + len(kinds(menu_only=True)) else [f"lanes shown: {found['lane']}"]
+    return problems + outside(found, ["lane"], window(width), "the window") + overlaps(found, [("lane", "lane")])
 
 
 def sweep(page) -> bool:
@@ -232,9 +241,11 @@ def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels
             p for part in ("#sv-prompt textarea", "#sv-run", "#sv-compare", "#sv-stop") for p in unclickable(page, part)
         ]
         assert not reach, "\n".join(reach)
-        run_everything(page)
+        run_race(page)
         problems = race_defects(page, width) + tab_defects(page, width, tab_labels) + figure1_defects(page, width)
         shot(page, f"stage-{size}.png")
+        problems += run_grand_prix(page)
+        shot(page, f"stage-{size}-grand-prix.png")
         for chart in ("race", "why", "position", "compare"):
             problems += chart_defects(page, width, chart)
         problems += chart_defects(page, width, "sweep") if sweep(page) else ["the γ sweep tab is not in the strip"]
