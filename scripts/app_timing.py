@@ -107,7 +107,7 @@ def compare_timing(client, pair: str, drafter: str, prompt: str, args) -> None:
 
     rows = [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr>(.*?)</tr>", out[1])]
     print(
-        f"compare all: {time.time() - began:.1f} s wall for plain + every drafter, {args.max_new_tokens} tokens",
+        f"Grand Prix: {time.time() - began:.1f} s wall for plain + every drafter, {args.max_new_tokens} tokens",
         flush=True,
     )
     for row in rows:
@@ -160,7 +160,7 @@ def main():
     p.add_argument("--skip-cli", action="store_true")
     p.add_argument("--repeats", type=int, default=1, help="further app runs, each followed by the CLI pair; medians")
     p.add_argument("--browser", action="store_true", help="also time click → first token in chromium")
-    p.add_argument("--compare", action="store_true", help="also time Compare all")
+    p.add_argument("--compare", action="store_true", help="also time a Grand Prix of every drafter (/compare)")
     p.add_argument("--workload", type=Path, help="also run this prompt file through Your prompts in chromium")
     p.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "workload", help="--workload's downloads")
     args = p.parse_args()

@@ -1,11 +1,13 @@
 """The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
 
-    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img]
+    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix]
 
 race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
 pair). why.png: that race's "Why this speedup" tab. explain.png: the step explanation of a rejected step of the
 recorded sampled prose run, replayed at 4×; replay.png and replay-broken.png: that step's rule replayed 10,000 times,
-and a broken rule replayed."""
+and a broken rule replayed. With --grand-prix, instead: grand-prix-mid.png and grand-prix-done.png, the first
+screenful at 1280×720 of a Grand Prix of every drafter (the first code example, every setting at its default) once
+two lanes have finished, and at its end."""
 
 import argparse
 import shutil
@@ -22,6 +24,7 @@ def main():
         "--tokens-before-shot", type=int, default=24, help="mid-race: shoot once the plain side has this many"
     )
     p.add_argument("--timeout-s", type=int, default=600)
+    p.add_argument("--grand-prix", action="store_true", help="shoot a Grand Prix of every drafter instead")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -29,6 +32,10 @@ def main():
         browser = pw.chromium.launch(
             executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
         )
+        if args.grand_prix:
+            grand_prix(browser, args.url, out, args.timeout_s)
+            browser.close()
+            return
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(args.url)
         page.wait_for_selector("#sv-run")
@@ -69,6 +76,24 @@ def main():
             page.locator("#sv-tabs").screenshot(path=str(out / name))
             print(page.inner_text("#sv-replay-verdict"))
         browser.close()
+
+
+def grand_prix(browser, url: str, out: Path, timeout_s: int) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(url)
+    page.wait_for_selector("#sv-run")
+    page.wait_for_selector("#sv-status:has-text('ready')", timeout=timeout_s * 1000)  # the pair has loaded
+    page.click("#sv-compare")
+    page.wait_for_function("document.querySelectorAll('#sv-gp .sv-gp-done').length >= 2", timeout=timeout_s * 1000)
+    page.screenshot(path=str(out / "grand-prix-mid.png"))
+    page.wait_for_selector("#sv-status .sv-status-done:has-text('Grand Prix')", timeout=timeout_s * 1000)
+    page.screenshot(path=str(out / "grand-prix-done.png"))
+    print(page.inner_text("#sv-status"))
+    for lane in page.locator("#sv-gp .sv-gp-lane").all():
+        print(
+            "  ",
+            " | ".join(t.strip() for t in lane.locator(".sv-gp-title, .sv-gp-bar, .sv-gp-stats").all_inner_texts()),
+        )
 
 
 if __name__ == "__main__":

@@ -115,8 +115,8 @@ class Trace:
 
     @property
     def spec(self) -> Side | None:
-        """The first drafter's side (a race's only one), or None when the trace holds plain decoding alone."""
-        return next(iter(self.drafted), None)
+        """The first drafter's side that ran (a race's only one), or None when the trace holds plain decoding alone."""
+        return next((s for s in self.drafted if s.events), next(iter(self.drafted), None))
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -567,3 +567,19 @@ def test_bad_race_input_is_one_error_line_before_any_model_loads(capsys, tmp_pat
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
     assert words in lines[0] and "Traceback" not in err, lines[0]
+
+
+def test_the_shipped_grand_prix_kept_the_rule_and_every_lane_wrote_plains_tokens():
+    """The recorded Grand Prix of the offline pair (assets/traces/grand-prix-code.json): greedy, in exact mode, every
+    lane that raced wrote plain decoding's tokens, the turn order keeps the rule, and it replays to the same tokens."""
+    from specviz.runtime import ASSETS
+    from specviz.trace import EXACT_ON
+
+    trace = Trace.load(ASSETS / "traces" / "grand-prix-code.json")
+    assert trace.kind == KIND and trace.greedy and trace.models.exact == EXACT_ON
+    raced = [s for s in trace.drafted if s.events]
+    assert len(raced) >= 7 and all(s.tokens == trace.plain.tokens for s in raced)
+    assert all(s.divergence is None for s in raced) and len(trace.plain.tokens) == 64
+    assert turns_keep_the_rule([s.events for s in trace.sides], trace.extra["turns"]) == []
+    *_, final = replay_grand_prix(trace, speed=1.0, sleep=lambda _: None)
+    assert [lane.tokens for lane in final.lanes] == [s.tokens for s in trace.sides]

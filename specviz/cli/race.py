@@ -187,9 +187,8 @@ def lane_line(view, lane) -> str:
 
 def footer(view) -> str:
     state = "stopped: every lane keeps what it wrote" if view.stopped else "done"
-    return (
-        f"{state} in {view.wall_s:.1f} s wall time ({len(view.running()) or len(view.lanes)} lanes shared one device)"
-    )
+    racing = sum(lane.runs for lane in view.lanes)
+    return f"{state} in {view.wall_s:.1f} s wall time ({racing} lanes took turns on one device)"
 
 
 def _record(args, view, target, prompt_ids, base, models) -> None:

@@ -9,7 +9,7 @@ from ..events import summarize
 from ..views.grand_prix import GrandPrixView, RaceLane
 from .figure1 import origin_text
 
-TAIL_TOKENS = 160  # a lane shows at most its last this many tokens (its box shows the last lines of those)
+TAIL_TOKENS = 48  # a lane shows at most its last this many tokens (its box shows the last two lines of those)
 
 
 def ordinal(n: int) -> str:

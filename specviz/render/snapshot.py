@@ -13,7 +13,7 @@ from ..views.race import SPEC, RaceView
 from ..views.replay import replay
 from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
-from .figure1 import legend, step_rows
+from .figure1 import legend, origin_text, step_rows
 
 PAGE_CSS = """body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5rem auto; padding: 0 1rem; }
 .sv-lanes { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }
@@ -78,6 +78,15 @@ def compare_table(trace: Trace) -> str:
     )
 
 
+def lane_texts(trace: Trace) -> str:
+    """Each lane's text, coloured by origin, under its name and how it drafted."""
+    return "".join(
+        f'<h3 class="sv-side">{escape(s.name)}</h3><div class="sv-mode">{escape(s.words)}</div>'
+        + (origin_text(s.events, trace.text_of) if s.events else panels.waiting_text("did not race"))
+        for s in trace.sides
+    )
+
+
 def snapshot_html(trace: Trace, side: str | None = None) -> str:
     view = final_view(trace, side)
     models = trace.models
@@ -87,7 +96,7 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f"{trace.settings.get('temperature')}, {trace.settings.get('max_new_tokens')} new tokens at most"
     )
     several = trace.kind in (GRAND_PRIX, "comparison")
-    comparison = f"<h2>Every lane of the Grand Prix</h2>{compare_table(trace)}" if several else ""
+    comparison = f"<h2>Every lane of the Grand Prix</h2>{compare_table(trace)}{lane_texts(trace)}" if several else ""
     css = (ASSETS / "specviz.css").read_text() + PAGE_CSS
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -16,7 +16,7 @@ from .controls import request_of
 
 BEST = "each drafter's best"  # every lane at the γ and adaptive choice its drafter measured best
 SIDEBAR = "the sidebar's settings"  # every lane at the sidebar's γ and adaptive choice
-UPDATE_EVERY_S = 0.25  # the lanes refresh at most this often; the engine never waits for them
+UPDATE_EVERY_S = 0.5  # the lanes refresh at most this often; the engine never waits for them
 
 
 def lanes_asked(drafters, lane_text: str | None) -> str | list[str] | None:
@@ -70,8 +70,9 @@ class GrandPrixHandlers:
         """The lanes and the status at every update; once the race is over, the comparison tab, the numbers, the
         downloads and the trace that a replay takes."""
         s = self.screen
-        out = {s.status: grand_prix_status(view), s.gp: grand_prix_lanes(view), s.summary: view.summary()}
-        if view.finished:
+        out = {s.status: grand_prix_status(view), s.gp: grand_prix_lanes(view)}
+        if view.finished:  # the numbers (every lane's tokens among them) once: redrawn live, they slowed the race
+            out[s.summary] = view.summary()
             out |= self.comparison(view)
             if view.trace is not None and not view.recorded:
                 out[s.trace], out[s.snapshot] = self.downloads(view.trace)
