@@ -463,6 +463,20 @@ def test_the_queue_tells_a_grand_prixs_place_and_the_runs_ahead(pair_folders):
     assert backend.busy("e").startswith("queued: 2nd in line, 2 runs ahead of yours"), backend.busy("e")
 
 
+def test_a_run_that_fails_before_it_reaches_the_device_gives_up_its_place(bare):
+    """A click takes its place in line; its run refused before it reaches the device (a bad prompt, say) must not
+    leave it there, or every visitor after it would wait behind a run that never comes."""
+    from types import SimpleNamespace
+
+    from specviz.app.ui.handlers import Handlers
+
+    handlers = Handlers(bare, SimpleNamespace(race=None))
+    bare.wait_for_device("f", 9, "Grand Prix of 9 lanes")
+    with pytest.raises(InvalidRequest), handlers.on_device("f"):
+        list(bare.grand_prix(request(prompt="   "), session="f"))
+    assert not bare.in_line("f") and bare.busy("g") == ""
+
+
 def test_a_grand_prix_takes_its_place_off_the_line_when_it_starts(bare):
     bare.wait_for_device("q", 3, "Grand Prix of 3 lanes")
     views = bare.grand_prix(request(max_new_tokens=4), lanes="draft,ngram", session="q")
@@ -550,7 +564,7 @@ def test_the_race_command_races_one_drafter_at_several_gammas(capsys, model_fold
         (["--drafters", "draft@x"], "after @ comes a draft length"),
         (["--drafters", "draft@²"], "after @ comes a draft length"),
         (["--drafters", "ngram,ngram"], "named twice"),
-        (["--drafters", "draft"], "lane draft: it needs a draft model (--draft)"),
+        (["--drafters", "draft"], "--drafters draft: it needs a draft model (--draft)"),
         (["--drafters", "ngram", "--trace", "/no/such/folder/gp.json"], "--trace /no/such/folder/gp.json"),
         (["--drafters", "ngram", "--adaptive"], "--adaptive goes with --gamma"),
         (["--drafters", "ngram", "--gamma", "0"], "gamma"),

@@ -203,6 +203,7 @@ def test_the_shipped_recorded_runs_replay_with_everything_they_show():
     assert [label.split(":")[0] for label, _ in runs] == [
         "code-draft-model",
         "extraction-ngram",
+        "grand-prix-code",
         "prose-draft-model-sampled",
     ]
     for _, path in runs:

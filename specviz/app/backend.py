@@ -91,6 +91,11 @@ class Backend:
         with self._count:
             self._line = [t for t in self._line if t.session != session] + [Ticket(session, runs, what)]
 
+    def leave_line(self, session: str) -> None:
+        """The session's click no longer waits (its run ended, or failed before it reached the device)."""
+        with self._count:
+            self._line = [t for t in self._line if t.session != session]
+
     def in_line(self, session: str) -> bool:
         """Whether the session's click still waits for the device."""
         with self._count:
@@ -117,8 +122,8 @@ class Backend:
     def _on_device(self, session: str = "", runs: int = 1, what: str = "run"):
         """A run holds the device: its ticket leaves the line."""
         ticket = Ticket(session, runs, what)
+        self.leave_line(session)
         with self._count:
-            self._line = [t for t in self._line if t.session != session or not session]
             self._on.append(ticket)
         try:
             yield

@@ -16,8 +16,8 @@ from .flags import (
     add_exact_option,
     add_model_options,
     add_sampling_options,
-    draft_dtype,
     given_options,
+    load_models,
     run_models,
     settings_from,
 )
@@ -161,19 +161,12 @@ def cmd_generate(args) -> int:
     chosen = kind(drafter_name) if drafter_name != NO_DRAFTER else None
     if chosen:
         chosen.check_for(options, args.target)
-    quiet_transformers()
     from ..analysis.diagnosis import diagnose
     from ..events import summarize
-    from ..models import encode_prompt, load_model
-    from ..models.exact import EXACT_ON, exact_for
-    from ..models.vocabulary import check_draft_fits
+    from ..models import encode_prompt
+    from ..models.exact import EXACT_ON
 
-    target = load_model(args.target, args.dtype, args.device)
-    exact = exact_for(target.model, args.exact)
-    draft = None
-    if chosen and chosen.draft_needed(options):
-        draft = load_model(args.draft, draft_dtype(args, target), args.device)
-        check_draft_fits(target, draft)
+    target, draft, exact = load_models(args, bool(chosen and chosen.draft_needed(options)))
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
 
     events, ids, shown = [], [], ""

@@ -154,6 +154,24 @@ def draft_dtype(args, target) -> str:
     return args.draft_dtype or best_draft_dtype(target.device) or args.dtype
 
 
+def load_models(args, with_draft: bool):
+    """The target (in exact mode as --exact asks, where it holds) and, with `with_draft`, the draft model at its
+    precision, checked against the target's vocabulary: (target, draft or None, the exact-mode line)."""
+    from ..models import load_model
+    from ..models.exact import exact_for
+    from ..models.vocabulary import check_draft_fits
+    from ..runtime import quiet_transformers
+
+    quiet_transformers()
+    target = load_model(args.target, args.dtype, args.device)
+    exact = exact_for(target.model, args.exact)
+    draft = None
+    if with_draft:
+        draft = load_model(args.draft, draft_dtype(args, target), args.device)
+        check_draft_fits(target, draft)
+    return target, draft, exact
+
+
 def run_models(args, target, *, with_draft: bool, exact: str):
     """The run's models as the flags named them (`target` is the loaded target, for its device and precision)."""
     from ..trace import RunModels
@@ -167,3 +185,19 @@ def run_models(args, target, *, with_draft: bool, exact: str):
         device=target.device.type,
         exact=exact,
     )
+
+
+def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
+    """A run of several drafters (workload, race): a drafter named in --drafters that these models cannot run is an
+    error, so is a run where none can, and a --draft that none of them uses."""
+    from ..drafters.registry import kind
+
+    refused = [e for e in chosen if e.settings is None]
+    if asked and refused:
+        raise InvalidRequest(
+            f"--drafters {refused[0].name}: {refused[0].contender.note.removeprefix('not available: ')}"
+        )
+    if not any(e.settings for e in chosen):
+        raise InvalidRequest("none of the drafters can run with these models")
+    if draft_given and not any(e.settings and kind(e.kind_name).draft_needed(e.options) for e in chosen):
+        raise InvalidRequest("--draft is not used by any of the drafters chosen")

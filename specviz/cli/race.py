@@ -15,8 +15,9 @@ from .flags import (
     add_exact_option,
     add_model_options,
     add_sampling_options,
-    draft_dtype,
+    check_entrants,
     given_options,
+    load_models,
     run_models,
     settings_from,
 )
@@ -44,7 +45,7 @@ def add_race_command(sub) -> None:
 
 
 def cmd_race(args) -> int:
-    from ..drafters.registry import NO_DRAFTER, kind
+    from ..drafters.registry import NO_DRAFTER
     from ..errors import InvalidRequest
     from ..settings import check_prompt
     from ..workload.entrants import lane_entrants, lane_of
@@ -66,13 +67,7 @@ def cmd_race(args) -> int:
         args.target,
         bool(args.draft),
     )
-    refused = [e for e in lanes if e.settings is None]
-    if args.drafters and refused:
-        raise InvalidRequest(f"lane {refused[0].name}: {refused[0].contender.note.removeprefix('not available: ')}")
-    if not any(e.settings for e in lanes):
-        raise InvalidRequest("none of the drafters can run with these models")
-    if args.draft and not any(e.settings and kind(e.kind_name).draft_needed(e.options) for e in lanes):
-        raise InvalidRequest("--draft is not used by any of the lanes")
+    check_entrants(lanes, bool(args.drafters), bool(args.draft))
     view, target, prompt_ids, models = _race(args, base, lanes, [lane_of(e) for e in lanes])
     if args.trace:
         _record(args, view, target, prompt_ids, base, models)
@@ -90,21 +85,12 @@ def _race(args, base, entrants, lanes):
     import torch
 
     from ..events import PLAIN
-    from ..models import encode_prompt, load_model
-    from ..models.exact import exact_for
-    from ..models.vocabulary import check_draft_fits
+    from ..models import encode_prompt
     from ..record import TokenTexts
-    from ..runtime import quiet_transformers
     from ..views.grand_prix import GrandPrixView, RaceLane
     from ..workload.lanes import LaneRun, run_lanes
 
-    quiet_transformers()
-    target = load_model(args.target, args.dtype, args.device)
-    exact = exact_for(target.model, args.exact)
-    draft = None
-    if args.draft:
-        draft = load_model(args.draft, draft_dtype(args, target), args.device)
-        check_draft_fits(target, draft)
+    target, draft, exact = load_models(args, bool(args.draft))
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     view = GrandPrixView(
         lanes=[RaceLane(PLAIN, words="plain decoding"), *lanes],

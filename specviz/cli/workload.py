@@ -14,8 +14,9 @@ from .flags import (
     add_exact_option,
     add_model_options,
     add_sampling_options,
-    draft_dtype,
+    check_entrants,
     given_options,
+    load_models,
     run_models,
     settings_from,
 )
@@ -39,7 +40,7 @@ def add_workload_command(sub) -> None:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from ..drafters.registry import NO_DRAFTER, kind
+    from ..drafters.registry import NO_DRAFTER
     from ..workload.entrants import drafter_names, entrants, setting_words
     from ..workload.prompts import read_prompts
 
@@ -59,16 +60,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         args.target,
         bool(args.draft),
     )
-    asked = args.drafters is not None
-    refused = [e for e in chosen if e.settings is None]
-    if asked and refused:
-        raise InvalidRequest(
-            f"--drafters {refused[0].name}: {refused[0].contender.note.removeprefix('not available: ')}"
-        )
-    if not any(e.settings for e in chosen):
-        raise InvalidRequest("none of the drafters can run with these models")
-    if args.draft and not any(e.settings and kind(e.name).draft_needed(e.options) for e in chosen):
-        raise InvalidRequest("--draft is not used by any of the drafters chosen")
+    check_entrants(chosen, args.drafters is not None, bool(args.draft))
     view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
     _run(view, run_side)
     from ..render.report import write_report
@@ -93,22 +85,13 @@ def _prepare(args, prompts, chosen, base, setting):
     from ..drafters.registry import decode, kind
     from ..drafters.suffix_index import RunMemory
     from ..events import PLAIN
-    from ..models import encode_prompt, load_model
-    from ..models.exact import exact_for
-    from ..models.vocabulary import check_draft_fits
+    from ..models import encode_prompt
     from ..record import TokenTexts, divergence
-    from ..runtime import quiet_transformers
     from ..workload.prompts import check_workload, limits_for
     from ..workload.run import side_runner
     from ..workload.view import WorkloadView
 
-    quiet_transformers()
-    target = load_model(args.target, args.dtype, args.device)
-    exact = exact_for(target.model, args.exact)
-    draft = None
-    if args.draft:
-        draft = load_model(args.draft, draft_dtype(args, target), args.device)
-        check_draft_fits(target, draft)
+    target, draft, exact = load_models(args, bool(args.draft))
     ids = [encode_prompt(target, p, chat=not args.no_chat) for p in prompts]
     runnable = [e for e in chosen if e.settings]
     check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)

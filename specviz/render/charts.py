@@ -49,6 +49,10 @@ def race_chart(view: RaceView) -> go.Figure:
     fig.update_layout(
         title="tokens/s so far", xaxis_title="each side's own clock (s)", yaxis_title="tokens/s", **_LAYOUT
     )
+    # Both axes from 0, and the tokens/s labels kept clear of the axis: an autoranged lowest label sat in the corner
+    # and ran into the clock's first label.
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero", ticklabelstandoff=8)
     return fig
 
 

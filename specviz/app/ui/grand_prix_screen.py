@@ -45,7 +45,7 @@ class GrandPrixHandlers:
     screen (`self.screen`), stop board, backend and downloads these use."""
 
     def compare(self, request: gr.Request, lanes=None, lane_setting=BEST, lane_names="", **values):
-        with self.board.running(request.session_hash) as flag:
+        with self.on_device(request.session_hash) as flag:
             try:
                 views = self.backend.grand_prix(
                     request_of(values),

@@ -127,9 +127,19 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
                 shown, charted = now, now if chart else charted
                 yield self.race_outputs(view, prompt, chart)
 
+    @contextmanager
+    def on_device(self, session: str) -> Iterator[threading.Event]:
+        """A run that queued for the device starts: its stop flag; its place in line is given up when it ends,
+        also when it failed before it reached the device."""
+        try:
+            with self.board.running(session) as flag:
+                yield flag
+        finally:
+            self.backend.leave_line(session)
+
     def race(self, request: gr.Request, **values):
         req = request_of(values)
-        with self.board.running(request.session_hash) as flag:
+        with self.on_device(request.session_hash) as flag:
             try:
                 yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
             except Exception as exc:  # one message on screen; the server keeps serving
@@ -266,7 +276,7 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
 
     # -- the γ sweep --
     def sweep(self, request: gr.Request, **values):
-        with self.board.running(request.session_hash) as flag:
+        with self.on_device(request.session_hash) as flag:
             try:
                 for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
                     yield (

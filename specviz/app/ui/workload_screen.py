@@ -110,7 +110,7 @@ class WorkloadHandlers:
 
     def workload(self, request: gr.Request, prompts_text, prompts_file, drafters, draft_length, **values):
         s, session = self.screen, request.session_hash
-        with self.board.running(session) as flag:
+        with self.on_device(session) as flag:
             try:
                 prompts = prompts_from(prompts_text, prompts_file)
                 runs = self.backend.workload(
