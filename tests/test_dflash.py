@@ -65,6 +65,47 @@ def test_greedy_dflash_equals_plain(world, block, prompt_length):
         assert max(len(e.proposed) for e in events) == min(block - 1, 15)
 
 
+@pytest.mark.parametrize("block, nodes", [(4, 3), (8, 6), (16, 24)])
+@pytest.mark.parametrize("prompt_length", [1, 6])
+def test_greedy_dflash_tree_equals_plain(world, block, nodes, prompt_length):
+    target, sequences, draft, _ = world
+    drafter = DFlashDrafter(with_block(draft, block), "tree", nodes)
+    for sequence in sequences[:2]:
+        prompt = sequence[:prompt_length]
+        plain = generated_ids(generate(target, prompt, Settings(max_new_tokens=30)))
+        events = list(generate(target, prompt, Settings(max_new_tokens=30, gamma=15), drafter))
+        assert generated_ids(events) == plain
+        trees = [e for e in events if e.candidates]
+        assert trees and all(len({p for c in e.candidates for p in prefixes(c)}) <= nodes for e in trees)
+        assert all(e.forward_tokens <= 1 + nodes and e.draft_forwards == 1 and e.block == block - 1 for e in trees)
+        assert all(len(c) <= min(block - 1, 15) for e in trees for c in e.candidates)
+
+
+def prefixes(path: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return [path[:i] for i in range(1, len(path) + 1)]
+
+
+@pytest.mark.parametrize("depth, width, nodes", [(3, 3, 10), (4, 2, 7), (2, 4, 20), (5, 3, 1)])
+def test_the_block_tree_keeps_the_likeliest_prefixes_through_each_positions_best(depth, width, nodes):
+    """Against brute force: every path through each position's `width` best tokens, scored by the sum of its
+    positions' log-probabilities; the tree's nodes are the `nodes` best-scored prefixes."""
+    import itertools
+
+    torch.manual_seed(depth * 10 + width)
+    scores = torch.randn(depth, 9) * 2
+    drafter = DFlashDrafter.__new__(DFlashDrafter)
+    drafter.nodes, drafter.width = nodes, width
+    paths = drafter.block_tree(scores)
+    logp = torch.log_softmax(scores, dim=-1)
+    best = [torch.topk(logp[d], width).indices.tolist() for d in range(depth)]
+    every = [p for d in range(1, depth + 1) for p in itertools.product(*best[:d])]
+    score = {p: sum(float(logp[i, t]) for i, t in enumerate(p)) for p in every}
+    expected = set(sorted(every, key=lambda p: -score[p])[:nodes])
+    kept = {p for path in paths for p in prefixes(path)}
+    assert kept == expected
+    assert [score[p] for p in paths] == sorted((score[p] for p in paths), reverse=True)  # likeliest leaf first
+
+
 def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):
     target, sequences, draft, _ = world
     accepted = [
@@ -76,14 +117,15 @@ def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):
     assert sum(accepted) / len(accepted) > 2.0, accepted
 
 
-def test_the_registry_builds_dflash_from_a_folder(world):
+@pytest.mark.parametrize("tree", ["chain", "tree"])
+def test_the_registry_builds_dflash_from_a_folder(world, tree):
     target, sequences, _, folder = world
     prompt = sequences[0][:6]
-    events = list(
-        decode(target, prompt, Settings(max_new_tokens=20, gamma=7), "dflash", options={"dflash": str(folder)})
-    )
+    options = {"dflash": str(folder), "dflash_tree": tree, "dflash_nodes": 8}
+    events = list(decode(target, prompt, Settings(max_new_tokens=20, gamma=7), "dflash", options=options))
     assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=20)))
     assert any(e.accepted for e in events) and all(e.draft_forwards in (0, 1) for e in events)
+    assert any(e.candidates for e in events) == (tree == "tree")
 
 
 def test_adaptive_dflash_stays_plain_decodings_output(world):
@@ -210,14 +252,16 @@ def test_mutants_do_not_agree_with_the_reference(world, mutant):
     assert not agrees_with_reference(world, mutant)
 
 
-def test_dflash_sampling_follows_the_targets_law(sensitive, draws):
-    """Several sampled steps with DFlash drafts (point masses: the lookup rule) against the target's exact law."""
+@pytest.mark.parametrize("tree", ["chain", "tree"])
+def test_dflash_sampling_follows_the_targets_law(sensitive, draws, tree):
+    """Several sampled steps with DFlash drafts (point masses: the lookup rule; a tree's siblings tried in turn)
+    against the target's exact law."""
     target, _, tok = sensitive
     prompt = tok.encode("a b c d")
     model = target.model
     torch.manual_seed(4)
     draft = build_draft(dflash_config(model, 4, model.config.vocab_size - 1, target_layers=(0,)), model).eval()
-    drafter = lambda s, generator: DFlashDrafter(draft)  # noqa: E731 (one per run)
+    drafter = lambda s, generator: DFlashDrafter(draft, tree, 6, width=3)  # noqa: E731 (one per run)
     counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
     assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
     assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3

@@ -141,6 +141,8 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
         "suffix_runs",
         "eagle_tree",
         "eagle_nodes",
+        "dflash_tree",
+        "dflash_nodes",
         "toy_offset",
         "exact",
     ]

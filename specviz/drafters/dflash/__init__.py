@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from ..heads_common import heads_for
 from ..kinds import DrafterKind, Options, option
 
+TREES = ("chain", "tree")
+NODES = 16  # the most draft tokens a DFlash tree sends to verification, unless asked otherwise
+
 
 @dataclass(frozen=True)
 class DFlashOptions(Options):
@@ -20,6 +23,21 @@ class DFlashOptions(Options):
             ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"),
         ),
         app=False,
+    )
+    dflash_tree: str = option(
+        "chain",
+        "DFlash tree",
+        "chain (the block's best token at each position) or tree (from the same one pass, a best-first tree of the "
+        "block's likeliest continuations, verified in one forward)",
+        choices=TREES,
+    )
+    dflash_nodes: int = option(
+        NODES,
+        "DFlash tree nodes",
+        "the most draft tokens a DFlash tree sends to verification (a CPU pays for each one; a GPU verifies 32-64 "
+        "nearly free)",
+        low=2,
+        high=64,
     )
 
 
@@ -41,7 +59,7 @@ def _build(options: DFlashOptions, ctx):
 
         where = _location(options, ctx.target.name)
         draft = ctx.target.companion(("dflash", str(where)), lambda: load_dflash(where, ctx.target))
-    return DFlashDrafter(draft)
+    return DFlashDrafter(draft, options.dflash_tree, options.dflash_nodes)
 
 
 def _precheck(options: DFlashOptions, target_name: str) -> None:
@@ -56,7 +74,10 @@ KIND = DrafterKind(
     _build,
     DFlashOptions,
     precheck=_precheck,
-    describe=lambda o: "DFlash block drafter",
+    describe=lambda o: (
+        "DFlash block drafter"
+        + (f", a tree of {o.dflash_nodes} nodes from one pass" if o.dflash_tree == "tree" else "")
+    ),
     order=47,
     preferred=(("gamma", 15), ("adaptive", True)),
 )

@@ -1,13 +1,16 @@
-"""The DFlash drafter: one draft pass fills a block, the first γ tokens of it are verified as a chain.
+"""The DFlash drafter: one draft pass fills a block; the first γ positions of it are verified, as a chain or a tree.
 
 Each step:
 
 1. the target's features of the tokens committed since the last pass (kept beside the target's cache, from the
    verify forwards that committed them) become new context rows of the draft's cache;
-2. one pass over [the last committed token, mask × (block − 1)] scores every position of the block at once; each
-   position's best token is the draft (a point mass: the verification's lookup rule keeps sampling lossless);
-3. the chain of the first γ drafts (γ ≤ block − 1; with adaptive γ, chosen before drafting from the verify
-   forward's measured cost and how often each position of the block has held) goes to the shared verification.
+2. one pass over [the last committed token, mask × (block − 1)] scores every position of the block at once;
+3. a chain: each of the first γ positions' best token (γ ≤ block − 1; with adaptive γ, chosen before drafting from
+   the verify forward's measured cost and how often each position of the block has held). A tree: of every path
+   through the `width` best tokens of each of the first γ positions, the `nodes` likeliest prefixes, a path scored
+   by the sum of its positions' log-probabilities (one pass scores every position independently, so a path's
+   score is that sum), grown best-first by tree_growth.py. Either goes to the shared verification as point masses
+   (the verification's lookup rule keeps sampling lossless), a tree in one forward with tree attention.
 
 Nothing needs cutting after a rejection: the draft's cache only ever holds committed context, and the block's own
 keys and values are dropped at the end of each pass.
@@ -16,21 +19,25 @@ keys and values are dropped at the end of each pass.
 import torch
 
 from ...engine.step import BaseDrafter, Proposal
+from ..tree_growth import Node, best_next, best_paths, grow
 from .model import DFlashDraft
+
+TREE_WIDTH = 4  # a tree tries this many of each position's best tokens
 
 
 class DFlashDrafter(BaseDrafter):
     reads_hidden = True
     drafts_block = True
 
-    def __init__(self, draft: DFlashDraft):
-        self.draft = draft
+    def __init__(self, draft: DFlashDraft, tree: str = "chain", nodes: int = 16, width: int = TREE_WIDTH):
+        self.draft, self.tree, self.nodes, self.width = draft, tree, nodes, width
         self.hidden_layers = tuple(i + 1 for i in draft.target_layers)  # hidden_states[0] is the embedding
         self.longest = draft.block_size - 1
         self.target_lm = self.cache = None
 
     def max_nodes(self, gamma: int) -> int:
-        return min(gamma, self.longest)
+        depth = min(gamma, self.longest)
+        return depth if self.tree == "chain" else min(self.nodes, depth * self.width)
 
     def start(self, prompt_ids: list[int], target) -> None:
         self.target_lm, self.cache = target, self.draft.new_cache()
@@ -46,5 +53,18 @@ class DFlashDrafter(BaseDrafter):
         else:  # nothing new (a one-token prompt's first step has no context at all)
             features = self.draft.fc.weight.new_zeros(0, self.draft.fc.in_features)
         scores = self.draft.fill(features, tokens[-1], self.cache)  # step 2
-        best = scores.argmax(dim=-1)[: self.max_nodes(gamma)]  # step 3
-        return Proposal((tuple(best.tolist()),), forwards=1, block=len(scores))
+        depth = min(gamma, self.longest)
+        if self.tree == "chain":  # step 3
+            return Proposal((tuple(scores[:depth].argmax(dim=-1).tolist()),), forwards=1, block=len(scores))
+        return Proposal(tuple(self.block_tree(scores[:depth])), forwards=1, block=len(scores))
+
+    def block_tree(self, scores: torch.Tensor) -> list[tuple[int, ...]]:
+        """Step 3 for a tree: the root-to-leaf paths of the `nodes` likeliest prefixes through the block's positions
+        (`scores`: [depth, V]), likeliest leaf first."""
+        values, ids = best_next(torch.log_softmax(scores.float(), dim=-1), self.width)
+
+        def expand(nodes: list[Node], chosen: list[int], depth: int):  # the next position's best, whatever the path
+            return [values[depth]] * len(chosen), [ids[depth]] * len(chosen)
+
+        nodes = grow((values[0], ids[0]), expand, len(scores), self.width, self.nodes)
+        return best_paths(nodes, self.nodes)
