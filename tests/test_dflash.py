@@ -19,7 +19,7 @@ from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
 from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
 from specviz.drafters.dflash.drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
-from specviz.drafters.dflash.train import DFlashTraining, continuations, train_dflash
+from specviz.drafters.dflash.train import DFlashTraining, continuations, features_of, train_dflash
 from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.engine.step import Proposal
@@ -39,7 +39,9 @@ def world(tmp_path_factory):
     prompts = [[3 + 5 * i + j for j in range(6)] for i in range(4)]
     sequences = continuations(target.model, prompts, 40)
     draft = build_draft(dflash_config(target.model, BLOCK, mask), target.model)
-    train_dflash(draft, target.model, sequences, DFlashTraining(steps=300, train_batch=8, lr=5e-3))
+    # Four texts only: each step's blocks drawn from across them (one anchor per text drawn) train it in 300 steps.
+    training = DFlashTraining(steps=300, train_batch=8, anchors_per_text=1, lr=5e-3)
+    train_dflash(draft, target.model, sequences, training)
     folder = save_dflash(draft, tmp_path_factory.mktemp("dflash") / "tiny", target.name, target.model.config)
     return target, sequences, load_dflash(folder, target), folder
 
@@ -76,7 +78,8 @@ def test_greedy_dflash_tree_equals_plain(world, block, nodes, prompt_length):
         events = list(generate(target, prompt, Settings(max_new_tokens=30, gamma=15), drafter))
         assert generated_ids(events) == plain
         trees = [e for e in events if e.candidates]
-        assert trees and all(len({p for c in e.candidates for p in prefixes(c)}) <= nodes for e in trees)
+        assert trees or nodes <= block - 1  # a budget one chain can fill may keep just the chain
+        assert all(len({p for c in e.candidates for p in prefixes(c)}) <= nodes for e in trees)
         assert all(e.forward_tokens <= 1 + nodes and e.draft_forwards == 1 and e.block == block - 1 for e in trees)
         assert all(len(c) <= min(block - 1, 15) for e in trees for c in e.candidates)
 
@@ -104,6 +107,43 @@ def test_the_block_tree_keeps_the_likeliest_prefixes_through_each_positions_best
     kept = {p for path in paths for p in prefixes(path)}
     assert kept == expected
     assert [score[p] for p in paths] == sorted((score[p] for p in paths), reverse=True)  # likeliest leaf first
+
+
+def test_many_blocks_in_one_pass_score_as_each_block_alone(world):
+    """Training's pass over several anchors of one text (a block-sparse mask) gives each block the scores that
+    drafting's own pass gives it with the features before its anchor as context (which a block reading another
+    block's rows, or context past its anchor, would not)."""
+    target, sequences, draft, _ = world
+    tokens = torch.tensor(sequences[2])
+    features = features_of(target.model, sequences[2], draft.target_layers)
+    anchors = [5, 1, 17, 30, 9]
+    with torch.no_grad():
+        together = draft.fill_blocks(features, tokens, anchors)
+        for k, anchor in enumerate(anchors):
+            alone = draft.fill(features[:anchor], int(tokens[anchor]), draft.new_cache())
+            assert torch.allclose(together[k], alone, atol=1e-4, rtol=1e-4), anchor
+
+
+def test_a_shortlist_scores_the_ids_the_texts_use_most_and_the_loss_learns_over_them(world):
+    from specviz.drafters.dflash.train import blocks_loss, shortlist_of
+
+    target, sequences, draft, _ = world
+    vocab = target.model.get_output_embeddings().weight.shape[0]
+    assert shortlist_of(draft, sequences, 0) is None and shortlist_of(draft, sequences, vocab) is None
+    ids, rows, place = shortlist_of(draft, sequences, 12)
+    counts = torch.bincount(torch.tensor([t for s in sequences for t in s]), minlength=vocab)
+    assert len(ids) == 12 and counts[ids].min() >= counts[[i for i in range(vocab) if i not in ids.tolist()]].max()
+    assert torch.equal(rows, target.model.get_output_embeddings().weight[ids])
+    assert place[ids].tolist() == list(range(12)) and (place >= 0).sum() == 12
+    torch.manual_seed(7)
+    fresh = build_draft(dflash_config(target.model, BLOCK, draft.mask_id), target.model)
+    tokens, features = torch.tensor(sequences[0]), features_of(target.model, sequences[0], draft.target_layers)
+    with torch.no_grad():
+        before = float(blocks_loss(fresh, tokens, features, [2, 9, 20], (ids, rows, place)))
+    train_dflash(fresh, target.model, sequences, DFlashTraining(steps=40, train_batch=8, lr=5e-3, shortlist=12))
+    with torch.no_grad():
+        after = float(blocks_loss(fresh, tokens, features, [2, 9, 20], (ids, rows, place)))
+    assert after < before * 0.8, (before, after)
 
 
 def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):

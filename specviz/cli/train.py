@@ -120,6 +120,12 @@ def _add_dflash(sub):
         "--target-layers", default="", help="the target layers read, e.g. 1,9,17 (default: spread as published)"
     )
     dflash.add_argument("--intermediate-size", type=int, default=0, help="the layers' MLP width (0: the target's)")
+    dflash.add_argument(
+        "--anchors-per-text",
+        type=int,
+        default=DFlashTraining.anchors_per_text,
+        help="of a step's blocks, how many come from each text drawn (all of one text are scored in one pass)",
+    )
     _checkpoint_flags(dflash, DFlashTraining, "keep the training state here; when it exists, go on")
     return dflash
 
@@ -165,8 +171,8 @@ def _text_flags(
         f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)",
     )
     p.set_defaults(default_prompts=prompts)
-    if hasattr(config, "shortlist"):  # heads that score a shortlist of ids (DFlash scores the whole vocabulary)
-        about = "heads score only this many token ids (0 = the whole vocabulary)"
+    if hasattr(config, "shortlist"):  # heads (or, while training, DFlash's loss) that score a shortlist of ids
+        about = "score only this many token ids (0 = the whole vocabulary; DFlash: in its training loss only)"
         p.add_argument("--shortlist", type=int, default=config.shortlist, help=about)
     p.add_argument("--batch", type=int, default=16, help="prompts answered together while writing the texts")
     p.add_argument(
@@ -323,6 +329,7 @@ def cmd_train_dflash(args) -> int:
         ("--layers", args.layers, 1),
         ("--block-size", args.block_size, 2),
         ("--intermediate-size", args.intermediate_size, 0),
+        ("--anchors-per-text", args.anchors_per_text, 1),
         ("--save-every", args.save_every, 1),
         ("--until-step", args.until_step, 0),
     )

@@ -45,6 +45,8 @@ class DFlashTraining:
 
     steps: int = 400  # the total over all runs that go on from one checkpoint
     train_batch: int = 8  # blocks (anchor positions) per step
+    anchors_per_text: int = 8  # of them from each text drawn, all scored in one pass
+    shortlist: int = 32768  # > 0: the loss scores only the ids the training texts use most (drafting: every id)
     lr: float = 1e-3
     seed: int = 0
     checkpoint: Path | None = None  # the training state, kept here; when it exists, training goes on from it

@@ -68,18 +68,22 @@ class ContextAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
-    def forward(self, x, context, cos, sin, cache: ContextCache, layer: int):
-        """x [b, H] block rows, context [c, H] new context rows; cos/sin [c + b, head dim] for context then block."""
+    def forward(self, x, context, cos, sin, cache: ContextCache | None, layer: int, sees: torch.Tensor | None = None):
+        """x [b, H] block rows, context [c, H] new context rows; cos/sin [c + b, head dim] for context then block.
+        Training passes no cache and `sees` [b, c + b] (True where a block row may read a key) instead: several
+        blocks at once, each reading its own context and itself."""
         b, c = len(x), len(context)
         both = torch.cat((context, x), dim=0)
         q = self.q_norm(self.q_proj(x).view(b, self.heads, self.head_dim)).transpose(0, 1)
         k = self.k_norm(self.k_proj(both).view(c + b, self.kv_heads, self.head_dim)).transpose(0, 1)
         v = self.v_proj(both).view(c + b, self.kv_heads, self.head_dim).transpose(0, 1)
         q, k = _rotate(q, cos[c:], sin[c:]), _rotate(k, cos, sin)
-        k, v = cache.with_new(layer, k, v, c)
+        if cache is not None:
+            k, v = cache.with_new(layer, k, v, c)
         groups = self.heads // self.kv_heads  # each key/value head serves a group of query heads
         q = q.reshape(self.kv_heads, groups * b, self.head_dim)
-        out = F.scaled_dot_product_attention(q, k, v, scale=self.head_dim**-0.5)
+        mask = None if sees is None else sees.repeat(groups, 1)  # rows in q's order: group, then block row
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.head_dim**-0.5)
         return self.o_proj(out.reshape(self.heads, b, self.head_dim).transpose(0, 1).reshape(b, -1))
 
 
@@ -91,8 +95,8 @@ class DraftLayer(nn.Module):
         self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.mlp = Qwen3MLP(config)
 
-    def forward(self, x, context, cos, sin, cache, layer):
-        x = x + self.self_attn(self.input_layernorm(x), context, cos, sin, cache, layer)
+    def forward(self, x, context, cos, sin, cache, layer, sees=None):
+        x = x + self.self_attn(self.input_layernorm(x), context, cos, sin, cache, layer, sees)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -133,14 +137,47 @@ class DFlashDraft(nn.Module):
         cache.length = start
         return self.logits(self.norm(x[1:]))
 
+    def fill_blocks(
+        self, features: torch.Tensor, tokens: torch.Tensor, anchors: list[int], rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Training: the blocks anchored at each of `anchors` of one text, in one pass, each as `fill` would score it
+        with the features of the tokens before its anchor as its context (a block-sparse mask: a block's rows read
+        the context rows before their anchor and their own block, nothing of the other blocks). `features` [T, F]
+        and `tokens` [T] cover the text; `rows`: score only these rows of the LM head (a training shortlist). Returns
+        [len(anchors), block size − 1, V or len(rows)]."""
+        weight, n, size = self.fc.weight, max(anchors), self.block_size
+        ids = torch.full((len(anchors), size), self.mask_id, dtype=torch.long, device=weight.device)
+        ids[:, 0] = tokens[anchors]
+        x = self._shared[0](ids.flatten()).to(weight.dtype) * self.embedding_scale
+        context = self.hidden_norm(self.fc(features[:n].to(weight.dtype)))
+        starts = torch.tensor(anchors, device=weight.device)
+        block_positions = (starts[:, None] + torch.arange(size, device=weight.device)).flatten()
+        positions = torch.cat((torch.arange(n, device=weight.device), block_positions))
+        cos, sin = self.rotary(x, positions[None])
+        of_block = torch.arange(len(anchors), device=weight.device).repeat_interleave(size)
+        sees = torch.cat(
+            (
+                torch.arange(n, device=weight.device)[None] < starts[of_block][:, None],  # the context before it
+                of_block[:, None] == of_block[None],  # its own block, every row of it
+            ),
+            dim=1,
+        )
+        for i, layer in enumerate(self.layers):
+            x = layer(x, context, cos[0], sin[0], None, i, sees)
+        return self.logits(self.norm(x.view(len(anchors), size, -1)[:, 1:]), rows)
+
     def positions(self, kept: int, new: int) -> torch.Tensor:
         """The positions of `new` context rows after `kept` ones, then of the block: one run, kept .. kept + new +
         block − 1 (the root sits right after the last committed context row)."""
         return torch.arange(kept, kept + new + self.block_size, device=self.fc.weight.device)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def logits(self, hidden: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The target's LM head over `hidden` (or only its `rows`), with the target's output scale and softcap."""
         lm_head = self._shared[1]
         weight = getattr(lm_head, "weight", None)  # an int8 head has none to match
-        scores = lm_head(hidden.to(weight.dtype) if isinstance(weight, torch.Tensor) else hidden.float())
+        if rows is not None:
+            scores = hidden.to(rows.dtype) @ rows.T
+        else:
+            scores = lm_head(hidden.to(weight.dtype) if isinstance(weight, torch.Tensor) else hidden.float())
         scores = scores.float() * self.output_multiplier
         return torch.tanh(scores / self.softcap) * self.softcap if self.softcap > 0 else scores

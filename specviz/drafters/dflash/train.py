@@ -3,9 +3,12 @@
 The data is what the target itself writes (greedy continuations of prompts), so the drafter learns the target's
 habits, not a corpus's. For a sequence the target's features at the drafter's layers are computed once; a sample is
 an anchor position a: the context is the features of tokens 0..a−1, the block is [token a, mask, ...], and the
-labels are tokens a+1..a+block−1. The loss is cross-entropy per position, weighted down the block (an early miss
-wastes the whole rest of the block, a late one only itself). Only the draft's own weights learn; the target's
-embedding and LM head, which the draft borrows, stay frozen.
+labels are tokens a+1..a+block−1. A step takes `train_batch` anchors, `anchors_per_text` of them from each text it
+draws, and scores all the blocks of one text in one pass (model.fill_blocks: a block-sparse mask lets each block read
+its own context and itself), so the text's context rows are projected once for every block of it. The loss is
+cross-entropy per position, weighted down the block (an early miss wastes the whole rest of the block, a late one
+only itself). Only the draft's own weights learn; the target's embedding and LM head, which the draft borrows, stay
+frozen.
 """
 
 import hashlib
@@ -47,13 +50,49 @@ def features_of(model, tokens: list[int], layers: tuple[int, ...]) -> torch.Tens
     return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1)
 
 
-def block_loss(draft: DFlashDraft, tokens: list[int], features: torch.Tensor, anchor: int) -> torch.Tensor:
-    """The weighted cross-entropy of one block anchored at `anchor` (its context: features of tokens before it)."""
-    labels = torch.tensor(tokens[anchor + 1 : anchor + draft.block_size], device=features.device)
-    scores = draft.fill(features[:anchor], tokens[anchor], draft.new_cache())[: len(labels)]
-    weights = POSITION_DECAY ** torch.arange(len(labels), device=features.device, dtype=torch.float)
-    losses = F.cross_entropy(scores.float(), labels, reduction="none")
-    return (losses * weights).sum() / weights.sum()
+def blocks_loss(
+    draft: DFlashDraft, tokens: torch.Tensor, features: torch.Tensor, anchors: list[int], shortlist=None
+) -> torch.Tensor:
+    """The weighted cross-entropy of the blocks anchored at `anchors` of one text (each block's context: the features
+    of the tokens before its anchor), averaged over the blocks; every anchor leaves a whole block of labels. With a
+    `shortlist` (ids, the LM head's rows of them, and each id's place in it or −1), only those ids are scored and a
+    label outside it teaches nothing."""
+    span = torch.arange(1, draft.block_size, device=features.device)
+    labels = tokens[torch.tensor(anchors, device=features.device)[:, None] + span]
+    if shortlist is not None:
+        _, rows, place = shortlist
+        scores, labels = draft.fill_blocks(features, tokens, anchors, rows), place[labels]
+    else:
+        scores = draft.fill_blocks(features, tokens, anchors)  # [blocks, block − 1, V]
+    weights = POSITION_DECAY ** (span - 1).float()
+    losses = F.cross_entropy(scores.flatten(0, 1).float(), labels.flatten(), reduction="none", ignore_index=-1)
+    return ((losses.view(labels.shape) * weights).sum(dim=1) / weights.sum()).mean()
+
+
+def shortlist_of(draft: DFlashDraft, texts: list[list[int]], size: int):
+    """The `size` ids the texts use most (topped up with the lowest ids), their rows of the LM head, and each id's
+    place among them (−1: not in it); None where `size` is 0 or covers the whole vocabulary."""
+    head = draft._shared[1].weight
+    vocab = head.shape[0]
+    if not 0 < size < vocab:
+        return None
+    counts = torch.bincount(torch.tensor([t for text in texts for t in text]), minlength=vocab)[:vocab]
+    order = torch.argsort(-counts.float() - torch.linspace(0, 0.5, vocab), stable=True)  # ties: the lower id first
+    ids = order[:size].sort().values
+    place = torch.full((vocab,), -1, dtype=torch.long)
+    place[ids] = torch.arange(size)
+    return ids, head.detach()[ids], place  # in the head's own precision, as the full head scores
+
+
+def _anchors(rng: random.Random, texts: list[list[int]], block: int, count: int, per_text: int) -> dict[int, list]:
+    """`count` anchors for one step, `per_text` of them (distinct) from each text drawn, grouped by text."""
+    chosen: dict[int, list[int]] = {}
+    while sum(map(len, chosen.values())) < count:
+        i = rng.randrange(len(texts))
+        places = [a for a in range(1, len(texts[i]) - block + 1) if a not in chosen.get(i, ())]
+        take = min(per_text, count - sum(map(len, chosen.values())), len(places))
+        chosen.setdefault(i, []).extend(rng.sample(places, take))
+    return chosen
 
 
 def fingerprint(draft: DFlashDraft, sequences: list[list[int]]) -> str:
@@ -84,7 +123,8 @@ def _save(checkpoint: Path, made: str, draft, optimizer, *, rng, step: int) -> N
 def train_dflash(
     draft: DFlashDraft, target, sequences: list[list[int]], config: DFlashTraining, *, log=None
 ) -> list[float]:
-    """`config.steps` optimizer steps of `train_batch` blocks each, over `sequences` (token lists the target wrote);
+    """`config.steps` optimizer steps of `train_batch` blocks of one text each, over `sequences` (token lists the
+    target wrote);
     returns the loss of each step this run made. `log(step, loss)` is called after each, when given. With
     `checkpoint`, the training state is kept there every `save_every` steps and at the end, and a run whose
     checkpoint exists goes on from it (to `steps` in all, or to `until_step` and stops there)."""
@@ -101,16 +141,17 @@ def train_dflash(
     for p in frozen:
         p.requires_grad_(False)
     features = [features_of(target, s, draft.target_layers) for s in usable]
+    texts = [torch.tensor(s, device=f.device) for s, f in zip(usable, features)]
+    shortlist = shortlist_of(draft, usable, config.shortlist)
     draft.train()
     losses = []
     try:
         for step in range(start, last):
-            total = 0.0
             optimizer.zero_grad()
-            for _ in range(anchors):
-                i = rng.randrange(len(usable))
-                anchor = rng.randrange(1, len(usable[i]) - draft.block_size)
-                loss = block_loss(draft, usable[i], features[i], anchor) / anchors
+            total = 0.0
+            chosen = _anchors(rng, usable, draft.block_size, anchors, config.anchors_per_text)
+            for i, at in chosen.items():  # one pass per text, over all its anchors this step
+                loss = blocks_loss(draft, texts[i], features[i], at, shortlist) * len(at) / anchors
                 loss.backward()
                 total += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
