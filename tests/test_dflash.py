@@ -146,6 +146,26 @@ def test_a_shortlist_scores_the_ids_the_texts_use_most_and_the_loss_learns_over_
     assert after < before * 0.8, (before, after)
 
 
+def test_the_targets_features_are_kept_on_disk_and_read_back(world, tmp_path, monkeypatch):
+    from specviz.drafters.dflash import train
+    from specviz.errors import InvalidRequest
+
+    target, sequences, draft, _ = world
+    keep = tmp_path / "features.pt"
+    made = train.texts_features(target.model, sequences[:2], draft.target_layers, keep)
+    assert keep.is_file() and all(torch.equal(a, b) for a, b in zip(made, [
+        features_of(target.model, s, draft.target_layers) for s in sequences[:2]]))  # fmt: skip
+
+    def computed(*_):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(train, "features_of", computed)
+    again = train.texts_features(target.model, sequences[:2], draft.target_layers, keep)
+    assert all(torch.equal(a, b) for a, b in zip(made, again))  # read from the file, not computed
+    with pytest.raises(InvalidRequest, match="other texts or other target layers"):
+        train.texts_features(target.model, sequences[1:3], draft.target_layers, keep)
+
+
 def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):
     target, sequences, draft, _ = world
     accepted = [
@@ -371,7 +391,8 @@ def test_a_target_without_a_drafter_gets_one_line_saying_how_to_get_one(world):
 
 def test_train_dflash_writes_a_drafter_that_loads_and_goes_on_from_its_checkpoint(world, tmp_path, capsys):
     """The CLI trains a drafter for a target folder from the target's own answers; a run stopped at step 2 and run
-    again reaches the weights one uninterrupted run of 4 steps reaches."""
+    again (reading the target's features from the file the first run kept) reaches the weights one uninterrupted run of
+    4 steps reaches."""
     from safetensors.torch import load_file
 
     from specviz.cli import main
@@ -386,7 +407,9 @@ def test_train_dflash_writes_a_drafter_that_loads_and_goes_on_from_its_checkpoin
     common += ["--tokens-per-prompt", "24", "--samples", "1", "--steps", "4", "--train-batch", "2", "--block-size", "4"]
     assert main([*common, "--out", str(tmp_path / "whole")]) == 0
     stopped = [*common, "--out", str(tmp_path / "resumed"), "--checkpoint", str(tmp_path / "state.pt")]
+    stopped += ["--features", str(tmp_path / "features.pt")]  # the second run reads the target's features back
     assert main([*stopped, "--until-step", "2"]) == 0
+    assert (tmp_path / "features.pt").is_file()
     assert main(stopped) == 0
     out = capsys.readouterr().out
     assert "loss" in out and "block 4" in out

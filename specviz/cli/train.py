@@ -126,6 +126,12 @@ def _add_dflash(sub):
         default=DFlashTraining.anchors_per_text,
         help="of a step's blocks, how many come from each text drawn (all of one text are scored in one pass)",
     )
+    dflash.add_argument(
+        "--features",
+        type=_optional_path,
+        metavar="FILE",
+        help="keep the target's features of the texts here and read them from it when it exists",
+    )
     _checkpoint_flags(dflash, DFlashTraining, "keep the training state here; when it exists, go on")
     return dflash
 

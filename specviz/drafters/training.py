@@ -47,6 +47,7 @@ class DFlashTraining:
     train_batch: int = 8  # blocks (anchor positions) per step
     anchors_per_text: int = 8  # of them from each text drawn, all scored in one pass
     shortlist: int = 32768  # > 0: the loss scores only the ids the training texts use most (drafting: every id)
+    features: Path | None = None  # the target's features of the texts, kept here; when it exists, read from it
     lr: float = 1e-3
     seed: int = 0
     checkpoint: Path | None = None  # the training state, kept here; when it exists, training goes on from it

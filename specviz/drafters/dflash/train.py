@@ -50,6 +50,23 @@ def features_of(model, tokens: list[int], layers: tuple[int, ...]) -> torch.Tens
     return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1)
 
 
+def texts_features(target, texts: list[list[int]], layers: tuple[int, ...], keep: Path | None = None) -> list:
+    """The target's features of each text at `layers`, computed once: read from `keep` when it holds these texts'
+    features at these layers, else computed and, with `keep`, written there for the next run (of this session or a
+    later one) to read."""
+    made = hashlib.sha256(repr((texts, layers)).encode()).hexdigest()[:16]
+    if keep is not None and keep.is_file():
+        saved = torch.load(keep, map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or saved.get("made") != made:
+            raise InvalidRequest(f"{keep} holds the features of other texts or other target layers")
+        return list(saved["features"])
+    features = [features_of(target, text, layers) for text in texts]
+    if keep is not None:
+        torch.save({"made": made, "features": features}, keep.with_suffix(".tmp"))
+        keep.with_suffix(".tmp").replace(keep)  # a run stopped while writing leaves no half file
+    return features
+
+
 def blocks_loss(
     draft: DFlashDraft, tokens: torch.Tensor, features: torch.Tensor, anchors: list[int], shortlist=None
 ) -> torch.Tensor:
@@ -127,7 +144,8 @@ def train_dflash(
     target wrote);
     returns the loss of each step this run made. `log(step, loss)` is called after each, when given. With
     `checkpoint`, the training state is kept there every `save_every` steps and at the end, and a run whose
-    checkpoint exists goes on from it (to `steps` in all, or to `until_step` and stops there)."""
+    checkpoint exists goes on from it (to `steps` in all, or to `until_step` and stops there). With `features`, the
+    target's features of the texts are kept in that file and read from it in later runs."""
     checkpoint, anchors = config.checkpoint, config.train_batch
     rng = random.Random(config.seed)
     usable = [s for s in sequences if len(s) > draft.block_size + 1]
@@ -140,7 +158,7 @@ def train_dflash(
     frozen = [p for p in target.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
-    features = [features_of(target, s, draft.target_layers) for s in usable]
+    features = texts_features(target, usable, draft.target_layers, config.features)
     texts = [torch.tensor(s, device=f.device) for s, f in zip(usable, features)]
     shortlist = shortlist_of(draft, usable, config.shortlist)
     draft.train()
