@@ -5,6 +5,7 @@ queue, and `python -m specviz race`."""
 import json
 
 import pytest
+from test_backend import request  # the tiny pair's request, as the backend's own tests make it
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
@@ -12,23 +13,7 @@ from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN, StepEvent, generated_ids
 from specviz.trace import Trace
 from specviz.views.grand_prix import KIND, replay_grand_prix, turns_keep_the_rule
-from specviz.views.race import Lane, RaceRequest, interleave
-
-
-def request(**over):
-    return RaceRequest.of(
-        **(
-            {
-                "pair": "tiny",
-                "drafter": "draft",
-                "dtype": "float32",
-                "prompt": "w1 w2 w3",
-                "gamma": 3,
-                "max_new_tokens": 40,
-            }
-            | over
-        )
-    )
+from specviz.views.race import Lane, interleave
 
 
 @pytest.fixture(scope="module")
