@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.registry import decode, kind  # noqa: E402
+from specviz.drafters.registry import decode  # noqa: E402
 from specviz.events import PLAIN, StepEvent, generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.exact import exact_for  # noqa: E402
@@ -29,7 +29,7 @@ from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.views.grand_prix import turns_keep_the_rule  # noqa: E402
 from specviz.workload.entrants import lane_entrants  # noqa: E402
-from specviz.workload.lanes import LaneRun, run_lanes  # noqa: E402
+from specviz.workload.lanes import lane_runs, run_lanes  # noqa: E402
 
 
 def grand_prix(target, draft, ids, base, runs) -> tuple[dict[str, float], bool, list[str]]:
@@ -74,9 +74,7 @@ def main() -> int:
     ids = encode_prompt(target, prompt)
     base = Settings(max_new_tokens=args.max_new_tokens)
     entrants = lane_entrants(args.drafters, base, False, lambda k: k.parse(dict(k.preferred)), args.target, True)
-    runs = [
-        LaneRun(e.name, e.kind_name, e.settings, e.options, kind(e.kind_name).remembers) for e in entrants if e.settings
-    ]
+    runs = lane_runs(entrants)
     print(f"{args.target} ← {args.draft}, {exact}; lanes: {', '.join(r.name for r in runs)}", flush=True)
     together, apart, verdicts = [], [], []
     with torch.inference_mode():

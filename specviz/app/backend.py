@@ -18,10 +18,11 @@ from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
 from ..models import DTYPES, encode_prompt
 from ..record import TextTable, make_trace
+from ..render.grand_prix import ordinal
 from ..settings import Settings, mode_text
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
-from ..views.grand_prix import GrandPrixView, RaceLane
+from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceRequest, RaceView
 from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
@@ -114,7 +115,7 @@ class Backend:
         runs, place = sum(t.runs for t in on + before), len(before) + 1
         now = f"another visitor's {on[0].what} has the device" if on else "the device is being handed on"
         return (
-            f"queued: {place}{_ordinal(place)} in line, {runs} run{'s' * (runs != 1)} ahead of yours ({now}); "
+            f"queued: {ordinal(place)} in line, {runs} run{'s' * (runs != 1)} ahead of yours ({now}); "
             "yours starts when they end"
         )
 
@@ -337,14 +338,8 @@ class Backend:
             preset.target,
             bool(preset.draft),
         )
-        view = GrandPrixView(
-            lanes=[RaceLane(PLAIN, words="plain decoding: one target forward per token")]
-            + [lane_of(e) for e in chosen],
-            greedy=settings.greedy,
-            max_new_tokens=settings.max_new_tokens,
-            lossy=settings.lossy,
-        )
-        return view, tuple((e.name, e.kind_name, e.settings.gamma, e.settings.adaptive) for e in chosen if e.settings)
+        view = starting_grid([lane_of(e) for e in chosen], settings)
+        return view, tuple((e.name, e.drafter, e.settings.gamma, e.settings.adaptive) for e in chosen if e.settings)
 
     def _run_side(
         self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: RunModels
@@ -420,10 +415,6 @@ class Ticket:
     session: str
     runs: int  # sides that decode the whole budget: 2 for a race, N for a Grand Prix of N lanes
     what: str  # "race", "Grand Prix of 9 lanes", ...
-
-
-def _ordinal(n: int) -> str:
-    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

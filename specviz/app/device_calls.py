@@ -149,20 +149,12 @@ class DeviceCalls:
         of any lane, one for a lane that fails, then (greedy) one for each lane that parted from plain decoding.
         Each lane that reads earlier runs drafts from its own copy of `memory`."""
         try:
-            settings = request.settings()
-            exact_wanted(request)
-            preset = self.shelf.preset(request.pair)
-            for other in kinds(menu_only=True):
-                other.parse(request.options)
-            runs = []
-            for name, drafter, gamma, adaptive in lanes:
-                chosen = kind(drafter)
-                if not chosen.menu:
-                    raise InvalidRequest(f"unknown drafter {drafter!r}")
-                options = chosen.parse({**request.options, **dict(preset.options)})
-                chosen.check_for(options, preset.target)
+            settings, runs = request.settings(), []
+            for name, drafter, gamma, adaptive in lanes:  # each lane checked as a race's drafter is
+                _, chosen, options = check_request(replace(request, drafter=drafter), self.shelf)
                 at = replace(settings, gamma=int(gamma), adaptive=bool(adaptive))
                 runs.append(LaneRun(name, chosen.name, at, options, chosen.remembers))
+            exact_wanted(request)
             pair, exact = self._ready(request)
             prompt_ids = encode_prompt(pair.target, request.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)

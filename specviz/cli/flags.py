@@ -199,5 +199,5 @@ def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
         )
     if not any(e.settings for e in chosen):
         raise InvalidRequest("none of the drafters can run with these models")
-    if draft_given and not any(e.settings and kind(e.kind_name).draft_needed(e.options) for e in chosen):
+    if draft_given and not any(e.settings and kind(e.drafter).draft_needed(e.options) for e in chosen):
         raise InvalidRequest("--draft is not used by any of the drafters chosen")

@@ -48,7 +48,7 @@ def cmd_race(args) -> int:
     from ..drafters.registry import NO_DRAFTER
     from ..errors import InvalidRequest
     from ..settings import check_prompt
-    from ..workload.entrants import lane_entrants, lane_of
+    from ..workload.entrants import lane_entrants
 
     check_prompt(args.prompt)
     if args.trace and not Path(args.trace).resolve().parent.is_dir():
@@ -68,7 +68,7 @@ def cmd_race(args) -> int:
         bool(args.draft),
     )
     check_entrants(lanes, bool(args.drafters), bool(args.draft))
-    view, target, prompt_ids, models = _race(args, base, lanes, [lane_of(e) for e in lanes])
+    view, target, prompt_ids, models = _race(args, base, lanes)
     if args.trace:
         _record(args, view, target, prompt_ids, base, models)
     if args.json:
@@ -80,31 +80,20 @@ def cmd_race(args) -> int:
     return 0
 
 
-def _race(args, base, entrants, lanes):
+def _race(args, base, entrants):
     """The models loaded once, then the race, its lines redrawn on stderr as it goes."""
     import torch
 
-    from ..events import PLAIN
     from ..models import encode_prompt
     from ..record import TokenTexts
-    from ..views.grand_prix import GrandPrixView, RaceLane
-    from ..workload.lanes import LaneRun, run_lanes
+    from ..views.grand_prix import starting_grid
+    from ..workload.entrants import lane_of
+    from ..workload.lanes import lane_runs, run_lanes
 
     target, draft, exact = load_models(args, bool(args.draft))
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
-    view = GrandPrixView(
-        lanes=[RaceLane(PLAIN, words="plain decoding"), *lanes],
-        greedy=base.greedy,
-        max_new_tokens=base.max_new_tokens,
-        text_of=TokenTexts(target.tokenizer),
-        lossy=base.lossy,
-        exact=exact,
-    )
-    from ..drafters.registry import kind
-
-    runs = [
-        LaneRun(e.name, e.kind_name, e.settings, e.options, kind(e.kind_name).remembers) for e in entrants if e.settings
-    ]
+    view = starting_grid([lane_of(e) for e in entrants], base, text_of=TokenTexts(target.tokenizer), exact=exact)
+    runs = lane_runs(entrants)
     board = Board(view, sys.stderr)
     began = time.perf_counter()
     try:

@@ -7,9 +7,10 @@ race as each lane really ran it. Pure Python: lanes are lists of StepEvents.
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..events import PLAIN, StepEvent, summarize
+from ..settings import Settings
 from ..trace import Divergence, Trace
 from .race import Lane
 
@@ -144,10 +145,6 @@ class GrandPrixView:
         ended = [o for o in self.lanes if o.done and o.runs and o.events]
         return 1 + sum(o.clock_s < lane.clock_s for o in ended)
 
-    def lanes_sharing(self) -> int:
-        """How many lanes share the device now: the live picture moves at about 1/this of real time."""
-        return max(1, len(self.running()))
-
     def speedup(self, lane: RaceLane) -> float | None:
         base, own = summarize(self.plain.events), summarize(lane.events)
         if not base.tokens_per_s or not own.new_tokens:
@@ -193,6 +190,17 @@ class GrandPrixView:
                 )
             )
         return rows
+
+
+def starting_grid(lanes: list[RaceLane], settings: Settings, **more) -> GrandPrixView:
+    """A Grand Prix before its first step: plain decoding's lane, then `lanes`, raced at `settings` (γ aside)."""
+    return GrandPrixView(
+        lanes=[RaceLane(PLAIN, words="plain decoding: one target forward per token"), *lanes],
+        greedy=settings.greedy,
+        max_new_tokens=settings.max_new_tokens,
+        lossy=settings.lossy,
+        **more,
+    )
 
 
 def turns_keep_the_rule(lanes: list[list[StepEvent]], turns: list[int]) -> list[str]:
@@ -257,17 +265,7 @@ def replay_grand_prix(
     at `speed` times real pace (the live race moved at about 1/N of it). The last view is final."""
     done = from_trace(trace)
     view = GrandPrixView(
-        lanes=[
-            RaceLane(
-                lane.name,
-                drafter=lane.drafter,
-                words=lane.words,
-                note=lane.note,
-                gamma=lane.gamma,
-                adaptive=lane.adaptive,
-            )
-            for lane in done.lanes
-        ],
+        lanes=[replace(lane, events=[], clock_s=0.0, done=not lane.runs, divergence=None) for lane in done.lanes],
         greedy=done.greedy,
         max_new_tokens=done.max_new_tokens,
         text_of=trace.text_of,
@@ -277,8 +275,6 @@ def replay_grand_prix(
         exact=done.exact,
         trace=trace,
     )
-    for lane in view.lanes:
-        lane.done = not lane.runs
     timeline = []  # (own-clock time at which the step ended, lane index, event)
     for i, lane in enumerate(done.lanes):
         clock = 0.0

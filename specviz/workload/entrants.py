@@ -21,15 +21,11 @@ class Entrant:
     contender: Contender  # its name is the lane's: the drafter's, or with its settings ("draft@2", "draft@a8")
     settings: Settings | None = None  # None: it cannot run (contender.note says why)
     options: Options | None = None
-    drafter: str = ""  # the drafter's kind name ("" : the contender's name)
+    drafter: str = ""  # the drafter's kind name
 
     @property
     def name(self) -> str:
         return self.contender.name
-
-    @property
-    def kind_name(self) -> str:
-        return self.drafter or self.contender.name
 
 
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
@@ -144,7 +140,7 @@ def lane_of(e: Entrant) -> RaceLane:
     at = e.settings
     lane = RaceLane(
         e.name,
-        drafter=e.kind_name,
+        drafter=e.drafter,
         words=e.contender.words,
         note=e.contender.note,
         gamma=at.gamma if at else 0,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..drafters.kinds import Options
-from ..drafters.registry import decode
+from ..drafters.registry import decode, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
@@ -37,6 +37,13 @@ class LaneNews:
     event: StepEvent | None = None
     message: str = ""
     divergence: Divergence | None = None
+
+
+def lane_runs(entrants) -> list[LaneRun]:
+    """The lanes that can race, of a Grand Prix's entrants (workload/entrants.lane_entrants), as they run."""
+    return [
+        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers) for e in entrants if e.settings
+    ]
 
 
 def run_lanes(

@@ -10,7 +10,7 @@ from ...events import PLAIN
 from ...render import charts, panels
 from ...render.figure1 import origin_text
 from ...render.grand_prix import grand_prix_lanes, ordinal
-from ...views.grand_prix import KIND, GrandPrixView, from_trace, replay_grand_prix
+from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
 from .controls import request_of
 
@@ -71,7 +71,7 @@ class GrandPrixHandlers:
         downloads and the trace that a replay takes."""
         s = self.screen
         out = {s.status: grand_prix_status(view), s.gp: grand_prix_lanes(view)}
-        if view.finished:  # the numbers (every lane's tokens among them) once: redrawn live, they slowed the race
+        if view.finished:  # the numbers (every lane's tokens among them) once, not again with every update
             out[s.summary] = view.summary()
             out |= self.comparison(view)
             if view.trace is not None and not view.recorded:
@@ -106,10 +106,3 @@ class GrandPrixHandlers:
                 }
                 return
             yield from self.stream_grand_prix(replay_grand_prix(trace, SPEEDS.get(speed, 1.0), flag.is_set))
-
-    def after_replay(self, held: str | None) -> dict:
-        """A replayed Grand Prix (or comparison) also fills the comparison tab (at once: it holds finished runs)."""
-        trace = self.trace(held)
-        if trace is None or trace.kind not in (KIND, "comparison"):
-            return {self.screen.compare_table: gr.skip()}
-        return self.comparison(from_trace(trace))
