@@ -582,3 +582,19 @@ def test_the_shipped_grand_prix_kept_the_rule_and_every_lane_wrote_plains_tokens
     assert turns_keep_the_rule([s.events for s in trace.sides], trace.extra["turns"]) == []
     *_, final = replay_grand_prix(trace, speed=1.0, sleep=lambda _: None)
     assert [lane.tokens for lane in final.lanes] == [s.tokens for s in trace.sides]
+
+
+def test_a_drafter_raced_at_several_settings_shows_each_lanes_name_escaped():
+    """The comparison tab's text of a drafter raced twice heads each lane with its name, as text."""
+    from types import SimpleNamespace
+
+    from specviz.app.ui.grand_prix_screen import GrandPrixHandlers
+    from specviz.settings import Settings
+    from specviz.views.grand_prix import RaceLane, starting_grid
+
+    lanes = [RaceLane("draft@2<b>", drafter="draft", note="failed: x"), RaceLane("draft@4", drafter="draft")]
+    view = starting_grid(lanes, Settings(max_new_tokens=4), finished=True)
+    box = object()
+    screen = SimpleNamespace(compare_table=object(), compare_chart=object(), compare_texts={"draft": box})
+    shown = GrandPrixHandlers.comparison(SimpleNamespace(screen=screen), view)[box]
+    assert "draft@2&lt;b&gt;" in shown and "<b>" not in shown and "draft@4" in shown

@@ -3,6 +3,7 @@ prompt, and once it ends the comparison tab fills (the table, the chart, each la
 replayed on the lanes' own clocks at 1×, ¼× or 4×. No torch here."""
 
 import time
+from html import escape
 
 import gradio as gr
 
@@ -88,7 +89,7 @@ class GrandPrixHandlers:
         for name, box in s.compare_texts.items():
             lanes = [lane for lane in view.lanes if (lane.drafter if lane is not view.plain else PLAIN) == name]
             texts = [
-                (f'<div class="sv-note">{lane.name}</div>' if len(lanes) > 1 else "")
+                (f'<div class="sv-note">{escape(lane.name)}</div>' if len(lanes) > 1 else "")
                 + (origin_text(lane.events, view.text_of) if lane.events else panels.waiting_text(lane.note or "–"))
                 for lane in lanes
             ]
