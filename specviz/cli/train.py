@@ -368,14 +368,15 @@ def cmd_train_dflash(args) -> int:
 
     torch.manual_seed(0)  # the same first weights in every run, so that a resumed run is the uninterrupted one
     draft = build_draft(saved, base.model).float()
-    texts = [t.ids for t in _texts(base, args, prompts) if not t.teacher_forced]
+    texts = _texts(base, args, prompts)
     began = time.perf_counter()
     losses = train_dflash(
         draft,
         base.model,
-        texts,
+        [t.ids for t in texts],
         config_from(args, DFlashTraining),
         log=lambda step, loss: _log(f"step {step + 1}: loss {loss:.3f}") if (step + 1) % 25 == 0 else None,
+        forced=[t.teacher_forced for t in texts],
     )
     folder = save_dflash(draft, args.out, args.base, config, dtype=base.model.dtype)
     done = f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {len(losses)} steps" if losses else "no steps left to run"

@@ -49,6 +49,7 @@ class DFlashTraining:
     shortlist: int = 32768  # > 0: the loss scores only the ids the training texts use most (drafting: every id)
     features: Path | None = None  # the target's features of the texts, kept here; when it exists, read from it
     lr: float = 1e-3
+    decay: bool = True  # after the first tenth of the steps, the rate falls along a half cosine to a tenth of `lr`
     seed: int = 0
     checkpoint: Path | None = None  # the training state, kept here; when it exists, training goes on from it
     save_every: int = 50  # steps between two writes of `checkpoint`

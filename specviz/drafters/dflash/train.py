@@ -1,17 +1,19 @@
 """Training a DFlash drafter on a CPU from the target's own continuations.
 
-The data is what the target itself writes (greedy continuations of prompts), so the drafter learns the target's
-habits, not a corpus's. For a sequence the target's features at the drafter's layers are computed once; a sample is
-an anchor position a: the context is the features of tokens 0..a−1, the block is [token a, mask, ...], and the
-labels are tokens a+1..a+block−1. A step takes `train_batch` anchors, `anchors_per_text` of them from each text it
-draws, and scores all the blocks of one text in one pass (model.fill_blocks: a block-sparse mask lets each block read
-its own context and itself), so the text's context rows are projected once for every block of it. The loss is
-cross-entropy per position, weighted down the block (an early miss wastes the whole rest of the block, a late one
-only itself). Only the draft's own weights learn; the target's embedding and LM head, which the draft borrows, stay
-frozen.
+The data is what the target itself writes (its answers to prompts), so the drafter learns the target's habits, not a
+corpus's; local text read teacher-forced adds breadth, labelled by the target's own choice after each token (its
+argmax), not by the text's next token. For a sequence the target's features at the drafter's layers are computed
+once; a sample is an anchor position a: the context is the features of tokens 0..a−1, the block is [token a, mask,
+...], and the labels are those of tokens a+1..a+block−1. A step takes `train_batch` anchors, `anchors_per_text`
+of them from each text it draws, and scores all the blocks of one text in one pass (model.fill_blocks: a
+block-sparse mask lets each block read its own context and itself), so the text's context rows are projected once
+for every block of it. The loss is cross-entropy per position, weighted down the block (an early miss wastes the
+whole rest of the block, a late one only itself); the learning rate holds, then falls along a half cosine. Only the
+draft's own weights learn; the target's embedding and LM head, which the draft borrows, stay frozen.
 """
 
 import hashlib
+import math
 import random
 from pathlib import Path
 
@@ -43,39 +45,58 @@ def continuations(model, prompts: list[list[int]], length: int) -> list[list[int
 
 
 @torch.no_grad()  # not inference mode: the features are inputs of a graph that learns
-def features_of(model, tokens: list[int], layers: tuple[int, ...]) -> torch.Tensor:
-    """[T, F]: the target's outputs of `layers` (0 = its first layer) for every token, side by side."""
+def read_text(model, tokens: list[int], layers: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward over a text: [T, F] the target's outputs of `layers` (0 = its first layer) for every token, side
+    by side, and [T] its labels read teacher-forced: the first token, then the target's argmax after each token."""
     ids = torch.tensor([tokens], device=model.device)
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
-    return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1)
+    features = torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1)
+    return features, torch.cat((ids[0, :1], out.logits[0, :-1].argmax(dim=-1)))
 
 
-def texts_features(target, texts: list[list[int]], layers: tuple[int, ...], keep: Path | None = None) -> list:
-    """The target's features of each text at `layers`, computed once: read from `keep` when it holds these texts'
-    features at these layers, else computed and, with `keep`, written there for the next run (of this session or a
-    later one) to read."""
-    made = hashlib.sha256(repr((texts, layers)).encode()).hexdigest()[:16]
+def features_of(model, tokens: list[int], layers: tuple[int, ...]) -> torch.Tensor:
+    return read_text(model, tokens, layers)[0]
+
+
+def texts_features(
+    target, texts: list[list[int]], layers: tuple[int, ...], keep: Path | None = None, forced: list[bool] | None = None
+) -> tuple[list, list]:
+    """The target's features of each text at `layers` and each text's labels (its own tokens; the target's argmax
+    after each token where `forced` says the text was read teacher-forced), computed once: read from `keep` when it
+    holds these texts' at these layers, else computed and, with `keep`, written there for the next run (of this
+    session or a later one) to read."""
+    forced = forced or [False] * len(texts)
+    made = hashlib.sha256(repr((texts, layers) + ((forced,) if any(forced) else ())).encode()).hexdigest()[:16]
     if keep is not None and keep.is_file():
         saved = torch.load(keep, map_location="cpu", weights_only=True)
         if not isinstance(saved, dict) or saved.get("made") != made:
             raise InvalidRequest(f"{keep} holds the features of other texts or other target layers")
-        return list(saved["features"])
-    features = [features_of(target, text, layers) for text in texts]
+        return list(saved["features"]), list(saved["labels"])
+    features, labels = [], []
+    for text, by_target in zip(texts, forced):
+        read, greedy = read_text(target, text, layers)
+        features.append(read)
+        labels.append(greedy.cpu() if by_target else torch.tensor(text))
     if keep is not None:
-        torch.save({"made": made, "features": features}, keep.with_suffix(".tmp"))
+        torch.save({"made": made, "features": features, "labels": labels}, keep.with_suffix(".tmp"))
         keep.with_suffix(".tmp").replace(keep)  # a run stopped while writing leaves no half file
-    return features
+    return features, labels
 
 
 def blocks_loss(
-    draft: DFlashDraft, tokens: torch.Tensor, features: torch.Tensor, anchors: list[int], shortlist=None
+    draft: DFlashDraft,
+    tokens: torch.Tensor,
+    features: torch.Tensor,
+    anchors: list[int],
+    shortlist=None,
+    targets: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The weighted cross-entropy of the blocks anchored at `anchors` of one text (each block's context: the features
-    of the tokens before its anchor), averaged over the blocks; every anchor leaves a whole block of labels. With a
-    `shortlist` (ids, the LM head's rows of them, and each id's place in it or −1), only those ids are scored and a
-    label outside it teaches nothing."""
+    of the tokens before its anchor), averaged over the blocks; every anchor leaves a whole block of labels, taken
+    from `targets` (the text's labels) where given, else from `tokens`. With a `shortlist` (ids, the LM head's rows of
+    them, and each id's place in it or −1), only those ids are scored and a label outside it teaches nothing."""
     span = torch.arange(1, draft.block_size, device=features.device)
-    labels = tokens[torch.tensor(anchors, device=features.device)[:, None] + span]
+    labels = (tokens if targets is None else targets)[torch.tensor(anchors, device=features.device)[:, None] + span]
     if shortlist is not None:
         _, rows, place = shortlist
         scores, labels = draft.fill_blocks(features, tokens, anchors, rows), place[labels]
@@ -137,28 +158,46 @@ def _save(checkpoint: Path, made: str, draft, optimizer, *, rng, step: int) -> N
     checkpoint.with_suffix(".tmp").replace(checkpoint)  # a run stopped while saving leaves the last good state
 
 
+def learning_rate(config: DFlashTraining, step: int) -> float:
+    """The rate of a step: `lr` for the first tenth of the run, then down a half cosine to a tenth of it at the end
+    (a function of the step alone, so a resumed run follows the uninterrupted one)."""
+    held = config.steps // 10
+    if not config.decay or step < held:
+        return config.lr
+    done = (step - held) / max(config.steps - held, 1)
+    return config.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * done)))
+
+
 def train_dflash(
-    draft: DFlashDraft, target, sequences: list[list[int]], config: DFlashTraining, *, log=None
+    draft: DFlashDraft,
+    target,
+    sequences: list[list[int]],
+    config: DFlashTraining,
+    *,
+    log=None,
+    forced: list[bool] | None = None,
 ) -> list[float]:
     """`config.steps` optimizer steps of `train_batch` blocks of one text each, over `sequences` (token lists the
-    target wrote);
-    returns the loss of each step this run made. `log(step, loss)` is called after each, when given. With
-    `checkpoint`, the training state is kept there every `save_every` steps and at the end, and a run whose
-    checkpoint exists goes on from it (to `steps` in all, or to `until_step` and stops there). With `features`, the
-    target's features of the texts are kept in that file and read from it in later runs."""
+    target wrote, or read teacher-forced where `forced` says so); returns the loss of each step this run made.
+    `log(step, loss)` is called after each, when given. With `checkpoint`, the training state is kept there every
+    `save_every` steps and at the end, and a run whose checkpoint exists goes on from it (to `steps` in all, or to
+    `until_step` and stops there). With `features`, the target's features and labels of the texts are kept in that
+    file and read from it in later runs."""
     checkpoint, anchors = config.checkpoint, config.train_batch
     rng = random.Random(config.seed)
-    usable = [s for s in sequences if len(s) > draft.block_size + 1]
+    forced = forced or [False] * len(sequences)
+    usable, forced = zip(*[(s, f) for s, f in zip(sequences, forced) if len(s) > draft.block_size + 1]) or ((), ())
+    usable, forced = list(usable), list(forced)
     if not usable:
         raise InvalidRequest(f"every training text is shorter than a block of {draft.block_size} plus 2 tokens")
     optimizer = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=0.0)
-    made = fingerprint(draft, usable)
+    made = fingerprint(draft, usable if not any(forced) else [*usable, forced])
     start = _resume(checkpoint, made, draft, optimizer, rng=rng) if checkpoint and checkpoint.is_file() else 0
     last = min(config.steps, config.until_step) if config.until_step else config.steps
     frozen = [p for p in target.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
-    features = texts_features(target, usable, draft.target_layers, config.features)
+    features, labels = texts_features(target, usable, draft.target_layers, config.features, forced)
     texts = [torch.tensor(s, device=f.device) for s, f in zip(usable, features)]
     shortlist = shortlist_of(draft, usable, config.shortlist)
     draft.train()
@@ -166,10 +205,12 @@ def train_dflash(
     try:
         for step in range(start, last):
             optimizer.zero_grad()
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(config, step)
             total = 0.0
             chosen = _anchors(rng, usable, draft.block_size, anchors, config.anchors_per_text)
             for i, at in chosen.items():  # one pass per text, over all its anchors this step
-                loss = blocks_loss(draft, texts[i], features[i], at, shortlist) * len(at) / anchors
+                loss = blocks_loss(draft, texts[i], features[i], at, shortlist, labels[i]) * len(at) / anchors
                 loss.backward()
                 total += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
