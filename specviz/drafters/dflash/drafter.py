@@ -9,8 +9,10 @@ Each step:
    the verify forward's measured cost and how often each position of the block has held). A tree: of every path
    through the `width` best tokens of each of the first γ positions, the `nodes` likeliest prefixes, a path scored
    by the sum of its positions' log-probabilities (one pass scores every position independently, so a path's
-   score is that sum), grown best-first by tree_growth.py. Either goes to the shared verification as point masses
-   (the verification's lookup rule keeps sampling lossless), a tree in one forward with tree attention.
+   score is that sum), grown best-first by tree_growth.py; with adaptive γ, cut to the nodes that pay for their
+   place in the verify forward at the measured costs (the best few may form a plain chain). Either goes to the
+   shared verification as point masses (the verification's lookup rule keeps sampling lossless), a tree in one
+   forward with tree attention.
 
 Nothing needs cutting after a rejection: the draft's cache only ever holds committed context, and the block's own
 keys and values are dropped at the end of each pass.
@@ -19,7 +21,7 @@ keys and values are dropped at the end of each pass.
 import torch
 
 from ...engine.step import BaseDrafter, Proposal
-from ..tree_growth import Node, best_next, best_paths, grow
+from ..tree_growth import Node, best_next, best_nodes, best_paths, grow, token_probabilities
 from .model import DFlashDraft
 
 TREE_WIDTH = 4  # a tree tries this many of each position's best tokens
@@ -56,15 +58,27 @@ class DFlashDrafter(BaseDrafter):
         depth = min(gamma, self.longest)
         if self.tree == "chain":  # step 3
             return Proposal((tuple(scores[:depth].argmax(dim=-1).tolist()),), forwards=1, block=len(scores))
-        return Proposal(tuple(self.block_tree(scores[:depth])), forwards=1, block=len(scores))
+        paths, confidence = self.block_tree(scores[:depth])
+        if not paths:  # adaptive: no node pays for its place in the verify forward
+            return None
+        return Proposal(tuple(paths), forwards=1, block=len(scores), confidence=confidence)
 
-    def block_tree(self, scores: torch.Tensor) -> list[tuple[int, ...]]:
+    def block_tree(self, scores: torch.Tensor) -> tuple[list[tuple[int, ...]], tuple[float, ...] | None]:
         """Step 3 for a tree: the root-to-leaf paths of the `nodes` likeliest prefixes through the block's positions
-        (`scores`: [depth, V]), likeliest leaf first."""
+        (`scores`: [depth, V]), likeliest leaf first. With adaptive γ, only as many of those nodes as the measured
+        verify cost says pay (the first few of them may be a plain chain, or none), and the probabilities along
+        the first path, from which the controller learns how far to trust them."""
         values, ids = best_next(torch.log_softmax(scores.float(), dim=-1), self.width)
 
         def expand(nodes: list[Node], chosen: list[int], depth: int):  # the next position's best, whatever the path
             return [values[depth]] * len(chosen), [ids[depth]] * len(chosen)
 
         nodes = grow((values[0], ids[0]), expand, len(scores), self.width, self.nodes)
-        return best_paths(nodes, self.nodes)
+        if self.tree_size is None:
+            return best_paths(nodes, self.nodes), None
+        ranked = best_nodes(nodes, self.nodes)
+        budget = self.tree_size([token_probabilities(nodes, n) for n in ranked], max(n.depth for n in nodes))
+        if budget == 0:
+            return [], None
+        paths, leaves = best_paths(nodes, budget, with_leaves=True)
+        return paths, tuple(token_probabilities(nodes, leaves[0]))
