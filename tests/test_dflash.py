@@ -147,23 +147,38 @@ def test_a_shortlist_scores_the_ids_the_texts_use_most_and_the_loss_learns_over_
 
 
 def test_the_targets_features_are_kept_on_disk_and_read_back(world, tmp_path, monkeypatch):
+    """Features and labels are computed once and read back; a text read teacher-forced is labelled by the target's
+    own argmax after each token, a text the target wrote by its own next tokens."""
     from specviz.drafters.dflash import train
     from specviz.errors import InvalidRequest
 
     target, sequences, draft, _ = world
-    keep = tmp_path / "features.pt"
-    made = train.texts_features(target.model, sequences[:2], draft.target_layers, keep)
+    keep, texts, forced = tmp_path / "features.pt", [sequences[0], list(range(3, 30))], [False, True]
+    made, labels = train.texts_features(target.model, texts, draft.target_layers, keep, forced)
     assert keep.is_file() and all(torch.equal(a, b) for a, b in zip(made, [
-        features_of(target.model, s, draft.target_layers) for s in sequences[:2]]))  # fmt: skip
+        features_of(target.model, s, draft.target_layers) for s in texts]))  # fmt: skip
+    assert labels[0].tolist() == sequences[0]
+    with torch.no_grad():
+        logits = target.model(torch.tensor([texts[1]])).logits[0]
+    assert labels[1].tolist() == [texts[1][0], *logits[:-1].argmax(-1).tolist()] and labels[1].tolist() != texts[1]
 
     def computed(*_):
         raise AssertionError("computed again")
 
-    monkeypatch.setattr(train, "features_of", computed)
-    again = train.texts_features(target.model, sequences[:2], draft.target_layers, keep)
-    assert all(torch.equal(a, b) for a, b in zip(made, again))  # read from the file, not computed
+    monkeypatch.setattr(train, "read_text", computed)
+    again, labels_again = train.texts_features(target.model, texts, draft.target_layers, keep, forced)
+    assert all(torch.equal(a, b) for a, b in zip(made + labels, again + labels_again))  # read, not computed
     with pytest.raises(InvalidRequest, match="other texts or other target layers"):
-        train.texts_features(target.model, sequences[1:3], draft.target_layers, keep)
+        train.texts_features(target.model, texts, draft.target_layers, keep, [False, False])
+
+
+def test_the_learning_rate_holds_then_falls_to_a_tenth():
+    from specviz.drafters.dflash.train import learning_rate
+
+    config = DFlashTraining(steps=100, lr=1.0)
+    rates = [learning_rate(config, step) for step in range(100)]
+    assert rates[:10] == [1.0] * 10 and all(a >= b for a, b in zip(rates, rates[1:]))
+    assert rates[-1] == pytest.approx(0.1, abs=0.01) and learning_rate(DFlashTraining(decay=False), 399) == 1e-3
 
 
 def test_the_trained_drafter_is_accepted_a_whole_block_at_a_time(world):
@@ -195,6 +210,39 @@ def test_adaptive_dflash_stays_plain_decodings_output(world):
     events = list(generate(target, prompt, settings, DFlashDrafter(with_block(draft, 16))))
     assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=34)))
     assert {len(e.proposed) for e in events} - {0}, "adaptive drafting proposed nothing"
+
+
+@pytest.mark.parametrize("budget", [0, 1, 3, 8])
+def test_an_adaptive_dflash_tree_verifies_the_nodes_the_costs_pay_for(world, budget):
+    """With adaptive γ the tree is cut to the nodes the controller's measured costs pay for: given the likeliest
+    nodes' probabilities along their paths, a budget of 0 is a plain step, 1..depth the best chain's prefix, more a
+    tree. The output stays plain decoding's whatever the budget."""
+    target, sequences, draft, _ = world
+    asked = []
+
+    def tree_size(paths, depth):
+        asked.append((paths, depth))
+        return min(budget, len(paths))
+
+    drafter = DFlashDrafter(draft, "tree", nodes=8)
+    drafter.adapt(None, tree_size)
+    prompt = sequences[3][:6]
+    events = list(generate(target, prompt, Settings(max_new_tokens=24, gamma=7), drafter))
+    assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=24)))
+    assert asked and all(0 < len(paths) <= 8 and 0 < depth <= 7 for paths, depth in asked)
+    assert all(0 < q <= 1 for paths, _ in asked for path in paths for q in path)
+    widths = [e.forward_tokens for e in events]  # the root and the nodes it paid for (fewer near the token budget)
+    assert max(widths) == 1 + min(budget, 8) and widths.count(max(widths)) > len(widths) // 2
+    assert any(e.accepted for e in events) == (budget > 0)
+
+
+def test_adaptive_dflash_tree_stays_plain_decodings_output(world):
+    target, sequences, draft, _ = world
+    prompt = sequences[2][:6]
+    settings = Settings(max_new_tokens=34, gamma=7, adaptive=True)
+    events = list(generate(target, prompt, settings, DFlashDrafter(draft, "tree", nodes=12)))
+    assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=34)))
+    assert any(e.accepted for e in events) and max(e.forward_tokens for e in events) <= 13
 
 
 # The reference: the dflash package's own decoding (its model code, on this transformers), with the same weights.
