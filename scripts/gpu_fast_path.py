@@ -1,5 +1,6 @@
 """GPU fast path figures: plain decoding against the bandwidth roofline, and speculative speedups, for the
-dynamic cache, the static cache run eagerly, and the static cache with CUDA graphs.
+dynamic cache, the static cache run eagerly, the static cache with CUDA graphs, and the same with its forward
+torch.compile'd first (`compiled`, what SPECVIZ_COMPILE=1 asks for).
 
     python scripts/gpu_fast_path.py [--tokens 256] [--out gpu.json]
 
@@ -29,6 +30,7 @@ from specviz.analysis.theory import expected_tokens_per_step, interpolate  # noq
 from specviz.bench.costs import relative_forward_costs  # noqa: E402
 from specviz.bench.runs import Run, measure  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
+from specviz.engine.fast_path import try_fast_path  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402
 from specviz.models.device import steady_attention  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
@@ -65,10 +67,16 @@ def copy_bandwidth(device: str, gib: float = 2.0, repeats: int = 10) -> float:
 
 
 def fast_path(models, mode: str) -> None:
-    """dynamic: DynamicCache, eager; static: StaticCache, eager; graphs: StaticCache, CUDA graphs."""
-    os.environ["SPECVIZ_CUDA_GRAPHS"] = "1" if mode == "graphs" else "0"
+    """dynamic: DynamicCache, eager; static: StaticCache, eager; graphs: StaticCache, CUDA graphs; compiled: the
+    same, the forward compiled first (at the warm-up, which says in one line where it fails)."""
+    os.environ["SPECVIZ_CUDA_GRAPHS"] = "1" if mode in ("graphs", "compiled") else "0"
+    os.environ["SPECVIZ_COMPILE"] = "1" if mode == "compiled" else "0"
     for m in models:
         m.model.specviz_static = mode != "dynamic"
+        if mode == "compiled":
+            began = time.perf_counter()
+            said = try_fast_path(m.model, m.name)
+            print(f"[compiled] {m.name}: warm-up {time.perf_counter() - began:.0f} s {said}", flush=True)
 
 
 def best(run, repeats: int = 3) -> Run:
@@ -80,7 +88,7 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=256)
     p.add_argument("--gammas", default="2,4,6")
     p.add_argument("--alphas", default="0.8,0.9")
-    p.add_argument("--modes", default="dynamic,static,graphs")
+    p.add_argument("--modes", default="dynamic,static,graphs,compiled")
     p.add_argument(
         "--widths",
         default="",

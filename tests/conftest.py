@@ -6,6 +6,7 @@ own server fixture takes `launch_app`, so its tests are marked too):
 - browser: drives chromium (the `browser` fixture);
 - model: loads a real offline model (the `smollm` fixture);
 - stats: draws thousands of seeded runs against the target's exact law (the `draws` fixture);
+- compiler: torch.compile really compiles a model's forward (the `compiling` fixture);
 - slow: any of the above: `python -m pytest -m "not slow"` is the fast tier.
 """
 
@@ -39,8 +40,9 @@ MARKS_BY_FIXTURE = {
     "browser": "browser",
     "smollm": "model",
     "draws": "stats",
+    "compiling": "compiler",
 }
-SLOW = {"server", "browser", "model", "stats"}
+SLOW = {"server", "browser", "model", "stats", "compiler"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -51,6 +53,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 WORDS = PAIR_WORDS
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    """The static cache's forwards go through torch.compile, as SPECVIZ_COMPILE=1 asks on a GPU."""
+    monkeypatch.setenv("SPECVIZ_COMPILE", "1")
 
 
 @pytest.fixture(scope="session")

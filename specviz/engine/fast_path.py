@@ -1,14 +1,16 @@
-"""The GPU fast path, tried once per loaded model before any visitor's race: the static KV cache, then a CUDA graph
-of every forward width a step uses. A piece that fails is named in one line and the model is set to the eager,
-dynamic-cache path from then on (`specviz_static = False`), so the race still runs, identical to plain decoding,
-instead of a visitor meeting the failure as an error. (Loading with a device map falls back the same way, in
-models/loading.py.)"""
+"""The GPU fast path, tried once per loaded model before any visitor's race: the static KV cache, then (where asked)
+torch.compile of its forward, then a CUDA graph of every forward width a step uses. A piece that fails is named in
+one line and the model is set to the path without it from then on: a failed compile to the static cache uncompiled
+(`specviz_compile = False`), anything else to the eager, dynamic-cache path (`specviz_static = False`), so the race
+still runs, identical to plain decoding, instead of a visitor meeting the failure as an error. (Loading with a
+device map falls back the same way, in models/loading.py.)"""
 
 import warnings
 
 import torch
 
 from ..errors import first_line
+from .compiled import compile_allowed
 from .static_lm import STEP_WIDTHS, graphs_allowed, open_lm, wants_static
 
 PROBE = 8  # tokens fed first, so that every layer of the cache holds something before a capture
@@ -26,13 +28,18 @@ def try_fast_path(model: torch.nn.Module, name: str, widths=STEP_WIDTHS) -> str:
     piece that failed, the model already set to the fallback."""
     if not wants_static(model, PROBE + max(widths)):
         return ""
-    ids = torch.zeros(PROBE, dtype=torch.long)
+    ids, compiling = torch.zeros(PROBE, dtype=torch.long), compile_allowed(model)
+    model.specviz_compile = False  # the static cache is tried on its own first
     try:
         lm = open_lm(model, PROBE + max(widths))  # a static cache: wants_static said so
         if not bool(torch.isfinite(lm.extend(ids)).all()):
             raise RuntimeError("its logits are not finite")
     except Exception as exc:  # any failure of this piece, whatever its kind, must not reach a visitor
         return f"{name}: " + fall_back(model, "the static KV cache", exc)
+    model.specviz_compile = compiling
+    if compiling and (why := compile_fails(model, lm)):
+        model.specviz_compile = False
+        return f"{name}: torch.compile of the forward failed ({first_line(why)[:160]}); running it uncompiled"
     if not (graphs_allowed(model.device) and lm.graphs_on):
         return ""
     for q in widths:
@@ -47,4 +54,21 @@ def try_fast_path(model: torch.nn.Module, name: str, widths=STEP_WIDTHS) -> str:
             if not lm.graphs_on:  # the capture, or its first replay, failed and said why in a warning
                 why = caught[-1].message if caught else "it was turned off"
                 return f"{name}: " + fall_back(model, f"the CUDA graph of a {q}-token forward", why)
+    return ""
+
+
+def compile_fails(model: torch.nn.Module, lm) -> str:
+    """'' when the compiled forward gives the eager one's logits at a one-token and a several-token width (the two
+    graphs it makes); else why not. Compiling happens here, at warm-up, not in a visitor's first step."""
+    for q in (1, 4):
+        lm.length = PROBE
+        model.specviz_compile = False
+        eager = lm.extend(torch.arange(q, dtype=torch.long))
+        lm.length, model.specviz_compile = PROBE, True
+        try:
+            fused = lm.extend(torch.arange(q, dtype=torch.long))
+        except Exception as exc:  # any failure of the compiler (no C++ or Triton toolchain, a graph break it
+            return f"{type(exc).__name__}: {exc}"  # cannot take, a guard it cannot build) must not reach a visitor
+        if not torch.allclose(fused.float(), eager.float(), atol=1e-2, rtol=1e-2):
+            return f"its logits at {q} tokens differ from the eager forward's"
     return ""

@@ -3,8 +3,9 @@ shapes and, on CUDA, is captured once as a CUDA graph and then replayed (one lau
 small kernels, which is what bounds a 1-token forward of a small model on a GPU).
 
 Rollback needs no copy at all: the cache keeps its stale tail, the write position is reset, and our own 4D
-mask never lets a query see a column at or past its length. torch.compile is not used: under ZeroGPU
-(SPACES_ZERO_GPU) it is not allowed, and there the graphs are skipped too and the static cache runs eagerly.
+mask never lets a query see a column at or past its length. Where asked, the forward is torch.compile'd first
+(compiled.py); under ZeroGPU (SPACES_ZERO_GPU) neither compile nor graphs are allowed, and the static cache runs
+eagerly.
 A capture that fails, or a first replay that differs from the eager forward on the same inputs, turns the graphs
 off for the rest of the generation (with a warning) instead of failing it or giving other logits.
 """
@@ -16,7 +17,9 @@ import weakref
 import torch
 
 from ..errors import CustomMaskUnsupported, InvalidRequest, TreeAttentionUnsupported
+from ..models.device import zero_gpu
 from .cached_lm import TREE_MASK, CachedLM
+from .compiled import compile_allowed, compiled_forward
 from .kv_cache import KVCache, require_custom_mask, takes_custom_mask
 from .tree import TokenTree, additive_mask, tree_mask, tree_positions
 
@@ -42,8 +45,7 @@ def wants_static(model: torch.nn.Module, capacity: int = 0) -> bool:
 
 
 def graphs_allowed(device: torch.device) -> bool:
-    zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
-    return device.type == "cuda" and not zero_gpu and os.environ.get("SPECVIZ_CUDA_GRAPHS", "1") != "0"
+    return device.type == "cuda" and not zero_gpu() and os.environ.get("SPECVIZ_CUDA_GRAPHS", "1") != "0"
 
 
 def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False) -> CachedLM:
@@ -159,7 +161,8 @@ class StaticLM(CachedLM):
         return result
 
     def _call(self, ids, positions, mask, last_only: bool):
-        out = self.model(
+        forward = compiled_forward(self.model) if compile_allowed(self.model) else self.model
+        out = forward(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
