@@ -250,6 +250,9 @@ def test_the_explanation_draws_a_tree_step_and_leaves_a_chain_step_alone():
     tree = explain_step(tree_event([(1, 2), (3,)], 0, 1, 4, "correction"), str)
     assert tree.count("<svg") == 1 and "candidates</b>, verified together as a token tree" in tree
     assert 'data-state="accepted"' in tree and 'data-state="correction"' in tree and "sv-tree-legend" in tree
+    assert "one pass" not in tree
+    block = explain_step(replace(tree_event([(1, 2), (3,)], 0, 1, 4, "correction"), block=8), str)
+    assert "candidates</b>, drafted in one pass of a block of 8" in block and block.count("<svg") == 1
     chain = replace(tree_event([(1, 2)], 0, 1, 4, "correction"), candidates=None, winner=None)
     assert "<svg" not in explain_step(chain, str) and "sv-tree" not in explain_step(chain, str)
 

@@ -69,8 +69,14 @@ def _candidates(event: StepEvent, text_of: TokenText) -> str:
     """A tree step: the candidates drawn as the tree the target verified, the accepted path in green."""
     if not event.candidates:
         return ""
+    drafted = (
+        f", drafted in one pass of a block of {event.block} (each column is one position of the block, its best "
+        "tokens side by side)"
+        if event.block
+        else ""
+    )
     return (
-        f'<div class="sv-tree"><b>{len(event.candidates)} candidates</b>, verified together as a token tree '
+        f'<div class="sv-tree"><b>{len(event.candidates)} candidates</b>{drafted}, verified together as a token tree '
         "(shared beginnings are one node). Read it left to right, one column per draft position; siblings are "
         "alternatives for the same position, tried top to bottom. Figure 1 shows the candidate that holds the green "
         f"path. Hover a node for its full text.{tree_view(event, text_of)}</div>"
