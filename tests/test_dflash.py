@@ -98,7 +98,8 @@ def test_the_block_tree_keeps_the_likeliest_prefixes_through_each_positions_best
     scores = torch.randn(depth, 9) * 2
     drafter = DFlashDrafter.__new__(DFlashDrafter)
     drafter.nodes, drafter.width = nodes, width
-    paths = drafter.block_tree(scores)
+    paths, confidence = drafter.block_tree(scores)
+    assert confidence is None  # only adaptive drafting reports the first path's probabilities
     logp = torch.log_softmax(scores, dim=-1)
     best = [torch.topk(logp[d], width).indices.tolist() for d in range(depth)]
     every = [p for d in range(1, depth + 1) for p in itertools.product(*best[:d])]
