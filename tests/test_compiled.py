@@ -59,3 +59,22 @@ def test_compile_is_asked_for_and_never_in_a_zero_gpu_worker(tokenizer, monkeypa
     target.model.specviz_compile = True
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     assert not compile_allowed(target.model)
+
+
+def test_a_compile_that_gives_other_logits_is_named_and_not_used(tokenizer, drafts, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_COMPILE", "1")
+    target = fresh_target(tokenizer)
+
+    def wrong(model, **options):
+        def forward(**inputs):
+            out = model(**inputs)
+            out.logits = out.logits.flip(-1)  # a graph that scrambles its output
+            return out
+
+        return forward
+
+    monkeypatch.setattr(compiled.torch, "compile", wrong)
+    line = fast_path.try_fast_path(target.model, target.name)
+    assert line.startswith("tiny-fast: torch.compile of the forward failed (its logits at 1 tokens differ from the ")
+    assert line.endswith("of their norm); running it uncompiled") and "\n" not in line
+    assert target.model.specviz_compile is False and still_identical(target, drafts, tokenizer)

@@ -58,8 +58,8 @@ def try_fast_path(model: torch.nn.Module, name: str, widths=STEP_WIDTHS) -> str:
 
 
 def compile_fails(model: torch.nn.Module, lm) -> str:
-    """'' when the compiled forward gives the eager one's logits at a one-token and a several-token width (the two
-    graphs it makes); else why not. Compiling happens here, at warm-up, not in a visitor's first step."""
+    """'' when the compiled forward gives the eager one's logits (within rounding) at a one-token and a several-token
+    width (the two graphs it makes); else why not. Compiling happens here, at warm-up, not in a visitor's first step."""
     for q in (1, 4):
         lm.length = PROBE
         model.specviz_compile = False
@@ -69,6 +69,9 @@ def compile_fails(model: torch.nn.Module, lm) -> str:
             fused = lm.extend(torch.arange(q, dtype=torch.long))
         except Exception as exc:  # any failure of the compiler (no C++ or Triton toolchain, a graph break it
             return f"{type(exc).__name__}: {exc}"  # cannot take, a guard it cannot build) must not reach a visitor
-        if not torch.allclose(fused.float(), eager.float(), atol=1e-2, rtol=1e-2):
-            return f"its logits at {q} tokens differ from the eager forward's"
+        # A fused kernel rounds in its own order: in bfloat16 the 1.5B's logits moved by a few units in the last place
+        # (2.6% of their norm, measured on a CPU); a wrong graph moves them by about their whole size.
+        drift = float(torch.linalg.vector_norm(fused.float() - eager.float()) / torch.linalg.vector_norm(eager.float()))
+        if not drift <= 0.1:
+            return f"its logits at {q} tokens differ from the eager forward's by {drift:.0%} of their norm"
     return ""
