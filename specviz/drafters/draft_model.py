@@ -16,7 +16,7 @@ from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..settings import MAX_GAMMA, Settings
 from .cross_tokenizer import CrossTokenizerDrafter
 from .kinds import DrafterKind, FamilyBest, Options, option
-from .tree_growth import best_next, best_nodes, best_paths, columns_to, grow, token_probabilities
+from .tree_growth import best_next, columns_to, grow, paths_that_pay, token_probabilities
 
 SHAPES = ("chain", "tree")
 WIDTH = 4  # branches expanded per depth, and children kept per branch
@@ -120,12 +120,10 @@ class DraftModelDrafter(BaseDrafter):
         nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes, self.keep_drafting)
         self.lm.truncate(committed)
         self._count, depth = 0, max(n.depth for n in nodes)
-        budget, confidence = self.nodes, None
-        if self.tree_size is not None:  # adaptive: as many nodes as the measured costs say pay, perhaps none
-            budget = self.tree_size([token_probabilities(nodes, n) for n in best_nodes(nodes, self.nodes)], depth)
-        if budget == 0:
+        confidence = None
+        paths, leaves = paths_that_pay(nodes, self.nodes, self.tree_size, depth)  # adaptive: perhaps none pay
+        if not paths:
             return None
-        paths, leaves = best_paths(nodes, budget, with_leaves=True)
         if self.keep_drafting is not None:  # its first path's probabilities, for the calibration of the next ones
             confidence = tuple(token_probabilities(nodes, leaves[0]))
         return Proposal(tuple(paths), forwards=depth, confidence=confidence)

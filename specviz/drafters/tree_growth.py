@@ -89,6 +89,15 @@ def best_paths(nodes: list[Node], budget: int, with_leaves: bool = False):
     return (paths, leaves) if with_leaves else paths
 
 
+def paths_that_pay(nodes: list[Node], budget: int, tree_size, depth: int) -> tuple[list, list]:
+    """best_paths of the `budget` best nodes, with their leaves; under adaptive γ (`tree_size`, its judge of what
+    pays: each node's path probabilities, best first, and the depth drafted -> how many to verify) only as many as
+    it says pay, perhaps none: ([], [])."""
+    if tree_size is not None:
+        budget = tree_size([token_probabilities(nodes, n) for n in best_nodes(nodes, budget)], depth)
+    return best_paths(nodes, budget, with_leaves=True) if budget else ([], [])
+
+
 def tokens_to(nodes: list[Node], node: int) -> tuple[int, ...]:
     path = []
     while node != ROOT:

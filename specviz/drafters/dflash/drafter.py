@@ -21,7 +21,7 @@ keys and values are dropped at the end of each pass.
 import torch
 
 from ...engine.step import BaseDrafter, Proposal
-from ..tree_growth import Node, best_next, best_nodes, best_paths, grow, token_probabilities
+from ..tree_growth import Node, best_next, grow, paths_that_pay, token_probabilities
 from .model import DFlashDraft
 
 TREE_WIDTH = 4  # a tree tries this many of each position's best tokens
@@ -74,11 +74,7 @@ class DFlashDrafter(BaseDrafter):
             return [values[depth]] * len(chosen), [ids[depth]] * len(chosen)
 
         nodes = grow((values[0], ids[0]), expand, len(scores), self.width, self.nodes)
-        if self.tree_size is None:
-            return best_paths(nodes, self.nodes), None
-        ranked = best_nodes(nodes, self.nodes)
-        budget = self.tree_size([token_probabilities(nodes, n) for n in ranked], max(n.depth for n in nodes))
-        if budget == 0:
-            return [], None
-        paths, leaves = best_paths(nodes, budget, with_leaves=True)
+        paths, leaves = paths_that_pay(nodes, self.nodes, self.tree_size, max(n.depth for n in nodes))
+        if self.tree_size is None or not paths:
+            return paths, None
         return paths, tuple(token_probabilities(nodes, leaves[0]))
