@@ -66,7 +66,7 @@ def texts_features(
     holds these texts' at these layers, else computed and, with `keep`, written there for the next run (of this
     session or a later one) to read."""
     forced = forced or [False] * len(texts)
-    made = hashlib.sha256(repr((texts, layers) + ((forced,) if any(forced) else ())).encode()).hexdigest()[:16]
+    made = hashlib.sha256(repr((texts, layers, forced)).encode()).hexdigest()[:16]
     if keep is not None and keep.is_file():
         saved = torch.load(keep, map_location="cpu", weights_only=True)
         if not isinstance(saved, dict) or saved.get("made") != made:
@@ -185,13 +185,12 @@ def train_dflash(
     file and read from it in later runs."""
     checkpoint, anchors = config.checkpoint, config.train_batch
     rng = random.Random(config.seed)
-    forced = forced or [False] * len(sequences)
-    usable, forced = zip(*[(s, f) for s, f in zip(sequences, forced) if len(s) > draft.block_size + 1]) or ((), ())
-    usable, forced = list(usable), list(forced)
+    kept = [(s, f) for s, f in zip(sequences, forced or [False] * len(sequences)) if len(s) > draft.block_size + 1]
+    usable, forced = [s for s, _ in kept], [f for _, f in kept]
     if not usable:
         raise InvalidRequest(f"every training text is shorter than a block of {draft.block_size} plus 2 tokens")
     optimizer = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=0.0)
-    made = fingerprint(draft, usable if not any(forced) else [*usable, forced])
+    made = fingerprint(draft, [*usable, forced])
     start = _resume(checkpoint, made, draft, optimizer, rng=rng) if checkpoint and checkpoint.is_file() else 0
     last = min(config.steps, config.until_step) if config.until_step else config.steps
     frozen = [p for p in target.parameters() if p.requires_grad]
