@@ -11,6 +11,7 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,10 +43,9 @@ def entrants(dflash: str, nodes: int) -> dict[str, tuple]:
 
 def settings_for(kind, options: dict, max_new: int):
     """The kind's menu defaults (its γ, adaptive, shape) with `options` over them: (Settings, parsed options)."""
-    chosen = kind.parse({**dict(kind.preferred), **options})
-    preferred = dict(kind.preferred)
-    settings = Settings(max_new_tokens=max_new, gamma=preferred.get("gamma", 4), adaptive=preferred.get("adaptive", 0))
-    return settings, chosen
+    plain = Settings(max_new_tokens=max_new)
+    gamma, adaptive = kind.prefers("gamma", plain.gamma), kind.prefers("adaptive", plain.adaptive)
+    return replace(plain, gamma=gamma, adaptive=adaptive), kind.parse({**dict(kind.preferred), **options})
 
 
 def main() -> int:
