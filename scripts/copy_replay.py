@@ -26,9 +26,10 @@ def answers(kinds: list[str], path: Path) -> dict:
     if path.exists():
         return json.loads(path.read_text())
     from specviz.bench.plan import load_prompts
-    from specviz.drafters.registry import NO_DRAFTER, decode
+    from specviz.drafters.registry import NO_DRAFTER
     from specviz.events import generated_ids
     from specviz.models import encode_prompt, load_model
+    from specviz.runs import decode
     from specviz.runtime import quiet_transformers
     from specviz.settings import Settings
 

@@ -20,11 +20,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.registry import decode  # noqa: E402
 from specviz.events import PLAIN, StepEvent, generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.exact import exact_for  # noqa: E402
 from specviz.models.loading import best_draft_dtype  # noqa: E402
+from specviz.runs import Pair, decode  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.views.grand_prix import turns_keep_the_rule  # noqa: E402
@@ -36,7 +36,7 @@ def grand_prix(target, draft, ids, base, runs) -> tuple[dict[str, float], bool, 
     """One Grand Prix: each lane's own-clock tokens/s, whether every lane wrote plain's tokens, and rule breaches."""
     events: dict[str, list[StepEvent]] = {PLAIN: [], **{r.name: [] for r in runs}}
     order, turns = list(events), []
-    for news in run_lanes(target, draft, ids, base, runs):
+    for news in run_lanes(Pair(target, draft), ids, base, runs):
         if news.kind == "step":
             events[news.lane].append(news.event)
             turns.append(order.index(news.lane))

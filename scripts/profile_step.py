@@ -20,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from specviz.bench.plan import context_prompt  # noqa: E402
-from specviz.drafters.registry import NO_DRAFTER, decode, default_kind, kind  # noqa: E402
+from specviz.drafters.registry import NO_DRAFTER, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.runs import decode  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 

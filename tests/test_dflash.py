@@ -20,10 +20,10 @@ from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draf
 from specviz.drafters.dflash.drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
 from specviz.drafters.dflash.train import DFlashTraining, continuations, features_of, train_dflash
-from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.engine.step import Proposal
 from specviz.events import generated_ids
+from specviz.runs import decode
 from specviz.settings import Settings
 
 WORDS = [f"w{i}" for i in range(40)]

@@ -9,7 +9,7 @@ from laws import exact_law
 
 import specviz.engine.verify as verify
 from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
-from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.tree_growth import best_next, columns_to, grow, tokens_to
 from specviz.engine import generate
 from specviz.engine.adaptive import GammaController
@@ -18,6 +18,7 @@ from specviz.engine.static_lm import StaticLM
 from specviz.engine.tree import draft_position
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
+from specviz.runs import decode
 from specviz.settings import Settings
 
 TREE = {"draft_tree": "tree", "draft_nodes": 10}

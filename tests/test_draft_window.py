@@ -7,11 +7,11 @@ import torch
 
 from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
 from specviz.drafters.hybrid import HybridOptions
-from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.engine.step import Verdict
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
+from specviz.runs import decode
 from specviz.settings import Settings
 
 LONG = " ".join(f"w{(7 * i) % 40 + 1}" for i in range(30)) + " w1 w2 w3 w1 w2"  # 35 words: longer than the windows

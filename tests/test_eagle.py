@@ -12,12 +12,12 @@ from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
 from specviz.drafters.eagle.drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
 from specviz.drafters.eagle.train import EagleTraining, chain_acceptance, read_features, train_eagle
-from specviz.drafters.registry import decode
 from specviz.drafters.tree_growth import tokens_to
 from specviz.engine import generate
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
+from specviz.runs import decode
 from specviz.settings import Settings
 
 

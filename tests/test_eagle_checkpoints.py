@@ -10,9 +10,9 @@ from test_eagle import random_head
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError, load_eagle, save_eagle
 from specviz.drafters.eagle.drafter import EagleDrafter
-from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.events import generated_ids
+from specviz.runs import decode
 from specviz.settings import Settings
 
 H, INTER, HEADS, KV = 64, 128, 4, 2  # the tiny target's sizes (tests/tiny.py)

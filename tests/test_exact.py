@@ -13,7 +13,6 @@ from specviz.drafters.dflash.checkpoint import build_draft
 from specviz.drafters.eagle.checkpoint import head_config
 from specviz.drafters.eagle.head import EagleHead
 from specviz.drafters.medusa.heads import MedusaHeads
-from specviz.drafters.registry import decode
 from specviz.drafters.suffix_index import RunMemory
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM
@@ -21,6 +20,7 @@ from specviz.engine.tree import build_tree, row_after
 from specviz.events import generated_ids
 from specviz.models.exact import EXACT_ATTENTION, PairedLinear, exact_problem, is_exact, set_exact
 from specviz.models.quantize import int8_dynamic
+from specviz.runs import decode
 from specviz.settings import Settings
 
 # The tiny target's MLP is this wide so that its down projection reads more than 1,024 inputs: there a one-row

@@ -9,12 +9,12 @@ import pytest
 from tiny import loaded, tiny_llama
 
 from specviz.app.shelf import ModelShelf, PairPreset
-from specviz.drafters.registry import decode
 from specviz.engine import fast_path, static_lm
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM, open_lm
 from specviz.events import generated_ids
 from specviz.models import load_model
+from specviz.runs import decode
 from specviz.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

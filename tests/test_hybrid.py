@@ -12,13 +12,14 @@ from test_eagle import random_head
 
 import specviz.engine.verify as verify
 from specviz.drafters.hybrid import BUCKETS, MODEL, HybridDrafter, bucket
-from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
 from specviz.engine import generate
 from specviz.engine.step import BaseDrafter, Proposal
 from specviz.events import generated_ids
 from specviz.render.explain import explain_step
+from specviz.runs import decode
 from specviz.settings import Settings
 
 

@@ -42,7 +42,7 @@ def test_lookup_drafters_are_identical_on_an_input_grounded_prompt(smollm, kind,
 
 def test_the_shipped_medusa_heads_work_out_of_the_box(smollm):
     from specviz.drafters.medusa.heads import load_medusa, shipped_heads
-    from specviz.drafters.registry import decode
+    from specviz.runs import decode
 
     heads = load_medusa(shipped_heads("smollm2-135m-instruct"), smollm)
     assert heads.compact and heads.shortlist is not None and len(heads.heads) == 4

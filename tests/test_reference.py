@@ -5,10 +5,10 @@ drafter with specviz's plain decoding; these show that plain decoding itself is 
 import pytest
 import torch
 
-from specviz.drafters.registry import decode
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.models import encode_prompt
+from specviz.runs import decode
 from specviz.settings import Settings
 
 PROMPTS = ["w1 w2 w3", "w7 w7 w3 w1 w7 w9 w9 w2", "w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 w40 w41"]

@@ -252,6 +252,7 @@ LAYERS = (
     ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),
+    ("runs",),
     ("views",),
     ("workload", "bench"),
     ("render",),

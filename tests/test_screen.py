@@ -6,12 +6,12 @@ import json
 import pytest
 
 from specviz.cli import main
-from specviz.drafters.registry import decode
 from specviz.events import StepEvent
 from specviz.record import TokenTexts, divergence, make_trace
 from specviz.render import panels
 from specviz.render.explain import explain_step
 from specviz.render.snapshot import final_view, snapshot_html
+from specviz.runs import decode
 from specviz.settings import Settings
 from specviz.trace import VERSION, RunModels, Side, Trace, TraceError
 from specviz.views.grand_prix import KIND, GrandPrixView, RaceLane, from_trace

@@ -10,7 +10,7 @@ import pytest
 from laws import exact_law
 
 import specviz.engine.verify as verify
-from specviz.drafters.registry import build_drafter, decode
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.suffix_index import (
     EARLIER,
@@ -28,6 +28,7 @@ from specviz.engine import generate
 from specviz.engine.step import Verdict
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
+from specviz.runs import decode
 from specviz.settings import Settings
 
 PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]

@@ -258,8 +258,8 @@ def test_the_explanation_draws_a_tree_step_and_leaves_a_chain_step_alone():
 
 
 def test_a_real_tree_step_from_a_tiny_model_is_drawn(target, drafts, tokenizer):
-    from specviz.drafters.registry import decode
     from specviz.record import TokenTexts
+    from specviz.runs import decode
     from specviz.settings import Settings
 
     ids = tokenizer.encode("w5 w5 w5 w9 w5 w5 w5")

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import NO_DRAFTER, decode, kind, kinds
+from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
 from ..models import encode_prompt
-from ..models.exact import exact_for
-from ..record import TokenTexts, divergence, token_ids
+from ..record import TokenTexts, token_ids
+from ..runs import Duel, parted
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import SPEC, Lane, RaceRequest, exact_wanted, interleave
@@ -117,7 +117,7 @@ class DeviceCalls:
     def _ready(self, request: RaceRequest) -> tuple[LoadedPair, str]:
         """The pair, its target in exact mode as the request asks (where the mode holds), and that in one line."""
         pair = self._pair(request)
-        return pair, exact_for(pair.target.model, exact_wanted(request))
+        return pair, pair.set_exact(exact_wanted(request))
 
     def race(self, request: RaceRequest, memory: RunMemory | None = None) -> Iterator[Packet]:
         """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the
@@ -129,16 +129,13 @@ class DeviceCalls:
             prompt_ids = encode_prompt(pair.target, request.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
             texts, lanes = _Texts(pair.target.tokenizer), {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
-            sides = {
-                PLAIN: decode(pair.target, prompt_ids, settings),
-                SPEC: decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory),
-            }
+            duel = Duel(pair, prompt_ids, settings, chosen.name, options, memory)
             with torch.inference_mode():
-                for name in interleave(sides, lanes):
+                for name in interleave({PLAIN: duel.plain(), SPEC: duel.speculative()}, lanes):
                     event = lanes[name].events[-1]
                     yield Packet("step", lane=name, event=event, texts=texts.new(event))
-                parted = self._divergence(pair, prompt_ids, lanes[PLAIN].tokens, lanes[SPEC].tokens, settings)
-            yield Packet("end", divergence=parted)
+                found = duel.parted()
+            yield Packet("end", divergence=found)
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
@@ -160,7 +157,7 @@ class DeviceCalls:
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
             texts = _Texts(pair.target.tokenizer)
             with torch.inference_mode():
-                for news in run_lanes(pair.target, pair.draft, prompt_ids, settings, runs, memory):
+                for news in run_lanes(pair, prompt_ids, settings, runs, memory):
                     if news.kind == "step":
                         yield Packet("step", lane=news.lane, event=news.event, texts=texts.new(news.event))
                     else:
@@ -182,18 +179,13 @@ class DeviceCalls:
             pair, exact = self._ready(request)
             prompt_ids = encode_prompt(pair.target, request.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
-            texts, tokens = _Texts(pair.target.tokenizer), []
+            texts = _Texts(pair.target.tokenizer)
+            duel = Duel(pair, prompt_ids, settings, chosen.name if chosen else NO_DRAFTER, options, memory)
             with torch.inference_mode():
-                steps = (
-                    decode(pair.target, prompt_ids, settings)
-                    if chosen is None
-                    else decode(pair.target, prompt_ids, settings, chosen.name, pair.draft, options, None, memory)
-                )
-                for event in steps:
-                    tokens.extend(event.tokens)
+                for event in duel.speculative():
                     yield Packet("step", lane=request.drafter, event=event, texts=texts.new(event))
-                parted = self._divergence(pair, prompt_ids, plain_ids, tokens, settings) if plain_ids else None
-            yield Packet("end", divergence=parted)
+                found = duel.parted(plain_ids) if plain_ids else None
+            yield Packet("end", divergence=found)
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
@@ -201,11 +193,4 @@ class DeviceCalls:
         self, request: RaceRequest, prompt_ids: list[int], plain: list[int], spec: list[int]
     ) -> Divergence | None:
         """Where two greedy outputs part, with the target's top two there (for a run the server stopped)."""
-        pair = self._pair(request)
-        return self._divergence(pair, list(prompt_ids), plain, spec, request.settings())
-
-    @staticmethod
-    def _divergence(pair: LoadedPair, prompt_ids, plain, spec, settings: Settings) -> Divergence | None:
-        if not settings.greedy:
-            return None
-        return divergence(pair.target, list(prompt_ids), list(plain), list(spec), TokenTexts(pair.target.tokenizer))
+        return parted(self._pair(request).target, prompt_ids, plain, spec, request.settings())

@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 from ..drafters.registry import published_options
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
-from ..models import LoadedModel, load_model
 from ..models.device import check_fits, heads_bytes, weight_bytes
-from ..models.exact import exact_problem
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
 from ..models.vocabulary import check_tokenizers_fit
+from ..runs import Pair, open_draft, open_target
 
 
 @dataclass(frozen=True)
@@ -84,12 +83,13 @@ def default_pairs(gpu: bool, custom: PairPreset | None = None) -> list[PairPrese
     return [custom, *pairs] if custom else pairs
 
 
-@dataclass
-class LoadedPair:
+@dataclass(kw_only=True)
+class LoadedPair(Pair):
+    """A preset's pair as the shelf holds it; what drafters load for its target (Medusa heads) is kept with the
+    target (LoadedModel.companions)."""
+
     preset: PairPreset
     dtype: str  # the target's precision
-    target: LoadedModel  # what drafters load for it (Medusa heads) is kept with it: LoadedModel.companions
-    draft: LoadedModel
     draft_dtype: str = ""  # the draft's precision
 
     def run_eagerly(self) -> None:
@@ -245,13 +245,12 @@ class ModelShelf:
                     report(line)
                     yield line
                     if step == 1:
-                        target = load_model(preset.target, dtype, self.device, tokenizers[0])
-                        exact_problem(target.model)  # exact mode's probe of this CPU's kernels, once, at load
+                        target = open_target(preset.target, dtype, self.device, tokenizers[0])
                     else:
-                        draft = load_model(preset.draft, draft_dtype, self.device, tokenizers[1])
+                        draft = open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1])
             finally:
                 self.loading = ""
-            self._loaded = LoadedPair(preset, dtype, target, draft, draft_dtype)
+            self._loaded = LoadedPair(target, draft, preset=preset, dtype=dtype, draft_dtype=draft_dtype)
             precision = dtype if draft_dtype == dtype else f"{dtype}, draft {draft_dtype}"
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)

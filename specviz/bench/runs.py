@@ -4,8 +4,8 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..drafters.registry import decode
 from ..events import generated_ids, summarize
+from ..runs import decode
 
 
 @dataclass(frozen=True)

@@ -69,16 +69,14 @@ class Bench:
 
     def __init__(self, plan: Plan, args):
         from ..engine import make_clock
-        from ..models import load_model
-        from ..models.vocabulary import check_draft_fits
+        from ..runs import open_draft, open_target
 
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
-        self.target = load_model(args.target, args.dtype, args.device)
+        self.target = open_target(args.target, args.dtype, args.device)
         self.drafts = {}  # DraftModel -> it, loaded
         if any(k.draft_needed(plan.options[k.name]) for k in plan.methods):
             for d in plan.drafts:
-                self.drafts[d] = load_model(d.name, d.precision, args.device)
-                check_draft_fits(self.target, self.drafts[d])
+                self.drafts[d] = open_draft(self.target, d.name, d.precision, args.device)
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
         self.exact_lines: set[str] = set()  # what exact mode came to in each pass, as its line says

@@ -17,7 +17,7 @@ from .flags import (
     add_model_options,
     add_sampling_options,
     given_options,
-    load_models,
+    open_models,
     run_models,
     settings_from,
 )
@@ -156,109 +156,85 @@ def cmd_generate(args) -> int:
     drafter_name, options = drafter_from(args)  # validate everything cheap before loading any model
     settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
-    from ..drafters.registry import NO_DRAFTER, decode, kind
+    from ..drafters.registry import NO_DRAFTER, kind
+    from ..models import encode_prompt
+    from ..runs import Duel
 
     chosen = kind(drafter_name) if drafter_name != NO_DRAFTER else None
     if chosen:
         chosen.check_for(options, args.target)
-    from ..analysis.diagnosis import diagnose
-    from ..events import summarize
-    from ..models import encode_prompt
-    from ..models.exact import EXACT_ON
-
-    target, draft, exact = load_models(args, bool(chosen and chosen.draft_needed(options)))
-    prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
-
-    events, ids, shown = [], [], ""
-    for event in decode(target, prompt_ids, settings, drafter_name, draft, options):
-        events.append(event)
-        ids.extend(event.tokens)
+    pair = open_models(args, bool(chosen and chosen.draft_needed(options)))
+    prompt_ids = encode_prompt(pair.target, args.prompt, chat=not args.no_chat)
+    duel = Duel(pair, prompt_ids, settings, drafter_name, options)
+    shown = ""
+    for _ in duel.speculative():
         if not args.json:  # stream the text; hold back a split multi-byte character
-            text = target.tokenizer.decode(ids, skip_special_tokens=True)
+            text = pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True)
             if not text.endswith("\ufffd"):
                 sys.stdout.write(text[len(shown) :])
                 sys.stdout.flush()
                 shown = text
-    text = target.tokenizer.decode(ids, skip_special_tokens=True)
-    metrics = summarize(events)
-    finish = events[-1].finish if events else None
-    plain = list(decode(target, prompt_ids, settings)) if chosen and (args.trace or args.diagnose) else None
-    found = diagnose(plain, events) if plain else None
+    if chosen and (args.trace or args.diagnose):
+        list(duel.plain())
     if args.trace:
-        write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "text": text,
-                    "token_ids": ids,
-                    "prompt_tokens": len(prompt_ids),
-                    "finish": finish,
-                    "drafter": drafter_name,
-                    "lossy": settings.lossy,
-                    "exact": exact == EXACT_ON,
-                    "exact_mode": exact,
-                    "steps": [e.to_json() for e in events],
-                    "metrics": metrics.to_json(),
-                    **({"diagnosis": asdict(found)} if found else {}),
-                }
-            )
-        )
-    else:
-        sys.stdout.write(text[len(shown) :] + "\n")
-        alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
-        print(
-            f"[{drafter_name}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, "
-            f"{metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
-            f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}; {exact}",
-            file=sys.stderr,
-        )
-        if metrics.by_position:
-            print(
-                "alpha by draft position: "
-                + ", ".join(
-                    f"{k}: {accepted / tested:.2f} ({accepted}/{tested})" if tested else f"{k}: -"
-                    for k, (tested, accepted) in enumerate(metrics.by_position, 1)
-                ),
-                file=sys.stderr,
-            )
-        if found:
-            print(f"why: {found.line()}", file=sys.stderr)
+        made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
+        trace = duel.trace(args.prompt, run_models(args, pair), made_with or "python -m specviz generate")
+        trace.save(args.trace)
+    (_print_json if args.json else _print_summary)(duel, shown)
     return 0
 
 
-def write_trace(args, target, draft, prompt_ids, settings, drafter_name, options, events, plain, exact) -> None:
-    """The run as a trace; with a drafter, `plain` (plain decoding, run after it) makes the trace a whole race."""
-    from ..drafters.registry import NO_DRAFTER, kind
-    from ..events import PLAIN, generated_ids
-    from ..record import TokenTexts, divergence, make_trace
-    from ..settings import mode_text
-    from ..trace import Side
+def _print_json(duel, shown: str) -> None:
+    """The run as one JSON object on stdout: text, ids, steps, metrics (and the diagnosis, with plain decoding)."""
+    from ..analysis.diagnosis import diagnose
+    from ..events import summarize
+    from ..models.exact import EXACT_ON
 
-    text_of = TokenTexts(target.tokenizer)
-    if drafter_name == NO_DRAFTER:
-        sides = [Side(PLAIN, "", events)]
-    else:
-        plain_ids, spec_ids = generated_ids(plain), generated_ids(events)
-        parted = divergence(target, prompt_ids, plain_ids, spec_ids, text_of) if settings.greedy else None
-        words = mode_text(kind(drafter_name).words(options), settings)
-        sides = [Side(PLAIN, "", plain), Side(drafter_name, words, events, parted)]
-    made_with = (
-        "python -m specviz " + shlex.join(sys.argv[1:])
-        if sys.argv[1:2] == ["generate"]
-        else "python -m specviz generate"
+    events, found = duel.spec_events, diagnose(duel.plain_events, duel.spec_events) if duel.plain_events else None
+    result = {
+        "text": duel.pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True),
+        "token_ids": duel.spec_ids(),
+        "prompt_tokens": len(duel.prompt_ids),
+        "finish": events[-1].finish if events else None,
+        "drafter": duel.drafter,
+        "lossy": duel.settings.lossy,
+        "exact": duel.pair.exact == EXACT_ON,
+        "exact_mode": duel.pair.exact,
+        "steps": [e.to_json() for e in events],
+        "metrics": summarize(events).to_json(),
+    }
+    print(json.dumps({**result, **({"diagnosis": asdict(found)} if found else {})}))
+
+
+def _print_summary(duel, shown: str) -> None:
+    """The rest of the streamed text, then on stderr the run's metrics, α by draft position and (with plain
+    decoding run too) why the speedup came out as it did."""
+    from ..analysis.diagnosis import diagnose
+    from ..events import summarize
+
+    events, settings = duel.spec_events, duel.settings
+    text = duel.pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True)
+    sys.stdout.write(text[len(shown) :] + "\n")
+    metrics, finish = summarize(events), events[-1].finish if events else None
+    alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
+    print(
+        f"[{duel.drafter}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, "
+        f"{metrics.tokens_per_s:.2f} tok/s, alpha {alpha}, "
+        f"tau {metrics.mean_tokens_per_step:.2f}, prefill {metrics.prefill_s:.2f}s, finish {finish}; {duel.pair.exact}",
+        file=sys.stderr,
     )
-    trace = make_trace(
-        kind="race",
-        prompt=args.prompt,
-        prompt_ids=prompt_ids,
-        settings=settings,
-        models=run_models(args, target, with_draft=draft is not None, exact=exact),
-        sides=sides,
-        text_of=text_of,
-        made_with=made_with,
-    )
-    trace.save(args.trace)
+    if metrics.by_position:
+        print(
+            "alpha by draft position: "
+            + ", ".join(
+                f"{k}: {accepted / tested:.2f} ({accepted}/{tested})" if tested else f"{k}: -"
+                for k, (tested, accepted) in enumerate(metrics.by_position, 1)
+            ),
+            file=sys.stderr,
+        )
+    found = diagnose(duel.plain_events, events) if duel.plain_events else None
+    if found:
+        print(f"why: {found.line()}", file=sys.stderr)
 
 
 def cmd_snapshot(args) -> int:

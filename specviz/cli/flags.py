@@ -154,28 +154,23 @@ def draft_dtype(args, target) -> str:
     return args.draft_dtype or best_draft_dtype(target.device) or args.dtype
 
 
-def load_models(args, with_draft: bool):
-    """The target (in exact mode as --exact asks, where it holds) and, with `with_draft`, the draft model at its
-    precision, checked against the target's vocabulary: (target, draft or None, the exact-mode line)."""
-    from ..models import load_model
-    from ..models.exact import exact_for
-    from ..models.vocabulary import check_draft_fits
-    from ..runtime import quiet_transformers
+def open_models(args, with_draft: bool):
+    """The pair the flags name (runs.Pair): the target in exact mode as --exact asks, where it holds, and, with
+    `with_draft`, the draft model at its precision (--draft-dtype, else the fastest on the target's device)."""
+    from ..runs import Pair, open_draft, open_target
 
-    quiet_transformers()
-    target = load_model(args.target, args.dtype, args.device)
-    exact = exact_for(target.model, args.exact)
-    draft = None
-    if with_draft:
-        draft = load_model(args.draft, draft_dtype(args, target), args.device)
-        check_draft_fits(target, draft)
-    return target, draft, exact
+    target = open_target(args.target, args.dtype, args.device)
+    draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
+    pair = Pair(target, draft)
+    pair.set_exact(args.exact)
+    return pair
 
 
-def run_models(args, target, *, with_draft: bool, exact: str):
-    """The run's models as the flags named them (`target` is the loaded target, for its device and precision)."""
+def run_models(args, pair):
+    """The run's models as the flags named them (`pair`, the loaded runs.Pair, for its device and precision)."""
     from ..trace import RunModels
 
+    target, with_draft = pair.target, pair.draft is not None
     return RunModels(
         target=args.target,
         draft=(args.draft or "") if with_draft else "",
@@ -183,7 +178,7 @@ def run_models(args, target, *, with_draft: bool, exact: str):
         precision=args.dtype,
         draft_precision=draft_dtype(args, target) if with_draft else "",
         device=target.device.type,
-        exact=exact,
+        exact=pair.exact,
     )
 
 

@@ -17,7 +17,7 @@ from .flags import (
     add_sampling_options,
     check_entrants,
     given_options,
-    load_models,
+    open_models,
     run_models,
     settings_from,
 )
@@ -90,15 +90,16 @@ def _race(args, base, entrants):
     from ..workload.entrants import lane_of
     from ..workload.lanes import lane_runs, run_lanes
 
-    target, draft, exact = load_models(args, bool(args.draft))
+    pair = open_models(args, bool(args.draft))
+    target = pair.target
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
-    view = starting_grid([lane_of(e) for e in entrants], base, text_of=TokenTexts(target.tokenizer), exact=exact)
+    view = starting_grid([lane_of(e) for e in entrants], base, text_of=TokenTexts(target.tokenizer), exact=pair.exact)
     runs = lane_runs(entrants)
     board = Board(view, sys.stderr)
     began = time.perf_counter()
     try:
         with torch.inference_mode():
-            for news in run_lanes(target, draft, prompt_ids, base, runs):
+            for news in run_lanes(pair, prompt_ids, base, runs):
                 view.hear(news)
                 view.wall_s = time.perf_counter() - began
                 board.draw()
@@ -106,14 +107,14 @@ def _race(args, base, entrants):
         view.stopped = True
     view.stopped = view.stopped or bool(view.running())
     if view.stopped and view.greedy:  # stopped before the lanes were compared with plain: compare what each wrote
-        from ..record import divergence
+        from ..runs import parted
 
         for lane in view.drafted:
             if lane.runs and lane.events:
-                lane.divergence = divergence(target, prompt_ids, view.plain.tokens, lane.tokens, view.text_of)
+                lane.divergence = parted(target, prompt_ids, view.plain.tokens, lane.tokens, base, view.text_of)
     view.finished, view.wall_s = True, time.perf_counter() - began
     board.draw(final=True)
-    return view, target, prompt_ids, run_models(args, target, with_draft=draft is not None, exact=exact)
+    return view, target, prompt_ids, run_models(args, pair)
 
 
 class Board:

@@ -16,7 +16,7 @@ from .flags import (
     add_sampling_options,
     check_entrants,
     given_options,
-    load_models,
+    open_models,
     run_models,
     settings_from,
 )
@@ -82,16 +82,17 @@ def _writable(path: str) -> Path:
 def _prepare(args, prompts, chosen, base, setting):
     """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
     is decoded."""
-    from ..drafters.registry import decode, kind
+    from ..drafters.registry import kind
     from ..drafters.suffix_index import RunMemory
-    from ..events import PLAIN
     from ..models import encode_prompt
-    from ..record import TokenTexts, divergence
+    from ..record import TokenTexts
+    from ..runs import Duel
     from ..workload.prompts import check_workload, limits_for
     from ..workload.run import side_runner
     from ..workload.view import WorkloadView
 
-    target, draft, exact = load_models(args, bool(args.draft))
+    pair = open_models(args, bool(args.draft))
+    target = pair.target
     ids = [encode_prompt(target, p, chat=not args.no_chat) for p in prompts]
     runnable = [e for e in chosen if e.settings]
     check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)
@@ -103,23 +104,18 @@ def _prepare(args, prompts, chosen, base, setting):
         setting=setting,
         max_new_tokens=base.max_new_tokens,
         text_of=text_of,
-        models=run_models(args, target, with_draft=draft is not None, exact=exact),
+        models=run_models(args, pair),
     )
     by_name = {e.name: e for e in runnable}
     memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
 
     def decode_one(i, side, plain_ids, memory):
-        if side == PLAIN:
-            yield from decode(target, ids[i], base)
-            return ids[i]
-        e, tokens = by_name[side], []
-        for event in decode(target, ids[i], e.settings, side, draft, e.options, None, memory):
-            tokens.extend(event.tokens)
-            yield event
-        if plain_ids is not None:
-            found = divergence(target, ids[i], plain_ids, tokens, text_of)
-            if found is not None:
-                yield found
+        e = by_name.get(side)  # None: plain decoding's side
+        duel = Duel(pair, ids[i], e.settings, side, e.options, memory) if e else Duel(pair, ids[i], base)
+        yield from duel.speculative()
+        found = duel.parted(plain_ids, text_of) if e and plain_ids is not None else None
+        if found is not None:
+            yield found
         return ids[i]
 
     return view, side_runner(decode_one, memories)

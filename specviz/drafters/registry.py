@@ -7,9 +7,8 @@ import importlib
 import pkgutil
 from collections.abc import Iterator
 
-from ..engine import generate, new_generator
 from ..errors import InvalidRequest
-from .kinds import DraftContext, DrafterKind, FamilyBest, Options, OptionSpec
+from .kinds import DraftContext, DrafterKind, FamilyBest, OptionSpec
 
 NO_DRAFTER = "none"  # the drafter choice of the plain side: no drafter at all
 _NOT_KINDS = {"kinds", "registry"}
@@ -97,20 +96,3 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
         return None
     k = kind(name)
     return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
-
-
-def decode(
-    target,
-    prompt_ids: list[int],
-    settings,
-    drafter: str = NO_DRAFTER,
-    draft=None,
-    options: Options | dict | None = None,
-    stop=None,
-    memory=None,
-):
-    """generate() with the drafter named `drafter`, sharing one generator seeded from the settings: what the CLI, the
-    app and the benchmark all run. The drafter is built at once, so a bad option fails before the first step."""
-    generator = new_generator(target.device, settings.seed)
-    built = build_drafter(drafter, settings, generator, target, draft, options, memory)
-    return generate(target, prompt_ids, settings, built, generator, stop)

@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..drafters.kinds import Options
-from ..drafters.registry import decode, kind
+from ..drafters.registry import kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
-from ..record import TokenTexts, divergence
+from ..record import TokenTexts
+from ..runs import Pair, decode, parted
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import Lane, interleave
@@ -47,8 +48,7 @@ def lane_runs(entrants) -> list[LaneRun]:
 
 
 def run_lanes(
-    target,
-    draft,
+    pair: Pair,
     prompt_ids: list[int],
     plain: Settings,
     lanes: list[LaneRun],
@@ -56,12 +56,12 @@ def run_lanes(
     stopped: Callable[[], bool] = lambda: False,
 ) -> Iterator[LaneNews]:
     """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain."""
-    failed: dict[str, str] = {}
+    target, failed = pair.target, {}
     sides = {PLAIN: decode(target, prompt_ids, plain)}
     for lane in lanes:
         own = memory.copy() if memory is not None and lane.remembers else None
         try:
-            steps = decode(target, prompt_ids, lane.settings, lane.drafter, draft, lane.options, None, own)
+            steps = decode(target, prompt_ids, lane.settings, lane.drafter, pair.draft, lane.options, None, own)
         except SpecvizError as exc:  # the drafter could not be built for this pair
             yield LaneNews("failed", lane.name, message=f"failed: {first_line(exc)}")
             continue
@@ -80,9 +80,9 @@ def run_lanes(
     text_of, base = TokenTexts(target.tokenizer), states[PLAIN].tokens
     for name, state in states.items():
         if name != PLAIN and name not in failed:
-            parted = divergence(target, list(prompt_ids), base, state.tokens, text_of)
-            if parted is not None:
-                yield LaneNews("parted", name, divergence=parted)
+            found = parted(target, prompt_ids, base, state.tokens, plain, text_of)
+            if found is not None:
+                yield LaneNews("parted", name, divergence=found)
 
 
 def _guarded(steps: Iterator[StepEvent], name: str, failed: dict[str, str]) -> Iterator[StepEvent]:

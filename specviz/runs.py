@@ -1,0 +1,156 @@
+"""Opening a pair and running it: the one place that loads a target and its draft, and decodes a prompt through plain
+decoding and a drafter, with where the two parted and the trace of both.
+
+The CLI, the benchmark, the workload and the app all open their models and decode here; what differs between them
+(how a request is parsed, how a step is shown) stays with them.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .drafters.kinds import Options
+from .drafters.registry import NO_DRAFTER, build_drafter, kind
+from .drafters.suffix_index import RunMemory
+from .engine import generate, new_generator
+from .events import PLAIN, StepEvent, generated_ids
+from .models import LoadedModel, load_model
+from .models.exact import exact_for, exact_problem
+from .models.vocabulary import check_draft_fits
+from .record import TokenTexts, divergence, make_trace
+from .runtime import quiet_transformers
+from .settings import Settings, mode_text
+from .trace import Divergence, RunModels, Side, Trace
+
+
+@dataclass
+class Pair:
+    """A loaded target and, when a drafter needs one, its draft model."""
+
+    target: LoadedModel
+    draft: LoadedModel | None = None
+    exact: str = ""  # the target's exact mode in one line, as set_exact left it
+
+    def set_exact(self, wanted: bool) -> str:
+        """Exact mode as wanted, where it holds here; the line that says what holds (models/exact.exact_for)."""
+        self.exact = exact_for(self.target.model, wanted)
+        return self.exact
+
+
+def open_target(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
+    """A target as a run uses it: loaded (`tokenizer`: its own, when the caller read it already), and exact mode's
+    probe of this machine's kernels made once, at load, rather than inside the first run."""
+    quiet_transformers()
+    target = load_model(name, dtype, device, tokenizer)
+    exact_problem(target.model)
+    return target
+
+
+def open_draft(target: LoadedModel, name: str, dtype: str, device: str = "auto", tokenizer=None) -> LoadedModel:
+    """A draft model for `target`, checked against the target's vocabulary (the same, or enough in common)."""
+    draft = load_model(name, dtype, device, tokenizer)
+    check_draft_fits(target, draft)
+    return draft
+
+
+def open_pair(
+    target: str, dtype: str = "bfloat16", device: str = "auto", draft: str = "", draft_dtype: str = "", exact=True
+) -> Pair:
+    """The target in exact mode as `exact` asks (where it holds) and, when `draft` is named, the draft model at
+    `draft_dtype` (default: the target's precision)."""
+    loaded = open_target(target, dtype, device)
+    pair = Pair(loaded, open_draft(loaded, draft, draft_dtype or dtype, device) if draft else None)
+    pair.set_exact(exact)
+    return pair
+
+
+def decode(
+    target: LoadedModel,
+    prompt_ids: list[int],
+    settings: Settings,
+    drafter: str = NO_DRAFTER,
+    draft: LoadedModel | None = None,
+    options: Options | dict | None = None,
+    stop=None,
+    memory: RunMemory | None = None,
+) -> Iterator[StepEvent]:
+    """The decode loop with the drafter named `drafter` (plain decoding for NO_DRAFTER), sharing one generator seeded
+    from the settings. The drafter is built at once, so a bad option fails before the first step."""
+    generator = new_generator(target.device, settings.seed)
+    built = build_drafter(drafter, settings, generator, target, draft, options, memory)
+    return generate(target, prompt_ids, settings, built, generator, stop)
+
+
+def parted(target: LoadedModel, prompt_ids, plain, spec, settings: Settings, text_of=None) -> Divergence | None:
+    """For a greedy run, where the speculative tokens first differ from plain decoding's, with the target's top two
+    there; None when they do not, or when the run sampled (two samples may differ and both be right)."""
+    if not settings.greedy:
+        return None
+    text_of = text_of or TokenTexts(target.tokenizer)
+    return divergence(target, list(prompt_ids), list(plain), list(spec), text_of)
+
+
+@dataclass
+class Duel:
+    """One prompt on one pair: a drafter's side and plain decoding's. Each side keeps its events as it yields them,
+    so what parted and the trace follow from what ran, whichever order the caller ran the sides in."""
+
+    pair: Pair
+    prompt_ids: list[int]
+    settings: Settings
+    drafter: str = NO_DRAFTER
+    options: Options | None = None
+    memory: RunMemory | None = None
+    spec_events: list[StepEvent] = field(default_factory=list)
+    plain_events: list[StepEvent] = field(default_factory=list)
+
+    def speculative(self, stop=None) -> Iterator[StepEvent]:
+        """The drafter's side (plain decoding when the drafter is NO_DRAFTER); its drafter is built now."""
+        steps = decode(
+            self.pair.target,
+            self.prompt_ids,
+            self.settings,
+            self.drafter,
+            self.pair.draft,
+            self.options,
+            stop,
+            self.memory,
+        )
+        return _kept(steps, self.spec_events)
+
+    def plain(self, stop=None) -> Iterator[StepEvent]:
+        return _kept(decode(self.pair.target, self.prompt_ids, self.settings, stop=stop), self.plain_events)
+
+    def spec_ids(self) -> list[int]:
+        """The tokens the drafter's side has written so far."""
+        return generated_ids(self.spec_events)
+
+    def parted(self, plain_ids: list[int] | None = None, text_of=None) -> Divergence | None:
+        """Where the drafter's side parted from plain decoding (`plain_ids`, or the plain side run here)."""
+        plain_ids = generated_ids(self.plain_events) if plain_ids is None else plain_ids
+        return parted(self.pair.target, self.prompt_ids, plain_ids, self.spec_ids(), self.settings, text_of)
+
+    def trace(self, prompt: str, models: RunModels, made_with: str) -> Trace:
+        """The run as a trace: plain decoding alone, or (with a drafter) the race of both sides."""
+        text_of = TokenTexts(self.pair.target.tokenizer)
+        if self.drafter == NO_DRAFTER:
+            sides = [Side(PLAIN, "", self.spec_events)]
+        else:
+            words = mode_text(kind(self.drafter).words(self.options), self.settings)
+            found = self.parted(text_of=text_of)
+            sides = [Side(PLAIN, "", self.plain_events), Side(self.drafter, words, self.spec_events, found)]
+        return make_trace(
+            kind="race",
+            prompt=prompt,
+            prompt_ids=self.prompt_ids,
+            settings=self.settings,
+            models=models,
+            sides=sides,
+            text_of=text_of,
+            made_with=made_with,
+        )
+
+
+def _kept(steps: Iterator[StepEvent], into: list[StepEvent]) -> Iterator[StepEvent]:
+    for event in steps:
+        into.append(event)
+        yield event
