@@ -16,8 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specviz.bench.plan import load_prompts  # noqa: E402
 from specviz.drafters.registry import default_kind  # noqa: E402
-from specviz.drafters.suffix_index import MODEL  # noqa: E402
-from specviz.events import summarize  # noqa: E402
+from specviz.events import (
+    MODEL,  # noqa: E402
+    summarize,  # noqa: E402
+)
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.runs import decode  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402

@@ -12,6 +12,12 @@ from .errors import InvalidEvent
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
 PLAIN = "plain"  # the side that decodes with no drafter, as traces, views, reports and the screen name it
 
+# Where a step's draft came from, in words (StepEvent.origin): a lookup's copy names its source; a hybrid's step that
+# its model drafted instead of copying names the model.
+PROMPT, OUTPUT, EARLIER = "the prompt", "this output", "an earlier run"
+MODEL, HEAD = "the draft model", "the EAGLE head"
+DRAFTED = (MODEL, HEAD)
+
 
 @dataclass(frozen=True)
 class Trial:

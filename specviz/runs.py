@@ -72,12 +72,14 @@ def decode(
     options: Options | dict | None = None,
     stop=None,
     memory: RunMemory | None = None,
+    explain: bool = True,
 ) -> Iterator[StepEvent]:
     """The decode loop with the drafter named `drafter` (plain decoding for NO_DRAFTER), sharing one generator seeded
-    from the settings. The drafter is built at once, so a bad option fails before the first step."""
+    from the settings. The drafter is built at once, so a bad option fails before the first step. `explain`: each
+    step's detail for the screen (the app, a trace); a run nobody looks at step by step goes without."""
     generator = new_generator(target.device, settings.seed)
     built = build_drafter(drafter, settings, generator, target, draft, options, memory)
-    return generate(target, prompt_ids, settings, built, generator, stop)
+    return generate(target, prompt_ids, settings, built, generator, stop, explain)
 
 
 def parted(target: LoadedModel, prompt_ids, plain, spec, settings: Settings, text_of=None) -> Divergence | None:
@@ -100,6 +102,7 @@ class Duel:
     drafter: str = NO_DRAFTER
     options: Options | None = None
     memory: RunMemory | None = None
+    explain: bool = True  # each step's detail, for a run shown step by step (the app, a trace)
     spec_events: list[StepEvent] = field(default_factory=list)
     plain_events: list[StepEvent] = field(default_factory=list)
 
@@ -114,11 +117,13 @@ class Duel:
             self.options,
             stop,
             self.memory,
+            self.explain,
         )
         return _kept(steps, self.spec_events)
 
     def plain(self, stop=None) -> Iterator[StepEvent]:
-        return _kept(decode(self.pair.target, self.prompt_ids, self.settings, stop=stop), self.plain_events)
+        steps = decode(self.pair.target, self.prompt_ids, self.settings, stop=stop, explain=self.explain)
+        return _kept(steps, self.plain_events)
 
     def spec_ids(self) -> list[int]:
         """The tokens the drafter's side has written so far."""
@@ -135,7 +140,8 @@ class Duel:
         if self.drafter == NO_DRAFTER:
             sides = [Side(PLAIN, "", self.spec_events)]
         else:
-            words = mode_text(kind(self.drafter).words(self.options), self.settings)
+            chosen = kind(self.drafter)
+            words = mode_text(chosen.words(chosen.parse(self.options)), self.settings)
             found = self.parted(text_of=text_of)
             sides = [Side(PLAIN, "", self.plain_events), Side(self.drafter, words, self.spec_events, found)]
         return make_trace(

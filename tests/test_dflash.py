@@ -8,6 +8,7 @@ in one line naming the field."""
 import copy
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ from specviz.drafters.dflash.drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
 from specviz.drafters.dflash.train import DFlashTraining, continuations, features_of, train_dflash
 from specviz.engine import generate
-from specviz.engine.step import Proposal
+from specviz.engine.step import Judges, Proposal
 from specviz.events import generated_ids
 from specviz.runs import decode
 from specviz.settings import Settings
@@ -225,8 +226,11 @@ def test_an_adaptive_dflash_tree_verifies_the_nodes_the_costs_pay_for(world, bud
         asked.append((paths, depth))
         return min(budget, len(paths))
 
-    drafter = DFlashDrafter(draft, "tree", nodes=8)
-    drafter.adapt(None, tree_size)
+    class Budgeted(DFlashDrafter):  # judged as adaptive γ would, at a fixed γ
+        def start(self, prompt_ids, target, judges=None):
+            super().start(prompt_ids, target, Judges(tree_size))
+
+    drafter = Budgeted(draft, "tree", nodes=8)
     prompt = sequences[3][:6]
     events = list(generate(target, prompt, Settings(max_new_tokens=24, gamma=7), drafter))
     assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=24)))
@@ -319,7 +323,8 @@ def test_the_reference_decoding_accepts_what_specviz_accepts(world):
 
 def off_layers(draft):
     drafter = DFlashDrafter(draft)
-    drafter.hidden_layers = tuple(draft.target_layers)  # hidden_states[i] is the output of layer i - 1
+    # hidden_states[i] is the output of layer i - 1
+    drafter.profile = replace(drafter.profile, hidden_layers=tuple(draft.target_layers))
     return drafter
 
 
@@ -342,7 +347,7 @@ class UncutCache(ContextCache):
 
 
 class UncutDrafter(DFlashDrafter):
-    def start(self, prompt_ids, target):
+    def start(self, prompt_ids, target, judges=None):
         self.target_lm, self.cache = target, UncutCache(len(self.draft.layers))
 
     @torch.inference_mode()

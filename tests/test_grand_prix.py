@@ -269,8 +269,8 @@ def test_a_lane_that_fails_mid_race_leaves_and_the_others_finish(bare, monkeypat
 
     real = lanes_module.decode
 
-    def decode(*args):
-        steps = real(*args)
+    def decode(*args, **kwargs):
+        steps = real(*args, **kwargs)
         if args[3:4] != ("ngram",):  # (target, prompt_ids, settings, drafter, ...): plain gives no drafter
             return steps
 

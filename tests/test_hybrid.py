@@ -11,13 +11,13 @@ from laws import exact_law
 from test_eagle import random_head
 
 import specviz.engine.verify as verify
-from specviz.drafters.hybrid import BUCKETS, MODEL, HybridDrafter, bucket
+from specviz.drafters.hybrid import BUCKETS, HybridDrafter, bucket
 from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix import SuffixDrafter
-from specviz.drafters.suffix_index import HEAD, PROMPT, RunMemory
+from specviz.drafters.suffix_index import RunMemory
 from specviz.engine import generate
-from specviz.engine.step import BaseDrafter, Proposal
-from specviz.events import generated_ids
+from specviz.engine.step import BaseDrafter, Proposal, Provenance
+from specviz.events import HEAD, MODEL, PROMPT, generated_ids
 from specviz.render.explain import explain_step
 from specviz.runs import decode
 from specviz.settings import Settings
@@ -128,13 +128,14 @@ def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_th
 
 def test_the_copy_rides_beside_the_models_tree_as_one_more_branch(target, drafts):
     drafter = build_drafter("hybrid", Settings(), None, target, drafts["partial"], {"hybrid_branch": "copy"})
-    tree, copy = Proposal(((1, 2), (3,)), origin=MODEL), Proposal(((5, 6, 7),), origin=PROMPT)
+    by_model, by_prompt = Provenance(origin=MODEL), Provenance(origin=PROMPT)
+    tree, copy = Proposal(((1, 2), (3,)), source=by_model), Proposal(((5, 6, 7),), source=by_prompt)
     merged = drafter.beside(tree, copy)
     assert merged.candidates == ((1, 2), (3,), (5, 6, 7))
     assert [merged.origin_of(i) for i in range(3)] == [MODEL, MODEL, PROMPT]
-    assert drafter.beside(tree, Proposal(((1, 2),), origin=PROMPT)) == tree  # the tree already holds the copy
+    assert drafter.beside(tree, Proposal(((1, 2),), source=by_prompt)) == tree  # the tree already holds the copy
     assert drafter.beside(tree, None) == tree
-    sampled = Proposal(((1, 2),), q=torch.full((2, 8), 0.125), origin=MODEL)  # a sampled chain's q is its alone
+    sampled = Proposal(((1, 2),), q=torch.full((2, 8), 0.125), source=by_model)  # a sampled chain's q is its alone
     assert drafter.beside(sampled, copy) is sampled
     alone = build_drafter("hybrid", Settings(), None, target, drafts["partial"])  # by default off on a CPU
     assert alone.beside(tree, copy) == tree

@@ -38,8 +38,8 @@ def test_ngram_proposes_what_followed_the_most_recent_longest_match():
 def test_ngram_says_where_its_draft_came_from():
     d = NgramDrafter()
     d.start([1, 2, 3, 4])
-    assert d.propose([1, 2, 3, 4, 2], 2).origin == "the prompt"  # "2" followed by "3" in the prompt
-    assert d.propose([1, 2, 3, 4, 2, 5, 9, 5], 2).origin == "this output"  # "5" followed by "9" in the output
+    assert d.propose([1, 2, 3, 4, 2], 2).source.origin == "the prompt"  # "2" followed by "3" in the prompt
+    assert d.propose([1, 2, 3, 4, 2, 5, 9, 5], 2).source.origin == "this output"  # "5" followed by "9" in the output
 
 
 def matches(text, shortest=1, cap=MATCH_CAP):
@@ -109,7 +109,7 @@ def test_history_candidates_come_from_earlier_occurrences_of_the_last_token_in_t
     out = [4, 1, 5, 4, 2, 6, 4, 1, 5, 9, 4]
     proposal = d.propose([7, 7, 7] + out, 3)
     assert proposal.q is None and proposal.candidates == ((1, 5, 9), (2, 6, 4), (1, 5, 4))  # most recent first
-    assert proposal.origin == "this output"
+    assert proposal.source.origin == "this output"
     assert HistoryDrafter(m=1).propose(out, 2).candidates == ((1, 5),)
     d.start([])
     assert d.propose([3, 4], 3) is None  # the last token never occurred before

@@ -167,7 +167,7 @@ def test_the_memory_keeps_the_most_recent_runs_and_evicts_the_oldest():
         proposal = drafter.propose([10 * i + 1], 4)
         assert (proposal is None) == (i < 2), i
         if proposal:
-            assert proposal.candidates == ((10 * i + 2, 10 * i + 3),) and proposal.origin == EARLIER
+            assert proposal.candidates == ((10 * i + 2, 10 * i + 3),) and proposal.source.origin == EARLIER
 
 
 def test_a_drafter_searches_only_as_many_earlier_runs_as_asked():
@@ -284,7 +284,7 @@ def test_two_memories_never_share_text(target, tokenizer):
     _, alone = run_suffix(target, ids, settings)  # a private memory: this run only
     _, other = run_suffix(target, ids, settings, RunMemory())  # another caller's first run of the same prompt
     assert [p.candidates for p in other.proposals] == [p.candidates for p in alone.proposals]
-    assert EARLIER not in {p.origin for p in other.proposals}
+    assert EARLIER not in {p.source.origin for p in other.proposals}
     assert [run.tokens for run in ours.runs] == kept
 
 
@@ -317,7 +317,7 @@ def test_suffix_greedy_equals_plain_in_first_and_later_runs(target, tokenizer, p
                 budget = options.get("suffix_nodes", 16)
                 assert len(build_tree(proposal.candidates).tokens) <= min(budget, drafter.max_nodes(gamma))
                 assert max(map(len, proposal.candidates)) <= gamma
-            origins |= {p.origin for p in drafter.proposals}
+            origins |= {p.source.origin for p in drafter.proposals}
     assert EARLIER in origins
 
 
@@ -330,7 +330,7 @@ def test_a_repeated_prompt_is_drafted_from_the_earlier_run(target, tokenizer):
     assert generated_ids(first) == generated_ids(again)
     tau_first, tau_again = (summarize(events).mean_tokens_per_step for events in (first, again))
     assert tau_again > 3 * tau_first and tau_again > 6, (tau_first, tau_again)  # about 1.9, then 8
-    assert drafter.proposals[0].origin == EARLIER
+    assert drafter.proposals[0].source.origin == EARLIER
 
 
 def populated(target, prompt, runs=8):

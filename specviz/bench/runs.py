@@ -47,7 +47,7 @@ def measure(target, prompt_ids, settings, kind="none", draft=None, options=None,
     """One specviz run. A drafter that remembers runs drafts from a copy of `memory`, returned with this run in it,
     so that a repeated measurement never sees itself."""
     memory = copy.deepcopy(memory)
-    events = tuple(decode(target, prompt_ids, settings, kind, draft, options, memory=memory))
+    events = tuple(decode(target, prompt_ids, settings, kind, draft, options, memory=memory, explain=False))
     m = summarize(events)
     return Run(generated_ids(events), m.total_s, m.decode_s, events, m.acceptance_rate, m.mean_tokens_per_step, memory)
 

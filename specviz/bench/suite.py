@@ -19,8 +19,8 @@ from ..analysis.diagnosis import diagnose
 from ..analysis.theory import iid_speedup, predicted_speedup
 from ..drafters.kinds import DrafterKind, Options
 from ..drafters.registry import build_drafter, pair_model_options
-from ..drafters.suffix_index import DRAFTED, RunMemory
-from ..events import PLAIN, depth_acceptance
+from ..drafters.suffix_index import RunMemory
+from ..events import DRAFTED, PLAIN, depth_acceptance
 from ..settings import MAX_GAMMA, Settings
 from .plan import DraftModel, Plan, prompt_label
 from .rows import BenchRow, RowKey, at_rate
@@ -83,7 +83,9 @@ class Bench:
         self.memories: dict[MemoryKey, RunMemory] = {}
         # the deepest draft each drafter can make (Medusa: its tree); no cell asks for more
         self.longest = {
-            k.name: build_drafter(k.name, Settings(), None, self.target, self.draft, plan.options[k.name]).longest
+            k.name: build_drafter(
+                k.name, Settings(), None, self.target, self.draft, plan.options[k.name]
+            ).profile.longest
             for k in plan.methods
             if not k.sets_alpha
         }

@@ -165,7 +165,7 @@ def cmd_generate(args) -> int:
         chosen.check_for(options, args.target)
     pair = open_models(args, bool(chosen and chosen.draft_needed(options)))
     prompt_ids = encode_prompt(pair.target, args.prompt, chat=not args.no_chat)
-    duel = Duel(pair, prompt_ids, settings, drafter_name, options)
+    duel = Duel(pair, prompt_ids, settings, drafter_name, options, explain=bool(args.trace or args.json))
     shown = ""
     for _ in duel.speculative():
         if not args.json:  # stream the text; hold back a split multi-byte character

@@ -99,7 +99,7 @@ def _race(args, base, entrants):
     began = time.perf_counter()
     try:
         with torch.inference_mode():
-            for news in run_lanes(pair, prompt_ids, base, runs):
+            for news in run_lanes(pair, prompt_ids, base, runs, explain=bool(args.trace)):
                 view.hear(news)
                 view.wall_s = time.perf_counter() - began
                 board.draw()

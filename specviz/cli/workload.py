@@ -109,9 +109,10 @@ def _prepare(args, prompts, chosen, base, setting):
     by_name = {e.name: e for e in runnable}
     memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
 
-    def decode_one(i, side, plain_ids, memory):
+    def decode_one(i, side, plain_ids, memory):  # the report shows no step's detail: none is recorded
         e = by_name.get(side)  # None: plain decoding's side
-        duel = Duel(pair, ids[i], e.settings, side, e.options, memory) if e else Duel(pair, ids[i], base)
+        asked = (e.settings, side, e.options, memory) if e else (base,)
+        duel = Duel(pair, ids[i], *asked, explain=False)
         yield from duel.speculative()
         found = duel.parted(plain_ids, text_of) if e and plain_ids is not None else None
         if found is not None:

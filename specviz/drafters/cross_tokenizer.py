@@ -17,7 +17,7 @@ import torch
 from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, probabilities
 from ..engine.static_lm import open_lm
-from ..engine.step import BaseDrafter, Proposal
+from ..engine.step import BaseDrafter, Proposal, Provenance
 from ..models import LoadedModel
 from ..models.vocabulary import shared_tokens
 from ..settings import MAX_GAMMA, Settings
@@ -52,7 +52,7 @@ class CrossTokenizerDrafter(BaseDrafter):
         self.lm: CachedLM | None = None
         self.cached: list[int] = []  # the draft ids whose keys and values the draft's cache holds, in order
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.prompt_len, self.prompt_text = len(prompt_ids), self.target.tokenizer.decode(prompt_ids)
         room = len(self.draft.tokenizer.encode(self.prompt_text, add_special_tokens=False))
         self.lm = open_lm(self.draft.model, room + 4 * self.settings.max_new_tokens + MAX_GAMMA + 64)
@@ -100,7 +100,7 @@ class CrossTokenizerDrafter(BaseDrafter):
                 :cut
             ]  # past an id the target cannot read nothing could be accepted: the target never writes it
             spelled = tuple(self.draft.tokenizer.decode([t]) for t in own)
-            return Proposal((tuple(chain),), forwards=gamma, spelled=spelled) if chain else None
+            return Proposal((tuple(chain),), forwards=gamma, source=Provenance(spelled=spelled)) if chain else None
         own, q = [], []
         for _ in range(gamma):
             probs = probabilities(self._next(feed).masked_fill(~self.shared, float("-inf")), self.settings)
@@ -111,4 +111,4 @@ class CrossTokenizerDrafter(BaseDrafter):
         own = torch.cat(own)
         chain = tuple(self.to_target[own].tolist())
         spelled = tuple(self.draft.tokenizer.decode([t]) for t in own.tolist())
-        return Proposal((chain,), torch.cat(q), forwards=gamma, spelled=spelled)
+        return Proposal((chain,), torch.cat(q), forwards=gamma, source=Provenance(spelled=spelled))

@@ -9,7 +9,7 @@ import torch
 from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, probabilities
 from ..engine.static_lm import open_lm
-from ..engine.step import BaseDrafter, Proposal, Verdict
+from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Verdict
 from ..engine.tree import draft_position
 from ..errors import InvalidRequest
 from ..models.vocabulary import check_draft_fits, same_vocabulary
@@ -31,6 +31,8 @@ def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class DraftModelDrafter(BaseDrafter):
+    profile = DrafterProfile(stops_early=True)  # adaptive: a chain's length, a tree's depth, decided while drafting
+
     def __init__(
         self,
         model: torch.nn.Module,
@@ -43,7 +45,6 @@ class DraftModelDrafter(BaseDrafter):
     ):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.shape, self.nodes, self.window = shape, nodes, window
-        self.stops_early = True  # adaptive: a chain's length, a tree's depth, decided while drafting
         self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
         self.lm: CachedLM | None = None
         self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
@@ -53,7 +54,8 @@ class DraftModelDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return gamma if self.shape == "chain" else max(gamma, self.nodes)
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
+        self.judges = judges
         # With a window, a long prompt reaches the draft as its opening (the instruction) and its end: the draft's
         # prefill and every draft step's attention get cheaper; the target still reads it all, so only what the
         # draft guesses can change, never what is generated.

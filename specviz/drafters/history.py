@@ -4,9 +4,9 @@ followed it); up to m of them are verified together as a token tree, and the lon
 import random
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, Proposal
+from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance
+from ..events import OUTPUT
 from .kinds import DrafterKind, Options, option
-from .suffix_index import OUTPUT
 
 MAX_CANDIDATES = 16
 
@@ -14,7 +14,7 @@ MAX_CANDIDATES = 16
 class HistoryDrafter(BaseDrafter):
     """m candidates of up to γ tokens each, from where the last token occurred before in the output."""
 
-    copies = True
+    profile = DrafterProfile(copies=True)
 
     def __init__(self, m: int = 4, choice: str = "recent", seed: int = 0):
         self.m, self.choice = m, choice
@@ -24,7 +24,7 @@ class HistoryDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return self.m * gamma
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.prompt_len = len(prompt_ids)
         self.places: dict[int, list[int]] = {}  # token -> where it occurs in the output, extended as it grows
         self.indexed = 0
@@ -48,7 +48,7 @@ class HistoryDrafter(BaseDrafter):
                 candidates.append(follow)
             if len(candidates) == self.m:
                 break
-        return Proposal(tuple(candidates), origin=OUTPUT) if candidates else None
+        return Proposal(tuple(candidates), source=Provenance(origin=OUTPUT)) if candidates else None
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..engine.step import BaseDrafter, Proposal, Verdict
+from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Verdict
+from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
 from .draft_model import DraftOptions
 from .draft_model import build as build_draft_model
 from .eagle import KIND as EAGLE
 from .eagle import EagleOptions
 from .kinds import DrafterKind, FamilyBest, Options, option, shared_option
 from .suffix import SuffixDrafter, SuffixOptions
-from .suffix_index import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
 
 BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16)  # match lengths told apart: a bucket holds matches from its bound to the next
 DECAY = 0.8  # weight an older step keeps in the averages
@@ -57,8 +57,8 @@ class HybridDrafter(BaseDrafter):
     def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL, branch: bool = False):
         self.lookup, self.model, self.origin = lookup, model, origin  # origin: the model's name on screen
         self.branch = branch  # the copy rides along as a branch of the model's tree
-        self.stops_early = model.stops_early
-        self.reads_hidden, self.hidden_layers = model.reads_hidden, model.hidden_layers  # EAGLE reads the target's
+        # the model's draft length is decided while drafting, and an EAGLE head reads the target's hidden states
+        self.profile = DrafterProfile(hidden_layers=model.profile.hidden_layers, stops_early=model.profile.stops_early)
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
         self.seconds = {MODEL: Average(), "lookup": Average()}
         self.chosen = None  # MODEL or the lookup's bucket, for the step in flight
@@ -67,12 +67,9 @@ class HybridDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return max(self.lookup.max_nodes(gamma), self.model.max_nodes(gamma) + gamma * self.branch)
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
-        self.lookup.start(prompt_ids)
-        self.model.start(prompt_ids, target)
-
-    def adapt(self, keep_drafting, tree_size) -> None:
-        self.model.adapt(keep_drafting, tree_size)  # the lookup's drafts are as long as its match: nothing to size
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
+        self.lookup.start(prompt_ids)  # its drafts are as long as its match: nothing for the judges to size
+        self.model.start(prompt_ids, target, judges)
 
     def rate(self, side) -> float:
         """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
@@ -92,7 +89,9 @@ class HybridDrafter(BaseDrafter):
         self.lookup.last = ()  # it learns the committed text at its next lookup, whichever branch held
         self.chosen = MODEL
         drafted = self.model.propose(tokens, gamma)
-        return None if drafted is None else self.beside(replace(drafted, origin=self.origin), copied)
+        if drafted is None:
+            return None
+        return self.beside(replace(drafted, source=replace(drafted.source, origin=self.origin)), copied)
 
     def beside(self, drafted: Proposal, copied: Proposal | None) -> Proposal:
         """The model's tree with the copy's best continuation as one more candidate, unless the tree already holds
@@ -104,7 +103,10 @@ class HybridDrafter(BaseDrafter):
             return drafted
         n = len(drafted.candidates)
         return replace(
-            drafted, candidates=(*drafted.candidates, copy), shape=None, origins=(self.origin,) * n + (copied.origin,)
+            drafted,
+            candidates=(*drafted.candidates, copy),
+            shape=None,
+            source=replace(drafted.source, origins=(self.origin,) * n + (copied.source.origin,)),
         )
 
     def observe(self, verdict: Verdict) -> None:
@@ -115,7 +117,9 @@ class HybridDrafter(BaseDrafter):
             self.model.observe(verdict)
         else:
             self.lookup.observe(verdict)
-            self.model.forget()
+            forget = getattr(self.model, "forget", None)  # a draft model drops the draft it keeps in its cache
+            if forget is not None:
+                forget()
 
 
 ORIGINS = {"draft": MODEL, "eagle": HEAD}  # the model side's name on screen, by hybrid_model

@@ -6,7 +6,7 @@ probabilities: each proposal is a point mass."""
 
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, Proposal
+from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance
 from .kinds import DrafterKind, FamilyBest, Options, option
 from .suffix_index import Document, best_chain, longest_match
 
@@ -17,13 +17,13 @@ class NgramDrafter(BaseDrafter):
     """One chain copied from the text itself, which it indexes as it grows (suffix_index.Document), so a step costs a
     few look-ups, not a scan. One run per start()."""
 
-    copies = True
+    profile = DrafterProfile(copies=True)
 
     def __init__(self, shortest: int = 1):
         self.shortest = shortest
         self.start([])
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.text = Document(0, len(prompt_ids))
         self.text.extend(prompt_ids)
 
@@ -33,7 +33,7 @@ class NgramDrafter(BaseDrafter):
         if not found:
             return None
         chain, origin = best_chain(found, gamma)
-        return Proposal((chain,), origin=origin)
+        return Proposal((chain,), source=Provenance(origin=origin))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ class OracleDrafter(BaseDrafter):
         self.rng = random.Random(seed)
         self.prompt_len = 0
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.prompt_len = len(prompt_ids)
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:

@@ -7,7 +7,7 @@ candidate is a point mass."""
 
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, Proposal, Verdict
+from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance, Verdict
 from .kinds import DrafterKind, FamilyBest, Options, option
 from .suffix_index import RunMemory, draft_depth, frequent_tree, longest_match
 
@@ -16,7 +16,7 @@ class SuffixDrafter(BaseDrafter):
     """Begins a run in the memory at start(); the run holds only committed tokens: those the engine passes to
     propose(), and after each verdict the accepted draft tokens and the target's own token."""
 
-    copies = True
+    profile = DrafterProfile(copies=True)
 
     def __init__(
         self, depth_per_token: float = 4, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None, eos_ids=()
@@ -31,7 +31,7 @@ class SuffixDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return self.nodes
 
-    def start(self, prompt_ids: list[int], target=None) -> None:
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.run, self.last = self.memory.begin(prompt_ids), ()
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
@@ -48,7 +48,7 @@ class SuffixDrafter(BaseDrafter):
         if not candidates:
             return None
         self.last = candidates
-        return Proposal(candidates, origin=origin)
+        return Proposal(candidates, source=Provenance(origin=origin))
 
     def observe(self, verdict: Verdict) -> None:
         if not self.last:

@@ -15,12 +15,10 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..events import EARLIER, OUTPUT, PROMPT
+
 KEY_LENGTH = 4  # the longest n-gram indexed; longer matches are measured by extending candidates backwards
 MATCH_CAP = 64  # longer matches count as this long (and tie)
-
-PROMPT, OUTPUT, EARLIER = "the prompt", "this output", "an earlier run"  # where a draft came from, in words
-MODEL, HEAD = "the draft model", "the EAGLE head"  # a hybrid's step that its model drafted instead of copying
-DRAFTED = (MODEL, HEAD)
 
 
 class Document:

@@ -18,6 +18,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step
+from .step import DrafterProfile
 
 BINS = 10
 
@@ -64,6 +65,11 @@ class GammaController:
     block_s: float | None = None  # seconds per block pass (prior: a tenth of V(1))
     held_at: list = field(default_factory=list)  # by block position: decayed counts held / tested, prior 0.7
     tested_at: list = field(default_factory=list)
+
+    @classmethod
+    def for_drafter(cls, max_gamma: int, profile: DrafterProfile) -> "GammaController":
+        """The controller for a drafter as its profile declares it."""
+        return cls(max_gamma, stops_early=profile.stops_early, block=profile.drafts_block, copies=profile.copies)
 
     @property
     def alpha(self) -> float:

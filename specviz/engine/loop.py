@@ -18,7 +18,7 @@ from .adaptive import GammaController
 from .explain import step_detail
 from .sampling import probabilities, typical_distribution
 from .static_lm import open_lm
-from .step import Drafter, Proposal, Verdict
+from .step import Drafter, Judges, Proposal, Verdict
 from .tree import EMPTY, TokenTree
 from .verify import verify
 
@@ -41,13 +41,6 @@ def make_clock(device: torch.device):
 
 def new_generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
-
-
-def hidden_layers(drafter: Drafter | None) -> tuple[int, ...]:
-    """Which of the target's hidden states the drafter reads (none, or e.g. (-1,): the final one)."""
-    if drafter is None or not drafter.reads_hidden:
-        return ()
-    return tuple(getattr(drafter, "hidden_layers", (-1,)))
 
 
 # Positions and counts, the same in the engine and every drafter:
@@ -76,24 +69,27 @@ def generate(
     drafter: Drafter | None = None,
     generator: torch.Generator | None = None,
     stop: StopFlag | None = None,
+    explain: bool = True,
 ) -> Iterator[StepEvent]:
-    """Yield one StepEvent per target forward until EOS, the token budget, or a stop request."""
+    """Yield one StepEvent per target forward until EOS, the token budget, or a stop request. `explain`: record
+    each step's detail for the screen (how the rule decided, the leading tokens); a benchmark does without."""
     target.check_readable(prompt_ids)
     clock = make_clock(target.device)
     generator = generator or new_generator(target.device, settings.seed)
     budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
     widest = 1 + (drafter.max_nodes(settings.gamma) if drafter else 0)  # the most one verify forward adds
-    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=hidden_layers(drafter))
+    reads = drafter.profile.hidden_layers if drafter else ()  # the target's hidden states the drafter reads
+    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=reads)
 
     began = clock()
     if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds
         lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
+    controller = _controller(settings, drafter)
     if drafter is not None:
-        drafter.start(prompt_ids, lm)
+        drafter.start(prompt_ids, lm, _judges(controller, drafter))
     prefill_s = clock() - began
 
     tokens, produced, index = list(prompt_ids), 0, 0
-    controller = _controller(settings, drafter)
     while produced < budget and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens). g is the set γ or, adaptive, the one with the most
@@ -111,7 +107,7 @@ def generate(
         t2 = clock()  # the verify forward alone; what follows is the step's bookkeeping
         p = probabilities(logits, settings)
         verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
-        checked = Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings))
+        checked = Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings) if explain else None)
         # 3. Roll back: the cache keeps the root and the accepted path, as if only they had ever been fed.
         lm.keep(len(tokens), list(verdict.path))
         if proposal is not None:
@@ -133,15 +129,17 @@ def generate(
 
 
 def _controller(settings: Settings, drafter: Drafter | None) -> GammaController | None:
-    """Adaptive γ's controller, wired into a drafter that decides its draft's length or tree size while drafting."""
+    """Adaptive γ's controller for the drafter its profile describes; None under a fixed γ or plain decoding."""
     if not settings.adaptive or drafter is None:
         return None
-    controller = GammaController(settings.gamma)
-    controller.stops_early = drafter.stops_early  # the draft length is decided while drafting
-    controller.block = drafter.drafts_block  # one pass drafts the block, whatever γ
-    controller.copies = drafter.copies  # a copy holds in runs: count it by position
-    drafter.adapt(controller.keep_drafting if drafter.stops_early else None, controller.tree_size)
-    return controller
+    return GammaController.for_drafter(settings.gamma, drafter.profile)
+
+
+def _judges(controller: GammaController | None, drafter: Drafter) -> Judges | None:
+    """What the controller lends a drafter that sizes its own draft (stops_early) or tree while drafting."""
+    if controller is None:
+        return None
+    return Judges(controller.tree_size, controller.keep_drafting if drafter.profile.stops_early else None)
 
 
 def _tell(controller: GammaController, step: Checked, gamma: int, **seconds: float) -> None:
@@ -184,9 +182,9 @@ def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
         candidates=candidates,
         winner=verdict.winner if candidates else None,
         detail=step.detail,
-        draft_tokens=proposal.spelled if proposal else None,
+        draft_tokens=proposal.source.spelled if proposal else None,
         origin=proposal.origin_of(verdict.winner) if proposal else None,
-        block=proposal.block if proposal else 0,
+        block=proposal.source.block if proposal else 0,
         finish=finish,
     )
     if ended is not None and ended < verdict.accepted:  # an accepted draft token was EOS: the run ends there

@@ -22,17 +22,24 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a proposal's tokens came from, for the screen and the analysis; nothing of it changes what is verified."""
+
+    origin: str | None = None  # who drafted it, in words (events.py ORIGINS): a copy's source, or a hybrid's model
+    origins: tuple[str | None, ...] | None = None  # per candidate, when two drafters' candidates share the step
+    spelled: tuple[str, ...] | None = None  # the guess in the drafter's own tokens, when its tokenizer is another
+    block: int = 0  # a block drafter: the positions its one pass filled, of which the candidate is the first γ
+
+
+@dataclass(frozen=True)
 class Proposal:
     candidates: tuple[tuple[int, ...], ...]  # one chain, or alternatives verified together as a tree
     q: torch.Tensor | None = None  # [g, V] drafter probabilities of a single sampled chain; None: point masses
     forwards: int = 0  # drafter model forwards spent on this proposal
     shape: TreeShape | None = None  # the candidates' trie shape, when the drafter keeps a fixed one
-    spelled: tuple[str, ...] | None = None  # the guess in the drafter's own tokens, when its tokenizer is another
-    origin: str | None = None  # where a copied draft came from: "the prompt", "this output" or "an earlier run"
     confidence: tuple[float, ...] | None = None  # the drafter's own probability of each token of its first
     # candidate, when those probabilities decided where it stopped
-    block: int = 0  # a block drafter: the positions its one pass filled, of which the candidate is the first γ
-    origins: tuple[str | None, ...] | None = None  # per candidate, when two drafters' candidates share the step
+    source: Provenance = Provenance()
 
     def __post_init__(self):
         if not self.candidates or not all(isinstance(c, (tuple, list)) and c for c in self.candidates):
@@ -42,7 +49,7 @@ class Proposal:
             )
         if self.q is not None and len(self.candidates) != 1:
             raise TypeError("q belongs to a single sampled chain")
-        if self.origins is not None and len(self.origins) != len(self.candidates):
+        if self.source.origins is not None and len(self.source.origins) != len(self.candidates):
             raise TypeError("origins name one origin per candidate")
 
     def tree(self) -> TokenTree:
@@ -50,7 +57,8 @@ class Proposal:
 
     def origin_of(self, candidate: int) -> str | None:
         """Where the candidate shown after verification came from (its index among the candidates)."""
-        return self.origin if self.origins is None else self.origins[candidate]
+        origins = self.source.origins
+        return self.source.origin if origins is None else origins[candidate]
 
     def first_held(self, tree: TokenTree, verdict: Verdict) -> int:
         """How many leading tokens of the first candidate the target kept (a chain: the accepted count)."""
@@ -77,27 +85,39 @@ KeepDrafting = Callable[[list[float]], bool]  # the draft's own probabilities so
 TreeSize = Callable[[list[list[float]], int], int]  # each node's path chances, best first, and depth -> nodes that pay
 
 
-class Drafter(Protocol):
-    """Everything the decode loop (and the hybrid, which holds two drafters) reads or calls; nothing else of a
-    drafter is touched from outside it."""
+@dataclass(frozen=True)
+class Judges:
+    """Adaptive γ's judges of what pays, handed to a drafter when a generation starts (None under a fixed γ). A
+    drafter that sizes neither its draft nor its tree ignores them."""
 
-    reads_hidden: bool  # it reads the target's hidden states, so the target's cache must keep them
-    hidden_layers: tuple[int, ...]  # which (indexes into transformers' hidden_states; -1: the final, normed one)
-    longest: int | None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
-    drafts_block: bool  # one pass drafts every position up to `longest` (DFlash): drafting costs the same for any γ
-    stops_early: bool  # under adaptive γ it decides its draft's length while drafting, asking keep_drafting
-    copies: bool  # its drafts are copied spans (a lookup): they hold in runs, so adaptive γ counts them by position
+    tree_size: TreeSize  # for a drafter that grows a tree: how many of its best nodes to send
+    keep_drafting: KeepDrafting | None = None  # only for a drafter that stops_early: one more token, or stop
+
+
+@dataclass(frozen=True)
+class DrafterProfile:
+    """What the loop and adaptive γ need to know about a drafter, declared once when it is built."""
+
+    hidden_layers: tuple[int, ...] = ()  # the target's hidden states it reads (indexes into transformers'
+    # hidden_states; -1: the final, normed one), so the target's cache must keep them; (): none
+    longest: int | None = None  # the deepest draft it can make (Medusa: its tree's depth); None: any γ
+    drafts_block: bool = False  # one pass drafts every position up to `longest` (DFlash): the same cost for any γ
+    stops_early: bool = False  # under adaptive γ it decides its draft's length while drafting, asking keep_drafting
+    copies: bool = False  # its drafts are copied spans (a lookup): they hold in runs, so adaptive γ counts them by
+    # position
+
+
+class Drafter(Protocol):
+    """Everything the decode loop reads or calls of a drafter; nothing else of it is touched from outside."""
+
+    profile: DrafterProfile
 
     def max_nodes(self, gamma: int) -> int:
         """The most tokens one proposal for `gamma` sends to verification (sizes the target's cache)."""
 
-    def start(self, prompt_ids: list[int], target: CachedLM) -> None:
-        """Once per generation, after the prompt is in the target's cache (counted as prefill)."""
-
-    def adapt(self, keep_drafting: KeepDrafting | None, tree_size: TreeSize) -> None:
-        """Adaptive γ only, once before the first step: the two judges of what pays. keep_drafting is given only
-        to a drafter that stops_early; tree_size serves one that grows a tree. A drafter that sizes neither ignores
-        them."""
+    def start(self, prompt_ids: list[int], target: CachedLM, judges: Judges | None = None) -> None:
+        """Once per generation, after the prompt is in the target's cache (counted as prefill); `judges` under
+        adaptive γ."""
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         """Guess up to `gamma` tokens after `tokens` (the prompt and everything generated); None: a plain step."""
@@ -105,33 +125,26 @@ class Drafter(Protocol):
     def observe(self, verdict: Verdict) -> None:
         """The target accepted `verdict.path` of the last proposal; forget the rest."""
 
-    def forget(self) -> None:
-        """Its last proposal was not verified (the hybrid's other drafter took the step): drop what it kept of it."""
-
 
 class BaseDrafter:
-    """Defaults for the protocol: a chain of up to γ tokens, no hidden state, nothing to set up or forget."""
+    """Defaults for the protocol: a chain of up to γ tokens, no hidden state, nothing to set up; the judges kept."""
 
-    reads_hidden = False
-    hidden_layers = (-1,)
-    longest: int | None = None
-    drafts_block = False
-    stops_early = False
-    copies = False
-    keep_drafting: KeepDrafting | None = None  # what adapt() was given
-    tree_size: TreeSize | None = None
+    profile = DrafterProfile()
+    judges: Judges | None = None
+
+    @property
+    def keep_drafting(self) -> KeepDrafting | None:
+        return self.judges.keep_drafting if self.judges else None
+
+    @property
+    def tree_size(self) -> TreeSize | None:
+        return self.judges.tree_size if self.judges else None
 
     def max_nodes(self, gamma: int) -> int:
         return gamma
 
-    def start(self, prompt_ids: list[int], target: CachedLM) -> None:
-        pass
-
-    def adapt(self, keep_drafting: KeepDrafting | None, tree_size: TreeSize) -> None:
-        self.keep_drafting, self.tree_size = keep_drafting, tree_size
+    def start(self, prompt_ids: list[int], target: CachedLM | None = None, judges: Judges | None = None) -> None:
+        self.judges = judges
 
     def observe(self, verdict: Verdict) -> None:
-        pass
-
-    def forget(self) -> None:
         pass

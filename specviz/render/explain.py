@@ -5,8 +5,7 @@ token came from. Built from the step's recorded detail; every token and number i
 from collections.abc import Callable
 from html import escape
 
-from ..drafters.suffix_index import DRAFTED
-from ..events import Leading, StepEvent, Trial
+from ..events import DRAFTED, Leading, StepEvent, Trial
 from .figure1 import visible
 from .tree_view import tree_view
 

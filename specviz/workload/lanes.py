@@ -54,14 +54,18 @@ def run_lanes(
     lanes: list[LaneRun],
     memory: RunMemory | None = None,
     stopped: Callable[[], bool] = lambda: False,
+    explain: bool = True,
 ) -> Iterator[LaneNews]:
-    """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain."""
+    """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain.
+    `explain`: each step's detail, for a race shown or recorded step by step."""
     target, failed = pair.target, {}
-    sides = {PLAIN: decode(target, prompt_ids, plain)}
+    sides = {PLAIN: decode(target, prompt_ids, plain, explain=explain)}
     for lane in lanes:
         own = memory.copy() if memory is not None and lane.remembers else None
         try:
-            steps = decode(target, prompt_ids, lane.settings, lane.drafter, pair.draft, lane.options, None, own)
+            steps = decode(
+                target, prompt_ids, lane.settings, lane.drafter, pair.draft, lane.options, None, own, explain
+            )
         except SpecvizError as exc:  # the drafter could not be built for this pair
             yield LaneNews("failed", lane.name, message=f"failed: {first_line(exc)}")
             continue

@@ -20,7 +20,7 @@ keys and values are dropped at the end of each pass.
 
 import torch
 
-from ...engine.step import BaseDrafter, Proposal
+from ...engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance
 from ..tree_growth import Node, best_next, grow, paths_that_pay, token_probabilities
 from .model import DFlashDraft
 
@@ -28,20 +28,21 @@ TREE_WIDTH = 4  # a tree tries this many of each position's best tokens
 
 
 class DFlashDrafter(BaseDrafter):
-    reads_hidden = True
-    drafts_block = True
-
     def __init__(self, draft: DFlashDraft, tree: str = "chain", nodes: int = 16, width: int = TREE_WIDTH):
         self.draft, self.tree, self.nodes, self.width = draft, tree, nodes, width
-        self.hidden_layers = tuple(i + 1 for i in draft.target_layers)  # hidden_states[0] is the embedding
-        self.longest = draft.block_size - 1
+        self.profile = DrafterProfile(
+            hidden_layers=tuple(i + 1 for i in draft.target_layers),  # hidden_states[0] is the embedding
+            longest=draft.block_size - 1,
+            drafts_block=True,
+        )
         self.target_lm = self.cache = None
 
     def max_nodes(self, gamma: int) -> int:
-        depth = min(gamma, self.longest)
+        depth = min(gamma, self.profile.longest)
         return depth if self.tree == "chain" else min(self.nodes, depth * self.width)
 
-    def start(self, prompt_ids: list[int], target) -> None:
+    def start(self, prompt_ids: list[int], target, judges=None) -> None:
+        self.judges = judges
         self.target_lm, self.cache = target, self.draft.new_cache()
 
     @torch.inference_mode()
@@ -55,13 +56,15 @@ class DFlashDrafter(BaseDrafter):
         else:  # nothing new (a one-token prompt's first step has no context at all)
             features = self.draft.fc.weight.new_zeros(0, self.draft.fc.in_features)
         scores = self.draft.fill(features, tokens[-1], self.cache)  # step 2
-        depth = min(gamma, self.longest)
+        depth = min(gamma, self.profile.longest)
         if self.tree == "chain":  # step 3
-            return Proposal((tuple(scores[:depth].argmax(dim=-1).tolist()),), forwards=1, block=len(scores))
+            return Proposal(
+                (tuple(scores[:depth].argmax(dim=-1).tolist()),), forwards=1, source=Provenance(block=len(scores))
+            )
         paths, confidence = self.block_tree(scores[:depth])
         if not paths:  # adaptive: no node pays for its place in the verify forward
             return None
-        return Proposal(tuple(paths), forwards=1, block=len(scores), confidence=confidence)
+        return Proposal(tuple(paths), forwards=1, confidence=confidence, source=Provenance(block=len(scores)))
 
     def block_tree(self, scores: torch.Tensor) -> tuple[list[tuple[int, ...]], tuple[float, ...] | None]:
         """Step 3 for a tree: the root-to-leaf paths of the `nodes` likeliest prefixes through the block's positions

@@ -17,7 +17,7 @@ the target's (kept beside the target's cache, moved with it on rollback), then t
 import torch
 
 from ...engine.kv_cache import KVCache
-from ...engine.step import BaseDrafter, Proposal
+from ...engine.step import BaseDrafter, DrafterProfile, Proposal
 from ...engine.tree import additive_mask, branch_sees, draft_position
 from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
 from . import NODES
@@ -27,8 +27,6 @@ BEAM = 4  # frontier nodes expanded per depth, and children kept per node
 
 
 class EagleDrafter(BaseDrafter):
-    reads_hidden = True
-
     def __init__(
         self,
         head: EagleHead,
@@ -37,7 +35,7 @@ class EagleDrafter(BaseDrafter):
         nodes: int = NODES,
         width: int = BEAM,
     ):
-        self.head, self.hidden_layers = head, tuple(hidden_layers)
+        self.head, self.profile = head, DrafterProfile(hidden_layers=tuple(hidden_layers))
         self.tree, self.nodes, self.width = tree, nodes, width
         self.target_lm = None
         self.kv = self.cache = None  # the head's KV cache, and the transformers cache its forwards take
@@ -50,7 +48,7 @@ class EagleDrafter(BaseDrafter):
             return gamma
         return min(self.nodes, self.width + (gamma - 1) * self.width * self.width)
 
-    def start(self, prompt_ids: list[int], target) -> None:
+    def start(self, prompt_ids: list[int], target, judges=None) -> None:
         self.target_lm, self.kv, self.fed, self.last = target, KVCache.dynamic(), 0, None
         self.cache = self.kv.cache
         self._catch_up(prompt_ids)  # the prompt's pairs: counted as prefill

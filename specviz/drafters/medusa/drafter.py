@@ -7,7 +7,7 @@ once per γ; each step only fills in the heads' guesses, and the engine's tree v
 
 import json
 
-from ...engine.step import BaseDrafter, Proposal
+from ...engine.step import BaseDrafter, DrafterProfile, Proposal
 from ...engine.tree import TokenTree, build_tree
 from ...errors import InvalidRequest
 from ...settings import MAX_GAMMA
@@ -56,15 +56,13 @@ def medusa_tree(spec) -> tuple[tuple[int, ...], ...]:
 
 
 class MedusaDrafter(BaseDrafter):
-    reads_hidden = True  # the heads read the target's final hidden state at the last verified position
-
     def __init__(self, heads: MedusaHeads, choices=DEFAULT_CHOICES):
         self.heads, self.choices = heads, [tuple(c) for c in choices]
         depth = max(len(c) for c in self.choices)
         if depth > len(heads.heads):
             raise InvalidRequest(f"the Medusa tree is {depth} deep but these heads are only {len(heads.heads)}")
         self.widths = [1 + max(c[k] for c in self.choices if len(c) > k) for k in range(depth)]
-        self.longest = depth
+        self.profile = DrafterProfile(hidden_layers=(-1,), longest=depth)  # the heads read the final hidden state
         self._tries: dict[int, TokenTree] = {}  # γ -> the trie of the index paths cut at γ
         self.target_lm = None
 
@@ -76,7 +74,7 @@ class MedusaDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return len(self._trie(gamma).tokens)
 
-    def start(self, prompt_ids: list[int], target) -> None:
+    def start(self, prompt_ids: list[int], target, judges=None) -> None:
         self.target_lm = target  # the engine's cache of the target, kept with its hidden states
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
