@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz.drafters.dflash.checkpoint import load_dflash  # noqa: E402
-from specviz.drafters.dflash.train import read_text  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
+from specviz.training.dflash import read_text  # noqa: E402
 
 TARGET = "qwen2.5-coder-1.5b-instruct"
 

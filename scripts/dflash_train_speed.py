@@ -20,10 +20,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers, spare_row  # noqa: E402
-from specviz.drafters.dflash.train import train_dflash  # noqa: E402
-from specviz.drafters.training import DFlashTraining  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
+from specviz.training.configs import DFlashTraining  # noqa: E402
+from specviz.training.dflash import train_dflash  # noqa: E402
 
 WAYS = {"one block a pass": (1, 0), "a text's blocks in one pass": (16, 0), "and a shortlist of 32,768": (16, 32768)}
 

@@ -21,8 +21,10 @@ OTHER_MEANINGS = {
 
 
 def scanned(root: Path) -> list[Path]:
-    """Every module outside specviz/drafters/: the package, the app and the scripts."""
-    package = [p for p in (root / "specviz").rglob("*.py") if p.relative_to(root / "specviz").parts[0] != "drafters"]
+    """Every module outside specviz/drafters/ and specviz/training/ (which trains named drafters, one module each):
+    the package, the app and the scripts."""
+    own = ("drafters", "training")
+    package = [p for p in (root / "specviz").rglob("*.py") if p.relative_to(root / "specviz").parts[0] not in own]
     return sorted([*package, *[root / "app.py"], *(root / "scripts").glob("*.py")])
 
 

@@ -20,12 +20,12 @@ from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
 from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
 from specviz.drafters.dflash.drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
-from specviz.drafters.dflash.train import DFlashTraining, continuations, features_of, train_dflash
 from specviz.engine import generate
 from specviz.engine.step import Judges, Proposal
 from specviz.events import generated_ids
 from specviz.runs import decode
 from specviz.settings import Settings
+from specviz.training.dflash import DFlashTraining, continuations, features_of, train_dflash
 
 WORDS = [f"w{i}" for i in range(40)]
 BLOCK = 8
@@ -127,7 +127,7 @@ def test_many_blocks_in_one_pass_score_as_each_block_alone(world):
 
 
 def test_a_shortlist_scores_the_ids_the_texts_use_most_and_the_loss_learns_over_them(world):
-    from specviz.drafters.dflash.train import blocks_loss, shortlist_of
+    from specviz.training.dflash import blocks_loss, shortlist_of
 
     target, sequences, draft, _ = world
     vocab = target.model.get_output_embeddings().weight.shape[0]
@@ -151,8 +151,8 @@ def test_a_shortlist_scores_the_ids_the_texts_use_most_and_the_loss_learns_over_
 def test_the_targets_features_are_kept_on_disk_and_read_back(world, tmp_path, monkeypatch):
     """Features and labels are computed once and read back; a text read teacher-forced is labelled by the target's
     own argmax after each token, a text the target wrote by its own next tokens."""
-    from specviz.drafters.dflash import train
     from specviz.errors import InvalidRequest
+    from specviz.training import dflash as train
 
     target, sequences, draft, _ = world
     keep, texts, forced = tmp_path / "features.pt", [sequences[0], list(range(3, 30))], [False, True]
@@ -175,7 +175,7 @@ def test_the_targets_features_are_kept_on_disk_and_read_back(world, tmp_path, mo
 
 
 def test_the_learning_rate_holds_then_falls_to_a_tenth():
-    from specviz.drafters.dflash.train import learning_rate
+    from specviz.training.dflash import learning_rate
 
     config = DFlashTraining(steps=100, lr=1.0)
     rates = [learning_rate(config, step) for step in range(100)]

@@ -7,11 +7,9 @@ from laws import exact_law
 from test_mutants import HORIZON, RUNS
 from test_mutants import SETTINGS as LAW_SETTINGS
 
-from specviz.drafters.distill import Text, split_by_group
 from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
 from specviz.drafters.eagle.drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
-from specviz.drafters.eagle.train import EagleTraining, chain_acceptance, read_features, train_eagle
 from specviz.drafters.tree_growth import tokens_to
 from specviz.engine import generate
 from specviz.engine.cached_lm import CachedLM
@@ -19,6 +17,8 @@ from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
 from specviz.runs import decode
 from specviz.settings import Settings
+from specviz.training.distill import Text, split_by_group
+from specviz.training.eagle import EagleTraining, chain_acceptance, read_features, train_eagle
 
 
 def random_head(target, layout="eagle1", seed=0, draft_vocab=0, shortlist=None):

@@ -6,7 +6,7 @@ import torch
 from test_eagle import greedy_answers
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError
-from specviz.drafters.eagle.train import EagleTraining, read_features, train_eagle
+from specviz.training.eagle import EagleTraining, read_features, train_eagle
 
 SETUP = dict(
     lr=3e-3,

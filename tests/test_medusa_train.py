@@ -2,13 +2,13 @@
 
 import torch
 
-from specviz.drafters.distill import self_distilled_texts
 from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.medusa.heads import load_medusa, save_medusa
-from specviz.drafters.medusa.train import MedusaTraining, train_heads
 from specviz.engine import generate
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings
+from specviz.training.distill import self_distilled_texts
+from specviz.training.medusa import MedusaTraining, train_heads
 
 
 def test_training_lowers_the_loss_and_the_heads_help(target, tokenizer, tmp_path):
@@ -48,8 +48,8 @@ def test_shortlisted_training_keeps_only_answer_ids_and_stays_exact(target, toke
 
 
 def test_local_text_is_teacher_forced_with_the_base_models_own_labels(target, tokenizer, tmp_path):
-    from specviz.drafters.distill import local_texts
-    from specviz.drafters.medusa.train import _rows
+    from specviz.training.distill import local_texts
+    from specviz.training.medusa import _rows
 
     (tmp_path / "a.txt").write_text(" ".join(f"w{(i * 7) % 60}" for i in range(80)))
     texts = local_texts(target, [str(tmp_path)], tokens=50, chunk=30)

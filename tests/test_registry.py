@@ -252,7 +252,7 @@ LAYERS = (
     ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),
-    ("runs",),
+    ("runs", "training"),
     ("views",),
     ("workload", "bench"),
     ("render",),

@@ -10,9 +10,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TypeVar
 
-from ..drafters.training import DFlashTraining, EagleTraining, MedusaTraining
 from ..errors import InvalidRequest
 from ..runtime import ASSETS, quiet_transformers
+from ..training.configs import DFlashTraining, EagleTraining, MedusaTraining
 
 MEDUSA_PROMPTS = ("medusa_prompts.json",)
 EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
@@ -162,7 +162,7 @@ def _text_flags(
 ) -> None:
     p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
     p.add_argument("--out", required=True, help=out_help)
-    p.add_argument("--steps", type=int, default=config.steps)  # defaults: the trainer's config (drafters/training.py)
+    p.add_argument("--steps", type=int, default=config.steps)  # defaults: the trainer's config (training/configs.py)
     p.add_argument("--lr", type=float, default=config.lr)
     p.add_argument("--train-batch", type=int, default=config.train_batch, help=train_batch_help)
     p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
@@ -235,7 +235,7 @@ def read_prompt_list(path: Path) -> list[str]:
 
 def _texts(base, args, prompts: list[str]):
     """The self-written answers (from --texts when it exists, else written and kept there) and the local text."""
-    from ..drafters.distill import load_texts, local_texts, save_texts, self_distilled_texts
+    from ..training.distill import load_texts, local_texts, save_texts, self_distilled_texts
 
     cache = Path(args.texts) if args.texts else None
     if cache and cache.is_file():
@@ -259,8 +259,8 @@ def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()
     from ..drafters.medusa.heads import save_medusa
-    from ..drafters.medusa.train import MedusaTraining, train_heads
     from ..models import load_model
+    from ..training.medusa import MedusaTraining, train_heads
 
     base = load_model(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
@@ -288,8 +288,8 @@ def cmd_train_eagle(args) -> int:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
     from ..drafters.eagle.checkpoint import save_eagle
-    from ..drafters.eagle.train import EagleTraining, load_features, read_features, save_features, train_eagle
     from ..models import load_model
+    from ..training.eagle import EagleTraining, load_features, read_features, save_features, train_eagle
 
     base = load_model(args.base, args.dtype, args.device)
     cached = Path(args.features) if args.features else None
@@ -347,8 +347,8 @@ def cmd_train_dflash(args) -> int:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
     from ..drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
-    from ..drafters.dflash.train import DFlashTraining, train_dflash
     from ..models import load_model
+    from ..training.dflash import DFlashTraining, train_dflash
 
     base = load_model(args.base, args.dtype, args.device)
     config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ...models import LoadedModel
-from ..distill import Text, make_shortlist, split_by_group
-from ..training import MedusaTraining
-from .heads import MedusaHeads
+from ..drafters.medusa.heads import MedusaHeads
+from ..models import LoadedModel
+from .configs import MedusaTraining
+from .distill import Text, make_shortlist, split_by_group
 
 
 @dataclass(frozen=True)

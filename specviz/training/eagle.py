@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ...errors import first_line
-from ...models import LoadedModel
-from ..distill import Text, make_shortlist, split_by_group
-from ..training import EagleTraining
-from .checkpoint import EagleCheckpointError, head_config
-from .head import EagleHead
+from ..drafters.eagle.checkpoint import EagleCheckpointError, head_config
+from ..drafters.eagle.head import EagleHead
+from ..errors import first_line
+from ..models import LoadedModel
+from .configs import EagleTraining
+from .distill import Text, make_shortlist, split_by_group
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def read_features(
     base: LoadedModel, texts: list[Text], progress: Callable[[str], None] = lambda _: None, chunk: int = 1024
 ) -> list[Features]:
     """Step 2: one prefill per text (long texts in pieces of `chunk`, each piece seeing the ones before it)."""
-    from ...engine.kv_cache import KVCache
+    from ..engine.kv_cache import KVCache
 
     out, began, done = [], time.perf_counter(), 0
     for n, text in enumerate(texts):
@@ -126,7 +126,7 @@ def _pass_mask(width: int, k: int, dtype) -> torch.Tensor:
 
 def _passes(head: EagleHead, feats, ids, unroll: int):
     """The head's outputs of pass 0 (true features) and `unroll` more, each row fed its predecessor's guess."""
-    from ...engine.kv_cache import KVCache
+    from ..engine.kv_cache import KVCache
 
     batch, width = ids.shape
     positions = torch.arange(width)[None].expand(batch, -1)

@@ -31,7 +31,7 @@ class EagleTraining:
     shortlist: int = 8192  # how many token ids the head scores (0 = the whole vocabulary)
     held_out: float = 0.1  # share of the prompts, and of the files, kept apart to measure the acceptance
     seed: int = 0
-    init: str = "pass-through"  # or "random": see _init_pass_through in eagle/train.py
+    init: str = "pass-through"  # or "random": see _init_pass_through in training/eagle.py
     depth: int = 5  # how deep a chain the held-out acceptance measures
     intermediate_size: int = 0  # the layer's MLP width (0: the target's own)
     checkpoint: Path | None = None  # the whole training state, kept here; when it exists, training goes on from it

@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ...errors import InvalidRequest
-from ..training import DFlashTraining
-from .model import DFlashDraft
+from ..drafters.dflash.model import DFlashDraft
+from ..errors import InvalidRequest
+from .configs import DFlashTraining
 
 POSITION_DECAY = 0.85  # weight of block position j (1 = the first draft): POSITION_DECAY ** (j - 1)
 
