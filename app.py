@@ -171,7 +171,7 @@ def warm_up(shelf, label, dtype, say=_say):
     from specviz.engine.fast_path import try_fast_path
     from specviz.engine.static_lm import warm_graphs
     from specviz.errors import SpecvizError
-    from specviz.views.race import RaceRequest
+    from specviz.request import RaceRequest
 
     pair = shelf.current()
     for loaded in (pair.target, pair.draft) if pair else ():
@@ -184,10 +184,10 @@ def warm_up(shelf, label, dtype, say=_say):
     for kind in (default, *(k for k in kinds(menu_only=True) if k is not default)):
         ask = RaceRequest(label, kind.name, dtype, "Say hello.", max_new_tokens=16)
         try:
-            check_request(ask, shelf)
+            asked = check_request(ask, shelf)
         except SpecvizError:
             continue  # not offered with this pair (no heads for its target)
-        failed = next((p.message for p in DeviceCalls(shelf).race(ask) if p.kind == "error"), None)
+        failed = next((p.message for p in DeviceCalls(shelf).race(asked) if p.kind == "error"), None)
         if failed is not None and kind is default:
             raise RuntimeError(failed)
         if failed is not None:

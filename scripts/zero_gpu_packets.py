@@ -12,12 +12,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specviz.app.device_calls import DeviceCalls  # noqa: E402
+from specviz.app.device_calls import DeviceCalls, check_request  # noqa: E402
 from specviz.app.shelf import OFFLINE_QWEN, ModelShelf  # noqa: E402
 from specviz.drafters.registry import default_kind  # noqa: E402
 from specviz.record import TokenTexts  # noqa: E402
+from specviz.request import RaceRequest  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
-from specviz.views.race import RaceRequest  # noqa: E402
 
 
 def main() -> int:
@@ -35,7 +35,7 @@ def main() -> int:
         max_new_tokens=args.tokens,
     )
     sizes, seconds = [], 0.0
-    for packet in DeviceCalls(shelf).race(ask):
+    for packet in DeviceCalls(shelf).race(check_request(ask, shelf)):
         began = time.perf_counter()
         data = pickle.dumps(packet)
         pickle.loads(data)

@@ -9,8 +9,8 @@ from specviz.engine import generate
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids
 from specviz.record import TokenTexts, divergence
+from specviz.request import RaceRequest
 from specviz.settings import Settings
-from specviz.views.race import RaceRequest
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +213,9 @@ def test_the_sweep_and_the_grand_prix_leave_the_visitors_memory_as_it_was(backen
 def test_a_stopped_run_whose_outputs_part_asks_the_device_where(backend):
     """The server compares a stopped run's outputs itself and calls the device only where they really part."""
     list(backend.race(request(max_new_tokens=2)))
-    prompt_ids = [5, 6, 7]
-    assert backend._parted(request(), prompt_ids, [8, 9, 10], [8, 9]) is None  # agree as far as both went
-    parted = backend._parted(request(), prompt_ids, [8, 9, 10], [8, 11, 10])
+    prompt_ids, asked = [5, 6, 7], backend._check(request(), "")
+    assert backend._parted(asked, prompt_ids, [8, 9, 10], [8, 9]) is None  # agree as far as both went
+    parted = backend._parted(asked, prompt_ids, [8, 9, 10], [8, 11, 10])
     pair = backend.shelf.current()
     assert parted == divergence(pair.target, prompt_ids, [8, 9, 10], [8, 11, 10], TokenTexts(pair.target.tokenizer))
     assert parted.position == 1 and len(parted.top) == 2

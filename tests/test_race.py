@@ -5,8 +5,9 @@ import pytest
 from specviz.analysis.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
 from specviz.errors import InvalidRequest
 from specviz.events import StepEvent
+from specviz.request import RaceRequest
 from specviz.settings import Settings
-from specviz.views.race import Lane, RaceRequest, interleave
+from specviz.views.race import Lane, interleave
 from specviz.views.sweep import SweepView
 
 

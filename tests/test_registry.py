@@ -248,7 +248,7 @@ def _imports(path: Path, module: str) -> set[str]:
 LAYERS = (
     ("specviz", "errors"),
     ("settings", "events"),
-    ("trace",),
+    ("trace", "request"),
     ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),

@@ -9,8 +9,8 @@ import torch
 from specviz.cli import main
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
+from specviz.request import RaceRequest
 from specviz.settings import MAX_SEED, Settings
-from specviz.views.race import RaceRequest
 
 
 def sampled(target, seed: int) -> list[int]:

@@ -67,12 +67,12 @@ def test_a_race_runs_in_a_worker_and_asks_for_a_duration_from_its_request(zero_a
 
 
 def test_the_default_race_asks_for_60_seconds_or_less():
-    from specviz.app.device_calls import decode_seconds, race_seconds
-    from specviz.views.race import RaceRequest
+    from specviz.app.device_calls import Asked, decode_seconds, race_seconds
+    from specviz.settings import Settings
 
-    default = RaceRequest("pair", "draft", "bfloat16", "hello", max_new_tokens=256)  # the GPU's default budget
+    default = Asked("pair", "hello", Settings(max_new_tokens=256))  # the GPU's default budget
     assert race_seconds(default) <= 60 and decode_seconds(default) <= 60
-    assert race_seconds(RaceRequest("pair", "draft", "bfloat16", "hello", max_new_tokens=1024)) > 60
+    assert race_seconds(Asked("pair", "hello", Settings(max_new_tokens=1024))) > 60
 
 
 def test_a_sweep_is_one_call_per_run(zero_app):
@@ -194,7 +194,7 @@ import json, sys
 import spaces
 from specviz.app.backend import Backend
 from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
-from specviz.views.race import RaceRequest
+from specviz.request import RaceRequest
 from specviz.app.shelf import ModelShelf, PairPreset
 
 shelf = ModelShelf([PairPreset("tiny", sys.argv[1], sys.argv[2])], "cpu")

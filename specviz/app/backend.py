@@ -11,25 +11,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from .. import errors
-from ..drafters.kinds import DrafterKind, Options
-from ..drafters.registry import NO_DRAFTER, kind, kinds
+from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
-from ..models import DTYPES, encode_prompt
+from ..models import encode_prompt
 from ..record import TextTable, make_trace
 from ..render.grand_prix import ordinal
-from ..settings import Settings, mode_text
+from ..request import RaceRequest
+from ..settings import Settings
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import GrandPrixView, starting_grid
-from ..views.race import SPEC, Lane, RaceRequest, RaceView
+from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
+from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
-from .device_calls import DeviceCalls, Packet, check_request
+from .device_calls import Asked, DeviceCalls, Packet, check_request
 from .shelf import LoadedPair, ModelShelf
 
 Stopped = Callable[[], bool]
@@ -132,39 +133,37 @@ class Backend:
             with self._count:
                 self._on.remove(ticket)
 
-    def _check(self, request: RaceRequest, session: str) -> tuple[Settings, DrafterKind, Options]:
+    def _check(self, request: RaceRequest, session: str) -> Asked:
+        """A race's or a sweep's request checked, once: its speculative side needs a drafter, and its pair is a
+        preset or one this visitor added, never another's."""
         if request.drafter == NO_DRAFTER:
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
-        self.shelf.preset(request.pair, session)  # a preset, or a pair this visitor added: never another's
-        return check_request(request, self.shelf)
+        return check_request(request, self.shelf, session)
 
-    def _load(self, request: RaceRequest) -> Iterator[str]:
-        """The pair at the precisions asked for (the draft's: the target's unless the request names another)."""
-        for precision in (request.dtype, request.draft_dtype):
-            if precision not in DTYPES and precision != "same":
-                raise InvalidRequest(f"precision must be one of {', '.join(DTYPES)}, got {precision!r}")
-        draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
-        return self.shelf.load(request.pair, request.dtype, draft_dtype=draft_dtype)
+    def _load(self, asked: Asked) -> Iterator[str]:
+        """The pair at the precisions asked for (the draft's: the target's unless the request named another)."""
+        return self.shelf.load(asked.pair, asked.dtype, draft_dtype=asked.draft_dtype)
 
     def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final. The
         speculative side drafts from, and joins, the session's earlier runs."""
-        settings, chosen, options = self._check(request, session)
+        asked = self._check(request, session)
+        settings = asked.settings
         with self._on_device(session, 2, "race"):
-            for line in self._load(request):
+            for line in self._load(asked):
                 yield RaceView(plain=Lane(PLAIN), spec=Lane(SPEC), text_of=str, greedy=settings.greedy, message=line)
             pair, texts = self.shelf.current(), TextTable()
-            memory = self.memory(session) if chosen.remembers else None
+            memory = self.memory(session) if asked.remembers else None
             view = RaceView(
                 plain=Lane(PLAIN),
                 spec=Lane(SPEC),
                 text_of=texts,
                 greedy=settings.greedy,
-                mode=mode_text(chosen.words(options), settings),
+                mode=asked.mode,
                 lossy=settings.lossy,
             )
             lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
-            call = self.calls.race(request, None if memory is None else memory.copy())
+            call = self.calls.race(asked, None if memory is None else memory.copy())
             try:
                 for packet in call:
                     ended = _take(packet, texts)
@@ -187,14 +186,14 @@ class Backend:
                 call.close()  # under ZeroGPU this ends the worker at its next step
             view.stopped = not (view.plain.done and view.spec.done)
             if not compared and settings.greedy:  # stopped before the device compared the two sides
-                view.divergence = self._parted(request, prompt_ids, view.plain.tokens, view.spec.tokens)
+                view.divergence = self._parted(asked, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 self.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
-        sides = [Side(PLAIN, "", view.plain.events), Side(chosen.name, view.mode, view.spec.events, view.divergence)]
+        sides = [Side(PLAIN, "", view.plain.events), Side(asked.drafter, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
             kind="race",
-            prompt=request.prompt,
+            prompt=asked.prompt,
             prompt_ids=prompt_ids,
             settings=settings,
             models=_models(pair, view.exact),
@@ -206,15 +205,15 @@ class Backend:
         )
         yield view
 
-    def _parted(self, request: RaceRequest, prompt_ids: list[int], plain: list[int], spec: list[int]):
+    def _parted(self, asked: Asked, prompt_ids: list[int], plain: list[int], spec: list[int]):
         """A stopped greedy run's divergence: a device call only where the outputs really part."""
         if all(a == b for a, b in zip(plain, spec)):
             return None
-        return self.calls.divergence(request, prompt_ids, plain, spec)
+        return self.calls.divergence(asked, prompt_ids, plain, spec)
 
     def _side(
         self,
-        request: RaceRequest,
+        asked: Asked,
         stopped: Stopped,
         texts: TextTable,
         plain_ids=None,
@@ -222,7 +221,7 @@ class Backend:
     ) -> Iterator[Packet]:
         """One side through the device (plain, or a drafter at the request's γ): its packets, the last one "end"
         unless it was stopped. Errors raise here, in the server, as the SpecvizError they were."""
-        call = self.calls.decode(request, plain_ids, memory)
+        call = self.calls.decode(asked, plain_ids, memory)
         try:
             for packet in call:
                 ended = _take(packet, texts)
@@ -237,23 +236,22 @@ class Backend:
     ) -> Iterator[SweepView]:
         """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
         session's earlier runs as they were before the sweep (its own runs are not remembered)."""
-        settings, chosen, _ = self._check(request, session)
+        asked = self._check(request, session)
         view = SweepView(gammas=tuple(gammas))
         with self._on_device(session, 1 + len(view.gammas), f"γ sweep of {1 + len(view.gammas)} runs"):
-            for line in self._load(request):
+            for line in self._load(asked):
                 view.message = line
                 yield view
-            memory, texts = self.memory(session) if chosen.remembers else None, TextTable()
+            memory, texts = self.memory(session) if asked.remembers else None, TextTable()
             view.message = "plain decoding (the baseline)"
             yield view
-            plain = replace(request, drafter=NO_DRAFTER)
-            view.plain = [p.event for p in self._side(plain, stopped, texts) if p.kind == "step"]
+            view.plain = [p.event for p in self._side(asked.plain(), stopped, texts) if p.kind == "step"]
             for gamma in view.gammas:
                 if stopped():
                     break
                 view.message = f"speculative decoding at γ = {gamma}"
                 yield view
-                at = replace(request, gamma=gamma, adaptive=False)  # the sweep measures each fixed γ
+                at = replace(asked, settings=replace(asked.settings, gamma=gamma, adaptive=False))  # each fixed γ
                 own = None if memory is None else memory.copy()
                 view.runs[gamma] = [p.event for p in self._side(at, stopped, texts, None, own) if p.kind == "step"]
         view.finished, view.stopped = True, stopped()
@@ -273,17 +271,17 @@ class Backend:
         of any lane, the last one final. A lane that cannot run with this pair gets its reason and never holds the
         race. Each lane that copies from earlier runs drafts from the session's runs as they were; the race adds
         none."""
-        settings = request.settings()
-        view, asked = self._grid(request, settings, lanes, best, session)
-        with self._on_device(session, 1 + len(asked), f"Grand Prix of {1 + len(asked)} lanes"):
-            for line in self._load(request):
+        asked = check_request(replace(request, drafter=NO_DRAFTER), self.shelf, session)
+        settings = asked.settings
+        view, runs = self._grid(request, settings, lanes, best, session)
+        with self._on_device(session, 1 + len(runs), f"Grand Prix of {1 + len(runs)} lanes"):
+            for line in self._load(asked):
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            reads = any(kind(drafter).remembers for _, drafter, _, _ in asked)
-            memory = self.memory(session).copy() if reads else None
+            memory = self.memory(session).copy() if any(run.remembers for run in runs) else None
             began, prompt_ids, compared = time.perf_counter(), [], False
-            call = self.calls.grand_prix(request, asked, memory)
+            call = self.calls.grand_prix(asked, runs, memory)
             try:
                 for packet in call:
                     if _take(packet, view.text_of):
@@ -306,12 +304,12 @@ class Backend:
             if not compared and settings.greedy:  # stopped before the device compared the lanes with plain
                 for lane in view.drafted:
                     if lane.runs and lane.events:
-                        lane.divergence = self._parted(request, prompt_ids, view.plain.tokens, lane.tokens)
+                        lane.divergence = self._parted(asked, prompt_ids, view.plain.tokens, lane.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
         view.message = "stopped: every lane keeps what it wrote" if view.stopped else "done"
         view.trace = make_trace(
             kind=GRAND_PRIX,
-            prompt=request.prompt,
+            prompt=asked.prompt,
             prompt_ids=prompt_ids,
             settings=settings,
             models=_models(pair, view.exact),
@@ -326,10 +324,8 @@ class Backend:
 
     def _grid(self, request: RaceRequest, settings: Settings, lanes, best: bool, session: str):
         """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
-        device's part of it: each runnable lane as (name, drafter, γ, adaptive)."""
+        device's part of it: each runnable lane as it runs (its drafter, settings and options)."""
         preset = self.shelf.preset(request.pair, session)
-        for other in kinds(menu_only=True):  # every option on the screen is checked, whichever lanes run
-            other.parse(request.options)
         chosen = lane_entrants(
             lanes,
             settings,
@@ -339,19 +335,17 @@ class Backend:
             bool(preset.draft),
         )
         view = starting_grid([lane_of(e) for e in chosen], settings)
-        return view, tuple((e.name, e.drafter, e.settings.gamma, e.settings.adaptive) for e in chosen if e.settings)
+        return view, tuple(lane_runs(chosen))
 
-    def _run_side(
-        self, request: RaceRequest, prompts, runnable: dict[str, Settings], memories, stopped, texts, models: RunModels
-    ):
+    def _run_side(self, asked: Asked, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
         """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ (memories
         as side_runner keeps them). `models` (the run's, as a trace and a report name them) learns from the device
         whether the target ran in exact mode."""
 
         def decode_one(i: int, side: str, plain_ids, memory):
-            at = replace(request, prompt=prompts[i], drafter=NO_DRAFTER)
+            at = replace(asked, prompt=prompts[i])
             if side in runnable:
-                at = replace(at, drafter=side, gamma=runnable[side].gamma, adaptive=runnable[side].adaptive)
+                at = replace(at, drafter=side, settings=runnable[side].settings, options=runnable[side].options)
             prompt_ids, ended = [], False
             for packet in self._side(at, stopped, texts, plain_ids, memory):
                 if packet.kind == "start":
@@ -377,9 +371,9 @@ class Backend:
         """Every chosen drafter on each of the visitor's prompts after one plain run of it, one device call per run
         (workload/run.py); the pair loaded once. A drafter that copies from earlier runs starts from the session's
         and learns from the workload's earlier prompts as it goes; the session's own memory is left as it was."""
-        request = replace(request, prompt=prompts[0] if prompts else "")
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
-        base, preset = request.settings(), self.shelf.preset(request.pair, session)
+        asked = check_request(replace(request, prompt=prompts[0], drafter=NO_DRAFTER), self.shelf, session)
+        base, preset = asked.settings, self.shelf.preset(request.pair, session)
         chosen = entrants(
             drafter_names(drafters),
             base,
@@ -397,16 +391,16 @@ class Backend:
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
         with self._on_device(session, runs, f"workload of {runs} runs"):
-            for line in self._load(request):
+            for line in self._load(asked):
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            view.models, runnable = _models(pair), {e.name: e.settings for e in chosen if e.settings}
+            view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
             memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
-            run_side = self._run_side(request, prompts, runnable, memories, stopped, view.text_of, view.models)
+            run_side = self._run_side(asked, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
 
 

@@ -3,7 +3,7 @@ the API takes every control. No torch: the kinds arrive as data from app.py."""
 
 import gradio as gr
 
-from ...views.race import RaceRequest
+from ...request import RaceRequest
 from . import fields
 
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
