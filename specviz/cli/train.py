@@ -259,10 +259,10 @@ def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()
     from ..drafters.medusa.heads import save_medusa
-    from ..models import load_model
+    from ..runs import open_target
     from ..training.medusa import MedusaTraining, train_heads
 
-    base = load_model(args.base, args.dtype, args.device)
+    base = open_target(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
     heads, report = train_heads(base, texts, config_from(args, MedusaTraining), progress=_log)
     folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
@@ -288,10 +288,10 @@ def cmd_train_eagle(args) -> int:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
     from ..drafters.eagle.checkpoint import save_eagle
-    from ..models import load_model
+    from ..runs import open_target
     from ..training.eagle import EagleTraining, load_features, read_features, save_features, train_eagle
 
-    base = load_model(args.base, args.dtype, args.device)
+    base = open_target(args.base, args.dtype, args.device)
     cached = Path(args.features) if args.features else None
     if cached and cached.is_file():
         features = load_features(cached)
@@ -347,10 +347,10 @@ def cmd_train_dflash(args) -> int:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
     from ..drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
-    from ..models import load_model
+    from ..runs import open_target
     from ..training.dflash import DFlashTraining, train_dflash
 
-    base = load_model(args.base, args.dtype, args.device)
+    base = open_target(args.base, args.dtype, args.device)
     config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]
     mask = spare_row(base.tokenizer, rows)
     if mask is None:
