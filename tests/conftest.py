@@ -7,6 +7,7 @@ own server fixture takes `launch_app`, so its tests are marked too):
 - model: loads a real offline model (the `smollm` fixture);
 - stats: draws thousands of seeded runs against the target's exact law (the `draws` fixture);
 - compiler: torch.compile really compiles a model's forward (the `compiling` fixture);
+- thorough: a property drawn over many more examples than the fast tier's (the `thorough` fixture);
 - slow: any of the above: `python -m pytest -m "not slow"` is the fast tier.
 """
 
@@ -41,8 +42,9 @@ MARKS_BY_FIXTURE = {
     "smollm": "model",
     "draws": "stats",
     "compiling": "compiler",
+    "thorough": "thorough",
 }
-SLOW = {"server", "browser", "model", "stats", "compiler"}
+SLOW = {"server", "browser", "model", "stats", "compiler", "thorough"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,6 +55,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 WORDS = PAIR_WORDS
+
+
+@pytest.fixture(scope="session")
+def thorough():
+    """Marks a property test that draws many examples (tests/test_properties.py): the slow tier's share."""
 
 
 @pytest.fixture

@@ -142,3 +142,11 @@ def test_a_copy_that_holds_in_runs_is_counted_by_position_and_drafted_long():
                 accepted = 10 if held else 0
                 controller.observe(10, 11, accepted, not held, draft_s=0.0, verify_s=2.0)
     assert copies.next_gamma() == 10 and iid.next_gamma() < 10
+
+
+def test_a_plain_step_timed_at_zero_seconds_leaves_adaptive_gamma_working():
+    """Found by tests/test_properties.py: V(1) measured as 0 s made the next drafting step divide by it."""
+    controller = GammaController(1)
+    controller.observe(gamma=1, forward_tokens=1, accepted=0, rejected=False, draft_s=0.0, verify_s=0.0)
+    controller.observe(gamma=1, forward_tokens=2, accepted=0, rejected=True, draft_s=0.0, verify_s=0.0)
+    assert 0 <= controller.next_gamma() <= 1

@@ -44,7 +44,7 @@ def marks_of_every_test() -> dict[str, set[str]]:
 def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_slow_kinds():
     marks = marks_of_every_test()
     fast = [node for node, m in marks.items() if "slow" not in m]
-    heavy = [node for node, m in marks.items() if m & {"server", "browser", "model", "stats", "compiler"}]
+    heavy = [node for node, m in marks.items() if m & {"server", "browser", "model", "stats", "compiler", "thorough"}]
     assert all("slow" in marks[node] for node in heavy)
     assert set(GREEDY_IDENTITY) == {k.name for k in kinds(menu_only=True)}, "name the new drafter's greedy test here"
     for name, tests in GREEDY_IDENTITY.items():
@@ -56,6 +56,7 @@ def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_s
     for test in (
         "test_tree_view.py::test_in_a_browser",  # the browser fixture alone
         "test_compiled.py::test_a_race_through_the_compiled_forward_is_plain_decodings",  # compiling
+        "test_properties.py::test_a_sampled_chain_emits_the_targets_law_exactly_thoroughly",  # thorough
         "test_zero_gpu.py::test_a_race_runs_in_a_worker",  # launch_app, through the module's own fixture
         "test_mutants.py::test_each_cache_or_position_mutant_fails_the_same_test",  # draws
         "test_vocab_edges.py::test_a_draft_with_a_padded_or_cut_vocabulary_keeps_the_targets_law",
