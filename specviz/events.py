@@ -7,7 +7,15 @@ cannot tell plain from speculative except by what the events contain.
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
+from . import reading as read
 from .errors import InvalidEvent
+
+PROBABILITY = 1.001  # the most a recorded probability may be: 1, and what a float's round-off adds to it
+
+
+def _chances(values, what: str) -> tuple[float, ...]:
+    return read.each(read.number, values, what, 0.0, PROBABILITY)
+
 
 NEXT_KINDS = ("correction", "bonus", "plain", "end")
 PLAIN = "plain"  # the side that decodes with no drafter, as traces, views, reports and the screen name it
@@ -52,18 +60,33 @@ class StepDetail:
 
     @staticmethod
     def from_json(data: dict) -> "StepDetail":
-        leading = tuple(
-            Leading(tuple(x["ids"]), tuple(x["p"]), _tuple(x.get("q")), _tuple(x.get("r"))) for x in data["leading"]
-        )
-        return StepDetail(data["rule"], tuple(Trial(**t) for t in data["trials"]), leading)
+        """Read back, every value checked (reading.py): a damaged trace fails here, in one line."""
+        data = read.mapping(data, "detail")
+
+        def trial(t, what):
+            t = read.mapping(t, what)
+            return Trial(
+                read.integer(t["depth"], f"{what}.depth", 1),
+                read.integer(t["token"], f"{what}.token"),
+                read.number(t["p"], f"{what}.p", 0.0, PROBABILITY),
+                read.number(t["q"], f"{what}.q", 0.0, PROBABILITY),
+                read.flag(t["accepted"], f"{what}.accepted"),
+                read.maybe(read.number, t.get("u"), f"{what}.u", 0.0, 1.0),
+                read.maybe(read.number, t.get("bar"), f"{what}.bar", 0.0, 1.0),
+            )
+
+        def lead(x, what):
+            x = read.mapping(x, what)
+            ids = read.each(read.integer, x["ids"], f"{what}.ids")
+            q, r = (read.maybe(_chances, x.get(k), f"{what}.{k}") for k in ("q", "r"))
+            return Leading(ids, _chances(x["p"], f"{what}.p"), q, r)
+
+        trials = read.each(trial, data["trials"], "detail.trials")
+        return StepDetail(read.text(data["rule"], "detail.rule"), trials, read.each(lead, data["leading"], "leading"))
 
     def up_to(self, depth: int) -> "StepDetail":
         """The explanation of the first `depth` draft positions only (the run ended there)."""
         return replace(self, trials=tuple(t for t in self.trials if t.depth <= depth), leading=self.leading[:depth])
-
-
-def _tuple(values):
-    return None if values is None else tuple(values)
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,8 @@ class StepEvent:
             raise InvalidEvent(f"step {self.index}: the next token's kind {self.next_kind!r} is not in {NEXT_KINDS}")
         if len(self.p) != n or (self.q is not None and len(self.q) != n):
             raise InvalidEvent(f"step {self.index}: p and q must have one value per proposed token ({n})")
+        if self.candidates is not None and not (self.winner is not None and 0 <= self.winner < len(self.candidates)):
+            raise InvalidEvent(f"step {self.index}: winner {self.winner!r} is not one of its candidates")
 
     @property
     def tokens(self) -> tuple[int, ...]:
@@ -128,17 +153,28 @@ class StepEvent:
 
     @staticmethod
     def from_json(data: dict) -> "StepEvent":
-        """The inverse of to_json (a recorded trace read back)."""
-        data = dict(data)
-        data["next_token"] = data.pop("next")
-        for key in ("proposed", "p"):
-            data[key] = tuple(data[key])
-        data["q"] = _tuple(data.get("q"))
+        """The inverse of to_json (a recorded trace read back), every value checked for the kind and range it was
+        written with (reading.py): a damaged trace fails here, in one line naming the field."""
+        data = dict(read.mapping(data, "step"))
+        step = f"step {data.get('index')!r}"[:40]
+        data["next_token"] = read.maybe(read.integer, data.pop("next"), f"{step}: next")
+        for key in ("index", "accepted", "draft_forwards", "gamma", "forward_tokens", "block"):
+            if key in data:
+                data[key] = read.integer(data[key], f"{step}: {key}")
+        data["proposed"] = read.each(read.integer, data["proposed"], f"{step}: proposed")
+        data["p"] = _chances(data["p"], f"{step}: p")
+        data["q"] = read.maybe(_chances, data.get("q"), f"{step}: q")
+        for key in ("draft_s", "verify_s", "step_s", "prefill_s"):
+            if key in data:
+                data[key] = read.number(data[key], f"{step}: {key}")
+        for key in ("next_kind", "finish", "origin"):
+            data[key] = read.maybe(read.text, data.get(key), f"{step}: {key}")
         if data.get("candidates") is not None:
-            data["candidates"] = tuple(tuple(c) for c in data["candidates"])
+            data["candidates"] = read.each(lambda c, w: read.each(read.integer, c, w), data["candidates"], step)
+        data["winner"] = read.maybe(read.integer, data.get("winner"), f"{step}: winner")
         if data.get("detail") is not None:
             data["detail"] = StepDetail.from_json(data["detail"])
-        data["draft_tokens"] = _tuple(data.get("draft_tokens"))
+        data["draft_tokens"] = read.maybe(lambda v, w: read.each(read.text, v, w), data.get("draft_tokens"), step)
         return StepEvent(**data)
 
 

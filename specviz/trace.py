@@ -6,8 +6,10 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from . import reading as read
 from .errors import SpecvizError
 from .events import PLAIN, StepEvent, generated_ids
+from .settings import Settings
 
 FORMAT = "specviz-trace"
 VERSION = 1
@@ -60,7 +62,8 @@ class RunModels:
     def from_json(data: dict) -> "RunModels":
         """Read leniently: a trace from before a field existed lacks it, and a field specviz no longer knows is
         dropped."""
-        return RunModels(**{f.name: str(data[f.name]) for f in fields(RunModels) if data.get(f.name) is not None})
+        known = [f.name for f in fields(RunModels) if data.get(f.name) is not None]
+        return RunModels(**{name: read.text(data[name], f"models.{name}") for name in known})
 
 
 @dataclass
@@ -135,40 +138,34 @@ class Trace:
             raise TraceError('not a specviz trace (no "format": "specviz-trace" in it)')
         version = data.get("version")
         if not isinstance(version, int) or version < 1:
-            raise TraceError(f"the trace's version is {version!r}, not a whole number")
+            raise TraceError(f"the trace's version is {read.shown(version)}, not a whole number")
         if version > VERSION:
             raise TraceError(
                 f"this trace is version {version}, written by a newer specviz; this one reads version "
                 f"{VERSION} and older"
             )
         try:
-            sides = [
-                Side(
-                    s["name"],
-                    s["words"],
-                    [StepEvent.from_json(e) for e in s["events"]],
-                    _divergence(s.get("divergence")),
-                )
-                for s in data["sides"]
-            ]
+            sides = [_side(s, f"sides[{i}]") for i, s in enumerate(read.listed(data["sides"], "sides"))]
             if not sides or sides[0].name != PLAIN:
                 raise ValueError("its first side is not plain decoding")
             return Trace(
-                kind=data["kind"],
-                created=data["created"],
-                prompt=data["prompt"],
-                prompt_tokens=int(data["prompt_tokens"]),
-                settings=dict(data["settings"]),
-                models=RunModels.from_json(dict(data["models"])),
+                kind=_kind(data["kind"]),
+                created=read.text(data["created"], "created"),
+                prompt=read.text(data["prompt"], "prompt"),
+                prompt_tokens=read.integer(data["prompt_tokens"], "prompt_tokens"),
+                settings=_settings(data["settings"]),
+                models=RunModels.from_json(read.mapping(data["models"], "models")),
                 sides=sides,
-                texts={int(k): str(v) for k, v in data["texts"].items()},
-                wall_s=float(data.get("wall_s", 0.0)),
-                stopped=bool(data.get("stopped", False)),
-                made_with=str(data.get("made_with", "")),
-                extra=dict(data.get("extra", {})),
+                texts=_texts(data["texts"]),
+                wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
+                stopped=read.flag(data.get("stopped", False), "stopped"),
+                made_with=read.text(data.get("made_with", ""), "made_with"),
+                extra=_extra(data.get("extra", {})),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(f"the trace is damaged ({type(exc).__name__}: {str(exc)[:120]})") from None
+        except KeyError as exc:
+            raise TraceError(f"the trace is damaged (it has no {str(exc)[:60]})") from None
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"the trace is damaged ({str(exc)[:160]})") from None
 
     @staticmethod
     def load(path) -> "Trace":
@@ -179,12 +176,69 @@ class Trace:
         return Trace.from_json(data)
 
 
-def _divergence(data) -> Divergence | None:
+def _side(data, what: str) -> Side:
+    data = read.mapping(data, what)
+    events = read.listed(data["events"], f"{what}.events")
+    return Side(
+        read.text(data["name"], f"{what}.name"),
+        read.text(data["words"], f"{what}.words"),
+        [StepEvent.from_json(e) for e in events],
+        _divergence(data.get("divergence"), f"{what}.divergence"),
+    )
+
+
+def _divergence(data, what: str) -> Divergence | None:
     if data is None:
         return None
+    data = read.mapping(data, what)
+    top = read.listed(data["top"], f"{what}.top")
     return Divergence(
-        int(data["position"]),
-        str(data["plain_token"]),
-        str(data["spec_token"]),
-        tuple((str(t), float(p)) for t, p in data["top"]),
+        read.integer(data["position"], f"{what}.position"),
+        read.text(data["plain_token"], f"{what}.plain_token"),
+        read.text(data["spec_token"], f"{what}.spec_token"),
+        tuple(
+            (read.text(t, f"{what}.top"), read.number(p, f"{what}.top", 0.0, 1.001))
+            for t, p in (read.listed(pair, f"{what}.top") for pair in top)
+        ),
     )
+
+
+KINDS = ("race", "comparison", "grand prix")  # a duel; an earlier version's every-drafter run; a Grand Prix
+
+
+def _kind(value) -> str:
+    if value not in KINDS:
+        raise ValueError(f"its kind is {str(value)[:40]!r}, not one of {', '.join(KINDS)}")
+    return value
+
+
+def _texts(data) -> dict[int, str]:
+    """Each token id's text (JSON keys are strings: the ids written out)."""
+    texts = {}
+    for key, value in read.mapping(data, "texts").items():
+        if not (key.isascii() and key.isdigit() and len(key) < 16):
+            raise ValueError(f"texts has a key {key[:20]!r} that is not a token id")
+        texts[int(key)] = read.text(value, f"texts[{key}]")
+    return texts
+
+
+def _settings(data) -> dict:
+    """The run's settings as recorded, checked as a run's settings are (fields this version does not know are kept
+    and left unread)."""
+    data = read.mapping(data, "settings")
+    known = {f.name for f in fields(Settings)}
+    Settings(**{k: v for k, v in data.items() if k in known})
+    return dict(data)
+
+
+def _extra(data) -> dict:
+    """A Grand Prix's lanes (name, drafter, words, note, γ, adaptive) and its turn order, checked."""
+    data = read.mapping(data, "extra")
+    for i, lane in enumerate(read.listed(data.get("lanes", []), "extra.lanes")):
+        lane = read.mapping(lane, f"extra.lanes[{i}]")
+        for key in ("name", "drafter", "words", "note"):
+            read.maybe(read.text, lane.get(key), f"extra.lanes[{i}].{key}")
+        read.maybe(read.integer, lane.get("gamma"), f"extra.lanes[{i}].gamma")
+        read.maybe(read.flag, lane.get("adaptive"), f"extra.lanes[{i}].adaptive")
+    read.each(read.integer, data.get("turns", []), "extra.turns")
+    return dict(data)

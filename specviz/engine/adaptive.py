@@ -190,7 +190,7 @@ class GammaController:
         if self.block or self.copies:
             self._count_positions(accepted, rejected)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
-        if not self.forward_1:  # no plain step timed yet (or one timed at 0 s): read V(1) off this one through the slope
+        if not self.forward_1:  # no plain step timed yet (or timed at 0 s): read V(1) off this one, through the slope
             self.forward_1 = verify_s / (1.0 + self.slope * (forward_tokens - 1))
         else:
             self.slope = max(0.0, blend(self.slope, (verify_s / self.forward_1 - 1.0) / (forward_tokens - 1)))

@@ -1,0 +1,69 @@
+"""Reading back what specviz wrote (a trace): each value checked for the kind and range it was written with, so a
+damaged file fails where it is read, in one line naming the field, never later where it is drawn. Pure Python.
+
+Every reader raises ValueError with the field's name; the caller turns it into its own error."""
+
+import math
+
+LARGEST = 2**53  # no count or id specviz writes comes near it; JSON readers elsewhere lose precision past it
+
+
+def shown(value) -> str:
+    """A value as an error message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def integer(value, what: str, low: int = 0, high: int = LARGEST) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{what} is {shown(value)}, not a whole number in {low}..{high}")
+    return value
+
+
+def number(value, what: str, low: float = 0.0, high: float = math.inf) -> float:
+    """A finite number in [low, high] (an integer is taken as one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ValueError(f"{what} is {shown(value)}, not a number in {low}..{high}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is {shown(value)}, not a finite number")
+    return float(value)
+
+
+def text(value, what: str) -> str:
+    """A string that is Unicode text throughout (a lone surrogate, which JSON can spell, cannot be written out)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} is {shown(value)}, not text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} holds a character that is not Unicode text (a lone surrogate)") from None
+    return value
+
+
+def flag(value, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} is {shown(value)}, not true or false")
+    return value
+
+
+def listed(value, what: str) -> list | tuple:
+    """A list (JSON's), or a tuple (what to_json leaves before it is written out)."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{what} is {shown(value)}, not a list")
+    return value
+
+
+def mapping(value, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is {shown(value)}, not an object")
+    return value
+
+
+def maybe(reader, value, what: str, *bounds):
+    """None, or what `reader` makes of the value."""
+    return None if value is None else reader(value, what, *bounds)
+
+
+def each(reader, values, what: str, *bounds) -> tuple:
+    """A list read item by item."""
+    return tuple(reader(v, f"{what}[{i}]", *bounds) for i, v in enumerate(listed(values, what)))
