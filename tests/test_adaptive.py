@@ -1,7 +1,5 @@
 """Adaptive γ: the controller's choices follow the cost model, and adaptive runs stay exact."""
 
-import time
-
 import pytest
 from test_medusa_drafter import copying_heads
 
@@ -108,22 +106,39 @@ def test_a_block_drafter_verifies_as_far_as_its_positions_hold():
     assert halting.next_gamma() == 4 and whole.next_gamma() == 15
 
 
+class Clock:
+    """The loop's clock, moved only by hand: whatever runs between two readings takes exactly what was added."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class SlowObserver(BaseDrafter):
-    """Proposes the last token again, then spends 40 ms in observe: bookkeeping, not the verify forward."""
+    """Proposes the last token again, then spends 40 s (of the hand-moved clock) in observe: bookkeeping, not the
+    verify forward."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
 
     def propose(self, tokens, gamma):
         return Proposal(((tokens[-1],) * gamma,))
 
     def observe(self, verdict):
-        time.sleep(0.04)
+        self.clock.now += 40.0
 
 
-def test_verify_time_is_the_forward_alone_and_adaptive_gamma_learns_the_rest_apart(target):
+def test_verify_time_is_the_forward_alone_and_adaptive_gamma_learns_the_rest_apart(target, monkeypatch):
+    from specviz.engine import loop
+
+    clock = Clock()  # the machine's speed plays no part: only observe moves time
+    monkeypatch.setattr(loop, "make_clock", lambda device: clock)
     settings = Settings(max_new_tokens=6, gamma=2, adaptive=True)
-    drafter = SlowObserver()
-    events = list(generate(target, [1, 2, 3], settings, drafter))
+    events = list(generate(target, [1, 2, 3], settings, SlowObserver(clock)))
     drafted = [e for e in events if e.proposed]
-    assert drafted and all(e.verify_s < 0.04 <= e.step_s - e.draft_s - e.verify_s for e in drafted)
+    assert drafted and all(e.verify_s == 0.0 and e.step_s - e.draft_s - e.verify_s == 40.0 for e in drafted)
     controller = GammaController(4)
     controller.observe(
         gamma=2, forward_tokens=3, accepted=1, rejected=True, draft_s=0.01, verify_s=0.1, bookkeeping_s=0.4
