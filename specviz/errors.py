@@ -1,8 +1,15 @@
 """Typed errors: everything a user can get wrong raises a SpecvizError with a one-line message."""
 
+LONGEST_MESSAGE = 500  # characters: a message that quotes what the user gave quotes at most this much of it
+
 
 class SpecvizError(Exception):
-    """Base class: the message is one line a user can act on."""
+    """Base class: the message is one line a user can act on. However it was built (quoting a user's 100,000-character
+    value, or text with line breaks in it), it reads as one line of at most LONGEST_MESSAGE characters."""
+
+    def __str__(self) -> str:
+        text = super().__str__().replace("\r", " ").replace("\n", " ")
+        return text if len(text) <= LONGEST_MESSAGE else text[: LONGEST_MESSAGE - 1] + "…"
 
 
 def first_line(exc: BaseException) -> str:

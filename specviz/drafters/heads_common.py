@@ -51,6 +51,33 @@ def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -
         raise error(f"cannot fetch {what} '{spec}' from {where}: {first_line(exc)[:200]}") from exc
 
 
+def read_config(folder: Path, what: str, error: type[Exception]) -> dict:
+    """A checkpoint's config.json as a JSON object; missing, unreadable or another kind of JSON: one line of `error`."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise error(f"'{folder}' is not {what} checkpoint (no config.json)")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise error(f"{path} is not a JSON object")
+    return saved
+
+
+def built(make, what: str, error: type[Exception]):
+    """`make()`, the module a checkpoint's config describes; a config transformers or torch cannot build from (a
+    field of the wrong kind, a size that cannot be) is one line of `error`, not their traceback."""
+    try:
+        return make()
+    except error:
+        raise
+    except Exception as exc:
+        raise error(
+            f"the config.json of {what} cannot be built ({type(exc).__name__}: {first_line(exc)[:160]})"
+        ) from None
+
+
 def check_base(config: dict, target_name: str, what: str, error: type[Exception]) -> None:
     """Heads whose config names another base model than the target are refused (a config naming none passes)."""
     named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()

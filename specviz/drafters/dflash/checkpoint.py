@@ -7,7 +7,6 @@ layer count, its embedding rows), every weight's name and shape against the laye
 else is refused in one line naming the field. DFlash-2 checkpoints (a candidate selector, convolutions) are refused.
 """
 
-import json
 import re
 from pathlib import Path
 
@@ -15,7 +14,8 @@ import torch
 
 from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
-from ..heads_common import check_base, check_weights, locate_heads, shipped_folder, write_checkpoint
+from ..heads_common import built, check_base, check_weights, locate_heads, shipped_folder, write_checkpoint
+from ..heads_common import read_config as heads_config
 from .model import DFlashDraft
 
 WEIGHTS = "model.safetensors"
@@ -141,16 +141,7 @@ def layer_config(saved: dict, target_config, draft_layers: int):
 
 
 def read_config(folder: Path) -> dict:
-    path = folder / "config.json"
-    if not path.is_file():
-        raise DFlashCheckpointError(f"'{folder}' is not a DFlash checkpoint (no config.json)")
-    try:
-        saved = json.loads(path.read_text())
-    except ValueError:
-        saved = None
-    if not isinstance(saved, dict):
-        raise DFlashCheckpointError(f"{path} is not a JSON object")
-    return saved
+    return heads_config(folder, "a DFlash", DFlashCheckpointError)
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -185,7 +176,7 @@ def load_dflash(where, target) -> DFlashDraft:
     folder = locate_heads(where, ["config.json", WEIGHTS], "a DFlash drafter", DFlashCheckpointError)
     saved = read_config(folder)
     check_base(saved, target.name, "DFlash drafters", DFlashCheckpointError)
-    draft = build_draft(saved, target.model)
+    draft = built(lambda: build_draft(saved, target.model), "a DFlash drafter", DFlashCheckpointError)
     state = read_weights(folder)
     check_weights(
         state,

@@ -9,7 +9,6 @@ the named base must fit, or the folder is refused in one line.
 """
 
 import copy
-import json
 from pathlib import Path
 
 import torch
@@ -18,9 +17,11 @@ from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
 from ..heads_common import (
     SHORTLIST_FILE,
+    built,
     check_base,
     check_weights,
     locate_heads,
+    read_config,
     read_shortlist,
     shipped_folder,
     write_checkpoint,
@@ -126,18 +127,12 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
         "EAGLE heads",
         EagleCheckpointError,
     )
-    if not (folder / "config.json").is_file():
-        raise EagleCheckpointError(f"'{folder}' is not an EAGLE checkpoint (no config.json)")
-    try:
-        saved = json.loads((folder / "config.json").read_text())
-        assert isinstance(saved, dict)
-    except (ValueError, AssertionError):
-        raise EagleCheckpointError(f"{folder / 'config.json'} is not a JSON object") from None
+    saved = read_config(folder, "an EAGLE", EagleCheckpointError)
     check_base(saved, target.name, "EAGLE heads", EagleCheckpointError)
     state = read_state(folder)
     layout = layout_of(state)
     model = target.model
-    config = head_config(saved, model.config, layout)
+    config = built(lambda: head_config(saved, model.config, layout), "an EAGLE head", EagleCheckpointError)
     embed = state.pop("embed_tokens.weight", None)
     if embed is not None and tuple(embed.shape) != tuple(model.get_input_embeddings().weight.shape):
         raise EagleCheckpointError(
@@ -149,8 +144,18 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     if shortlist is not None and layout != "eagle1":
         raise EagleCheckpointError("a vocabulary shortlist (head_vocab.json) goes with EAGLE-1-layout heads only")
     family = "llama" if layout == "eagle3" and saved.get("model_type") == "llama" else ""
-    head = EagleHead(
-        config, layout, model, fc_bias="fc.bias" in state, draft_vocab=draft_vocab, shortlist=shortlist, family=family
+    head = built(
+        lambda: EagleHead(
+            config,
+            layout,
+            model,
+            fc_bias="fc.bias" in state,
+            draft_vocab=draft_vocab,
+            shortlist=shortlist,
+            family=family,
+        ),
+        "an EAGLE head",
+        EagleCheckpointError,
     )
     check_weights(
         state,

@@ -7,7 +7,6 @@ checkpoint may also name a vocabulary shortlist (`head_vocab.json`): the heads t
 cuts their cost from K full-vocabulary products to K small ones (they only propose; the target still verifies).
 """
 
-import json
 from pathlib import Path
 
 import torch
@@ -19,6 +18,7 @@ from ..heads_common import (
     SHORTLIST_FILE,
     check_base,
     check_weights,
+    read_config,
     read_shortlist,
     register_shortlist,
     shipped_folder,
@@ -134,9 +134,7 @@ def locate_heads(spec: str | Path) -> Path:
 def load_medusa(folder: str | Path, base) -> MedusaHeads:
     """Heads from a checkpoint folder or Hub id (config.json + weights), strictly checked against `base`."""
     folder = locate_heads(folder)
-    if not (folder / "config.json").is_file():
-        raise MedusaCheckpointError(f"'{folder}' is not a Medusa checkpoint (no config.json)")
-    config = json.loads((folder / "config.json").read_text())
+    config = read_config(folder, "a Medusa", MedusaCheckpointError)
     check_base(config, base.name, "heads", MedusaCheckpointError)
     state = read_state(folder)
     heads, layers, compact = _shape_of(state)
