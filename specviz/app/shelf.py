@@ -164,6 +164,8 @@ class ModelShelf:
         """A preset, or a pair the session added; with no session (the device side, after the server has checked
         the visitor's request), a pair any session added. An unknown label's error lists only what the asker may
         choose."""
+        if not isinstance(label, str):
+            raise InvalidRequest(f"a model pair is named by its label (text), not {type(label).__name__} {label!r}")
         if label in self.pairs:
             return self.pairs[label]
         added = (
