@@ -342,3 +342,58 @@ def test_after_any_accepts_and_rejections_the_cache_is_one_forward_over_the_comm
 def test_after_any_accepts_and_rejections_the_cache_is_one_forward_thoroughly(thorough, target, case):
     vocab = target.model.config.vocab_size
     check_cache(target.model, case.draw(rollbacks(vocab)))
+
+
+class Checked:
+    """A draft model drafter whose own cache is compared after every verdict with one forward over the text it
+    should hold: a prefix of the committed tokens (it may lag: it feeds the last ones at its next proposal)."""
+
+    def __init__(self, drafter, check):
+        self.drafter, self.check, self.profile = drafter, check, drafter.profile
+
+    def max_nodes(self, gamma):
+        return self.drafter.max_nodes(gamma)
+
+    def start(self, prompt_ids, target, judges=None):
+        self.drafter.start(prompt_ids, target, judges)
+
+    def propose(self, tokens, gamma):
+        self.tokens, self.proposal = list(tokens), self.drafter.propose(tokens, gamma)
+        return self.proposal
+
+    def observe(self, verdict):
+        self.drafter.observe(verdict)
+        kept = self.proposal.tree().candidate(verdict.winner)[: verdict.accepted]
+        self.check(self.drafter.lm, [*self.tokens, *kept])
+
+
+def same_cache(model, lm, committed: list[int]) -> None:
+    assert lm.length <= len(committed)
+    fresh = CachedLM(model)
+    fresh.extend(torch.tensor(committed[: lm.length]))
+    for ours, theirs in zip(lm.cache.layers, fresh.cache.layers):
+        assert ours.keys.shape == theirs.keys.shape
+        torch.testing.assert_close(ours.keys, theirs.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(ours.values, theirs.values, atol=1e-5, rtol=1e-4)
+
+
+@settings(max_examples=10, **CHECKED)
+@given(
+    prompt=st.lists(st.integers(1, 40), min_size=2, max_size=8),
+    gamma=st.integers(1, 5),
+    temperature=st.sampled_from([0.0, 0.9]),
+    shape=st.sampled_from(["chain", "tree"]),
+    seed=st.integers(0, 100),
+)
+def test_the_draft_models_cache_after_any_verdicts_is_one_forward_over_what_it_holds(
+    target, drafts, prompt, gamma, temperature, shape, seed
+):
+    from specviz.drafters.registry import build_drafter
+    from specviz.engine import generate, new_generator
+
+    draft = drafts["partial"]
+    settings_ = Settings(max_new_tokens=12, gamma=gamma, temperature=temperature, seed=seed)
+    generator = new_generator(target.device, seed)
+    drafter = build_drafter("draft", settings_, generator, target, draft, {"draft_tree": shape})
+    checked = Checked(drafter, lambda lm, committed: same_cache(draft.model, lm, committed))
+    list(generate(target, prompt, settings_, checked, generator))
