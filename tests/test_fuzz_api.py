@@ -73,7 +73,7 @@ def test_every_endpoint_under_junk_answers_in_one_line_and_keeps_serving(app_ser
     client = Client(url, verbose=False)
     api = endpoints(client)
 
-    @settings(max_examples=60, **CHECKED)
+    @settings(max_examples=150, **CHECKED)
     @given(junk_call(api))
     def answer(case):
         name, parameter, data = case
@@ -107,12 +107,18 @@ def test_every_endpoint_under_junk_answers_in_one_line_and_keeps_serving(app_ser
     assert summary["finished"] and summary["plain_tokens"] == summary["speculative_tokens"]
 
 
-def test_a_pair_that_is_not_a_name_is_refused_naming_it(app_server):
-    """Found by the fuzzing above: a list for the pair reached a dictionary lookup ("internal error (TypeError)")."""
-    url, _ = app_server
+def test_a_pair_or_a_precision_that_is_no_name_is_refused_in_one_line(app_server):
+    """Found by the fuzzing above: a list for the pair, or for a precision, reached a dictionary lookup ("internal
+    error (TypeError): unhashable type")."""
+    url, pair = app_server
     api = endpoints(Client(url, verbose=False))
     for name in ("/compare", "/run", "/load"):
         data = [p.get("parameter_default") for p in api[name]["parameters"]]
         data[0] = []
         kind, said = call(url, name, data)
         assert kind == "complete" and "a model pair is named by its label" in said and "internal error" not in said
+    names = [p["parameter_name"] for p in api["/compare"]["parameters"]]
+    data = [p.get("parameter_default") for p in api["/compare"]["parameters"]]
+    data[0], data[names.index("draft_dtype")] = pair, []
+    kind, said = call(url, "/compare", data)
+    assert kind == "complete" and "precision must be one of" in said and "internal error" not in said

@@ -19,7 +19,7 @@ from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import ROOT, build_tree, row_after, tree_mask, tree_positions
 from specviz.settings import Settings
 
-FAST, MANY = 40, 400  # examples per property: fast tier, slow tier
+FAST, MANY = 100, 1000  # examples per property: fast tier, slow tier
 CHECKED = dict(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -330,14 +330,14 @@ def check_cache(model, case):
         torch.testing.assert_close(ours.values, theirs.values, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=15, **CHECKED)
+@settings(max_examples=30, **CHECKED)
 @given(case=st.data())
 def test_after_any_accepts_and_rejections_the_cache_is_one_forward_over_the_committed_tokens(target, case):
     vocab = target.model.config.vocab_size
     check_cache(target.model, case.draw(rollbacks(vocab)))
 
 
-@settings(max_examples=150, **CHECKED)
+@settings(max_examples=300, **CHECKED)
 @given(case=st.data())
 def test_after_any_accepts_and_rejections_the_cache_is_one_forward_thoroughly(thorough, target, case):
     vocab = target.model.config.vocab_size
@@ -377,7 +377,7 @@ def same_cache(model, lm, committed: list[int]) -> None:
         torch.testing.assert_close(ours.values, theirs.values, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=10, **CHECKED)
+@settings(max_examples=20, **CHECKED)
 @given(
     prompt=st.lists(st.integers(1, 40), min_size=2, max_size=8),
     gamma=st.integers(1, 5),

@@ -88,7 +88,7 @@ def check_request(request: RaceRequest, shelf: ModelShelf, session: str | None =
         chosen.check_for(options, preset.target)
         remembers, words = chosen.remembers, chosen.words(options)
     for precision in (request.dtype, request.draft_dtype):
-        if precision not in DTYPES and precision != "same":
+        if not isinstance(precision, str) or (precision not in DTYPES and precision != "same"):
             raise InvalidRequest(f"precision must be one of {', '.join(DTYPES)}, got {precision!r}")
     draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
     exact, settings = request.exact_wanted(), request.settings()
