@@ -246,7 +246,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 # The package's layers, bottom first: a module imports only from layers below its own (within its own part, anything).
 LAYERS = (
-    ("specviz", "errors"),
+    ("specviz", "errors", "reading"),
     ("settings", "events"),
     ("trace", "request"),
     ("analysis", "models", "runtime"),
