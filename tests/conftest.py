@@ -17,8 +17,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+# Property and fuzz tests (Hypothesis) draw derandomized: the examples follow from each test's own code, so CI
+# draws what a run here drew. No deadline: a tiny model's first forward in a worker can take longer than the next
+# hundred. A test may take pytest fixtures (session-scoped ones, built once; never reset between examples).
+settings.register_profile(
+    "specviz", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+settings.load_profile("specviz")
+
 # One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 

@@ -8,10 +8,9 @@ import json
 import httpx
 import pytest
 from gradio_client import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-CHECKED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 SUMMARY = 8  # /run's last output: the run in numbers
 
 junk = st.one_of(
@@ -73,7 +72,7 @@ def test_every_endpoint_under_junk_answers_in_one_line_and_keeps_serving(app_ser
     client = Client(url, verbose=False)
     api = endpoints(client)
 
-    @settings(max_examples=150, **CHECKED)
+    @settings(max_examples=150)
     @given(junk_call(api))
     def answer(case):
         name, parameter, data = case

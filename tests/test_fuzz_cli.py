@@ -8,13 +8,12 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz.cli import main
 from specviz.drafters.registry import option_owners
 
-CHECKED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 NOWHERE = "/nonexistent/specviz-model"
 
 junk_value = st.one_of(
@@ -56,7 +55,7 @@ def run(argv, capsys) -> tuple[int, list[str]]:
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-@settings(max_examples=80, **CHECKED)
+@settings(max_examples=80)
 @given(flag=st.sampled_from(sorted({**GENERAL, **OPTIONS})), value=junk_value)
 def test_generate_with_one_junk_flag_is_one_line_naming_it(capsys, flag, value):
     argv = ["generate", "--target", NOWHERE, "--prompt", "hello", flag, value]
@@ -67,7 +66,7 @@ def test_generate_with_one_junk_flag_is_one_line_naming_it(capsys, flag, value):
     assert len(lines[0]) < 600 and named(lines[0], flag), lines[0][:300]
 
 
-@settings(max_examples=40, **CHECKED)
+@settings(max_examples=40)
 @given(st.lists(st.tuples(st.sampled_from(sorted(GENERAL)), junk_value), min_size=1, max_size=4))
 def test_race_and_bench_with_junk_flags_are_one_line(capsys, flags):
     for command in (["race", "--prompt", "hello"], ["bench", "--kinds", "code", "--repeats", "1"]):
@@ -90,7 +89,7 @@ prompt_file = st.sampled_from([".txt", ".jsonl", ".csv", ".md", ""]).flatmap(
 )
 
 
-@settings(max_examples=80, **CHECKED)
+@settings(max_examples=80)
 @given(prompt_file)
 def test_a_junk_prompt_file_is_one_line_and_no_report(capsys, case):
     suffix, content = case

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz.cli import main
@@ -17,7 +17,6 @@ from specviz.settings import Settings
 from specviz.trace import RunModels
 
 FAST, MANY = 60, 600
-CHECKED = dict(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 
 MARKUP = '<script>alert("x")</script>'
 junk_text = st.one_of(
@@ -84,13 +83,13 @@ def check_snapshot(case, capsys):
         return code
 
 
-@settings(max_examples=FAST, **CHECKED)
+@settings(max_examples=FAST)
 @given(data=st.data())
 def test_a_damaged_trace_is_a_page_or_one_line(recorded, capsys, data):
     check_snapshot(data.draw(damaged(recorded)), capsys)
 
 
-@settings(max_examples=MANY, **CHECKED)
+@settings(max_examples=MANY)
 @given(data=st.data())
 def test_a_damaged_trace_is_a_page_or_one_line_thoroughly(thorough, recorded, capsys, data):
     check_snapshot(data.draw(damaged(recorded)), capsys)

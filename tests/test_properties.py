@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz.engine import verify as rules
@@ -20,15 +20,14 @@ from specviz.engine.tree import ROOT, build_tree, row_after, tree_mask, tree_pos
 from specviz.settings import Settings
 
 FAST, MANY = 100, 1000  # examples per property: fast tier, slow tier
-CHECKED = dict(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def fast(test):
-    return settings(max_examples=FAST, **CHECKED)(test)
+    return settings(max_examples=FAST)(test)
 
 
 def thorough(test):
-    return settings(max_examples=MANY, **CHECKED)(test)
+    return settings(max_examples=MANY)(test)
 
 
 # A distribution over a small vocabulary: ordinary weights, zeros, one-hot, near-ties.
@@ -330,14 +329,14 @@ def check_cache(model, case):
         torch.testing.assert_close(ours.values, theirs.values, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=30, **CHECKED)
+@settings(max_examples=30)
 @given(case=st.data())
 def test_after_any_accepts_and_rejections_the_cache_is_one_forward_over_the_committed_tokens(target, case):
     vocab = target.model.config.vocab_size
     check_cache(target.model, case.draw(rollbacks(vocab)))
 
 
-@settings(max_examples=300, **CHECKED)
+@settings(max_examples=300)
 @given(case=st.data())
 def test_after_any_accepts_and_rejections_the_cache_is_one_forward_thoroughly(thorough, target, case):
     vocab = target.model.config.vocab_size
@@ -377,7 +376,7 @@ def same_cache(model, lm, committed: list[int]) -> None:
         torch.testing.assert_close(ours.values, theirs.values, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=20, **CHECKED)
+@settings(max_examples=20)
 @given(
     prompt=st.lists(st.integers(1, 40), min_size=2, max_size=8),
     gamma=st.integers(1, 5),
