@@ -176,16 +176,19 @@ def load_dflash(where, target) -> DFlashDraft:
     folder = locate_heads(where, ["config.json", WEIGHTS], "a DFlash drafter", DFlashCheckpointError)
     saved = read_config(folder)
     check_base(saved, target.name, "DFlash drafters", DFlashCheckpointError)
-    draft = built(lambda: build_draft(saved, target.model), "a DFlash drafter", DFlashCheckpointError)
+    with torch.device("meta"):  # the config's shapes, before any memory is spent on them (a damaged config's sizes
+        # can ask for gigabytes): the weights must fit them before the draft is built for real
+        shapes = built(lambda: build_draft(saved, target.model), "a DFlash drafter", DFlashCheckpointError).state_dict()
     state = read_weights(folder)
     check_weights(
         state,
-        draft.state_dict(),
+        shapes,
         DFlashCheckpointError,
         "DFlash weights do not fit",
         "DFlash weight",
         f"target '{target.name}'",
     )
+    draft = build_draft(saved, target.model)
     draft.load_state_dict(state, strict=True)
     dtype = target.model.get_input_embeddings().weight.dtype
     return draft.to(device=target.device, dtype=dtype).eval()
