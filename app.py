@@ -166,12 +166,12 @@ def warm_up(shelf, label, dtype, say=_say):
     states, so theirs is a cache of its own) is made, and the CUDA graphs of each are captured for every width a
     step of up to 15 drafts uses. A drafter whose race fails here is named in one line; the default's failure
     fails the warm-up."""
-    from specviz.app.device_calls import DeviceCalls, check_request
+    from specviz.app.device_calls import DeviceCalls
+    from specviz.app.request import read_request
     from specviz.drafters.registry import default_kind, kinds
     from specviz.engine.fast_path import try_fast_path
     from specviz.engine.static_lm import warm_graphs
     from specviz.errors import SpecvizError
-    from specviz.request import RaceRequest
 
     pair = shelf.current()
     for loaded in (pair.target, pair.draft) if pair else ():
@@ -182,9 +182,9 @@ def warm_up(shelf, label, dtype, say=_say):
 
     default = default_kind()
     for kind in (default, *(k for k in kinds(menu_only=True) if k is not default)):
-        ask = RaceRequest(label, kind.name, dtype, "Say hello.", max_new_tokens=16)
+        ask = dict(pair=label, drafter=kind.name, dtype=dtype, prompt="Say hello.", max_new_tokens=16)
         try:
-            asked = check_request(ask, shelf)
+            asked = read_request(ask, shelf)
         except SpecvizError:
             continue  # not offered with this pair (no heads for its target)
         failed = next((p.message for p in DeviceCalls(shelf).race(asked) if p.kind == "error"), None)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specviz.app.device_calls import DeviceCalls, check_request  # noqa: E402
+from specviz.app.device_calls import DeviceCalls  # noqa: E402
+from specviz.app.request import read_request  # noqa: E402
 from specviz.app.shelf import OFFLINE_QWEN, ModelShelf  # noqa: E402
 from specviz.drafters.registry import default_kind  # noqa: E402
 from specviz.record import TokenTexts  # noqa: E402
-from specviz.request import RaceRequest  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 
 
@@ -27,15 +27,15 @@ def main() -> int:
     quiet_transformers()
     shelf = ModelShelf([OFFLINE_QWEN], "cpu")
     shelf.get(OFFLINE_QWEN.label, "bfloat16")
-    ask = RaceRequest(
-        OFFLINE_QWEN.label,
-        default_kind().name,  # the app's first race
-        "bfloat16",
-        "Write a Python function that returns the n-th Fibonacci number.",
+    ask = dict(
+        pair=OFFLINE_QWEN.label,
+        drafter=default_kind().name,  # the app's first race
+        dtype="bfloat16",
+        prompt="Write a Python function that returns the n-th Fibonacci number.",
         max_new_tokens=args.tokens,
     )
     sizes, seconds = [], 0.0
-    for packet in DeviceCalls(shelf).race(check_request(ask, shelf)):
+    for packet in DeviceCalls(shelf).race(read_request(ask, shelf)):
         began = time.perf_counter()
         data = pickle.dumps(packet)
         pickle.loads(data)

@@ -9,7 +9,6 @@ from specviz.engine import generate
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import generated_ids
 from specviz.record import TokenTexts, divergence
-from specviz.request import RaceRequest
 from specviz.settings import Settings
 
 
@@ -20,19 +19,10 @@ def backend(pair_folders):
 
 
 def request(**over):
-    return RaceRequest.of(
-        **(
-            {
-                "pair": "tiny",
-                "drafter": "draft",
-                "dtype": "float32",
-                "prompt": "w1 w2 w3",
-                "gamma": 3,
-                "max_new_tokens": 40,
-            }
-            | over
-        )
-    )
+    return {"pair": "tiny", "drafter": "draft", "dtype": "float32", "prompt": "w1 w2 w3", "gamma": 3} | {
+        "max_new_tokens": 40,
+        **over,
+    }
 
 
 def test_a_greedy_race_is_identical_and_the_last_view_says_so(backend):
@@ -196,7 +186,7 @@ def test_each_visitor_drafts_only_from_their_own_earlier_runs(backend):
     assert not any(e.origin == "an earlier run" for e in first.spec.events + other.spec.events)
     tau = lambda view: len(view.spec.tokens) / len(view.spec.events)  # noqa: E731
     assert tau(again) > 2 * tau(other)  # bob's run is a first run, like alice's first
-    backend.forget("alice")
+    backend.memories.forget("alice")
     fresh = list(backend.race(ask, session="alice"))[-1]
     assert not any(e.origin == "an earlier run" for e in fresh.spec.events)
 
@@ -204,10 +194,10 @@ def test_each_visitor_drafts_only_from_their_own_earlier_runs(backend):
 def test_the_sweep_and_the_grand_prix_leave_the_visitors_memory_as_it_was(backend):
     ask = request(drafter="suffix", prompt="w3 w8 w5", max_new_tokens=12)
     list(backend.race(ask, session="carol"))
-    kept = [list(run.tokens) for run in backend.memory("carol").runs]
+    kept = [list(run.tokens) for run in backend.memories.of("carol").runs]
     list(backend.sweep(ask, gammas=[2, 4], session="carol"))
     list(backend.grand_prix(ask, session="carol"))
-    assert [list(run.tokens) for run in backend.memory("carol").runs] == kept
+    assert [list(run.tokens) for run in backend.memories.of("carol").runs] == kept
 
 
 def test_a_stopped_run_whose_outputs_part_asks_the_device_where(backend):

@@ -154,8 +154,8 @@ def test_the_warm_up_makes_every_cache_a_drafter_of_the_pair_keeps(pair_folders,
     """Heads read the target's hidden states, so their drafters' target caches are caches of their own (and, on a
     GPU, graphs of their own): the warm-up races each drafter the pair can run, so that a visitor's first Medusa or
     DFlash race finds its cache made instead of paying for it inside the timed race."""
-    from specviz.app.device_calls import DeviceCalls, check_request
-    from specviz.request import RaceRequest
+    from specviz.app.device_calls import DeviceCalls
+    from specviz.app.request import read_request
 
     spec = importlib.util.spec_from_file_location("specviz_app_main", ROOT / "app.py")
     app = importlib.util.module_from_spec(spec)
@@ -173,8 +173,8 @@ def test_the_warm_up_makes_every_cache_a_drafter_of_the_pair_keeps(pair_folders,
     kept = {layers for _, layers in made}
     assert len(kept) >= 3  # plain decoding's cache, Medusa's and DFlash's, each keeping other hidden states
     for drafter in ("medusa", "dflash", "draft"):
-        ask = RaceRequest("tiny", drafter, "float32", "w1 w2 w3 w4", max_new_tokens=12)
-        assert [p.kind for p in DeviceCalls(shelf).race(check_request(ask, shelf))][-1] == "end"
+        ask = dict(pair="tiny", drafter=drafter, dtype="float32", prompt="w1 w2 w3 w4", max_new_tokens=12)
+        assert [p.kind for p in DeviceCalls(shelf).race(read_request(ask, shelf))][-1] == "end"
     assert set(static_lm.free_slots(pair.target.model)) == made  # no race made a cache the warm-up had not
 
 

@@ -422,30 +422,31 @@ def test_a_saved_grand_prix_loads_as_one(every, tmp_path):
 def test_the_queue_tells_a_grand_prixs_place_and_the_runs_ahead(pair_folders):
     target, draft = pair_folders
     backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
-    assert backend.busy("a") == "" and not backend.in_line("a")
-    with backend._on_device("z", 2, "race"):
-        backend.wait_for_device("b", 3, "Grand Prix of 3 lanes")
-        backend.wait_for_device("a", 9, "Grand Prix of 9 lanes")
-        assert backend.in_line("a") and backend.in_line("b")
-        said = backend.busy("a")
+    line = backend.line
+    assert line.busy("a") == "" and not line.waiting("a")
+    with line.on_device("z", 2, "race"):
+        line.wait("b", 3, "Grand Prix of 3 lanes")
+        line.wait("a", 9, "Grand Prix of 9 lanes")
+        assert line.waiting("a") and line.waiting("b")
+        said = line.busy("a")
         assert said.startswith("queued: 2nd in line, 5 runs ahead of yours"), said
         assert "another visitor's race has the device" in said
-        assert backend.busy("b").startswith("queued: 1st in line, 2 runs ahead of yours")
-        assert "3rd in line, 14 runs ahead" in backend.busy("c")  # a run started now waits behind both
-    said = backend.busy("a")  # the race ended; "b" has not started yet
+        assert line.busy("b").startswith("queued: 1st in line, 2 runs ahead of yours")
+        assert "3rd in line, 14 runs ahead" in line.busy("c")  # a run started now waits behind both
+    said = line.busy("a")  # the race ended; "b" has not started yet
     assert said.startswith("queued: 2nd in line, 3 runs ahead of yours") and "being handed on" in said, said
-    with backend._on_device("b", 3, "Grand Prix of 3 lanes"):
-        assert not backend.in_line("b") and backend.in_line("a")
-        said = backend.busy("a")
+    with line.on_device("b", 3, "Grand Prix of 3 lanes"):
+        assert not line.waiting("b") and line.waiting("a")
+        said = line.busy("a")
         assert said.startswith("queued: 1st in line, 3 runs ahead of yours"), said
         assert "another visitor's Grand Prix of 3 lanes has the device" in said
-    with backend._on_device("a", 9, "Grand Prix of 9 lanes"):
-        assert not backend.in_line("a") and backend.busy("a") == ""  # its own run holds nothing up for it
-        assert "9 runs ahead" in backend.busy("d") and "Grand Prix of 9 lanes" in backend.busy("d")
-    assert backend.busy("a") == "" and backend.busy() == ""
-    backend.wait_for_device("a", 4, "Grand Prix of 4 lanes")
-    backend.wait_for_device("a", 2, "race")  # a new click replaces the session's place
-    assert backend.busy("e").startswith("queued: 2nd in line, 2 runs ahead of yours"), backend.busy("e")
+    with line.on_device("a", 9, "Grand Prix of 9 lanes"):
+        assert not line.waiting("a") and line.busy("a") == ""  # its own run holds nothing up for it
+        assert "9 runs ahead" in line.busy("d") and "Grand Prix of 9 lanes" in line.busy("d")
+    assert line.busy("a") == "" and line.busy() == ""
+    line.wait("a", 4, "Grand Prix of 4 lanes")
+    line.wait("a", 2, "race")  # a new click replaces the session's place
+    assert line.busy("e").startswith("queued: 2nd in line, 2 runs ahead of yours"), line.busy("e")
 
 
 def test_a_run_that_fails_before_it_reaches_the_device_gives_up_its_place(bare):
@@ -456,21 +457,21 @@ def test_a_run_that_fails_before_it_reaches_the_device_gives_up_its_place(bare):
     from specviz.app.ui.handlers import Handlers
 
     handlers = Handlers(bare, SimpleNamespace(race=None))
-    bare.wait_for_device("f", 9, "Grand Prix of 9 lanes")
+    bare.line.wait("f", 9, "Grand Prix of 9 lanes")
     with pytest.raises(InvalidRequest), handlers.on_device("f"):
         list(bare.grand_prix(request(prompt="   "), session="f"))
-    assert not bare.in_line("f") and bare.busy("g") == ""
+    assert not bare.line.waiting("f") and bare.line.busy("g") == ""
 
 
 def test_a_grand_prix_takes_its_place_off_the_line_when_it_starts(bare):
-    bare.wait_for_device("q", 3, "Grand Prix of 3 lanes")
+    bare.line.wait("q", 3, "Grand Prix of 3 lanes")
     views = bare.grand_prix(request(max_new_tokens=4), lanes="draft,ngram", session="q")
     next(views)
-    assert not bare.in_line("q")
-    held = bare._on[-1]
+    assert not bare.line.waiting("q")
+    held = bare.line._on[-1]
     assert (held.session, held.runs, held.what) == ("q", 3, "Grand Prix of 3 lanes")
     list(views)
-    assert bare._on == [] and bare.busy("q") == ""
+    assert bare.line._on == [] and bare.line.busy("q") == ""
 
 
 # -- python -m specviz race --

@@ -7,8 +7,8 @@ import tracemalloc
 
 import pytest
 
-from specviz.app import backend as backend_module
-from specviz.app.backend import Backend
+from specviz.app import memories as memories_module
+from specviz.app.memories import VisitorMemories
 from specviz.app.shelf import ModelShelf
 from specviz.app.ui.handlers import StopBoard
 from specviz.drafters.suffix_index import RunMemory
@@ -31,25 +31,26 @@ def test_a_visitors_memory_keeps_its_newest_runs_within_its_token_budget():
 
 
 def test_all_visitors_together_stay_within_the_total_and_under_1_gib_at_worst():
-    rng, backend = random.Random(1), Backend(ModelShelf([]))
+    rng, memories = random.Random(1), VisitorMemories()
     tracemalloc.start()
     began = time.perf_counter()
     try:
         for visitor in range(24):  # 24 visitors, each filling their budget with runs of 2,048 tokens
-            for _ in range(backend_module.VISITOR_TOKENS // 2_048 + 1):
-                backend.remember(f"v{visitor}", text(64, rng), text(1_984, rng))
-        held = sum(m.tokens for m in backend._memories.values())
+            for _ in range(memories_module.VISITOR_TOKENS // 2_048 + 1):
+                memories.remember(f"v{visitor}", text(64, rng), text(1_984, rng))
+        held, kept = memories.tokens(), dict(memories.items())
         size = tracemalloc.get_traced_memory()[0]
-        assert held <= backend_module.TOTAL_TOKENS and "v23" in backend._memories and "v0" not in backend._memories
-        assert all(m.tokens <= backend_module.VISITOR_TOKENS for m in backend._memories.values())
+        assert held <= memories_module.TOTAL_TOKENS and "v23" in kept and "v0" not in kept
+        assert all(m.tokens <= memories_module.VISITOR_TOKENS for m in kept.values())
+        del kept
         assert size < 2**30, f"{size / 2**20:.0f} MiB for {held} tokens"
         print(
             f"{held} tokens held in {size / 2**20:.0f} MiB ({size / held:.0f} bytes a token), "
             f"{time.perf_counter() - began:.1f} s"
         )
-        for visitor in list(backend._memories):  # everyone leaves
-            backend.forget(visitor)
-        assert not backend._memories and tracemalloc.get_traced_memory()[0] < size / 20
+        for visitor in [session for session, _ in memories.items()]:  # everyone leaves
+            memories.forget(visitor)
+        assert not len(memories) and tracemalloc.get_traced_memory()[0] < size / 20
     finally:
         tracemalloc.stop()
 

@@ -3,9 +3,10 @@
 import pytest
 
 from specviz.analysis.theory import best_gamma, cost_ratio, expected_speedup, expected_tokens_per_step, per_token_alpha
+from specviz.app.request import read_request
+from specviz.app.shelf import ModelShelf, PairPreset
 from specviz.errors import InvalidRequest
 from specviz.events import StepEvent
-from specviz.request import RaceRequest
 from specviz.settings import Settings
 from specviz.views.race import Lane, interleave
 from specviz.views.sweep import SweepView
@@ -68,8 +69,10 @@ def test_stop_halts_between_steps():
 
 
 def test_request_values_from_a_browser_are_checked():
-    ok = RaceRequest("pair", "draft", "float32", "hi", gamma=4.0, max_new_tokens="16", top_k=0.0)
-    assert ok.settings().gamma == 4 and ok.settings().max_new_tokens == 16
+    shelf = ModelShelf([PairPreset("pair", "no-target", "no-draft")], "cpu")  # nothing loads before the check
+    ask = dict(pair="pair", drafter="draft", dtype="float32", prompt="hi")
+    ok = read_request(ask | dict(gamma=4.0, max_new="16", top_k=0.0), shelf).settings
+    assert ok.gamma == 4 and ok.max_new_tokens == 16 and ok.top_k == 0
     for bad, words in [
         (dict(gamma=2.5), "gamma"),
         (dict(gamma=0), "gamma"),
@@ -78,9 +81,8 @@ def test_request_values_from_a_browser_are_checked():
         (dict(temperature=float("nan")), "temperature"),
         (dict(prompt="  "), "empty"),
     ]:
-        fields = dict(pair="pair", drafter="draft", dtype="float32", prompt="hi") | bad
         with pytest.raises(InvalidRequest, match=words):
-            RaceRequest(**fields).settings()
+            read_request(ask | bad, shelf)
 
 
 def test_expected_speedup_matches_the_paper_formula():

@@ -248,7 +248,7 @@ def _imports(path: Path, module: str) -> set[str]:
 LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
-    ("trace", "request"),
+    ("trace",),
     ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),

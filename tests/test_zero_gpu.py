@@ -67,12 +67,13 @@ def test_a_race_runs_in_a_worker_and_asks_for_a_duration_from_its_request(zero_a
 
 
 def test_the_default_race_asks_for_60_seconds_or_less():
-    from specviz.app.device_calls import Asked, decode_seconds, race_seconds
+    from specviz.app.device_calls import decode_seconds, race_seconds
+    from specviz.app.request import Request
     from specviz.settings import Settings
 
-    default = Asked("pair", "hello", Settings(max_new_tokens=256))  # the GPU's default budget
+    default = Request("pair", "hello", Settings(max_new_tokens=256))  # the GPU's default budget
     assert race_seconds(default) <= 60 and decode_seconds(default) <= 60
-    assert race_seconds(Asked("pair", "hello", Settings(max_new_tokens=1024))) > 60
+    assert race_seconds(Request("pair", "hello", Settings(max_new_tokens=1024))) > 60
 
 
 def test_a_sweep_is_one_call_per_run(zero_app):
@@ -194,7 +195,6 @@ import json, sys
 import spaces
 from specviz.app.backend import Backend
 from specviz.app.device_calls import DeviceCalls, decode_seconds, race_seconds
-from specviz.request import RaceRequest
 from specviz.app.shelf import ModelShelf, PairPreset
 
 shelf = ModelShelf([PairPreset("tiny", sys.argv[1], sys.argv[2])], "cpu")
@@ -203,13 +203,13 @@ calls = DeviceCalls(shelf)
 calls.race = spaces.GPU(duration=race_seconds)(calls.race)
 calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
 backend = Backend(shelf, calls)
-ask = RaceRequest("tiny", "suffix", "float32", "w1 w2 w3 w4 w5", max_new_tokens=24, gamma=4)
+ask = dict(pair="tiny", drafter="suffix", dtype="float32", prompt="w1 w2 w3 w4 w5", max_new_tokens=24, gamma=4)
 first = list(backend.race(ask, session="alice"))[-1]
-kept = [list(r.tokens) for r in backend.memory("alice").runs]
+kept = [list(r.tokens) for r in backend.memories.of("alice").runs]
 again = list(backend.race(ask, session="alice"))[-1]
 print(json.dumps({"first": first.spec.tokens, "kept": kept, "again": again.spec.tokens,
                   "origins": [e.origin for e in again.spec.events if e.proposed],
-                  "alice": len(backend.memory("alice").runs), "bob": len(backend.memory("bob").runs)}))
+                  "alice": len(backend.memories.of("alice").runs), "bob": len(backend.memories.of("bob").runs)}))
 """
 
 

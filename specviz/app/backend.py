@@ -1,14 +1,12 @@
-"""The app's server side: per-visitor memories, loading pairs, and turning the device's calls (device_calls.py)
-into the pure-Python views of specviz/views/. Under ZeroGPU those calls run in a forked GPU
-worker: the server sends a request and plain data, rebuilds each view from the packets that come back, keeps each
-visitor's earlier runs itself, and stops a run by closing the call's generator (the worker ends at its next step)."""
+"""The app's run flows on the server side: a race, a γ sweep, a Grand Prix and a workload, each turning the device's
+calls (device_calls.py) into the pure-Python views of specviz/views/. Under ZeroGPU those calls run in a forked GPU
+worker: the server sends a checked Request and plain data, rebuilds each view from the packets that come back, keeps
+each visitor's earlier runs itself (memories.py), lets one run at a time onto the device (device_line.py), and stops
+a run by closing the call's generator (the worker ends at its next step)."""
 
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 
 from .. import errors
 from ..drafters.registry import NO_DRAFTER, kind
@@ -17,9 +15,6 @@ from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable, make_trace
-from ..render.grand_prix import ordinal
-from ..request import RaceRequest
-from ..settings import Settings
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import GrandPrixView, starting_grid
@@ -30,130 +25,46 @@ from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
-from .device_calls import Asked, DeviceCalls, Packet, check_request
+from .device_calls import DeviceCalls, Packet
+from .device_line import DeviceLine
+from .memories import VisitorMemories
+from .request import Request, read_request
 from .shelf import LoadedPair, ModelShelf
 
 Stopped = Callable[[], bool]
-# Visitors' earlier runs, kept for drafting, are bounded in tokens (about 800 bytes each with their index, measured):
-# a visitor keeps at most VISITOR_TOKENS, all visitors together TOTAL_TOKENS (~400 MiB at worst); past either, the
-# oldest runs and then the least recently active visitors are forgotten.
-SESSIONS_REMEMBERED = 64
-RUNS_REMEMBERED = 64  # earlier runs kept per visitor
-VISITOR_TOKENS = 32_768
-TOTAL_TOKENS = 524_288
 
 
 class Backend:
-    """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py)."""
+    """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py).
+    Every flow takes the run's values as the screen or the API sent them and reads them once (request.py)."""
 
     def __init__(self, shelf: ModelShelf, calls: DeviceCalls | None = None):
         self.shelf = shelf
         self.calls = calls or DeviceCalls(shelf)
-        self._on: list[Ticket] = []  # runs under way on the device (the app lets one at a time in)
-        self._line: list[Ticket] = []  # visitors' clicks waiting for the device, oldest first
-        self._count = threading.Lock()
-        # Earlier runs per visitor, for drafters that copy from them. A run's rejected drafts are on screen, so one
-        # visitor's runs must never be drafted from in another's session: each session has its own memory.
-        self._memories: OrderedDict[str, RunMemory] = OrderedDict()
+        self.line = DeviceLine(lambda: shelf.loading)
+        self.memories = VisitorMemories()
 
-    def memory(self, session: str) -> RunMemory:
-        """This visitor's earlier runs (made on first use; the least recently active visitor's are dropped)."""
-        with self._count:
-            found = self._memories.pop(session, None) or RunMemory(RUNS_REMEMBERED, VISITOR_TOKENS)
-            self._memories[session] = found
-            while len(self._memories) > SESSIONS_REMEMBERED:
-                self._memories.popitem(last=False)
-            return found
-
-    def remember(self, session: str, prompt_ids: list[int], output: list[int]) -> None:
-        """A visitor's finished (or stopped) run joins their memory; past TOTAL_TOKENS in all, the least recently
-        active other visitors' memories go."""
-        memory = self.memory(session)
-        memory.remember(prompt_ids, output)
-        with self._count:
-            total = sum(m.tokens for m in self._memories.values())
-            for other in [s for s in self._memories if s != session]:  # least recently active first
-                if total <= TOTAL_TOKENS:
-                    break
-                total -= self._memories.pop(other).tokens
-
-    def forget(self, session: str) -> str:
-        """The visitor left: drop their earlier runs. What the others' memories still hold, in words (for the log)."""
-        with self._count:
-            self._memories.pop(session, None)
-            held = sum(m.tokens for m in self._memories.values())
-            return (
-                f"a visitor left (session {session[:8]}); {len(self._memories)} visitors' earlier runs hold "
-                f"{held} tokens"
-            )
-
-    def wait_for_device(self, session: str, runs: int, what: str) -> None:
-        """A click whose run will queue for the device: it takes its place in line (a Grand Prix of N lanes counts
-        as N runs), until its run starts."""
-        with self._count:
-            self._line = [t for t in self._line if t.session != session] + [Ticket(session, runs, what)]
-
-    def leave_line(self, session: str) -> None:
-        """The session's click no longer waits (its run ended, or failed before it reached the device)."""
-        with self._count:
-            self._line = [t for t in self._line if t.session != session]
-
-    def in_line(self, session: str) -> bool:
-        """Whether the session's click still waits for the device."""
-        with self._count:
-            return any(t.session == session for t in self._line)
-
-    def busy(self, session: str = "") -> str:
-        """What a run started now (or the session's run waiting in line) would wait for, in words: its place in line
-        and the runs ahead of it; empty when the device is free."""
-        if self.shelf.loading:
-            return f"waiting for the models to load: {self.shelf.loading}"
-        with self._count:
-            mine = next((i for i, t in enumerate(self._line) if t.session == session), len(self._line))
-            on, before = [t for t in self._on if t.session != session], self._line[:mine]
-        if not on and not before:
-            return ""
-        runs, place = sum(t.runs for t in on + before), len(before) + 1
-        now = f"another visitor's {on[0].what} has the device" if on else "the device is being handed on"
-        return (
-            f"queued: {ordinal(place)} in line, {runs} run{'s' * (runs != 1)} ahead of yours ({now}); "
-            "yours starts when they end"
-        )
-
-    @contextmanager
-    def _on_device(self, session: str = "", runs: int = 1, what: str = "run"):
-        """A run holds the device: its ticket leaves the line."""
-        ticket = Ticket(session, runs, what)
-        self.leave_line(session)
-        with self._count:
-            self._on.append(ticket)
-        try:
-            yield
-        finally:
-            with self._count:
-                self._on.remove(ticket)
-
-    def _check(self, request: RaceRequest, session: str) -> Asked:
-        """A race's or a sweep's request checked, once: its speculative side needs a drafter, and its pair is a
-        preset or one this visitor added, never another's."""
-        if request.drafter == NO_DRAFTER:
+    def _check(self, values: Mapping, session: str) -> Request:
+        """A race's or a sweep's values read, once: its speculative side needs a drafter, and its pair is a preset or
+        one this visitor added, never another's."""
+        if values.get("drafter", NO_DRAFTER) == NO_DRAFTER:
             raise InvalidRequest("the speculative side needs a drafter; 'none' is what the plain side runs")
-        return check_request(request, self.shelf, session)
+        return read_request(values, self.shelf, session)
 
-    def _load(self, asked: Asked) -> Iterator[str]:
+    def _load(self, asked: Request) -> Iterator[str]:
         """The pair at the precisions asked for (the draft's: the target's unless the request named another)."""
         return self.shelf.load(asked.pair, asked.dtype, draft_dtype=asked.draft_dtype)
 
-    def race(self, request: RaceRequest, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
+    def race(self, values: Mapping, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final. The
         speculative side drafts from, and joins, the session's earlier runs."""
-        asked = self._check(request, session)
+        asked = self._check(values, session)
         settings = asked.settings
-        with self._on_device(session, 2, "race"):
+        with self.line.on_device(session, 2, "race"):
             for line in self._load(asked):
                 yield RaceView(plain=Lane(PLAIN), spec=Lane(SPEC), text_of=str, greedy=settings.greedy, message=line)
             pair, texts = self.shelf.current(), TextTable()
-            memory = self.memory(session) if asked.remembers else None
+            memory = self.memories.of(session) if asked.remembers else None
             view = RaceView(
                 plain=Lane(PLAIN),
                 spec=Lane(SPEC),
@@ -188,7 +99,7 @@ class Backend:
             if not compared and settings.greedy:  # stopped before the device compared the two sides
                 view.divergence = self._parted(asked, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
-                self.remember(session, prompt_ids, view.spec.tokens)
+                self.memories.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
         sides = [Side(PLAIN, "", view.plain.events), Side(asked.drafter, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
@@ -205,7 +116,7 @@ class Backend:
         )
         yield view
 
-    def _parted(self, asked: Asked, prompt_ids: list[int], plain: list[int], spec: list[int]):
+    def _parted(self, asked: Request, prompt_ids: list[int], plain: list[int], spec: list[int]):
         """A stopped greedy run's divergence: a device call only where the outputs really part."""
         if all(a == b for a, b in zip(plain, spec)):
             return None
@@ -213,7 +124,7 @@ class Backend:
 
     def _side(
         self,
-        asked: Asked,
+        asked: Request,
         stopped: Stopped,
         texts: TextTable,
         plain_ids=None,
@@ -232,17 +143,17 @@ class Backend:
             call.close()
 
     def sweep(
-        self, request: RaceRequest, gammas=range(1, 9), stopped: Stopped = lambda: False, session: str = ""
+        self, values: Mapping, gammas=range(1, 9), stopped: Stopped = lambda: False, session: str = ""
     ) -> Iterator[SweepView]:
         """Plain once, then speculative at every γ on the current prompt; a view after each run. Every γ sees the
         session's earlier runs as they were before the sweep (its own runs are not remembered)."""
-        asked = self._check(request, session)
+        asked = self._check(values, session)
         view = SweepView(gammas=tuple(gammas))
-        with self._on_device(session, 1 + len(view.gammas), f"γ sweep of {1 + len(view.gammas)} runs"):
+        with self.line.on_device(session, 1 + len(view.gammas), f"γ sweep of {1 + len(view.gammas)} runs"):
             for line in self._load(asked):
                 view.message = line
                 yield view
-            memory, texts = self.memory(session) if asked.remembers else None, TextTable()
+            memory, texts = self.memories.of(session) if asked.remembers else None, TextTable()
             view.message = "plain decoding (the baseline)"
             yield view
             view.plain = [p.event for p in self._side(asked.plain(), stopped, texts) if p.kind == "step"]
@@ -260,7 +171,7 @@ class Backend:
 
     def grand_prix(
         self,
-        request: RaceRequest,
+        values: Mapping,
         lanes: str | list[str] | None = None,
         best: bool = True,
         stopped: Stopped = lambda: False,
@@ -271,15 +182,15 @@ class Backend:
         of any lane, the last one final. A lane that cannot run with this pair gets its reason and never holds the
         race. Each lane that copies from earlier runs drafts from the session's runs as they were; the race adds
         none."""
-        asked = check_request(replace(request, drafter=NO_DRAFTER), self.shelf, session)
+        asked = read_request({**values, "drafter": NO_DRAFTER}, self.shelf, session)
         settings = asked.settings
-        view, runs = self._grid(request, settings, lanes, best, session)
-        with self._on_device(session, 1 + len(runs), f"Grand Prix of {1 + len(runs)} lanes"):
+        view, runs = self._grid(asked, lanes, best)
+        with self.line.on_device(session, 1 + len(runs), f"Grand Prix of {1 + len(runs)} lanes"):
             for line in self._load(asked):
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            memory = self.memory(session).copy() if any(run.remembers for run in runs) else None
+            memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
             began, prompt_ids, compared = time.perf_counter(), [], False
             call = self.calls.grand_prix(asked, runs, memory)
             try:
@@ -322,22 +233,15 @@ class Backend:
         )
         yield view
 
-    def _grid(self, request: RaceRequest, settings: Settings, lanes, best: bool, session: str):
+    def _grid(self, asked: Request, lanes, best: bool):
         """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
         device's part of it: each runnable lane as it runs (its drafter, settings and options)."""
-        preset = self.shelf.preset(request.pair, session)
-        chosen = lane_entrants(
-            lanes,
-            settings,
-            not best,
-            lambda k: k.parse({**request.options, **dict(preset.options)}),
-            preset.target,
-            bool(preset.draft),
-        )
-        view = starting_grid([lane_of(e) for e in chosen], settings)
+        preset = self.shelf.preset(asked.pair)
+        chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
+        view = starting_grid([lane_of(e) for e in chosen], asked.settings)
         return view, tuple(lane_runs(chosen))
 
-    def _run_side(self, asked: Asked, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
+    def _run_side(self, asked: Request, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
         """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ (memories
         as side_runner keeps them). `models` (the run's, as a trace and a report name them) learns from the device
         whether the target ran in exact mode."""
@@ -361,7 +265,7 @@ class Backend:
 
     def workload(
         self,
-        request: RaceRequest,
+        values: Mapping,
         prompts: list[str],
         drafters: list[str],
         fixed_gamma: bool,
@@ -372,15 +276,10 @@ class Backend:
         (workload/run.py); the pair loaded once. A drafter that copies from earlier runs starts from the session's
         and learns from the workload's earlier prompts as it goes; the session's own memory is left as it was."""
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
-        asked = check_request(replace(request, prompt=prompts[0], drafter=NO_DRAFTER), self.shelf, session)
-        base, preset = asked.settings, self.shelf.preset(request.pair, session)
+        asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
+        base, preset = asked.settings, self.shelf.preset(asked.pair)
         chosen = entrants(
-            drafter_names(drafters),
-            base,
-            fixed_gamma,
-            lambda k: k.parse({**request.options, **dict(preset.options)}),
-            preset.target,
-            bool(preset.draft),
+            drafter_names(drafters), base, fixed_gamma, asked.options_for, preset.target, bool(preset.draft)
         )
         view = WorkloadView(
             prompts=prompts,
@@ -390,7 +289,7 @@ class Backend:
             max_new_tokens=base.max_new_tokens,
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
-        with self._on_device(session, runs, f"workload of {runs} runs"):
+        with self.line.on_device(session, runs, f"workload of {runs} runs"):
             for line in self._load(asked):
                 view.message = line
                 yield view
@@ -399,16 +298,9 @@ class Backend:
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
-            memories = {n: self.memory(session).copy() for n in runnable if kind(n).remembers}
+            memories = {n: self.memories.of(session).copy() for n in runnable if kind(n).remembers}
             run_side = self._run_side(asked, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
-
-
-@dataclass(frozen=True, eq=False)
-class Ticket:
-    session: str
-    runs: int  # sides that decode the whole budget: 2 for a race, N for a Grand Prix of N lanes
-    what: str  # "race", "Grand Prix of 9 lanes", ...
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

@@ -2,31 +2,27 @@
 
 Under ZeroGPU (`spaces.GPU`) each call runs in a process forked from the server: its arguments, its return value and
 every item it yields are pickled across, state it changes stays in the worker, and the server stops a generator by
-closing it (the worker then ends at its next yield). So a call takes an Asked (a request the server has checked, as
-plain data) and plain data, and yields
-Packets of plain data: one decoding step each, with the text of the tokens it shows for the first time; never a
-tokenizer, a model or a closure. A SpecvizError comes back as a packet (the worker would reduce it to its class
-name). Elsewhere the same calls run in the server's process, unchanged.
+closing it (the worker then ends at its next yield). So a call takes a Request (read and checked by the server,
+request.py) and plain data, and yields Packets of plain data: one decoding step each, with the text of the tokens it
+shows for the first time; never a tokenizer, a model or a closure. A SpecvizError comes back as a packet (the worker
+would reduce it to its class name). Elsewhere the same calls run in the server's process, unchanged.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
-from ..drafters.kinds import Options
-from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
-from ..models import DTYPES, encode_prompt
+from ..models import encode_prompt
 from ..record import TokenTexts, token_ids
-from ..request import RaceRequest
 from ..runs import Duel, parted
-from ..settings import Settings, mode_text
 from ..trace import Divergence
 from ..views.race import SPEC, Lane, interleave
 from ..workload.lanes import LaneRun, run_lanes
+from .request import Request
 from .shelf import LoadedPair, ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the
@@ -34,27 +30,6 @@ from .shelf import LoadedPair, ModelShelf
 CALL_START_S = 10
 SECONDS_PER_TOKEN = 0.06
 LONGEST_CALL_S = 300  # ZeroGPU refuses a call that asks for more (about five minutes, at the time of writing)
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A run as the server checked it at its edge (check_request), in plain data the device runs without checking
-    it again: the pair's label, the prompt, the settings, the drafter (NO_DRAFTER: plain decoding) and its options
-    (with what the pair brings), and whether exact mode is wanted."""
-
-    pair: str
-    prompt: str
-    settings: Settings
-    drafter: str = NO_DRAFTER
-    options: Options | None = None
-    exact: bool = True
-    dtype: str = "bfloat16"  # the target's precision
-    draft_dtype: str = ""  # the draft's, where it is not the target's
-    remembers: bool = False  # the drafter drafts from the visitor's earlier runs
-    mode: str = ""  # how the drafter's side drafts and verifies, in words (settings.mode_text)
-
-    def plain(self) -> "Asked":
-        return replace(self, drafter=NO_DRAFTER, options=None)
 
 
 @dataclass(frozen=True)
@@ -71,43 +46,17 @@ class Packet:
     exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
 
 
-def check_request(request: RaceRequest, shelf: ModelShelf, session: str | None = None) -> Asked:
-    """The one check of a request, at the server's edge, before a model loads: the settings, exact mode, every
-    option on the screen (whichever drafter runs), the pair (one this `session` may ask for: a preset or its own),
-    and the drafter with its options (and what the pair brings, such as its Medusa heads) and whether it has what
-    it needs for the pair's target. Drafter 'none' asks for plain decoding alone."""
-    preset = shelf.preset(request.pair, session)
-    for other in kinds(menu_only=True):
-        other.parse(request.options)
-    drafter, options, remembers, words = NO_DRAFTER, None, False, ""
-    if request.drafter != NO_DRAFTER:
-        chosen = kind(request.drafter)
-        if not chosen.menu:  # the benchmark's measuring tools are not raced
-            raise InvalidRequest(f"unknown drafter {request.drafter!r}")
-        drafter, options = chosen.name, chosen.parse({**request.options, **dict(preset.options)})
-        chosen.check_for(options, preset.target)
-        remembers, words = chosen.remembers, chosen.words(options)
-    for precision in (request.dtype, request.draft_dtype):
-        if not isinstance(precision, str) or (precision not in DTYPES and precision != "same"):
-            raise InvalidRequest(f"precision must be one of {', '.join(DTYPES)}, got {precision!r}")
-    draft_dtype = "" if request.draft_dtype == "same" else request.draft_dtype
-    exact, settings = request.exact_wanted(), request.settings()
-    mode = mode_text(words, settings) if words else ""
-    dtypes = (request.dtype, draft_dtype)
-    return Asked(request.pair, request.prompt, settings, drafter, options, exact, *dtypes, remembers, mode)
-
-
-def race_seconds(asked: Asked, memory: RunMemory | None = None) -> int:
+def race_seconds(asked: Request, memory: RunMemory | None = None) -> int:
     """The GPU time a race asks for: both sides' tokens."""
     return CALL_START_S + int(2 * asked.settings.max_new_tokens * SECONDS_PER_TOKEN)
 
 
-def decode_seconds(asked: Asked, plain_ids=None, memory: RunMemory | None = None) -> int:
+def decode_seconds(asked: Request, plain_ids=None, memory: RunMemory | None = None) -> int:
     """The GPU time one side asks for (a step of the sweep or of Compare all)."""
     return CALL_START_S + int(asked.settings.max_new_tokens * SECONDS_PER_TOKEN)
 
 
-def grand_prix_seconds(asked: Asked, lanes: tuple = (), memory: RunMemory | None = None) -> int:
+def grand_prix_seconds(asked: Request, lanes: tuple = (), memory: RunMemory | None = None) -> int:
     """The GPU time a Grand Prix asks for: every lane's tokens, plain decoding's included (N lanes count as N runs)."""
     tokens = (1 + len(lanes)) * asked.settings.max_new_tokens
     return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN))
@@ -131,18 +80,18 @@ class DeviceCalls:
     def __init__(self, shelf: ModelShelf):
         self.shelf = shelf
 
-    def _pair(self, asked: Asked) -> LoadedPair:
+    def _pair(self, asked: Request) -> LoadedPair:
         pair = self.shelf.current()
         if pair is None or pair.preset.label != asked.pair:  # the server loads the pair before it calls
             raise InvalidRequest(f"the pair {asked.pair!r} is not loaded on the device")
         return pair
 
-    def _ready(self, asked: Asked) -> tuple[LoadedPair, str]:
+    def _ready(self, asked: Request) -> tuple[LoadedPair, str]:
         """The pair, its target in exact mode as asked (where the mode holds), and that in one line."""
         pair = self._pair(asked)
         return pair, pair.set_exact(asked.exact)
 
-    def race(self, asked: Asked, memory: RunMemory | None = None) -> Iterator[Packet]:
+    def race(self, asked: Request, memory: RunMemory | None = None) -> Iterator[Packet]:
         """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the
         greedy divergence. `memory` is the visitor's earlier runs, for a drafter that reads them; the call may add
         to it (the server keeps its own and adds the run itself)."""
@@ -161,7 +110,9 @@ class DeviceCalls:
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
-    def grand_prix(self, asked: Asked, lanes: tuple[LaneRun, ...], memory: RunMemory | None = None) -> Iterator[Packet]:
+    def grand_prix(
+        self, asked: Request, lanes: tuple[LaneRun, ...], memory: RunMemory | None = None
+    ) -> Iterator[Packet]:
         """Plain decoding and every lane taking turns by the race's rule (workload/lanes.run_lanes): a packet per step
         of any lane, one for a lane that fails, then (greedy) one for each lane that parted from plain decoding.
         Each lane that reads earlier runs drafts from its own copy of `memory`."""
@@ -181,7 +132,7 @@ class DeviceCalls:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
     def decode(
-        self, asked: Asked, plain_ids: list[int] | None = None, memory: RunMemory | None = None
+        self, asked: Request, plain_ids: list[int] | None = None, memory: RunMemory | None = None
     ) -> Iterator[Packet]:
         """One side: plain decoding (drafter 'none') or one drafter; a packet per step, then, for a greedy run given
         the plain side's tokens, where it parted from them."""
@@ -199,7 +150,7 @@ class DeviceCalls:
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
-    def divergence(self, asked: Asked, prompt_ids: list[int], plain: list[int], spec: list[int]) -> Divergence | None:
+    def divergence(self, asked: Request, prompt_ids: list[int], plain: list[int], spec: list[int]) -> Divergence | None:
         """Where two greedy outputs part, with the target's top two there (for a run the server stopped)."""
         pair = self._pair(asked)
         return parted(pair.target, prompt_ids, plain, spec, asked.settings)

@@ -3,7 +3,6 @@ the API takes every control. No torch: the kinds arrive as data from app.py."""
 
 import gradio as gr
 
-from ...request import RaceRequest
 from . import fields
 
 # The /run and /sweep endpoints take their parameters in this order (callers may pass them by position), so it
@@ -66,10 +65,3 @@ def in_api_order(controls: dict) -> dict:
     """The controls as the endpoints take them: the published order first, then the rest as declared."""
     first = [name for name in API_ORDER if name in controls]
     return {name: controls[name] for name in first + [n for n in controls if n not in first]}
-
-
-def request_of(values: dict) -> RaceRequest:
-    """The controls' values as a request; the screen calls the token budget max_new."""
-    values = dict(values)
-    values["max_new_tokens"] = values.pop("max_new")
-    return RaceRequest.of(**values)

@@ -13,7 +13,6 @@ from ...render.figure1 import origin_text
 from ...render.grand_prix import grand_prix_lanes, ordinal
 from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
-from .controls import request_of
 
 BEST = "each drafter's best"  # every lane at the γ and adaptive choice its drafter measured best
 SIDEBAR = "the sidebar's settings"  # every lane at the sidebar's γ and adaptive choice
@@ -49,7 +48,7 @@ class GrandPrixHandlers:
         with self.on_device(request.session_hash) as flag:
             try:
                 views = self.backend.grand_prix(
-                    request_of(values),
+                    values,
                     lanes_asked(lanes, lane_names),
                     best=lane_setting != SIDEBAR,
                     stopped=flag.is_set,

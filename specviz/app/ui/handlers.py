@@ -26,7 +26,6 @@ from ...views.grand_prix import KIND as GRAND_PRIX
 from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
-from .controls import request_of
 from .grand_prix_screen import GrandPrixHandlers
 from .race_screen import RaceScreen, race_update
 from .workload_screen import WorkloadHandlers
@@ -135,21 +134,21 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
             with self.board.running(session) as flag:
                 yield flag
         finally:
-            self.backend.leave_line(session)
+            self.backend.line.leave(session)
 
     def race(self, request: gr.Request, **values):
-        req = request_of(values)
+        prompt = values.get("prompt")
         with self.on_device(request.session_hash) as flag:
             try:
-                yield from self.stream(self.backend.race(req, flag.is_set, request.session_hash), req.prompt)
+                yield from self.stream(self.backend.race(values, flag.is_set, request.session_hash), prompt)
             except Exception as exc:  # one message on screen; the server keeps serving
                 yield {
                     self.race_screen.status: panels.failure(exc),
-                    self.race_screen.echo: panels.prompt_echo(str(req.prompt)),
+                    self.race_screen.echo: panels.prompt_echo(str(prompt)),
                 }
 
     def leave(self, request: gr.Request) -> None:
-        print(f"specviz: {self.backend.forget(request.session_hash)}", file=sys.stderr, flush=True)
+        print(f"specviz: {self.backend.memories.forget(request.session_hash)}", file=sys.stderr, flush=True)
         self.board.forget(request.session_hash)
         self.backend.shelf.forget(request.session_hash)
 
@@ -159,8 +158,8 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
         line (a run of N sides counts as N runs), and the status line says what it waits for until it starts."""
         session = request.session_hash
         self.board.arm(session)
-        self.backend.wait_for_device(session, runs, what)
-        return panels.status(self.backend.busy(session) or "starting…", "busy"), gr.Timer(active=True)
+        self.backend.line.wait(session, runs, what)
+        return panels.status(self.backend.line.busy(session) or "starting…", "busy"), gr.Timer(active=True)
 
     def waiting_sweep(self, request: gr.Request):
         return self.waiting(request, 9, "γ sweep")
@@ -176,9 +175,9 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
     def queued(self, request: gr.Request):
         """Every second while the session's click waits: its place in line, until its run starts."""
         session = request.session_hash
-        if not self.backend.in_line(session):
+        if not self.backend.line.waiting(session):
             return gr.skip(), gr.Timer(active=False)
-        return panels.status(self.backend.busy(session) or "starting…", "busy"), gr.skip()
+        return panels.status(self.backend.line.busy(session) or "starting…", "busy"), gr.skip()
 
     def replay(self, chosen: str, uploaded, speed: str, request: gr.Request):
         self.board.arm(request.session_hash)  # not queued: it starts at once
@@ -278,7 +277,7 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
     def sweep(self, request: gr.Request, **values):
         with self.on_device(request.session_hash) as flag:
             try:
-                for view in self.backend.sweep(request_of(values), stopped=flag.is_set, session=request.session_hash):
+                for view in self.backend.sweep(values, stopped=flag.is_set, session=request.session_hash):
                     yield (
                         panels.status(f"γ sweep: {view.message}", "done" if view.finished else "busy"),
                         charts.sweep_chart(view),
@@ -309,4 +308,4 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
         return gr.Dropdown(choices=choices, value=label), panels.status(f"pair: {label}", "info")
 
     def stop(self, request: gr.Request):
-        self.board.stop(request.session_hash, device_busy=bool(self.backend.busy()))
+        self.board.stop(request.session_hash, device_busy=bool(self.backend.line.busy()))

@@ -13,7 +13,6 @@ from ...events import PLAIN
 from ...render import panels
 from ...workload.prompts import read_prompts, split_pasted
 from ...workload.view import WorkloadView, duration
-from .controls import request_of
 
 BEST = "each drafter's best"  # the draft-length choice that runs every drafter at its measured best γ
 FIXED = "the γ in the settings"  # the other: every drafter at the sidebar's γ and adaptive choice
@@ -114,7 +113,7 @@ class WorkloadHandlers:
             try:
                 prompts = prompts_from(prompts_text, prompts_file)
                 runs = self.backend.workload(
-                    request_of(values), prompts, list(drafters or []), draft_length != BEST, flag.is_set, session
+                    values, prompts, list(drafters or []), draft_length != BEST, flag.is_set, session
                 )
                 shown, runs_done = 0.0, 0
                 for view in runs:  # every finished run shows at once; a run under way, every UPDATE_EVERY_S
