@@ -22,8 +22,8 @@ import torch  # noqa: E402
 from specviz.bench.runs import measure  # noqa: E402
 from specviz.drafters.dflash import KIND as DFLASH  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
-from specviz.models import encode_prompt, load_model  # noqa: E402
-from specviz.models.exact import exact_for  # noqa: E402
+from specviz.models import encode_prompt  # noqa: E402
+from specviz.runs import open_pair  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
@@ -60,9 +60,9 @@ def main() -> int:
     args = p.parse_args()
     quiet_transformers()
     torch.set_num_threads(2)
-    target = load_model(TARGET, "bfloat16", "cpu")
-    print(exact_for(target.model, True), flush=True)
-    draft = load_model(DRAFT, "int8", "cpu")
+    pair = open_pair(TARGET, "bfloat16", "cpu", DRAFT, "int8")
+    target, draft = pair.target, pair.draft
+    print(pair.exact, flush=True)
     table = entrants(args.dflash, args.nodes)
     chosen = {name: table[name] for name in args.drafters.split(",")}
     examples = json.loads((ROOT / "assets" / "prompts.json").read_text())

@@ -21,10 +21,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz.events import PLAIN, StepEvent, generated_ids, summarize  # noqa: E402
-from specviz.models import encode_prompt, load_model  # noqa: E402
-from specviz.models.exact import exact_for  # noqa: E402
+from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.loading import best_draft_dtype  # noqa: E402
-from specviz.runs import Pair, decode  # noqa: E402
+from specviz.runs import Pair, decode, open_pair  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.views.grand_prix import turns_keep_the_rule  # noqa: E402
@@ -67,9 +66,8 @@ def main() -> int:
     args = p.parse_args()
     quiet_transformers()
     torch.set_num_threads(2)
-    target = load_model(args.target, "bfloat16", "cpu")
-    exact = exact_for(target.model, True)
-    draft = load_model(args.draft, best_draft_dtype(target.device) or "bfloat16", "cpu")
+    pair = open_pair(args.target, "bfloat16", "cpu", args.draft, best_draft_dtype(torch.device("cpu")) or "bfloat16")
+    target, draft, exact = pair.target, pair.draft, pair.exact
     prompt = json.loads((ASSETS / "prompts.json").read_text())["code"][0]
     ids = encode_prompt(target, prompt)
     base = Settings(max_new_tokens=args.max_new_tokens)

@@ -23,15 +23,14 @@ def main() -> None:
     from specviz.bench.plan import load_prompts
     from specviz.bench.runs import measure, typical
     from specviz.drafters.hybrid import KIND as HYBRID
-    from specviz.models import encode_prompt, load_model
-    from specviz.models.exact import set_exact
+    from specviz.models import encode_prompt
+    from specviz.runs import open_pair
     from specviz.runtime import quiet_transformers
     from specviz.settings import Settings
 
     quiet_transformers()
-    target = load_model("qwen2.5-coder-1.5b-instruct", "bfloat16")
-    draft = load_model("qwen2.5-coder-0.5b-instruct", "int8")
-    set_exact(target.model, True)
+    pair = open_pair("qwen2.5-coder-1.5b-instruct", "bfloat16", draft="qwen2.5-coder-0.5b-instruct", draft_dtype="int8")
+    target, draft = pair.target, pair.draft
     settings = Settings(max_new_tokens=96, gamma=8, adaptive=True)
 
     def runner(ids: list[int], branch: str, outputs: set):

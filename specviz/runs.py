@@ -6,6 +6,7 @@ The CLI, the benchmark, the workload and the app all open their models and decod
 """
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .drafters.kinds import Options
@@ -14,7 +15,7 @@ from .drafters.suffix_index import RunMemory
 from .engine import generate, new_generator
 from .events import PLAIN, StepEvent, generated_ids
 from .models import LoadedModel, load_model
-from .models.exact import exact_for, exact_problem
+from .models.exact import exact_for, exact_problem, is_exact
 from .models.vocabulary import check_draft_fits
 from .record import TokenTexts, divergence, make_trace
 from .runtime import quiet_transformers
@@ -28,12 +29,28 @@ class Pair:
 
     target: LoadedModel
     draft: LoadedModel | None = None
-    exact: str = ""  # the target's exact mode in one line, as set_exact left it
+    exact: str = ""  # the target's exact mode in one line, as choose_exact left it
 
-    def set_exact(self, wanted: bool) -> str:
+    def choose_exact(self, wanted: bool) -> str:
         """Exact mode as wanted, where it holds here; the line that says what holds (models/exact.exact_for)."""
         self.exact = exact_for(self.target.model, wanted)
         return self.exact
+
+    def exact_holds(self) -> bool:
+        """Whether exact mode can hold for this target on this machine (the device, the precision, the kernels)."""
+        return not exact_problem(self.target.model)
+
+    @contextmanager
+    def without_exact(self):
+        """The target as its own modeling code runs it, for a while (transformers' generate, raced beside specviz),
+        then exact mode as it was."""
+        was, line = is_exact(self.target.model), self.exact
+        exact_for(self.target.model, False)
+        try:
+            yield
+        finally:
+            exact_for(self.target.model, was)
+            self.exact = line
 
 
 def open_target(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
@@ -59,7 +76,7 @@ def open_pair(
     `draft_dtype` (default: the target's precision)."""
     loaded = open_target(target, dtype, device)
     pair = Pair(loaded, open_draft(loaded, draft, draft_dtype or dtype, device) if draft else None)
-    pair.set_exact(exact)
+    pair.choose_exact(exact)
     return pair
 
 

@@ -88,3 +88,28 @@ def test_the_length_check_counts_a_long_function(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(80))
     (tmp_path / "long.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
     assert long_functions(tmp_path / "long.py", tmp_path) == ["long.py:5 long (81 lines)"]
+
+
+SWITCHES = ("set_exact", "exact_for")  # models/exact.py's switches of exact mode
+
+
+def exact_switched_at(path: Path, root: Path) -> list[str]:
+    """file:line of each name of exact mode's switches (imported, called or passed on) in `path`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(root).as_posix()
+    names = [(n.lineno, n.id) for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    names += [(n.lineno, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names]
+    return [f"{where}:{line}: {name}" for line, name in names if name in SWITCHES]
+
+
+def test_exact_mode_is_switched_only_through_the_pair():
+    """One door: a run's target goes into exact mode through runs.Pair (choose_exact, without_exact), so what the mode
+    came to is the pair's line; only the mode's own module and runs.py touch its switches."""
+    own = {ROOT / "specviz" / "runs.py", *(ROOT / "specviz" / "models").rglob("*.py")}
+    found = [hit for path in scanned(ROOT) if path not in own for hit in exact_switched_at(path, ROOT)]
+    assert not found, "exact mode switched outside runs.Pair:\n" + "\n".join(found)
+
+
+def test_the_exact_mode_check_finds_a_switch(tmp_path):
+    (tmp_path / "bench.py").write_text("from specviz.models.exact import set_exact\nset_exact(m, True)\n")
+    assert exact_switched_at(tmp_path / "bench.py", tmp_path) == ["bench.py:2: set_exact", "bench.py:1: set_exact"]

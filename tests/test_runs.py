@@ -59,6 +59,6 @@ def test_a_pair_opens_from_folders_with_exact_mode_as_asked(pair_folders):
     target_folder, draft_folder = pair_folders
     pair = open_pair(str(target_folder), "bfloat16", "cpu", str(draft_folder), exact=True)
     assert pair.draft is not None and pair.exact == EXACT_ON
-    assert pair.set_exact(False) == "exact mode off"
+    assert pair.choose_exact(False) == "exact mode off"
     alone = open_pair(str(target_folder), "float32", "cpu", exact=True)
     assert alone.draft is None and alone.exact.startswith("exact mode off: ")

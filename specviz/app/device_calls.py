@@ -89,7 +89,7 @@ class DeviceCalls:
     def _ready(self, asked: Request) -> tuple[LoadedPair, str]:
         """The pair, its target in exact mode as asked (where the mode holds), and that in one line."""
         pair = self._pair(asked)
-        return pair, pair.set_exact(asked.exact)
+        return pair, pair.choose_exact(asked.exact)
 
     def race(self, asked: Request, memory: RunMemory | None = None) -> Iterator[Packet]:
         """Plain and speculative decoding taking turns (race.interleave): a packet per step of either side, then the

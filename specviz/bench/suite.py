@@ -69,10 +69,11 @@ class Bench:
 
     def __init__(self, plan: Plan, args):
         from ..engine import make_clock
-        from ..runs import open_draft, open_target
+        from ..runs import Pair, open_draft, open_target
 
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
-        self.target = open_target(args.target, args.dtype, args.device)
+        self.pair = Pair(open_target(args.target, args.dtype, args.device))  # its drafts are self.drafts
+        self.target = self.pair.target
         self.drafts = {}  # DraftModel -> it, loaded
         if any(k.draft_needed(plan.options[k.name]) for k in plan.methods):
             for d in plan.drafts:
@@ -98,14 +99,8 @@ class Bench:
 
     def theirs(self, ids, settings, method=None, gamma=None, draft=None):
         def run() -> Run:
-            from ..models.exact import is_exact, set_exact
-
-            was = is_exact(self.target.model)
-            set_exact(self.target.model, False)  # transformers runs the model's own attention and kernels
-            try:
+            with self.pair.without_exact():  # transformers runs the model's own attention and kernels
                 return transformers_run(self.target, ids, settings, method, gamma, draft or self.draft, 3, self.clock)
-            finally:
-                set_exact(self.target.model, was)
 
         return run
 
@@ -181,10 +176,9 @@ class Bench:
         """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make; specviz's
         target in exact mode as asked, where it holds."""
         from ..models import encode_prompt
-        from ..models.exact import exact_for, exact_problem
         from .costs import relative_forward_costs
 
-        line = exact_for(self.target.model, exact)
+        line = self.pair.choose_exact(exact)
         self.exact_lines.add(line)
         ids = encode_prompt(self.target, prompt)
         settings = Settings(max_new_tokens=self.args.max_new_tokens, temperature=temperature)
@@ -223,7 +217,7 @@ class Bench:
                 )
             )
             rows += cell
-        holds = not exact_problem(self.target.model)  # where the mode cannot hold, rows carry no mode
+        holds = self.pair.exact_holds()  # where the mode cannot hold, rows carry no mode
         for row in rows:
             row.exact = exact if row.library == "specviz" and holds else None
         return rows

@@ -162,7 +162,7 @@ def open_models(args, with_draft: bool):
     target = open_target(args.target, args.dtype, args.device)
     draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
     pair = Pair(target, draft)
-    pair.set_exact(args.exact)
+    pair.choose_exact(args.exact)
     return pair
 
 
