@@ -2,11 +2,14 @@
 from specviz's module) load and draft; damaged or mismatched ones are refused in one line; specviz's own round-trip."""
 
 import json
+import time
 
 import pytest
 import torch
 from safetensors.torch import save_file
 from test_eagle import random_head
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from specviz.drafters.eagle.checkpoint import EagleCheckpointError, load_eagle, save_eagle
 from specviz.drafters.eagle.drafter import EagleDrafter
@@ -220,3 +223,61 @@ def test_a_published_eagle3_head_of_llama_layers_drafts_for_a_qwen3_target(tmp_p
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
     events = list(generate(target, ids, Settings(max_new_tokens=30, gamma=3), EagleDrafter(head, layers)))
     assert generated_ids(events) == plain and any(e.proposed for e in events)
+
+
+class LargestTensor(TorchDispatchMode):
+    """While on, the bytes of the largest tensor torch makes in memory (the meta device, which holds only shapes,
+    is not counted)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                self.bytes = max(self.bytes, t.numel() * t.element_size())
+        return out
+
+
+def valid_folder(layout: str, target, folder):
+    """A head that loads: the published EAGLE-1/2 or EAGLE-3 layout, or specviz's own (with a shortlist)."""
+    vocab = target.vocab_size
+    if layout == "eagle1":
+        return write(folder, eagle1_shapes(vocab), config(vocab), "safetensors")
+    if layout == "eagle3":
+        return eagle3_folder(folder, vocab, 20)
+    return save_eagle(random_head(target, shortlist=torch.arange(0, vocab, 2)), folder, target.name)
+
+
+OVERSIZED = [  # a config field far beyond the tiny weights: built as stated, each asks for gigabytes
+    ("eagle1", "intermediate_size", 1_000_000),
+    ("eagle1", "num_attention_heads", 250_000),
+    ("eagle1", "num_key_value_heads", 250_000),
+    ("eagle1", "head_dim", 1_000_000),
+    ("eagle1", "hidden_size", 1_000_000),
+    ("eagle3", "intermediate_size", 1_000_000),
+    ("ours", "intermediate_size", 1_000_000),
+]
+
+
+@pytest.mark.parametrize("layout, field, size", OVERSIZED, ids=[f"{lay}-{f}" for lay, f, _ in OVERSIZED])
+def test_a_config_whose_sizes_are_far_beyond_its_weights_is_refused_quickly_without_building_them(
+    target, tmp_path, layout, field, size
+):
+    folder = valid_folder(layout, target, tmp_path / "good")
+    start = time.perf_counter()
+    load_eagle(folder, target)
+    valid_seconds = time.perf_counter() - start
+    saved = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**saved, field: size}))
+    start, largest = time.perf_counter(), LargestTensor()
+    with largest, pytest.raises(EagleCheckpointError, match="has shape|width") as caught:
+        load_eagle(folder, target)
+    seconds = time.perf_counter() - start
+    assert "\n" not in str(caught.value)
+    assert largest.bytes < 16 * 2**20, (
+        f"a tensor of {largest.bytes / 2**20:.0f} MiB was made for weights that do not fit"
+    )
+    assert seconds < valid_seconds + 5, f"refused after {seconds:.1f} s (a valid head loads in {valid_seconds:.2f} s)"

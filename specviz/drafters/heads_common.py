@@ -78,6 +78,14 @@ def built(make, what: str, error: type[Exception]):
         ) from None
 
 
+def meta_shapes(make, what: str, error: type[Exception]) -> dict:
+    """The state dict of `make()` built on the meta device (through `built`): the shapes its config describes, with
+    no memory spent on them, for `check_weights` to hold the weights to before the module is built for real (a
+    damaged config's sizes can ask for gigabytes)."""
+    with torch.device("meta"):
+        return built(make, what, error).state_dict()
+
+
 def check_base(config: dict, target_name: str, what: str, error: type[Exception]) -> None:
     """Heads whose config names another base model than the target are refused (a config naming none passes)."""
     named = str(config.get("base_model_name_or_path", "")).rstrip("/").split("/")[-1].lower()

@@ -14,7 +14,7 @@ import torch
 
 from ...errors import SpecvizError, first_line
 from ...runtime import ASSETS
-from ..heads_common import built, check_base, check_weights, locate_heads, shipped_folder, write_checkpoint
+from ..heads_common import check_base, check_weights, locate_heads, meta_shapes, shipped_folder, write_checkpoint
 from ..heads_common import read_config as heads_config
 from .model import DFlashDraft
 
@@ -176,9 +176,8 @@ def load_dflash(where, target) -> DFlashDraft:
     folder = locate_heads(where, ["config.json", WEIGHTS], "a DFlash drafter", DFlashCheckpointError)
     saved = read_config(folder)
     check_base(saved, target.name, "DFlash drafters", DFlashCheckpointError)
-    with torch.device("meta"):  # the config's shapes, before any memory is spent on them (a damaged config's sizes
-        # can ask for gigabytes): the weights must fit them before the draft is built for real
-        shapes = built(lambda: build_draft(saved, target.model), "a DFlash drafter", DFlashCheckpointError).state_dict()
+    # the config's shapes, before any memory is spent on them: the weights must fit them before the draft is built
+    shapes = meta_shapes(lambda: build_draft(saved, target.model), "a DFlash drafter", DFlashCheckpointError)
     state = read_weights(folder)
     check_weights(
         state,

@@ -21,6 +21,7 @@ from ..heads_common import (
     check_base,
     check_weights,
     locate_heads,
+    meta_shapes,
     read_config,
     read_shortlist,
     shipped_folder,
@@ -144,22 +145,14 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     if shortlist is not None and layout != "eagle1":
         raise EagleCheckpointError("a vocabulary shortlist (head_vocab.json) goes with EAGLE-1-layout heads only")
     family = "llama" if layout == "eagle3" and saved.get("model_type") == "llama" else ""
-    head = built(
-        lambda: EagleHead(
-            config,
-            layout,
-            model,
-            fc_bias="fc.bias" in state,
-            draft_vocab=draft_vocab,
-            shortlist=shortlist,
-            family=family,
-        ),
-        "an EAGLE head",
-        EagleCheckpointError,
-    )
+
+    def make() -> EagleHead:
+        fc_bias = "fc.bias" in state
+        return EagleHead(config, layout, model, fc_bias, draft_vocab=draft_vocab, shortlist=shortlist, family=family)
+
     check_weights(
         state,
-        head.state_dict(),
+        meta_shapes(make, "an EAGLE head", EagleCheckpointError),  # the config's shapes, none of them allocated
         EagleCheckpointError,
         f"EAGLE weights ({layout}) do not fit",
         "EAGLE weight",
@@ -167,6 +160,7 @@ def load_eagle(where, target) -> tuple[EagleHead, tuple[int, ...]]:
     )
     if layout == "eagle3" and not bool(((state["d2t"] + torch.arange(draft_vocab)) < config.vocab_size).all()):
         raise EagleCheckpointError("EAGLE-3 d2t maps draft ids outside the target's vocabulary")
+    head = built(make, "an EAGLE head", EagleCheckpointError)  # only now, with the weights known to fit its shapes
     head.load_state_dict(state, strict=True)
     dtype = model.get_input_embeddings().weight.dtype
     layers = eagle3_layers(model.config.num_hidden_layers) if layout == "eagle3" else (-1,)
