@@ -191,7 +191,7 @@ def warm_up(shelf, label, dtype, say=_say):
         if failed is not None and kind is default:
             raise RuntimeError(failed)
         if failed is not None:
-            say(f"warm-up: the {kind.label} race failed: {failed}")
+            say(f"warm-up: the {kind.listing.label} race failed: {failed}")
     pair = shelf.current()
     for model in (pair.target.model, pair.draft.model):
         warm_graphs(model)

@@ -32,7 +32,7 @@ TARGET, DRAFT = "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
 
 def entrants(dflash: str, nodes: int) -> dict[str, tuple]:
     """label -> (drafter kind, its options beyond the menu's defaults)."""
-    model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # the draft model alone
+    model_drafter = next(k for k in kinds() if k.needs_draft and not k.listing.lookup)  # the draft model alone
     where = {DFLASH.name: dflash} if dflash else {}
     return {
         "draft model": (model_drafter, {}),
@@ -44,8 +44,8 @@ def entrants(dflash: str, nodes: int) -> dict[str, tuple]:
 def settings_for(kind, options: dict, max_new: int):
     """The kind's menu defaults (its γ, adaptive, shape) with `options` over them: (Settings, parsed options)."""
     plain = Settings(max_new_tokens=max_new)
-    gamma, adaptive = kind.prefers("gamma", plain.gamma), kind.prefers("adaptive", plain.adaptive)
-    return replace(plain, gamma=gamma, adaptive=adaptive), kind.parse({**dict(kind.preferred), **options})
+    gamma, adaptive = kind.listing.prefers("gamma", plain.gamma), kind.listing.prefers("adaptive", plain.adaptive)
+    return replace(plain, gamma=gamma, adaptive=adaptive), kind.parse({**dict(kind.listing.preferred), **options})
 
 
 def main() -> int:

@@ -67,7 +67,7 @@ def main() -> int:
     target, draft = random_model(args.target, args.device), random_model(args.draft, args.device)
     prompt = torch.randint(0, 150000, (200,), generator=torch.Generator().manual_seed(0)).tolist()
     dflash, eagle = drafter_for(target.model, 5, 16, MASK_ID), eagle3_head(target)
-    model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # the draft model alone
+    model_drafter = next(k for k in kinds() if k.needs_draft and not k.listing.lookup)  # the draft model alone
     drafters = {  # label: (settings, kind, draft model, the kind's options)
         "DFlash, block 16": (Settings(max_new_tokens=args.tokens, gamma=15), DFLASH, None, DFLASH.options(dflash)),
         "EAGLE-3, chain of 7": (

@@ -105,8 +105,10 @@ def main() -> int:
     gammas = [int(g) for g in args.gammas.split(",")]
     widths = sorted({*range(1, max(gammas) + 2), *(int(k) for k in args.widths.split(",") if k)})
     alphas = [float(a) for a in args.alphas.split(",")]
-    model_drafter = next(k for k in kinds() if k.needs_draft and not k.lookup)  # drafts with the draft model alone
-    set_alpha = next(k for k in kinds() if k.sets_alpha)  # accepted at a set rate, at no drafting cost
+    model_drafter = next(
+        k for k in kinds() if k.needs_draft and not k.listing.lookup
+    )  # drafts with the draft model alone
+    set_alpha = next(k for k in kinds() if k.listing.sets_alpha)  # accepted at a set rate, at no drafting cost
     target, draft = (random_model(f"qwen2.5-coder-{size}-instruct", args.device) for size in ("1.5b", "0.5b"))
     prompt = torch.randint(0, 150000, (64,), generator=torch.Generator().manual_seed(0)).tolist()
     weight_bytes = sum(t.numel() * t.element_size() for t in target.model.parameters())

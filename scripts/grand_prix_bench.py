@@ -71,7 +71,9 @@ def main() -> int:
     prompt = json.loads((ASSETS / "prompts.json").read_text())["code"][0]
     ids = encode_prompt(target, prompt)
     base = Settings(max_new_tokens=args.max_new_tokens)
-    entrants = lane_entrants(args.drafters, base, False, lambda k: k.parse(dict(k.preferred)), args.target, True)
+    entrants = lane_entrants(
+        args.drafters, base, False, lambda k: k.parse(dict(k.listing.preferred)), args.target, True
+    )
     runs = lane_runs(entrants)
     print(f"{args.target} ← {args.draft}, {exact}; lanes: {', '.join(r.name for r in runs)}", flush=True)
     together, apart, verdicts = [], [], []

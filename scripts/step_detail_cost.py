@@ -34,7 +34,7 @@ def main() -> int:
     kind = default_kind()
     pair = open_pair("qwen2.5-coder-1.5b-instruct", "bfloat16", "cpu", "qwen2.5-coder-0.5b-instruct", "int8")
     ids = encode_prompt(pair.target, PROMPT)
-    gamma, adaptive = kind.prefers("gamma", Settings.gamma), kind.prefers("adaptive", Settings.adaptive)
+    gamma, adaptive = kind.listing.prefers("gamma", Settings.gamma), kind.listing.prefers("adaptive", Settings.adaptive)
     settings = Settings(max_new_tokens=args.tokens, gamma=gamma, adaptive=adaptive)
     spent: list[float] = []
     real = loop.step_detail

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .drafters.kinds import Options
+from .drafters.options import Options
 from .drafters.registry import NO_DRAFTER, build_drafter, kind
 from .drafters.suffix_index import RunMemory
 from .engine import generate, new_generator
@@ -158,7 +158,7 @@ class Duel:
             sides = [Side(PLAIN, "", self.spec_events)]
         else:
             chosen = kind(self.drafter)
-            words = mode_text(chosen.words(chosen.parse(self.options)), self.settings)
+            words = mode_text(chosen.listing.words(chosen.parse(self.options)), self.settings)
             found = self.parted(text_of=text_of)
             sides = [Side(PLAIN, "", self.plain_events), Side(self.drafter, words, self.spec_events, found)]
         return make_trace(

@@ -119,7 +119,7 @@ def test_bench_runs_every_method_and_writes_three_reports(
     ours = [r for r in rows if r["library"] == "specviz" and r["method"] != "plain"]
     greedy = [r for r in ours if r["temperature"] == 0]
     methods = {k.name for k in kinds(menu_only=True)} | {
-        at_rate(k.name, a) for k in kinds() if k.sets_alpha for a in (0, 1)
+        at_rate(k.name, a) for k in kinds() if k.listing.sets_alpha for a in (0, 1)
     }
     assert {(r["method"], r["gamma"]) for r in greedy if r["kind"] == "chat"} == {
         (m, g) for m in methods for g in (1, 3, "adaptive")

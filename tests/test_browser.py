@@ -94,9 +94,9 @@ def test_each_drafters_note_is_read_whole_in_the_sidebar(app_server, browser, wi
         cut = []
         for kind in kinds(menu_only=True):
             page.locator("#sv-drafter input").click()
-            page.get_by_role("option", name=kind.label, exact=True).click()
+            page.get_by_role("option", name=kind.listing.label, exact=True).click()
             note = page.locator("#sv-drafter-note")
-            note.get_by_text(kind.summary[1:20]).wait_for(timeout=10_000)
+            note.get_by_text(kind.listing.summary[1:20]).wait_for(timeout=10_000)
             wide = note.evaluate("n => [n.scrollWidth, n.clientWidth]")
             sidebar = page.locator("#sv-sidebar").evaluate(
                 "s => [s, ...s.querySelectorAll('*')].some(e => e.scrollLeft > 0)"

@@ -8,7 +8,7 @@ from test_browser import EVIL
 
 from specviz.drafters.registry import kinds
 
-LOOKUP = [k for k in kinds(menu_only=True) if k.lookup and not k.needs_draft]
+LOOKUP = [k for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft]
 
 
 def test_ten_pasted_prompts_fill_the_table_and_the_report_opens_offline(app_server, browser, tmp_path):
@@ -19,7 +19,7 @@ def test_ten_pasted_prompts_fill_the_table_and_the_report_opens_offline(app_serv
     page.locator("#sv-workload-prompts textarea").fill("\n".join(prompts))
     for k in kinds(menu_only=True):  # two lookup drafters keep the test short; the others are unticked
         if k not in LOOKUP[:2]:
-            page.locator("#sv-workload-drafters").get_by_label(k.label, exact=True).uncheck()
+            page.locator("#sv-workload-drafters").get_by_label(k.listing.label, exact=True).uncheck()
     page.click("#sv-workload-run")
     counts, deadline = set(), time.time() + 300
     while "done;" not in page.inner_text("#sv-workload-progress"):

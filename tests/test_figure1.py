@@ -100,7 +100,7 @@ def test_ui_never_imports_torch():
     code = (
         "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
         "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
-        "specviz.drafters.kinds; "
+        "specviz.drafters.options, specviz.drafters.listing; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz.drafters.kinds import DrafterKind, Options, option, shared_option
+from specviz.drafters.contract import Recipe
+from specviz.drafters.listing import Listing
+from specviz.drafters.options import Options, option, shared_option
 from specviz.drafters.registry import _check_option_names, build_drafter, kind, kinds, option_owners
 from specviz.errors import InvalidRequest
 from specviz.settings import Settings
@@ -24,8 +26,9 @@ TOY = '''"""A toy drafter: proposes the last token again, shifted by an offset (
 
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, Proposal
-from .kinds import DrafterKind, Options, option
+from .contract import BaseDrafter, Proposal, Recipe
+from .listing import Listing
+from .options import Options, option
 
 
 class RepeatDrafter(BaseDrafter):
@@ -41,8 +44,8 @@ class ToyOptions(Options):
     toy_offset: int = option(0, "toy offset", "added to the last token id", low=0, high=3)
 
 
-KIND = DrafterKind("toy", "toy: repeat the last token", "proposes the last token again",
-                   lambda o, ctx: RepeatDrafter(o.toy_offset, ctx.target.vocab_size), ToyOptions, order=50)
+KIND = Recipe("toy", ToyOptions, lambda o, ctx: RepeatDrafter(o.toy_offset, ctx.target.vocab_size),
+              Listing("toy: repeat the last token", "proposes the last token again", order=50))
 '''
 
 APP_MENU = """
@@ -290,7 +293,7 @@ def test_no_module_imports_from_a_layer_above_its_own():
 def test_no_import_cycles():
     files = _modules()
     graph = {m: {n for n in _imports(p, m) if n in files} for m, p in files.items()}
-    assert graph["specviz.drafters.draft_model"] >= {"specviz.engine", "specviz.engine.step"}  # the parser sees edges
+    assert graph["specviz.drafters.draft_model"] >= {"specviz.engine", "specviz.drafters.contract"}  # the parser sees edges
     state, cycles = {}, []
 
     def visit(m, trail):
@@ -331,7 +334,7 @@ class _OwnHeads(Options):
 
 def test_two_kinds_share_an_option_only_as_one_option_the_screen_does_not_show():
     def made(name, options):
-        return DrafterKind(name, name, name, lambda o, ctx: None, options)
+        return Recipe(name, options, lambda o, ctx: None, Listing(name, name))
 
     _check_option_names([made("a", _Heads), made("b", _SharesHeads)])  # one option, one flag, for both
     for other in (_SharesWidth, _OwnHeads):  # a shared control on two panels; the same name meaning two things
@@ -345,16 +348,19 @@ def test_what_the_kinds_declare_for_their_callers_holds_together():
     from specviz.drafters.registry import best_for, default_kind, pair_model_options, published_options
 
     assert default_kind() == kinds(menu_only=True)[0] and default_kind().needs_draft  # the app warms its draft up
-    families = [b.family for k in kinds() for b in k.best_for]
+    families = [b.family for k in kinds() for b in k.listing.best_for]
     prompts = json.loads((ROOT / "assets" / "prompts.json").read_text())
     assert len(families) == len(set(families)) and set(families) <= set(prompts)  # one best drafter per family
     for family in families:
         drafter, best = best_for(family)
-        assert drafter.menu and Settings(gamma=best.gamma).gamma == best.gamma
+        assert drafter.listing.menu and Settings(gamma=best.gamma).gamma == best.gamma
     assert best_for("no such family") is None
     # the bench races a drafter against transformers' method that does the same, which it knows how to run
-    assert {k.counterpart for k in kinds() if k.counterpart} == {"transformers assisted", "transformers prompt lookup"}
-    assert all(not k.menu for k in kinds() if k.sets_alpha)  # a measuring tool, not offered to users
+    assert {k.listing.counterpart for k in kinds() if k.listing.counterpart} == {
+        "transformers assisted",
+        "transformers prompt lookup",
+    }
+    assert all(not k.listing.menu for k in kinds() if k.listing.sets_alpha)  # a measuring tool, not offered to users
     for spec in pair_model_options():  # a model's location: brought by the pair, never typed on the screen
         assert not spec.app and spec.cli
     brought = {*dict(published_options("lmsys/vicuna-7b-v1.3")), *dict(published_options("Qwen/Qwen3-4B"))}
@@ -376,3 +382,16 @@ def test_the_layout_in_the_design_notes_names_every_package_and_no_file_that_is_
     files = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | {"Spacefile"}
     gone = sorted(f for f in re.findall(r"\b([a-z_0-9]+\.py)\b", block) if f not in files)
     assert not gone, f"the layout names files that do not exist: {gone}"
+
+
+def test_looking_kinds_up_does_not_scan_the_package_again(monkeypatch):
+    """The package's modules do not change while a program runs: it is scanned once, not on every lookup (the app
+    and the CLI look a kind up many times per run)."""
+    import pkgutil
+
+    first = kinds()
+    scans, real = [], pkgutil.iter_modules
+    monkeypatch.setattr(pkgutil, "iter_modules", lambda *a, **k: scans.append(a) or real(*a, **k))
+    for _ in range(50):
+        assert kind(first[0].name) is first[0] and kinds() == first
+    assert scans == []

@@ -217,9 +217,9 @@ def workload(page) -> list[str]:
     if not open_tab(page, "Your prompts"):
         return ["the Your prompts tab is not in the strip"]
     page.locator("#sv-workload-prompts textarea").fill("w5 w5 w5 w9 w5 w5\nw1 w2 w1 w2 w1")
-    lookup = next(k for k in kinds(menu_only=True) if k.lookup and not k.needs_draft)
+    lookup = next(k for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft)
     for k in kinds(menu_only=True):
-        page.locator("#sv-workload-drafters").get_by_label(k.label, exact=True).set_checked(k == lookup)
+        page.locator("#sv-workload-drafters").get_by_label(k.listing.label, exact=True).set_checked(k == lookup)
     blocked = unclickable(page, "#sv-workload-run")
     if blocked:
         return blocked

@@ -100,13 +100,15 @@ def test_each_drafters_best_is_what_generate_runs_it_with_whatever_gamma_the_scr
     """The app's sidebar carries the chosen drafter's γ (8, adaptive, for the draft model); a lookup drafter's best
     is still its own: what `generate --drafter NAME` runs with no --gamma."""
     screen = Settings(gamma=8, adaptive=True, max_new_tokens=64)
-    preferring = [k for k in kinds(menu_only=True) if k.preferred]
+    preferring = [k for k in kinds(menu_only=True) if k.listing.preferred]
     assert preferring and len(preferring) < len(kinds(menu_only=True))  # both cases are met below
     for k in kinds(menu_only=True):
         best = best_settings(k, screen)
         cli = settings_from(build_parser().parse_args(["generate", "--target", "t", "--prompt", "p"]), k.name)
         assert (best.gamma, best.adaptive) == (cli.gamma, cli.adaptive), k.name
-        assert (best.gamma, best.adaptive) == (k.prefers("gamma", 4), k.prefers("adaptive", False)), k.name
+        assert (best.gamma, best.adaptive) == (k.listing.prefers("gamma", 4), k.listing.prefers("adaptive", False)), (
+            k.name
+        )
         assert best.max_new_tokens == 64  # everything else is the screen's
 
 

@@ -14,8 +14,8 @@ from specviz.drafters.registry import kinds
 STATUS, PROGRESS, TABLE, REPORT, CSV = range(5)
 EVIL = '<img src=x onerror="window.__pwned=1">'
 OFFERED = [k.name for k in kinds(menu_only=True)]
-DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft and k.draft_if is None)
-LOOKUP = next(k.name for k in kinds(menu_only=True) if k.lookup and not k.needs_draft)
+DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
+LOOKUP = next(k.name for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft)
 
 
 @pytest.fixture()

@@ -10,8 +10,8 @@ from test_cli import assert_one_line_error, run_cli
 from specviz.drafters.registry import kinds
 
 EVIL = '<img src=x onerror="window.__pwned=1">'
-DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft and k.draft_if is None)
-LOOKUP = next(k.name for k in kinds(menu_only=True) if k.lookup and not k.needs_draft)
+DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
+LOOKUP = next(k.name for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft)
 
 
 def workload(folder, prompts, out, *extra):

@@ -140,7 +140,7 @@ def test_a_workload_is_one_call_per_prompt_and_side_with_plain_shared(zero_app):
     url, pair, log, _ = zero_app
     from specviz.drafters.registry import kinds
 
-    lookups = [k for k in kinds(menu_only=True) if k.lookup and not k.needs_draft][:2]
+    lookups = [k for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft][:2]
     before = len(calls(log))
     outputs = (
         Client(url, verbose=False)

@@ -8,7 +8,7 @@ A Request is plain data (Settings, an Options dataclass, strings): under ZeroGPU
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from ..drafters.kinds import Options
+from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest
 from ..models.loading import DTYPES
@@ -62,11 +62,11 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
     name = values.get("drafter", NO_DRAFTER)
     if name != NO_DRAFTER:
         chosen = kind(name)
-        if not chosen.menu:  # the benchmark's measuring tools are not raced
+        if not chosen.listing.menu:  # the benchmark's measuring tools are not raced
             raise InvalidRequest(f"unknown drafter {name!r}")
         drafter, options = chosen.name, chosen.parse(given)
         chosen.check_for(options, preset.target)
-        remembers, words = chosen.remembers, chosen.words(options)
+        remembers, words = chosen.remembers, chosen.listing.words(options)
     dtype, draft_dtype = values.get("dtype", "bfloat16"), values.get("draft_dtype", "same")
     for precision in (dtype, draft_dtype):
         if not isinstance(precision, str) or (precision not in DTYPES and precision != "same"):

@@ -194,7 +194,7 @@ class ModelShelf:
                 continue
             try:
                 build_drafter(k.name, Settings(), None, pair.target, pair.draft, options)
-                lines.append(f"loaded the {k.label} of {pair.preset.label}")
+                lines.append(f"loaded the {k.listing.label} of {pair.preset.label}")
             except SpecvizError as exc:
                 lines.append(f"{k.name}: not available: {exc}")
         return lines

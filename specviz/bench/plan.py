@@ -4,7 +4,7 @@ from the flags before any model loads (specviz/cli/bench.py), and the parsers an
 import json
 from dataclasses import dataclass
 
-from ..drafters.kinds import DrafterKind
+from ..drafters.contract import Recipe
 from ..errors import InvalidRequest
 from ..runtime import ASSETS
 from ..settings import Settings
@@ -25,7 +25,7 @@ class DraftModel:
 class Plan:
     """The flags, checked before any model loads."""
 
-    methods: list[DrafterKind]
+    methods: list[Recipe]
     options: dict  # drafter name -> its Options
     gammas: list[int]
     temperatures: list[float]

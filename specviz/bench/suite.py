@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, replace
 
 from ..analysis.diagnosis import diagnose
 from ..analysis.theory import iid_speedup, predicted_speedup
-from ..drafters.kinds import DrafterKind, Options
+from ..drafters.contract import Recipe
+from ..drafters.options import Options
 from ..drafters.registry import build_drafter, pair_model_options
 from ..drafters.suffix_index import RunMemory
 from ..events import DRAFTED, PLAIN, depth_acceptance
@@ -34,7 +35,7 @@ class Cell:
     method: str  # its rows' method: the drafter's name (a set-α tool's with its rate)
     gamma: int | str  # a fixed γ, or "adaptive"
     settings: Settings  # the prompt's, at this γ
-    kind: DrafterKind
+    kind: Recipe
     options: Options
     draft: DraftModel | None  # for a drafter that needs a draft model: the one it runs with
 
@@ -88,7 +89,7 @@ class Bench:
                 k.name, Settings(), None, self.target, self.draft, plan.options[k.name]
             ).profile.longest
             for k in plan.methods
-            if not k.sets_alpha
+            if not k.listing.sets_alpha
         }
 
     def ours(self, ids, settings, kind="none", options=None, draft=None, memory=None):
@@ -108,7 +109,7 @@ class Bench:
         from ..models import encode_prompt
 
         warm = encode_prompt(self.target, "Say hi.")
-        for k in [None, *[k for k in self.plan.methods if not k.sets_alpha]]:
+        for k in [None, *[k for k in self.plan.methods if not k.listing.sets_alpha]]:
             name = k.name if k else "none"
             for draft in self.drafts.values() if k and k.draft_needed(self.plan.options[name]) else [self.draft]:
                 measure(
@@ -122,7 +123,7 @@ class Bench:
         and precision, a set-α measuring tool (greedy only) once per rate."""
         gammas = self.plan.gammas
         for k in self.plan.methods:
-            if k.sets_alpha:
+            if k.listing.sets_alpha:
                 if not settings.greedy:
                     continue
                 variants = [
@@ -133,7 +134,9 @@ class Bench:
                 variants = [(k.name, options, d) for d in (self.drafts if k.draft_needed(options) else [None])]
             deepest = self.longest.get(k.name) or MAX_GAMMA
             for method, options, draft in variants:
-                ceiling = max(*gammas, k.prefers("gamma", 0))  # adaptive: up to the drafter's preferred γ, if larger
+                ceiling = max(
+                    *gammas, k.listing.prefers("gamma", 0)
+                )  # adaptive: up to the drafter's preferred γ, if larger
                 for gamma in [*gammas, "adaptive"]:
                     g = min(ceiling, deepest) if gamma == "adaptive" else gamma
                     if g <= deepest:
@@ -149,7 +152,7 @@ class Bench:
         counterpart (two drafters with one counterpart share its runs)."""
         measured, raced = [], {}
         for cell in self.cells(settings, plain_ids):
-            other = cell.kind.counterpart if self.hf else None
+            other = cell.kind.listing.counterpart if self.hf else None
             draft = self.drafts.get(cell.draft)
             key = MemoryKey(prompt_kind, settings.temperature, cell.method, cell.gamma)
             memory = self.memories.setdefault(key, RunMemory(64)) if cell.kind.remembers else None

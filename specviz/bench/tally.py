@@ -27,15 +27,15 @@ def drafters() -> Drafters:
 
     every = kinds()
     model = [k for k in every if k.needs_draft]
-    lookups = [k for k in reversed(every) if k.lookup and not k.needs_draft]
+    lookups = [k for k in reversed(every) if k.listing.lookup and not k.needs_draft]
     return Drafters(
-        counterparts={k.name: k.counterpart for k in every if k.counterpart},
+        counterparts={k.name: k.listing.counterpart for k in every if k.listing.counterpart},
         model=tuple(k.name for k in model),
-        draft_model=next((k.name for k in model if not k.lookup), None),
-        hybrid=next((k.name for k in model if k.lookup), None),
+        draft_model=next((k.name for k in model if not k.listing.lookup), None),
+        hybrid=next((k.name for k in model if k.listing.lookup), None),
         lookups=tuple(k.name for k in lookups),
         across_runs=next((k.name for k in lookups if k.remembers), None),
-        tools=tuple(k.name for k in every if k.sets_alpha),
+        tools=tuple(k.name for k in every if k.listing.sets_alpha),
     )
 
 

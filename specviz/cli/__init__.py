@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ..drafters.kinds import Options
+from ..drafters.options import Options
 from ..errors import InvalidRequest, SpecvizError
 from ..runtime import quiet_transformers
 from ..settings import check_prompt
@@ -42,7 +42,7 @@ def drafter_from(args) -> tuple[str, Options | None]:
     name = args.drafter or (needing[0] if args.draft else NO_DRAFTER)
     given = given_options(args, only={name}).get(name, {})
     chosen = kind(name) if name != NO_DRAFTER else None
-    options = chosen.parse({**dict(chosen.preferred), **given}) if chosen else None
+    options = chosen.parse({**dict(chosen.listing.preferred), **given}) if chosen else None
     needs = chosen is not None and chosen.draft_needed(options)
     if needs and not args.draft:
         raise InvalidRequest(f"--drafter {name} needs --draft MODEL")

@@ -66,7 +66,9 @@ def plan_from(args) -> Plan:
     prompts = load_prompts([k.strip() for k in args.kinds.split(",")], args.prompts_per_kind)
     given = given_options(args)
     methods = [by_name[m] for m in names]
-    options = {k.name: k.parse({**dict(k.preferred), **given.get(k.name, {})}) for k in methods}  # as the CLI runs them
+    options = {
+        k.name: k.parse({**dict(k.listing.preferred), **given.get(k.name, {})}) for k in methods
+    }  # as the CLI runs them
     for k in list(methods):
         try:
             k.check_for(options[k.name], args.target)  # e.g. Medusa heads for this target, before any model loads

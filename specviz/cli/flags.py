@@ -116,7 +116,7 @@ def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -
             choices=[NO_DRAFTER, *(k.name for k in offered)],
             help="; ".join(
                 [f"{NO_DRAFTER} = plain decoding (default unless --draft is given)"]
-                + [f"{k.name} = {k.summary}" for k in offered]
+                + [f"{k.name} = {k.listing.summary}" for k in offered]
             ),
         )
     p.add_argument(
@@ -132,7 +132,7 @@ def settings_from(args, drafter: str) -> Settings:
     chosen = kind(drafter) if drafter != NO_DRAFTER else None
 
     def prefers(name: str, default):
-        return chosen.prefers(name, default) if chosen else default
+        return chosen.listing.prefers(name, default) if chosen else default
 
     return Settings(
         max_new_tokens=args.max_new_tokens,

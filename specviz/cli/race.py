@@ -63,7 +63,7 @@ def cmd_race(args) -> int:
         args.drafters,
         base,
         fixed,
-        lambda k: k.parse({**dict(k.preferred), **given.get(k.name, {})}),
+        lambda k: k.parse({**dict(k.listing.preferred), **given.get(k.name, {})}),
         args.target,
         bool(args.draft),
     )

@@ -56,7 +56,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         names,
         base,
         fixed,
-        lambda k: k.parse({**dict(k.preferred), **given.get(k.name, {})}),
+        lambda k: k.parse({**dict(k.listing.preferred), **given.get(k.name, {})}),
         args.target,
         bool(args.draft),
     )

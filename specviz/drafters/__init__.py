@@ -1,5 +1,6 @@
 """Drafters: each kind lives in one module of this package (or one subpackage) and declares itself as KIND.
 
-kinds.py says how a kind is declared, registry.py finds them all; the engine sees only the drafters they build.
-Importing this package loads nothing else, so the screen can read the declarations without torch.
+contract.py says what a drafter is: the four verbs the decode loop calls, and the Recipe a kind declares (with its
+options, options.py, and how menus list it, listing.py); registry.py finds them all. Importing this package loads
+nothing else.
 """

@@ -17,10 +17,10 @@ import torch
 from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, probabilities
 from ..engine.static_lm import open_lm
-from ..engine.step import BaseDrafter, Proposal, Provenance
 from ..models import LoadedModel
 from ..models.vocabulary import shared_tokens
 from ..settings import MAX_GAMMA, Settings
+from .contract import BaseDrafter, Proposal, Provenance
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

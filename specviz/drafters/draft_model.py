@@ -7,27 +7,20 @@ from dataclasses import dataclass
 import torch
 
 from ..engine.cached_lm import CachedLM
-from ..engine.sampling import choose, probabilities
+from ..engine.sampling import choose, fit_vocab, probabilities
 from ..engine.static_lm import open_lm
-from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Verdict
 from ..engine.tree import draft_position
 from ..errors import InvalidRequest
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..settings import MAX_GAMMA, Settings
+from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .cross_tokenizer import CrossTokenizerDrafter
-from .kinds import DrafterKind, FamilyBest, Options, option
+from .listing import FamilyBest, Listing
+from .options import Options, option
 from .tree_growth import best_next, columns_to, grow, paths_that_pay, token_probabilities
 
 SHAPES = ("chain", "tree")
 WIDTH = 4  # branches expanded per depth, and children kept per branch
-
-
-def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
-    """Give the draft's logits the target's width: extra ids are cut, missing ones can never be drafted."""
-    width = logits.shape[-1]
-    if width >= size:
-        return logits[..., :size]
-    return torch.nn.functional.pad(logits, (0, size - width), value=float("-inf"))
 
 
 class DraftModelDrafter(BaseDrafter):
@@ -187,20 +180,22 @@ def build(options: DraftOptions, ctx):
     )
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "draft",
-    "draft model",
-    "a smaller model drafts γ tokens, one forward each (any tokenizer: another one is bridged through text)",
-    build,
     DraftOptions,
-    needs_draft=True,
-    order=10,
-    preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
-    describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
-    counterpart="transformers assisted",
-    best_for=(  # the task families, int8 draft, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
-        FamilyBest("code", 8, adaptive=True),  # 1.82x (γ 4: 1.62x; the hybrid 1.72x)
-        FamilyBest("translation", 8, adaptive=True),  # 1.10x
-        FamilyBest("prose", 8, adaptive=True),  # 1.24x (γ 4: 0.91x)
+    build,
+    Listing(
+        "draft model",
+        "a smaller model drafts γ tokens, one forward each (any tokenizer: another one is bridged through text)",
+        order=10,
+        preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
+        describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
+        counterpart="transformers assisted",
+        best_for=(  # the task families, int8 draft, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
+            FamilyBest("code", 8, adaptive=True),  # 1.82x (γ 4: 1.62x; the hybrid 1.72x)
+            FamilyBest("translation", 8, adaptive=True),  # 1.10x
+            FamilyBest("prose", 8, adaptive=True),  # 1.24x (γ 4: 0.91x)
+        ),
     ),
+    needs_draft=True,
 )

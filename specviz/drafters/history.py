@@ -4,9 +4,10 @@ followed it); up to m of them are verified together as a token tree, and the lon
 import random
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance
 from ..events import OUTPUT
-from .kinds import DrafterKind, Options, option
+from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
+from .listing import Listing
+from .options import Options, option
 
 MAX_CANDIDATES = 16
 
@@ -69,14 +70,16 @@ class HistoryOptions(Options):
     )
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "history",
-    "history lookup (tree)",
-    "earlier continuations of the last token in the output, "
-    "verified together as a token tree; it pays where the output repeats itself (lists, repeated "
-    "code), rarely elsewhere",
-    lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed),
     HistoryOptions,
-    order=30,
-    lookup=True,
+    lambda o, ctx: HistoryDrafter(o.candidates, o.choice, ctx.settings.seed),
+    Listing(
+        "history lookup (tree)",
+        "earlier continuations of the last token in the output, "
+        "verified together as a token tree; it pays where the output repeats itself (lists, repeated "
+        "code), rarely elsewhere",
+        order=30,
+        lookup=True,
+    ),
 )

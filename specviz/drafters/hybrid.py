@@ -25,13 +25,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Verdict
 from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
+from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .draft_model import DraftOptions
 from .draft_model import build as build_draft_model
 from .eagle import KIND as EAGLE
 from .eagle import EagleOptions
-from .kinds import DrafterKind, FamilyBest, Options, option, shared_option
+from .listing import FamilyBest, Listing
+from .options import Options, option, shared_option
 from .suffix import SuffixDrafter, SuffixOptions
 
 BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16)  # match lengths told apart: a bucket holds matches from its bound to the next
@@ -180,25 +181,26 @@ def _precheck(options: HybridOptions, target_name: str) -> None:
         EAGLE.check_for(EagleOptions(eagle=options.eagle), target_name)
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "hybrid",
-    "hybrid: lookup or a model drafter",
-    "each step, a copy from the prompt, this output or "
-    "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
-    "head's) tree otherwise",
-    _build,
     HybridOptions,
-    needs_draft=True,
-    draft_if=lambda o: o.hybrid_model == "draft",
-    precheck=_precheck,
-    describe=lambda o: f"hybrid: lookup or {ORIGINS[o.hybrid_model]}",
-    order=12,
-    remembers=True,
-    preferred=(("gamma", 8), ("adaptive", True)),
-    counterpart="transformers assisted",
-    lookup=True,
-    best_for=(  # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
-        FamilyBest("math", 8, adaptive=True),  # 2.08x (the draft model alone 2.00x)
-        FamilyBest("qa", 8, adaptive=True),  # 1.42x (the draft model alone 1.36x)
+    _build,
+    Listing(
+        "hybrid: lookup or a model drafter",
+        "each step, a copy from the prompt, this output or "
+        "earlier runs where its match promises more tokens per second, the draft model's (or the EAGLE "
+        "head's) tree otherwise",
+        describe=lambda o: f"hybrid: lookup or {ORIGINS[o.hybrid_model]}",
+        order=12,
+        preferred=(("gamma", 8), ("adaptive", True)),
+        counterpart="transformers assisted",
+        lookup=True,
+        best_for=(  # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
+            FamilyBest("math", 8, adaptive=True),  # 2.08x (the draft model alone 2.00x)
+            FamilyBest("qa", 8, adaptive=True),  # 1.42x (the draft model alone 1.36x)
+        ),
     ),
+    needs_draft=lambda o: o.hybrid_model == "draft",
+    precheck=_precheck,
+    remembers=True,
 )

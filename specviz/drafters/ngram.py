@@ -6,8 +6,9 @@ probabilities: each proposal is a point mass."""
 
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance
-from .kinds import DrafterKind, FamilyBest, Options, option
+from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
+from .listing import FamilyBest, Listing
+from .options import Options, option
 from .suffix_index import Document, best_chain, longest_match
 
 MAX_NGRAM = 8
@@ -47,15 +48,17 @@ class NgramOptions(Options):
     )
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "ngram",
-    "n-gram prompt lookup",
-    "copies what followed the longest earlier match of the text's end",
-    lambda options, ctx: NgramDrafter(options.ngram_min),
     NgramOptions,
-    order=20,
-    counterpart="transformers prompt lookup",
-    preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
-    lookup=True,
-    best_for=(FamilyBest("extraction", 10, adaptive=True),),  # an earlier run (docs/benchmark-log.md)
+    lambda options, ctx: NgramDrafter(options.ngram_min),
+    Listing(
+        "n-gram prompt lookup",
+        "copies what followed the longest earlier match of the text's end",
+        order=20,
+        counterpart="transformers prompt lookup",
+        preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
+        lookup=True,
+        best_for=(FamilyBest("extraction", 10, adaptive=True),),  # an earlier run (docs/benchmark-log.md)
+    ),
 )

@@ -9,9 +9,10 @@ Greedy only. If the run ever leaves the reference (a bf16 near-tie), it stops pr
 import random
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, Proposal
 from ..errors import InvalidRequest
-from .kinds import DrafterKind, Options, option
+from .contract import BaseDrafter, Proposal, Recipe
+from .listing import Listing
+from .options import Options, option
 
 
 class OracleDrafter(BaseDrafter):
@@ -55,13 +56,15 @@ def _build(options, ctx) -> OracleDrafter:
     return OracleDrafter(options.reference, options.alpha, ctx.target.vocab_size, ctx.settings.seed)
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "oracle",
-    "oracle (set α)",
-    "proposes the target's own token with probability α, for free",
-    _build,
     OracleOptions,
-    order=90,
-    menu=False,
-    sets_alpha=True,
+    _build,
+    Listing(
+        "oracle (set α)",
+        "proposes the target's own token with probability α, for free",
+        order=90,
+        menu=False,
+        sets_alpha=True,
+    ),
 )

@@ -1,35 +1,44 @@
-"""The registry: every module of this package that declares a KIND is a drafter kind, found when asked for.
+"""The registry: every module of this package that declares a KIND (a contract.Recipe) is a drafter kind.
 
 Adding a drafter is one new module here (and its tests); the CLI, the app and the benchmark list what this finds.
+The package is scanned once per folder it is found in: its modules do not change while the program runs.
 """
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Iterator
 
 from ..errors import InvalidRequest
-from .kinds import DraftContext, DrafterKind, FamilyBest, OptionSpec
+from .contract import DraftContext, Recipe
+from .listing import FamilyBest
+from .options import OptionSpec
 
 NO_DRAFTER = "none"  # the drafter choice of the plain side: no drafter at all
-_NOT_KINDS = {"kinds", "registry"}
+_NOT_KINDS = {"contract", "listing", "options", "registry"}
 
 
-def kinds(menu_only: bool = False) -> tuple[DrafterKind, ...]:
+def kinds(menu_only: bool = False) -> tuple[Recipe, ...]:
     """Every declared kind in menu order (menu_only: those offered to users, not the benchmark's tools)."""
-    package = importlib.import_module(__package__)
-    found: dict[str, DrafterKind] = {}
-    for module in pkgutil.iter_modules(package.__path__):
+    every = _declared(tuple(importlib.import_module(__package__).__path__))
+    return tuple(k for k in every if k.listing.menu or not menu_only)
+
+
+@functools.cache
+def _declared(folders: tuple[str, ...]) -> tuple[Recipe, ...]:
+    """Every kind the package's modules declare, in menu order (found once per folder the package is in)."""
+    found: dict[str, Recipe] = {}
+    for module in pkgutil.iter_modules(list(folders)):
         if module.name.startswith("_") or module.name in _NOT_KINDS:
             continue
         kind = getattr(importlib.import_module(f"{__package__}.{module.name}"), "KIND", None)
-        if not isinstance(kind, DrafterKind):
+        if not isinstance(kind, Recipe):
             continue
         if kind.name in found or kind.name == NO_DRAFTER:
             raise RuntimeError(f"drafter name {kind.name!r} is declared twice (or is reserved)")
         found[kind.name] = kind
     _check_option_names(found.values())
-    ordered = sorted(found.values(), key=lambda k: (k.order, k.name))
-    return tuple(k for k in ordered if k.menu or not menu_only)
+    return tuple(sorted(found.values(), key=lambda k: (k.listing.order, k.name)))
 
 
 def _check_option_names(all_kinds) -> None:
@@ -44,7 +53,7 @@ def _check_option_names(all_kinds) -> None:
                     raise RuntimeError(f"drafters {first!r} and {kind.name!r} both declare option {key!r}")
 
 
-def kind(name: str) -> DrafterKind:
+def kind(name: str) -> Recipe:
     for k in kinds():
         if k.name == name:
             return k
@@ -52,7 +61,7 @@ def kind(name: str) -> DrafterKind:
     raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {NO_DRAFTER}, {names}")
 
 
-def option_owners() -> Iterator[tuple[tuple[DrafterKind, ...], object]]:
+def option_owners() -> Iterator[tuple[tuple[Recipe, ...], object]]:
     """(the kinds that take it, its spec) for every option of the kinds offered to users, each option once."""
     taking: dict[str, tuple[list, object]] = {}
     for k in kinds(menu_only=True):
@@ -62,15 +71,15 @@ def option_owners() -> Iterator[tuple[tuple[DrafterKind, ...], object]]:
         yield tuple(takers), spec
 
 
-def default_kind() -> DrafterKind:
+def default_kind() -> Recipe:
     """The drafter a caller that names none starts with (the app's first race): the first on the menu."""
     return kinds(menu_only=True)[0]
 
 
-def best_for(family: str) -> tuple[DrafterKind, FamilyBest] | None:
+def best_for(family: str) -> tuple[Recipe, FamilyBest] | None:
     """The drafter the benchmark measured fastest on a prompt family, with its settings there; None if none was."""
     for k in kinds(menu_only=True):
-        for best in k.best_for:
+        for best in k.listing.best_for:
             if best.family == family:
                 return k, best
     return None

@@ -7,8 +7,9 @@ candidate is a point mass."""
 
 from dataclasses import dataclass
 
-from ..engine.step import BaseDrafter, DrafterProfile, Proposal, Provenance, Verdict
-from .kinds import DrafterKind, FamilyBest, Options, option
+from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe, Verdict
+from .listing import FamilyBest, Listing
+from .options import Options, option
 from .suffix_index import RunMemory, draft_depth, frequent_tree, longest_match
 
 
@@ -87,20 +88,23 @@ def _build(options: SuffixOptions, ctx) -> SuffixDrafter:
     )
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "suffix",
-    "suffix decoding (across runs)",
-    "the most frequent continuations of the longest earlier "
-    "match, in this run and earlier ones, verified together as a token tree",
-    _build,
     SuffixOptions,
-    order=35,
-    remembers=True,
-    preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
-    lookup=True,
-    best_for=(  # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md); an earlier repetition workload
-        FamilyBest("summarization", 10, adaptive=True),  # 1.65x (γ 4 1.67x, n-gram 1.56x)
-        FamilyBest("rag", 10, adaptive=True),  # 1.59x (γ 4 1.57x, n-gram 1.53x)
-        FamilyBest("repeat_sql", 16, adaptive=False),  # 3.3x on run 2
+    _build,
+    Listing(
+        "suffix decoding (across runs)",
+        "the most frequent continuations of the longest earlier "
+        "match, in this run and earlier ones, verified together as a token tree",
+        order=35,
+        preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
+        lookup=True,
+        # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md); an earlier repetition workload
+        best_for=(
+            FamilyBest("summarization", 10, adaptive=True),  # 1.65x (γ 4 1.67x, n-gram 1.56x)
+            FamilyBest("rag", 10, adaptive=True),  # 1.59x (γ 4 1.57x, n-gram 1.53x)
+            FamilyBest("repeat_sql", 16, adaptive=False),  # 3.3x on run 2
+        ),
     ),
+    remembers=True,
 )

@@ -5,6 +5,14 @@ import torch
 from ..settings import Settings
 
 
+def fit_vocab(logits: torch.Tensor, size: int) -> torch.Tensor:
+    """Give a draft's logits the target's width: extra ids are cut, missing ones can never be drafted."""
+    width = logits.shape[-1]
+    if width >= size:
+        return logits[..., :size]
+    return torch.nn.functional.pad(logits, (0, size - width), value=float("-inf"))
+
+
 def probabilities(logits: torch.Tensor, settings: Settings) -> torch.Tensor:
     """[n, V] logits -> [n, V] float32 probabilities after temperature, top-k and top-p.
 

@@ -5,7 +5,8 @@ and the app's server both ask here, before any model is loaded."""
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..drafters.kinds import DrafterKind, Options
+from ..drafters.contract import Recipe
+from ..drafters.options import Options
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..settings import Settings, mode_text
@@ -46,7 +47,7 @@ def entrants(
     names: Sequence[str],
     base: Settings,
     fixed_gamma: bool,
-    options_of: Callable[[DrafterKind], Options],
+    options_of: Callable[[Recipe], Options],
     target_name: str,
     has_draft: bool,
 ) -> list[Entrant]:
@@ -55,15 +56,15 @@ def entrants(
     checks refuse the target, gets the reason instead."""
     return [
         entrant(k, k.name, base if fixed_gamma else best_settings(k, base), options_of, target_name, has_draft)
-        for k in sorted((kind(n) for n in names), key=lambda k: k.order)
+        for k in sorted((kind(n) for n in names), key=lambda k: k.listing.order)
     ]
 
 
 def entrant(
-    k: DrafterKind,
+    k: Recipe,
     name: str,
     settings: Settings,
-    options_of: Callable[[DrafterKind], Options],
+    options_of: Callable[[Recipe], Options],
     target_name: str,
     has_draft: bool,
 ) -> Entrant:
@@ -74,15 +75,15 @@ def entrant(
             raise InvalidRequest("it needs a draft model (--draft)")
         k.check_for(options, target_name)
     except SpecvizError as exc:
-        return Entrant(Contender(name, k.label, f"not available: {exc}"), drafter=k.name)
-    return Entrant(Contender(name, mode_words(k.words(options), settings)), settings, options, k.name)
+        return Entrant(Contender(name, k.listing.label, f"not available: {exc}"), drafter=k.name)
+    return Entrant(Contender(name, mode_words(k.listing.words(options), settings)), settings, options, k.name)
 
 
 def lane_entrants(
     text: str | Sequence[str] | None,
     base: Settings,
     fixed_gamma: bool,
-    options_of: Callable[[DrafterKind], Options],
+    options_of: Callable[[Recipe], Options],
     target_name: str,
     has_draft: bool,
 ) -> list[Entrant]:
@@ -121,12 +122,16 @@ def mode_words(drafter_words: str, settings: Settings) -> str:
     return mode_text(drafter_words, settings) + ("" if settings.adaptive else f", γ = {settings.gamma}")
 
 
-def best_settings(k: DrafterKind, base: Settings) -> Settings:
+def best_settings(k: Recipe, base: Settings) -> Settings:
     """`base` with the γ and adaptive choice the drafter measured fastest with: its declared preference, else the
     settings' own default (γ 4, fixed), as `generate` runs it when no γ is given. Never the γ `base` happens to
     carry (the app's sidebar holds the chosen drafter's), so "each drafter's best" means one thing in the app and
     the CLI."""
-    return replace(base, gamma=k.prefers("gamma", Settings.gamma), adaptive=k.prefers("adaptive", Settings.adaptive))
+    return replace(
+        base,
+        gamma=k.listing.prefers("gamma", Settings.gamma),
+        adaptive=k.listing.prefers("adaptive", Settings.adaptive),
+    )
 
 
 def setting_words(fixed_gamma: bool, base: Settings) -> str:

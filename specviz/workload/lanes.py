@@ -6,7 +6,7 @@ on."""
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..drafters.kinds import Options
+from ..drafters.options import Options
 from ..drafters.registry import kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line

@@ -54,9 +54,9 @@ def option_panels(kinds, chosen: str) -> tuple[dict, dict]:
         specs = [s for s in kind.options.specs() if s.app]
         if not specs:
             continue
-        with gr.Accordion(f"{kind.label}: options", open=False, visible=kind.name == chosen) as panel:
+        with gr.Accordion(f"{kind.listing.label}: options", open=False, visible=kind.name == chosen) as panel:
             for spec in specs:
-                widgets[spec.name] = option_widget(spec, kind.prefers(spec.name, spec.default))
+                widgets[spec.name] = option_widget(spec, kind.listing.prefers(spec.name, spec.default))
         panels[kind.name] = panel
     return widgets, panels
 

@@ -1,6 +1,6 @@
 """Example prompts by kind. Picking one also picks the drafter and γ that the benchmark measured fastest for that
 kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task families, 2026-11-26), as each
-drafter declares it (DrafterKind.best_for), so an example shows a setup that pays; every control can still be
+drafter declares it (Listing.best_for), so an example shows a setup that pays; every control can still be
 changed before Run."""
 
 from collections.abc import Iterator, Sequence

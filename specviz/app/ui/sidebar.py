@@ -50,14 +50,15 @@ def model_choices(s, pair_labels: list[str]) -> None:
 def drafter_choice(s, kinds) -> None:
     """The drafter menu and the line under it that says how the chosen drafter drafts."""
     s.drafter = gr.Dropdown(
-        [(k.label, k.name) for k in kinds],
+        [(k.listing.label, k.name) for k in kinds],
         value=kinds[0].name,
         label="Drafter",
         info="Who proposes tokens for the target to verify.",
         elem_id="sv-drafter",
     )
     s.drafter_notes = {
-        k.name: f'<span class="sv-note">{escape(k.summary[:1].upper() + k.summary[1:])}.</span>' for k in kinds
+        k.name: f'<span class="sv-note">{escape(k.listing.summary[:1].upper() + k.listing.summary[1:])}.</span>'
+        for k in kinds
     }
     s.drafter_note = gr.HTML(s.drafter_notes[kinds[0].name], elem_id="sv-drafter-note")
 
@@ -93,13 +94,13 @@ def decoding_controls(s, first, max_new_default: int) -> None:
     s.gamma = fields.Slider(
         1,
         MAX_GAMMA,
-        value=first.prefers("gamma", Settings.gamma),
+        value=first.listing.prefers("gamma", Settings.gamma),
         step=1,
         label="γ (draft length)",
         info="Tokens proposed per verification step (adaptive: the most).",
     )
     s.adaptive = gr.Checkbox(
-        first.prefers("adaptive", Settings.adaptive),
+        first.listing.prefers("adaptive", Settings.adaptive),
         label="adaptive γ (up to γ)",
         elem_id="sv-adaptive",
         info="Choose the draft length (a tree's size) every step from measured acceptance "

@@ -101,7 +101,7 @@ def compare_tab(s, kinds) -> None:
         )
         with gr.Row(equal_height=True):
             s.gp_drafters = gr.CheckboxGroup(
-                [(k.label, k.name) for k in kinds],
+                [(k.listing.label, k.name) for k in kinds],
                 value=[k.name for k in kinds],
                 label="lanes",
                 elem_id="sv-gp-drafters",
@@ -153,7 +153,7 @@ def workload_tab(s, kinds) -> None:
             )
         with gr.Row(equal_height=True):
             s.workload_drafters = gr.CheckboxGroup(
-                [(k.label, k.name) for k in kinds],
+                [(k.listing.label, k.name) for k in kinds],
                 value=[k.name for k in kinds],
                 label="drafters",
                 elem_id="sv-workload-drafters",

@@ -4,8 +4,10 @@ layout read strictly, and specviz's own; train.py: training one on a CPU from th
 
 from dataclasses import dataclass
 
+from ..contract import Recipe
 from ..heads_common import heads_for
-from ..kinds import DrafterKind, Options, option
+from ..listing import Listing
+from ..options import Options, option
 
 TREES = ("chain", "tree")
 NODES = 16  # the most draft tokens a DFlash tree sends to verification, unless asked otherwise
@@ -67,17 +69,19 @@ def _precheck(options: DFlashOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "dflash",
-    "DFlash (block drafting)",
-    "a few draft layers read the target's hidden states and fill a whole block of tokens in one pass",
-    _build,
     DFlashOptions,
-    precheck=_precheck,
-    describe=lambda o: (
-        "DFlash block drafter"
-        + (f", a tree of {o.dflash_nodes} nodes from one pass" if o.dflash_tree == "tree" else "")
+    _build,
+    Listing(
+        "DFlash (block drafting)",
+        "a few draft layers read the target's hidden states and fill a whole block of tokens in one pass",
+        describe=lambda o: (
+            "DFlash block drafter"
+            + (f", a tree of {o.dflash_nodes} nodes from one pass" if o.dflash_tree == "tree" else "")
+        ),
+        order=47,
+        preferred=(("gamma", 15), ("adaptive", True)),
     ),
-    order=47,
-    preferred=(("gamma", 15), ("adaptive", True)),
+    precheck=_precheck,
 )

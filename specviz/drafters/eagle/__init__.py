@@ -4,8 +4,10 @@ specviz's own; train.py: self-distillation on a CPU)."""
 
 from dataclasses import dataclass
 
+from ..contract import Recipe
 from ..heads_common import heads_for
-from ..kinds import DrafterKind, Options, option
+from ..listing import Listing
+from ..options import Options, option
 
 TREES = ("dynamic", "chain")
 NODES = 6  # the most draft tokens a dynamic tree sends to verification, unless asked otherwise
@@ -68,16 +70,18 @@ def _precheck(options: EagleOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "eagle",
-    "EAGLE head (dynamic tree)",
-    "a one-layer head predicts the target's next hidden state "
-    "from its last one; the target's own LM head turns it into tokens, grown into a tree",
-    _build,
     EagleOptions,
-    precheck=_precheck,
-    describe=lambda o: (
-        f"EAGLE head, {o.eagle_tree} tree" + (f" of {o.eagle_nodes} nodes" if o.eagle_tree == "dynamic" else "")
+    _build,
+    Listing(
+        "EAGLE head (dynamic tree)",
+        "a one-layer head predicts the target's next hidden state "
+        "from its last one; the target's own LM head turns it into tokens, grown into a tree",
+        describe=lambda o: (
+            f"EAGLE head, {o.eagle_tree} tree" + (f" of {o.eagle_nodes} nodes" if o.eagle_tree == "dynamic" else "")
+        ),
+        order=45,
     ),
-    order=45,
+    precheck=_precheck,
 )

@@ -17,8 +17,8 @@ the target's (kept beside the target's cache, moved with it on rollback), then t
 import torch
 
 from ...engine.kv_cache import KVCache
-from ...engine.step import BaseDrafter, DrafterProfile, Proposal
 from ...engine.tree import additive_mask, branch_sees, draft_position
+from ..contract import BaseDrafter, DrafterProfile, Proposal
 from ..tree_growth import ROOT, Node, best_next, best_paths, columns_to, grow
 from . import NODES
 from .head import EagleHead

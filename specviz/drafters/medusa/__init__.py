@@ -3,8 +3,10 @@ guesses is verified in one forward (heads.py: the heads and their checkpoints; t
 
 from dataclasses import dataclass
 
+from ..contract import Recipe
 from ..heads_common import heads_for
-from ..kinds import DrafterKind, Options, option
+from ..listing import Listing
+from ..options import Options, option
 from .drafter import TREES, MedusaDrafter, medusa_tree
 
 
@@ -55,13 +57,16 @@ def _precheck(options: MedusaOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
-KIND = DrafterKind(
+KIND = Recipe(
     "medusa",
-    "Medusa heads (tree)",
-    "heads on the target's last hidden state guess the next tokens; a tree of their guesses is verified in one forward",
-    _build,
     MedusaOptions,
+    _build,
+    Listing(
+        "Medusa heads (tree)",
+        "heads on the target's last hidden state guess the next tokens; a tree of their guesses is verified in one "
+        "forward",
+        describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
+        order=40,
+    ),
     precheck=_precheck,
-    describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
-    order=40,
 )

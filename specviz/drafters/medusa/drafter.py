@@ -7,10 +7,10 @@ once per γ; each step only fills in the heads' guesses, and the engine's tree v
 
 import json
 
-from ...engine.step import BaseDrafter, DrafterProfile, Proposal
 from ...engine.tree import TokenTree, build_tree
 from ...errors import InvalidRequest
 from ...settings import MAX_GAMMA
+from ..contract import BaseDrafter, DrafterProfile, Proposal
 from .heads import MedusaHeads
 
 # Candidate trees as index paths: (i0, i1, ...) = head 0's i0-th guess, then head 1's i1-th, ...

@@ -1,12 +1,8 @@
-"""How a drafter kind declares itself to the registry: its name and label, an options dataclass that validates
-itself, what it needs loaded, and how to build a drafter for one generation. The CLI's flags, the app's menu and
-option panels, the race request and the benchmark's methods are all read from these declarations.
+"""A drafter kind's options: each a dataclass field that states its range and help, and checks itself. The CLI's
+flags, the app's option panels and API parameters, and every request's checks are read from these declarations. No
+torch here."""
 
-What a drafter needs from the target (its hidden state) and how many tree nodes it sends for a given γ are
-answered by the drafter itself (engine/step.py), since the engine sees drafters, not kinds. No torch here.
-"""
-
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -95,64 +91,3 @@ class Options:
     def parse(cls, values: Mapping) -> "Options":
         """This kind's options from values that may hold other kinds' options too (missing or None: the default)."""
         return cls(**{s.name: s.coerce(values[s.name]) for s in cls.specs() if values.get(s.name) is not None})
-
-
-@dataclass(frozen=True)
-class DraftContext:
-    """What a drafter is built from, once per generation."""
-
-    target: Any  # LoadedModel
-    settings: Any  # Settings
-    generator: Any  # the torch.Generator the verification draws from too
-    draft: Any = None  # the draft LoadedModel, for a kind that needs one
-    memory: Any = None  # the caller's RunMemory (suffix_index.py), for a kind that drafts from earlier runs
-
-
-@dataclass(frozen=True)
-class FamilyBest:
-    """A prompt family the benchmark measured a drafter fastest on, and the settings it won with there."""
-
-    family: str  # a kind of assets/prompts.json
-    gamma: int
-    adaptive: bool
-
-
-@dataclass(frozen=True)
-class DrafterKind:
-    name: str  # what users pick: --drafter NAME, the API's drafter value, the benchmark's method
-    label: str  # the app's menu entry
-    summary: str  # one line: how it drafts
-    build: Callable[[Any, DraftContext], Any]  # (its options, the context) -> a Drafter for one generation
-    options: type = Options  # its Options dataclass
-    needs_draft: bool = False  # a second model beside the target (the pair's draft, or --draft), at least sometimes
-    draft_if: Callable[[Any], bool] | None = None  # (its options) -> whether they need it; None: always
-    precheck: Callable[[Any, str], None] | None = None  # (options, target name): refuse before any model loads
-    describe: Callable[[Any], str] | None = None  # its words on screen, given the options (default: the label)
-    order: int = 100  # position in menus
-    menu: bool = True  # offered by the CLI and the app; False: a measuring tool of the benchmark only
-    remembers: bool = False  # drafts from the caller's earlier runs (DraftContext.memory), so run order matters
-    # what the benchmark measured fastest for it, used where a caller gives nothing (the CLI, the app's first screen):
-    # (name, value) pairs of settings (gamma, adaptive) and of its own options; the library's defaults stay plain
-    preferred: tuple = ()
-    counterpart: str | None = None  # transformers' own method that does what it does, raced against it in the bench
-    lookup: bool = False  # copies drafts from earlier text (the prompt, this output, earlier runs), at least sometimes
-    # a measuring tool accepted at a rate it is given (its options `reference` and `alpha`): run once per rate, greedy
-    sets_alpha: bool = False
-    best_for: tuple[FamilyBest, ...] = ()  # the prompt families it was measured fastest on (the app's examples)
-
-    def prefers(self, name: str, default=None):
-        return dict(self.preferred).get(name, default)
-
-    def parse(self, values: Mapping | None) -> Options:
-        return values if isinstance(values, self.options) else self.options.parse(values or {})
-
-    def draft_needed(self, options: Options) -> bool:
-        """Whether a run with these options drafts with a second model."""
-        return self.needs_draft and (self.draft_if is None or self.draft_if(options))
-
-    def words(self, options: Options) -> str:
-        return self.describe(options) if self.describe else self.label
-
-    def check_for(self, options: Options, target_name: str) -> None:
-        if self.precheck is not None:
-            self.precheck(options, target_name)
