@@ -113,6 +113,8 @@ class StepEvent:
     draft_tokens: tuple[str, ...] | None = None  # a draft with another tokenizer: its guess in its own tokens
     origin: str | None = None  # a copied draft: where from ("the prompt", "this output", "an earlier run")
     block: int = 0  # a block drafter's step: the positions its one pass filled (the first γ of them verified)
+    batch: int = 1  # rows decoded together in this step's forward (1: the prompt alone)
+    batch_tokens: int = 0  # tokens that forward took over all its rows (0 in traces written before batches)
 
     def __post_init__(self):  # checked always (not with assert, which python -O drops): traces are read back
         n = len(self.proposed)
@@ -158,7 +160,7 @@ class StepEvent:
         data = dict(read.mapping(data, "step"))
         step = f"step {data.get('index')!r}"[:40]
         data["next_token"] = read.maybe(read.integer, data.pop("next"), f"{step}: next")
-        for key in ("index", "accepted", "draft_forwards", "gamma", "forward_tokens", "block"):
+        for key in ("index", "accepted", "draft_forwards", "gamma", "forward_tokens", "block", "batch", "batch_tokens"):
             if key in data:
                 data[key] = read.integer(data[key], f"{step}: {key}")
         data["proposed"] = read.each(read.integer, data["proposed"], f"{step}: proposed")

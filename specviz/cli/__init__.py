@@ -7,10 +7,22 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from ..analysis.diagnosis import diagnose
 from ..drafters.options import Options
-from ..errors import InvalidRequest, SpecvizError
+from ..drafters.registry import NO_DRAFTER, kind, kinds
+from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
+from ..events import summarize
+from ..models import encode_prompt
+from ..models.exact import EXACT_ON
+from ..models.offline import PRESETS, ensure_converted, locate_parts
+from ..render.snapshot import snapshot_html
+from ..runs import Duel
 from ..runtime import quiet_transformers
 from ..settings import check_prompt
+from ..trace import Trace
+from . import train
+from .bench import add_bench_options, cmd_bench
+from .concurrency import add_concurrency_command, cmd_concurrency
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -21,6 +33,10 @@ from .flags import (
     run_models,
     settings_from,
 )
+from .race_command import add_race_command, cmd_race
+from .train import add_train_commands
+from .workload import NAMES as WORKLOAD
+from .workload import add_workload_command, cmd_workload
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,7 +52,6 @@ def _fail(message: str) -> int:
 def drafter_from(args) -> tuple[str, Options | None]:
     """The drafter asked for and its options (those given over what it measured best; None for plain decoding); an
     option of another drafter is an error."""
-    from ..drafters.registry import NO_DRAFTER, kind, kinds
 
     needing = [k.name for k in kinds(menu_only=True) if k.needs_draft]
     name = args.drafter or (needing[0] if args.draft else NO_DRAFTER)
@@ -80,12 +95,11 @@ def build_parser() -> Parser:
         "speedup came out as it did (as --trace does too)",
     )
 
-    from .workload import add_workload_command
-
     add_workload_command(sub)
-    from .race import add_race_command
 
     add_race_command(sub)
+
+    add_concurrency_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
@@ -108,11 +122,8 @@ def build_parser() -> Parser:
         help="benchmark plain, every drafter at each γ and adaptive, and transformers' "
         "assisted generation and prompt lookup, in one run",
     )
-    from .bench import add_bench_options
 
     add_bench_options(bench)
-
-    from .train import add_train_commands
 
     add_train_commands(sub, add_model_options)
     return parser
@@ -128,20 +139,14 @@ def main(argv=None) -> int:
         if args.command == "snapshot":
             return cmd_snapshot(args)
         if args.command == "race":
-            from .race import cmd_race
-
             return cmd_race(args)
-        from .workload import NAMES as WORKLOAD
+        if args.command == "concurrency":
+            return cmd_concurrency(args)
 
         if args.command in WORKLOAD:
-            from .workload import cmd_workload
-
             return cmd_workload(args)
         if args.command in ("train-medusa", "train-eagle", "train-dflash"):
-            from . import train
-
             return getattr(train, "cmd_" + args.command.replace("-", "_"))(args)
-        from .bench import cmd_bench
 
         return cmd_bench(args)
     except SpecvizError as exc:
@@ -156,9 +161,6 @@ def cmd_generate(args) -> int:
     drafter_name, options = drafter_from(args)  # validate everything cheap before loading any model
     settings = settings_from(args, drafter_name)
     check_prompt(args.prompt)
-    from ..drafters.registry import NO_DRAFTER, kind
-    from ..models import encode_prompt
-    from ..runs import Duel
 
     chosen = kind(drafter_name) if drafter_name != NO_DRAFTER else None
     if chosen:
@@ -186,9 +188,6 @@ def cmd_generate(args) -> int:
 
 def _print_json(duel, shown: str) -> None:
     """The run as one JSON object on stdout: text, ids, steps, metrics (and the diagnosis, with plain decoding)."""
-    from ..analysis.diagnosis import diagnose
-    from ..events import summarize
-    from ..models.exact import EXACT_ON
 
     events, found = duel.spec_events, diagnose(duel.plain_events, duel.spec_events) if duel.plain_events else None
     result = {
@@ -209,8 +208,6 @@ def _print_json(duel, shown: str) -> None:
 def _print_summary(duel, shown: str) -> None:
     """The rest of the streamed text, then on stderr the run's metrics, α by draft position and (with plain
     decoding run too) why the speedup came out as it did."""
-    from ..analysis.diagnosis import diagnose
-    from ..events import summarize
 
     events, settings = duel.spec_events, duel.settings
     text = duel.pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True)
@@ -238,9 +235,6 @@ def _print_summary(duel, shown: str) -> None:
 
 
 def cmd_snapshot(args) -> int:
-    from ..render.snapshot import snapshot_html
-    from ..trace import Trace
-
     trace = Trace.load(args.trace)
     if args.side and args.side not in [s.name for s in trace.sides]:
         return _fail(f"the trace has no side {args.side!r}; it has {', '.join(s.name for s in trace.sides)}")
@@ -253,9 +247,6 @@ def cmd_snapshot(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from ..errors import OfflinePackageError
-    from ..models.offline import PRESETS, ensure_converted, locate_parts
-
     unknown = [n for n in args.presets if n not in PRESETS]
     if unknown:
         return _fail(f"unknown preset {unknown[0]!r}; presets: {', '.join(PRESETS)}")

@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.step import BaseDrafter, Drafter, DrafterProfile, Judges, Proposal, Provenance, Verdict
+from ..engine.step import BaseDrafter, Drafter, DrafterProfile, EachRow, Judges, Proposal, Provenance, Verdict
 from .listing import Listing
 from .options import Options
 
-__all__ = ["BaseDrafter", "DraftContext", "Drafter", "DrafterProfile", "Judges", "Proposal", "Provenance", "Recipe"]
-__all__ += ["Verdict"]
+__all__ = ["BaseDrafter", "DraftContext", "Drafter", "DrafterProfile", "EachRow", "Judges", "Proposal", "Provenance"]
+__all__ += ["Recipe", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class DraftContext:
 
     target: Any  # LoadedModel
     settings: Any  # Settings
-    generator: Any  # the torch.Generator the verification draws from too
+    generator: Any  # the torch.Generator the verification draws from too (a batch's drafter: one per row)
     draft: Any = None  # the draft LoadedModel, for a kind that needs one
     memory: Any = None  # the caller's RunMemory (suffix_index.py), for a kind that drafts from earlier runs
 
@@ -55,6 +55,9 @@ class Recipe:
     needs_draft: bool | Callable[[Any], bool] = False
     precheck: Callable[[Any, str], None] | None = None  # (options, target name): refuse before any model loads
     remembers: bool = False  # drafts from the caller's earlier runs (DraftContext.memory), so run order matters
+    # one drafter for a batch of rows whose forwards serve them all (options, context) -> RowDrafting; None: one
+    # drafter per row, side by side (engine/step.EachRow)
+    build_batch: Callable[[Any, DraftContext], Any] | None = None
 
     def parse(self, values: Mapping | None) -> Options:
         """Its options from values that may hold other kinds' options too (missing or None: the default)."""

@@ -15,6 +15,7 @@ from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..settings import MAX_GAMMA, Settings
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .cross_tokenizer import CrossTokenizerDrafter
+from .draft_batch import BatchedDraftModel
 from .listing import FamilyBest, Listing
 from .options import Options, option
 from .tree_growth import best_next, columns_to, grow, paths_that_pay, token_probabilities
@@ -162,6 +163,16 @@ class DraftOptions(Options):
     )
 
 
+def build_batch(options: DraftOptions, ctx):
+    """The draft model for a batch: chains for every row at once (a tree, a window or another tokenizer are a single
+    prompt's; under load the draft model drafts plain chains of the same vocabulary)."""
+    if ctx.draft is None:
+        raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
+    if not same_vocabulary(ctx.target, ctx.draft):
+        raise InvalidRequest("a draft model of another tokenizer does not draft for a batch yet")
+    return BatchedDraftModel(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size)
+
+
 def build(options: DraftOptions, ctx):
     """A draft-model drafter for one generation (the hybrid builds its model side with this too)."""
     if ctx.draft is None:
@@ -198,4 +209,5 @@ KIND = Recipe(
         ),
     ),
     needs_draft=True,
+    build_batch=build_batch,
 )

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..errors import InvalidRequest
 from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .draft_model import DraftOptions
@@ -181,6 +182,10 @@ def _precheck(options: HybridOptions, target_name: str) -> None:
         EAGLE.check_for(EagleOptions(eagle=options.eagle), target_name)
 
 
+def _not_for_a_batch(options, ctx):
+    raise InvalidRequest("the hybrid does not decode a batch yet: its model would draft row by row")
+
+
 KIND = Recipe(
     "hybrid",
     HybridOptions,
@@ -203,4 +208,5 @@ KIND = Recipe(
     needs_draft=lambda o: o.hybrid_model == "draft",
     precheck=_precheck,
     remembers=True,
+    build_batch=_not_for_a_batch,
 )

@@ -10,7 +10,7 @@ import pkgutil
 from collections.abc import Iterator
 
 from ..errors import InvalidRequest
-from .contract import DraftContext, Recipe
+from .contract import DraftContext, EachRow, Recipe
 from .listing import FamilyBest
 from .options import OptionSpec
 
@@ -105,3 +105,18 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
         return None
     k = kind(name)
     return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
+
+
+def build_row_drafting(
+    name: str, settings, generators: list, target, draft=None, options=None, memory=None, under_load: bool = False
+):
+    """The drafting of a batch of len(generators) rows (row i drawing from generators[i]): the kind's drafter for a
+    batch where it declares one (its forwards serve every row), else one drafter per row side by side; None for
+    plain decoding. `under_load`: the batch's drafter even for one row (a level of a concurrency sweep)."""
+    if name == NO_DRAFTER:
+        return None
+    k = kind(name)
+    options = k.parse(options)
+    if k.build_batch is not None and (len(generators) > 1 or under_load):
+        return k.build_batch(options, DraftContext(target, settings, generators, draft, memory))
+    return EachRow([k.build(options, DraftContext(target, settings, g, draft, memory)) for g in generators])

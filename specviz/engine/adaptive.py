@@ -105,7 +105,8 @@ class GammaController:
             tokens += held
         return tokens
 
-    def next_gamma(self) -> int:
+    def next_gamma(self, rows: list[int] | None = None) -> int:
+        """The γ of the next step (`rows`: the batch's, always the one row here)."""
         best = max(range(1, self.max_gamma + 1), key=self.rate)
         if self.rate(best) > self.rate(0) or self.plain_run >= self.probe_after:
             self.plain_run = 0

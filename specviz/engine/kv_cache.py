@@ -62,6 +62,31 @@ class KVCache:
         """A cache of `capacity` entries, allocated at the first forward and written in place from then on."""
         return cls(StaticCache(config=model.config, max_cache_len=capacity))
 
+    @classmethod
+    def stacked(cls, model: torch.nn.Module, alone: list["KVCache"], lengths: list[int], width: int) -> "KVCache":
+        """One dynamic cache of several rows from caches of one row each, every row right-aligned at `width` columns
+        (row b's `lengths[b]` entries end there; the columns before them are zeros nobody reads)."""
+        stacked = DynamicCache(config=model.config)
+        filled = [(b, cache._layers()) for b, cache in enumerate(alone) if lengths[b]]
+        for index in range(len(filled[0][1]) if filled else 0):
+            first = filled[0][1][index].keys
+            keys = first.new_zeros(len(alone), first.shape[1], width, first.shape[3])
+            values = torch.zeros_like(keys)
+            for b, layers in filled:
+                keys[b, :, width - lengths[b] :] = layers[index].keys[0, :, : lengths[b]]
+                values[b, :, width - lengths[b] :] = layers[index].values[0, :, : lengths[b]]
+            stacked.update(keys, values, index)
+        return cls(stacked)
+
+    def realign(self, rows: torch.Tensor, columns: torch.Tensor) -> None:
+        """Keep the batch rows `rows` ([r]) and, for row i of them, the entries at columns[i] ([r, width]) in that
+        order: one gather per layer of keys and values."""
+        picked = rows[:, None]
+        for layer in self._layers():
+            if layer.is_initialized:
+                layer.keys = layer.keys[picked, :, columns].permute(0, 2, 1, 3).contiguous()
+                layer.values = layer.values[picked, :, columns].permute(0, 2, 1, 3).contiguous()
+
     def _layers(self) -> list:
         if not self._checked:
             self._check()

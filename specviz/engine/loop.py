@@ -1,7 +1,9 @@
-"""The decode loop: plain decoding and speculative decoding are the same generator of StepEvents.
+"""The decode loop: plain decoding and speculative decoding, of one prompt or of several together, are the same
+generator of StepEvents.
 
-Plain decoding is the case with no drafter: every step proposes nothing and the target adds one
-token. With a drafter, every step is: draft, verify in one target forward, roll back, emit.
+Plain decoding is the case with no drafter: every step proposes nothing and the target adds one token per row. With a
+drafter, every step is: draft, verify every row in one target forward, roll back each row, emit. One prompt is the
+batch of one, run by the same loop.
 """
 
 import time
@@ -11,14 +13,16 @@ from typing import Protocol
 
 import torch
 
+from ..errors import InvalidRequest
 from ..events import StepDetail, StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
 from .adaptive import GammaController
-from .explain import step_detail
+from .batch_rows import open_rows
+from .load_gamma import ForwardCosts, LoadGamma
 from .sampling import probabilities, typical_distribution
-from .static_lm import open_lm
-from .step import Drafter, Judges, Proposal, Verdict
+from .step import Drafter, EachRow, Judges, Proposal, RowDrafting, Verdict
+from .step_detail import step_detail
 from .tree import EMPTY, TokenTree
 from .verify import verify
 
@@ -71,86 +75,137 @@ def generate(
     stop: StopFlag | None = None,
     explain: bool = True,
 ) -> Iterator[StepEvent]:
-    """Yield one StepEvent per target forward until EOS, the token budget, or a stop request. `explain`: record
-    each step's detail for the screen (how the rule decided, the leading tokens); a benchmark does without."""
-    target.check_readable(prompt_ids)
-    clock = make_clock(target.device)
-    generator = generator or new_generator(target.device, settings.seed)
-    budget = min(settings.max_new_tokens, target.context_length - len(prompt_ids))
-    widest = 1 + (drafter.max_nodes(settings.gamma) if drafter else 0)  # the most one verify forward adds
-    reads = drafter.profile.hidden_layers if drafter else ()  # the target's hidden states the drafter reads
-    lm = open_lm(target.model, len(prompt_ids) + budget + widest, keep_hidden=reads)
+    """One prompt: the batch of one. Yield one StepEvent per target forward until EOS, the token budget, or a stop
+    request. `explain`: record each step's detail for the screen (how the rule decided, the leading tokens); a
+    benchmark does without."""
+    drafting = None if drafter is None else EachRow([drafter])
+    generators = None if generator is None else [generator]
+    for _, event in generate_rows(target, [prompt_ids], settings, drafting, generators, stop, explain):
+        yield event
+
+
+def generate_rows(
+    target: LoadedModel,
+    prompts: list[list[int]],
+    settings: Settings,
+    drafting: RowDrafting | None = None,
+    generators: list[torch.Generator] | None = None,
+    stop: StopFlag | None = None,
+    explain: bool = True,
+    costs: ForwardCosts | None = None,
+) -> Iterator[tuple[int, StepEvent]]:
+    """Several prompts decoded together: every step is one target forward for all rows still decoding, and each row
+    accepts, rolls back and finishes on its own. Yield (row, its StepEvent) as each step ends. Row r draws from its
+    own generator (default: seeded with the settings' seed + r), so each row follows the target's law; under greedy
+    settings each row writes what it writes decoded alone. `costs`: the forward costs measured so far on this model
+    (kept by the caller across runs), which adaptive γ prices a batch's step with."""
+    for prompt in prompts:
+        target.check_readable(prompt)
+    clock, rows = make_clock(target.device), list(range(len(prompts)))
+    if generators is None:
+        generators = [new_generator(target.device, settings.seed + r) for r in rows]
+    budgets = [min(settings.max_new_tokens, target.context_length - len(p)) for p in prompts]
+    widest = 1 + (drafting.max_nodes(settings.gamma) if drafting else 0)  # the most one verify forward adds a row
+    reads = drafting.profile.hidden_layers if drafting else ()  # the target's hidden states the drafter reads
+    if reads and len(prompts) > 1:
+        raise InvalidRequest("a drafter that reads the target's hidden states does not decode a batch yet")
+    lm = open_rows(target.model, max(len(p) + b for p, b in zip(prompts, budgets)) + widest, len(prompts), reads)
 
     began = clock()
-    if len(prompt_ids) > 1:  # the cache holds every token but the last, which each step feeds
-        lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
-    controller = _controller(settings, drafter)
-    if drafter is not None:
-        drafter.start(prompt_ids, lm, _judges(controller, drafter))
+    lm.start(prompts)
+    controller = _controller(settings, drafting, len(prompts), costs)
+    if drafting is not None:
+        drafting.start(prompts, lm.drafters_read, _judges(controller, drafting))
     prefill_s = clock() - began
 
-    tokens, produced, index = list(prompt_ids), 0, 0
-    while produced < budget and not (stop is not None and stop.is_set()):
+    tokens, produced, index = [list(p) for p in prompts], [0] * len(rows), [0] * len(rows)
+    while rows and not (stop is not None and stop.is_set()):
         t0 = clock()
-        # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens). g is the set γ or, adaptive, the one with the most
-        #    expected tokens per second (adaptive.py; 0 = a plain step; a draft model may stop sooner, where its own
-        #    probabilities say the next token would not pay); it shrinks near the budget so no step overshoots.
-        gamma = 0 if drafter is None else controller.next_gamma() if controller else settings.gamma
-        gamma = max(0, min(gamma, budget - produced - 1))
-        proposal = drafter.propose(tokens, gamma) if gamma > 0 else None  # None: a plain step
-        tree, q = (proposal.tree(), proposal.q) if proposal else (EMPTY, None)
+        # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
+        #    with the most expected tokens per second for the whole batch (adaptive.py; 0 = a plain step); it shrinks
+        #    near a row's budget so no step overshoots.
+        gamma = 0 if drafting is None else controller.next_gamma(rows) if controller else settings.gamma
+        gammas = [max(0, min(gamma, budgets[r] - produced[r] - 1)) for r in rows]
+        proposals = drafting.propose([tokens[r] for r in rows], gammas) if drafting else [None] * len(rows)
+        trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
-        # 2. Verify: one target forward over [root, every drafted node] gives p_1..p_{n+1}, each node's row
-        #    conditioned on the prefix and its own ancestors. The rule keeps a path of drafts and adds the target's own
-        #    next token: exactly what the target alone would produce (verify.py states each rule's math).
-        logits = lm.extend_tree(tokens[-1], tree)
+        # 2. Verify: one target forward over every row's [root, every drafted node] gives p_1..p_{n+1}, each node's
+        #    row conditioned on its row's prefix and its own ancestors. The rule keeps a path of drafts and adds the
+        #    target's own next token: exactly what the target alone would produce (verify.py states each rule's math).
+        logits = lm.verify([tokens[r][-1] for r in rows], trees)
         t2 = clock()  # the verify forward alone; what follows is the step's bookkeeping
-        p = probabilities(logits, settings)
-        verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
-        checked = Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings) if explain else None)
-        # 3. Roll back: the cache keeps the root and the accepted path, as if only they had ever been fed.
-        lm.keep(len(tokens), list(verdict.path))
-        if proposal is not None:
-            drafter.observe(verdict)
+        checked = [
+            _check(x, t, prop, settings, generators[r], explain)
+            for x, t, prop, r in zip(logits, trees, proposals, rows)
+        ]
+        # 3. Roll back: each row's cache keeps its root and accepted path, as if only they had ever been fed; rows
+        #    that finished leave the batch.
+        events = [_event(index[r], c, target.eos_ids, budgets[r] - produced[r]) for c, r in zip(checked, rows)]
+        staying = [i for i, e in enumerate(events) if not e.finish]
+        lm.keep([len(tokens[r]) for r in rows], [list(c.verdict.path) for c in checked], staying)
+        if drafting is not None:
+            drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
         t3 = clock()
+        batch, batch_tokens = len(rows), sum(1 + len(t.tokens) for t in trees)
         if controller is not None:
-            _tell(controller, checked, gamma, draft_s=t1 - t0, verify_s=t2 - t1, bookkeeping_s=t3 - t2)
-        # 4. Emit: the accepted prefix plus the target's own token, cut at the first EOS.
-        event = _event(index, checked, eos=target.eos_ids, room=budget - produced)
-        tokens.extend(event.tokens)
-        produced += len(event.tokens)
-        timing = dict(
-            draft_s=t1 - t0, verify_s=t2 - t1, step_s=clock() - t0, prefill_s=prefill_s if index == 0 else 0.0
-        )
-        yield replace(event, gamma=gamma, forward_tokens=1 + len(tree.tokens), **timing)
-        if event.finish:
-            return
-        index += 1
+            seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1, bookkeeping_s=t3 - t2)
+            _tell(controller, rows, checked, gamma, batch_tokens, **seconds)
+        # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
+        step_s = clock() - t0
+        for r, event, tree, g in zip(rows, events, trees, gammas):
+            tokens[r].extend(event.tokens)
+            produced[r] += len(event.tokens)
+            timing = dict(
+                draft_s=t1 - t0, verify_s=t2 - t1, step_s=step_s, prefill_s=prefill_s if index[r] == 0 else 0.0
+            )
+            shape = dict(gamma=g, forward_tokens=1 + len(tree.tokens), batch=batch, batch_tokens=batch_tokens)
+            yield r, replace(event, **shape, **timing)
+            index[r] += 1
+        rows = [rows[i] for i in staying]
 
 
-def _controller(settings: Settings, drafter: Drafter | None) -> GammaController | None:
-    """Adaptive γ's controller for the drafter its profile describes; None under a fixed γ or plain decoding."""
-    if not settings.adaptive or drafter is None:
+def _check(logits, tree: TokenTree, proposal: Proposal | None, settings: Settings, generator, explain: bool) -> Checked:
+    """A row's verdict: the target's distributions after its root and nodes, and the rule's walk down its tree."""
+    p = probabilities(logits, settings)
+    q = proposal.q if proposal else None
+    verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
+    return Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings) if explain else None)
+
+
+def _controller(settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None):
+    """Adaptive γ's controller for the drafter its profile describes (for a batch: one γ for all rows, priced by the
+    whole batch's step); None under a fixed γ or plain decoding."""
+    if not settings.adaptive or drafting is None:
         return None
-    return GammaController.for_drafter(settings.gamma, drafter.profile)
+    if rows > 1:
+        return LoadGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
+    return GammaController.for_drafter(settings.gamma, drafting.profile)
 
 
-def _judges(controller: GammaController | None, drafter: Drafter) -> Judges | None:
-    """What the controller lends a drafter that sizes its own draft (stops_early) or tree while drafting."""
-    if controller is None:
+def _judges(controller, drafting: RowDrafting) -> Judges | None:
+    """What the controller lends a drafter of a single row that sizes its own draft (stops_early) or tree while
+    drafting; in a batch γ is the batch's."""
+    if not isinstance(controller, GammaController):
         return None
-    return Judges(controller.tree_size, controller.keep_drafting if drafter.profile.stops_early else None)
+    return Judges(controller.tree_size, controller.keep_drafting if drafting.profile.stops_early else None)
 
 
-def _tell(controller: GammaController, step: Checked, gamma: int, **seconds: float) -> None:
+def _tell(controller, rows: list[int], steps: list[Checked], gamma: int, batch_tokens: int, **seconds: float) -> None:
     """What adaptive γ learns from a finished step: the depth drafted, the forward's width, what held, the costs."""
+    shown = [s.tree.paths[s.verdict.winner] if s.tree.paths else () for s in steps]
+    if isinstance(controller, LoadGamma):
+        held = [
+            (r, len(s.tree.tokens), s.verdict.accepted, s.verdict.accepted < len(w))
+            for r, s, w in zip(rows, steps, shown)
+        ]
+        return controller.observe(gamma, held, batch_tokens, **seconds)
+    (step,), (path,) = steps, shown
     proposal, tree, verdict = step.proposal, step.tree, step.verdict
-    shown = tree.paths[verdict.winner] if tree.paths else ()
     controller.observe(
         gamma=max(map(len, proposal.candidates)) if proposal else gamma,
         forward_tokens=1 + len(tree.tokens),
         accepted=verdict.accepted,
-        rejected=verdict.accepted < len(shown),
+        rejected=verdict.accepted < len(path),
         **seconds,
         confidences=proposal.confidence if proposal else None,
         held=proposal.first_held(tree, verdict) if proposal else 0,

@@ -126,6 +126,49 @@ class Drafter(Protocol):
         """The target accepted `verdict.path` of the last proposal; forget the rest."""
 
 
+class RowDrafting(Protocol):
+    """A batch's drafting, as the loop calls it: a proposal for every row still decoding each step, then their
+    verdicts. Per-row drafters side by side (EachRow), or one drafter whose forwards serve every row at once (a draft
+    model under load). A batch of one is a single Drafter in EachRow."""
+
+    profile: DrafterProfile
+
+    def max_nodes(self, gamma: int) -> int: ...
+
+    def start(self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None) -> None: ...
+
+    def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
+        """Row i guesses up to gammas[i] tokens after tokens[i] (0: a plain step for that row, None back)."""
+
+    def observe(self, verdicts: list[Verdict | None], staying: list[int]) -> None:
+        """Each row's verdict (None: it proposed nothing); then only the rows `staying` (indexes into this step's
+        rows) go on."""
+
+
+class EachRow:
+    """One drafter per row, side by side: each proposes for its own row and observes its own verdict."""
+
+    def __init__(self, drafters: list[Drafter]):
+        self.drafters = list(drafters)
+        self.profile = self.drafters[0].profile
+
+    def max_nodes(self, gamma: int) -> int:
+        return max(d.max_nodes(gamma) for d in self.drafters)
+
+    def start(self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None) -> None:
+        for drafter, prompt in zip(self.drafters, prompts):
+            drafter.start(prompt, target, judges)
+
+    def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
+        return [d.propose(t, g) if g > 0 else None for d, t, g in zip(self.drafters, tokens, gammas)]
+
+    def observe(self, verdicts: list[Verdict | None], staying: list[int]) -> None:
+        for drafter, verdict in zip(self.drafters, verdicts):
+            if verdict is not None:
+                drafter.observe(verdict)
+        self.drafters = [self.drafters[i] for i in staying]
+
+
 class BaseDrafter:
     """Defaults for the protocol: a chain of up to γ tokens, no hidden state, nothing to set up; the judges kept."""
 

@@ -160,3 +160,26 @@ def check_fits(models: list[tuple[str, int]], device: torch.device, freed: int =
         f"the pair needs about {need * HEADROOM / 1e9:.1f} GB ({parts} of weights, and room to run) but "
         f"the {where} has {(available + freed) / 1e9:.1f} GB free; choose a smaller pair or precision"
     )
+
+
+def batch_bytes(model: torch.nn.Module, rows: int, context: int, widest: int) -> int:
+    """What decoding `rows` sequences of up to `context` tokens together needs beyond the weights: the KV cache
+    (keys and values of every layer and row, kept twice while a step re-aligns it) and a verify forward's
+    probabilities over the vocabulary (float32, the logits and their softmax) for `widest` tokens a row."""
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_entry = 2 * config.num_hidden_layers * heads * head_dim * model.dtype.itemsize
+    return 2 * rows * context * per_entry + 3 * rows * widest * config.vocab_size * 4
+
+
+def check_batch_fits(model: torch.nn.Module, rows: int, context: int, widest: int, what: str) -> None:
+    """Refuse, in one line and before anything is allocated, a batch the device has no room for."""
+    available, need = free_bytes(model.device), batch_bytes(model, rows, context, widest)
+    if available is None or need * HEADROOM <= available:
+        return
+    where = "GPU" if model.device.type == "cuda" and not zero_gpu() else "machine"
+    raise OutOfMemory(
+        f"{what}: {rows} rows of {context} tokens need about {need * HEADROOM / 1e9:.1f} GB beside the weights but the "
+        f"{where} has {available / 1e9:.1f} GB free; choose fewer rows or fewer new tokens"
+    )

@@ -41,34 +41,42 @@ class PairedLinear(torch.nn.Linear):
 
 @dataclass(frozen=True)
 class RowKeys:
-    """Which keys each query row of one forward may see, worked out once per forward (every layer gets the same
-    mask). A row sees either the cache's first `counts[i]` entries, or the `shared` first ones and then the entries
-    `extra[i]` (a tree node: the prefix, then its ancestors and itself, in position order)."""
+    """Which keys each query row of one forward may see, worked out once per forward and batch row (every layer gets
+    the same mask). A row sees a run of the cache's entries [lo, hi) and then, a tree node, the entries `extra[i]`
+    (its ancestors and itself, in position order); a row of a batch sees only its own entries, which start at lo."""
 
     first: bool  # the prompt's forward from an empty cache: every row sees the rows up to it, and nothing else
-    counts: tuple[int, ...]
-    shared: int = 0
-    extra: tuple = ()  # per row: None (a prefix of the cache) or a tensor of entry indices past `shared`
+    spans: tuple[tuple[int, int], ...]
+    extra: tuple = ()  # per row: None (a run of the cache) or a tensor of entry indices after its run
 
 
-def _row_keys(attention_mask: torch.Tensor | None, rows: int, keys: int) -> RowKeys:
-    """No mask: causal, the rows being the last `rows` of `keys`."""
+def _row_keys(mask: torch.Tensor | None, rows: int, keys: int) -> RowKeys:
+    """The plan for one batch row from its [rows, keys] mask. No mask: causal, the rows being the last `rows` of
+    `keys`."""
+    if mask is None:
+        spans = tuple((0, n) for n in range(keys - rows + 1, keys + 1))
+        return RowKeys(keys == rows, spans, (None,) * rows)
+    sees = (mask if mask.dtype == torch.bool else mask == 0).cpu()
+    spans, extra = [], []
+    for row in range(rows):
+        columns = sees[row].nonzero().flatten()
+        lo = int(columns[0]) if len(columns) else 0
+        run = int((columns - lo == torch.arange(len(columns))).sum())  # the leading run lo, lo + 1, ...
+        spans.append((lo, lo + run))
+        extra.append(None if run == len(columns) else columns[run:].to(mask.device))
+    first = spans == [(0, n) for n in range(1, rows + 1)] and all(e is None for e in extra)
+    return RowKeys(first, tuple(spans), tuple(extra))
+
+
+def _plans(attention_mask: torch.Tensor | None, batch: int, rows: int, keys: int) -> tuple[RowKeys, ...]:
     if attention_mask is None:
-        return RowKeys(keys == rows, tuple(range(keys - rows + 1, keys + 1)), extra=(None,) * rows)
+        return (_row_keys(None, rows, keys),) * batch
     found = getattr(attention_mask, "_specviz_row_keys", None)
     if found is None:
-        mask = attention_mask[0, 0]
-        sees = (mask if mask.dtype == torch.bool else mask == 0).cpu()
-        counts = sees.sum(-1).tolist()
-        leading = [int(sees[row].logical_not().nonzero().min()) if not sees[row].all() else keys for row in range(rows)]
-        prefix = [leading[row] >= n for row, n in enumerate(counts)]
-        shared = min((lead for lead, p in zip(leading, prefix) if not p), default=0)
-        extra = tuple(
-            None if p else sees[row, shared:].nonzero().flatten().add(shared).to(attention_mask.device)
-            for row, p in enumerate(prefix)
+        found = tuple(
+            _row_keys(attention_mask[b if attention_mask.shape[0] > 1 else 0, 0], rows, keys) for b in range(batch)
         )
-        first = counts == list(range(1, rows + 1)) and all(prefix)
-        found = attention_mask._specviz_row_keys = RowKeys(first, tuple(counts), shared, extra)
+        attention_mask._specviz_row_keys = found
     return found
 
 
@@ -80,31 +88,40 @@ def _one_query(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scal
     return F.scaled_dot_product_attention(grouped, key, value, scale=scaling).reshape(1, heads, 1, -1)
 
 
-def row_by_row_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """Attention in which every query row gets what a one-query call over its visible keys gives (batch 1)."""
+def _rows_of(plan: RowKeys, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling) -> torch.Tensor:
+    """[1, heads, rows, dim]: one batch row's queries, each over exactly the keys it may see."""
     rows = query.shape[2]
-    plan = _row_keys(attention_mask, rows, key.shape[2])
     if plan.first and rows > 1:  # the prompt from an empty cache: one causal call, the same on both sides
-        out = F.scaled_dot_product_attention(
+        return F.scaled_dot_product_attention(
             query, key[:, :, :rows], value[:, :, :rows], is_causal=True, scale=scaling, enable_gqa=True
         )
-        return out.transpose(1, 2).contiguous(), None
-    if any(e is not None for e in plan.extra):  # tree rows read the shared prefix, then their own entries after it
-        most = max(len(e) for e in plan.extra if e is not None)
-        spare_k = key.new_empty(*key.shape[:2], plan.shared + most, key.shape[-1])
-        spare_v = value.new_empty(*spare_k.shape)
-        spare_k[:, :, : plan.shared] = key[:, :, : plan.shared]
-        spare_v[:, :, : plan.shared] = value[:, :, : plan.shared]
+    spare = {}  # tree rows read their run of the cache, then their own entries after it: one buffer per run
     outs = []
-    for row, (n, extra) in enumerate(zip(plan.counts, plan.extra)):
-        if extra is None:  # a prefix of the cache: a view, as plain decoding reads its own cache
-            k, v = key[:, :, :n], value[:, :, :n]
+    for row, ((lo, hi), extra) in enumerate(zip(plan.spans, plan.extra)):
+        if extra is None:  # a run of the cache: a view, as plain decoding reads its own cache
+            k, v = key[:, :, lo:hi], value[:, :, lo:hi]
         else:
-            spare_k[:, :, plan.shared : n] = key.index_select(2, extra)
-            spare_v[:, :, plan.shared : n] = value.index_select(2, extra)
+            if (lo, hi) not in spare:
+                most = max(len(e) for span, e in zip(plan.spans, plan.extra) if e is not None and span == (lo, hi))
+                spare_k = key.new_empty(*key.shape[:2], hi - lo + most, key.shape[-1])
+                spare_v = value.new_empty(*spare_k.shape)
+                spare_k[:, :, : hi - lo], spare_v[:, :, : hi - lo] = key[:, :, lo:hi], value[:, :, lo:hi]
+                spare[lo, hi] = spare_k, spare_v
+            spare_k, spare_v = spare[lo, hi]
+            n = hi - lo + len(extra)
+            spare_k[:, :, hi - lo : n] = key.index_select(2, extra)
+            spare_v[:, :, hi - lo : n] = value.index_select(2, extra)
             k, v = spare_k[:, :, :n], spare_v[:, :, :n]
         outs.append(_one_query(query[:, :, row : row + 1], k, v, scaling))
-    out = outs[0] if rows == 1 else torch.cat(outs, dim=2)
+    return outs[0] if rows == 1 else torch.cat(outs, dim=2)
+
+
+def row_by_row_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Attention in which every query row of every batch row gets what a one-query call over its visible keys gives."""
+    batch, rows = query.shape[0], query.shape[2]
+    plans = _plans(attention_mask, batch, rows, key.shape[2])
+    outs = [_rows_of(plan, query[b : b + 1], key[b : b + 1], value[b : b + 1], scaling) for b, plan in enumerate(plans)]
+    out = outs[0] if batch == 1 else torch.cat(outs, dim=0)
     return out.transpose(1, 2).contiguous(), None
 
 

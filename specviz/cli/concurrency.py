@@ -1,0 +1,137 @@
+"""`python -m specviz concurrency --target T --draft D --drafters draft@4,draft,ngram --levels 1,4,16 --prompts FILE
+--max-new-tokens N`: plain decoding and each drafter with 1, 4, 16 ... requests decoded together, a progress line as it
+goes, then a table per lane and level (total tokens/s, each request's own, τ, speedup over plain at the same level,
+the theory's, the γ adaptive chose) and where each drafter stops paying. `--json` prints one object with every figure
+and, per row, its prompt, its token ids and whether they equal that prompt decoded alone. Bad input (a level of 0, more
+rows than the machine holds): one `error:` line, exit 2, before any decoding."""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from ..drafters.registry import NO_DRAFTER
+from ..errors import InvalidRequest
+from ..events import PLAIN
+from ..load.levels import LoadLane, rows_of
+from ..load.load_sweep import DEFAULT_LEVELS, check_levels, sweep
+from ..load.load_view import LoadView
+from ..models import encode_prompt
+from ..models.device import check_batch_fits
+from ..runtime import ASSETS
+from ..workload.entrants import lane_entrants
+from ..workload.prompts import read_prompts
+from .flags import (
+    add_drafter_options,
+    add_exact_option,
+    add_model_options,
+    add_sampling_options,
+    check_entrants,
+    given_options,
+    open_models,
+    run_models,
+    settings_from,
+)
+
+EXAMPLES = "code"  # the example prompts a sweep runs when none are given (assets/prompts.json)
+
+
+def add_concurrency_command(sub) -> None:
+    p = sub.add_parser("concurrency", help="many requests at once: plain and each drafter at rising concurrency")
+    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    add_drafter_options(p, with_drafter=False)
+    p.add_argument(
+        "--drafters",
+        default="draft@4,draft",
+        help="the lanes, comma-separated: NAME (its measured best γ), NAME@G (a fixed γ), NAME@aG (adaptive up to G)",
+    )
+    p.add_argument(
+        "--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="requests decoded together, e.g. 1,4,16"
+    )
+    p.add_argument("--prompts", help="a .txt, .jsonl or .csv file; row r decodes prompt r (again from the first when "
+                   f"they run out); default: the {EXAMPLES} examples")  # fmt: skip
+    p.add_argument("--rounds", type=int, default=1, help="runs of each level and lane; the figures are the median's")
+    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    add_sampling_options(p)
+    add_model_options(p)
+    add_exact_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
+
+
+def cmd_concurrency(args: argparse.Namespace) -> int:
+    levels = check_levels(args.levels)  # everything cheap is checked before a model loads
+    if not 1 <= args.rounds <= 9:
+        raise InvalidRequest(f"--rounds must be in 1..9, got {args.rounds}")
+    texts = read_prompts(args.prompts) if args.prompts else json.loads((ASSETS / "prompts.json").read_text())[EXAMPLES]
+    base = settings_from(args, NO_DRAFTER)
+    names = [n.split("@")[0].strip() for n in args.drafters.split(",") if n.strip()]
+    given = given_options(args, only=set(names))
+    chosen = lane_entrants(
+        args.drafters,
+        base,
+        args.gamma is not None,
+        lambda k: k.parse(given.get(k.name, {})),  # a batch's drafter drafts chains: no preferred tree
+        args.target,
+        bool(args.draft),
+    )
+    check_entrants(chosen, True, bool(args.draft))
+    pair = open_models(args, bool(args.draft))
+    prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
+    widest = 1 + max((e.settings.gamma for e in chosen if e.settings), default=0)
+    longest = max(len(prompts[p]) for p in rows_of(prompts, max(levels))) + base.max_new_tokens
+    check_batch_fits(pair.target.model, max(levels), longest, widest, f"--levels {max(levels)}")
+    lanes = [LoadLane(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings]
+    view = LoadView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=base.greedy)
+    view.words = {e.name: e.contender.words for e in chosen}
+    view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
+    view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
+    began, said = time.perf_counter(), ""
+    with torch.inference_mode():
+        for now in sweep(pair, prompts, base, lanes, levels, args.rounds, view=view):
+            if now.message != said:
+                said = now.message
+                print(f"[{time.perf_counter() - began:6.0f} s] {said}", file=sys.stderr, flush=True)
+    print(table(view), file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps({**view.to_json(texts), "models": run_models(args, pair).__dict__}, ensure_ascii=False))
+    return 0
+
+
+def table(view: LoadView) -> str:
+    """One block per lane: a line per level."""
+    lines = []
+    for lane in view.lanes:
+        if lane in view.notes:
+            lines.append(f"{lane}: does not run under load: {view.notes[lane]}")
+            continue
+        lines.append(f"{lane}" + (f" ({view.words[lane]})" if view.words.get(lane) else ""))
+        lines.append("  requests  total tok/s  per request  tau   speedup  theory  gamma  identical")
+        for level in view.levels:
+            f = view.figures(lane, level)
+            if f is None:
+                continue
+            cells = [
+                f"{level:8d}",
+                f"{f.throughput:11.1f}",
+                f"{f.latency:11.1f}",
+                f"{f.tau:5.2f}",
+                _x(f.speedup, 8),
+                _x(f.predicted, 7),
+                "     " if f.gamma is None else f"{f.gamma:5.1f}",
+                {None: "", True: "yes", False: "NO"}[f.identical],
+            ]
+            lines.append("  " + "  ".join(cells))
+        if lane != PLAIN:
+            measured, predicted = view.crossover(lane), view.crossover(lane, theory=True)
+            lines.append(f"  crossover: {_at(measured)} (theory: {_at(predicted)})")
+    return "\n".join(lines)
+
+
+def _x(value, width: int) -> str:
+    return " " * width if value is None else f"{value:{width - 1}.2f}x"
+
+
+def _at(level) -> str:
+    return "pays at every level run" if level is None else f"below plain from {level} requests"

@@ -1,0 +1,142 @@
+"""Adaptive γ under load: one γ per step for a batch of rows, chosen from what the whole batch's step would cost.
+
+A step of B rows drafts γ tokens for each and verifies them in one target forward over T = Σ_b (1 + n_b) tokens
+(n_b: the nodes row b sends, γ for a chain). Row b yields E_b(γ) tokens: (1 − α_b^(γ+1)) / (1 − α_b) for a drafter
+whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·a_j for a copy (positions held in runs). So
+
+    rate(γ) = Σ_b E_b(γ) / (γ·d_B + V(T(γ)) + b_B),   rate(0) = B / (V(B) + b_B)   (a plain step)
+
+and the step takes γ* = argmax rate. V(T) is the target's forward over T tokens as measured (ForwardCosts keeps what
+every run on the model measured, by T): cheap while the device is memory-bound, so γ stays long for a small batch; once
+T makes the forward compute-bound V grows with it, and γ backs off to 0, plain decoding, as the batch grows, and comes
+back as finished rows leave. When plain steps win, a probe at the best γ every `probe_after` steps lets α recover.
+"""
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from ..analysis.theory import expected_tokens_per_step
+from .step import DrafterProfile
+
+PRIOR_ALPHA = 0.7
+PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
+
+
+@dataclass
+class ForwardCosts:
+    """Seconds of the target's forward by the tokens it took (T), each a smoothed mean of what was measured. Kept by
+    the caller for one loaded model, so a run starts from what earlier runs measured."""
+
+    seconds: dict[int, float] = field(default_factory=dict)
+    smoothing: float = 0.3
+
+    def note(self, tokens: int, seconds: float) -> None:
+        old = self.seconds.get(tokens)
+        self.seconds[tokens] = seconds if old is None else (1 - self.smoothing) * old + self.smoothing * seconds
+
+    def at(self, tokens: float, rows: int) -> float | None:
+        """V(T): between two measured widths, on the line through them; past the widest, along the last two (or,
+        with one measured, a slope of PRIOR_SLOPE per row's share); None before anything was measured."""
+        known = sorted(self.seconds)
+        if not known:
+            return None
+        if tokens in self.seconds:
+            return self.seconds[tokens]
+        i = bisect_left(known, tokens)
+        if 0 < i < len(known):
+            a, b = known[i - 1], known[i]
+            return self.seconds[a] + (self.seconds[b] - self.seconds[a]) * (tokens - a) / (b - a)
+        if len(known) == 1:
+            base = known[0]
+            return self.seconds[base] * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
+        a, b = (known[0], known[1]) if i == 0 else (known[-2], known[-1])
+        slope = max(0.0, (self.seconds[b] - self.seconds[a]) / (b - a))
+        return max(0.0, self.seconds[b if i else a] + slope * (tokens - (b if i else a)))
+
+
+@dataclass
+class LoadGamma:
+    """Adaptive γ for a batch: the γ with the most expected tokens per second for the rows still decoding."""
+
+    max_gamma: int
+    costs: ForwardCosts
+    copies: bool = False  # the drafter copies spans: acceptance counted by position, shared by the rows
+    probe_after: int = 8
+    memory: float = 0.9
+    smoothing: float = 0.3
+    rows: int = 1  # rows decoding now
+    draft_per_token: float | None = None  # d_B: seconds a drafted position costs the whole batch
+    bookkeeping: float | None = None
+    nodes_per_gamma: float = 1.0
+    plain_run: int = 0
+    accepted: dict = field(default_factory=dict)  # row -> decayed accepted drafts
+    tested: dict = field(default_factory=dict)
+    held_at: list = field(default_factory=list)  # by position, for a copy: decayed held / tested, shared by rows
+    tested_at: list = field(default_factory=list)
+    chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
+
+    @classmethod
+    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "LoadGamma":
+        return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
+
+    def alpha(self, row: int) -> float:
+        return (self.accepted.get(row, 2 * PRIOR_ALPHA)) / self.tested.get(row, 2.0)
+
+    def verify_cost(self, tokens: float) -> float:
+        forward = self.costs.at(tokens, self.rows)
+        if forward is None:
+            forward = 1.0 + PRIOR_SLOPE * (tokens - self.rows) / max(1, self.rows)  # only ratios matter
+        return forward + (self.bookkeeping or 0.0)
+
+    def _by_position(self, gamma: int) -> float:
+        tokens, held = 1.0, 1.0
+        for position in range(gamma):
+            held *= self.held_at[position] / self.tested_at[position] if position < len(self.tested_at) else 0.7
+            tokens += held
+        return tokens
+
+    def rate(self, gamma: int, rows: list[int]) -> float:
+        """Expected tokens per second of a step with γ drafts for each of `rows` (γ = 0: a plain step)."""
+        batch = len(rows)
+        if gamma == 0:
+            return batch / self.verify_cost(batch)
+        if self.copies:
+            tokens = batch * self._by_position(gamma)
+        else:
+            tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in rows)
+        d = 0.1 * self.verify_cost(batch) if self.draft_per_token is None else self.draft_per_token
+        return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+
+    def next_gamma(self, rows: list[int]) -> int:
+        self.rows = len(rows)
+        best = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows))
+        if self.rate(best, rows) > self.rate(0, rows) or self.plain_run >= self.probe_after:
+            self.plain_run, gamma = 0, best
+        else:
+            self.plain_run, gamma = self.plain_run + 1, 0
+        self.chosen.append((len(rows), gamma))
+        return gamma
+
+    def observe(
+        self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float
+    ):
+        """One finished step: γ, each row's (row, nodes sent, accepted, whether a draft was rejected), the tokens of
+        the verify forward and the step's three timings."""
+        blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
+        self.costs.note(batch_tokens, verify_s)
+        self.bookkeeping = blend(self.bookkeeping, bookkeeping_s)
+        drafted = [v for v in verdicts if v[1]]
+        if gamma == 0 or not drafted:
+            return
+        self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
+        self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in verdicts) / (gamma * len(verdicts)))
+        for row, _, accepted, rejected in drafted:
+            self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted
+            self.tested[row] = self.memory * self.tested.get(row, 2.0) + accepted + rejected
+            if self.copies:
+                for position in range(accepted + rejected):
+                    while position >= len(self.tested_at):
+                        self.held_at.append(1.4)
+                        self.tested_at.append(2.0)
+                    self.held_at[position] = self.memory * self.held_at[position] + (position < accepted)
+                    self.tested_at[position] = self.memory * self.tested_at[position] + 1

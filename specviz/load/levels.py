@@ -1,0 +1,165 @@
+"""One level of a concurrency sweep on loaded models: `rows` requests decoded together, plain or with one lane's
+drafter, every step one target forward for all rows still decoding (engine/loop.generate_rows). A level keeps what
+each row wrote and, per batch step, what the step cost and yielded: the figures a sweep shows and the costs its theory
+reads."""
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..drafters.options import Options
+from ..drafters.registry import NO_DRAFTER, build_row_drafting
+from ..engine import new_generator
+from ..engine.load_gamma import ForwardCosts
+from ..engine.loop import generate_rows
+from ..errors import InvalidRequest
+from ..events import StepEvent
+from ..models.device import check_batch_fits
+from ..runs import Pair
+from ..settings import Settings
+
+MAX_ROWS = 256  # the most requests one level decodes together
+
+
+@dataclass(frozen=True)
+class LoadLane:
+    """What a lane of the sweep runs: plain decoding (NO_DRAFTER) or a drafter at its settings."""
+
+    name: str
+    drafter: str
+    settings: Settings
+    options: Options | None = None
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """One step of the whole batch: its rows, γ, the verify forward's tokens, its seconds and what it yielded."""
+
+    rows: int
+    gamma: int
+    forward_tokens: int
+    draft_s: float
+    verify_s: float
+    step_s: float
+    drafted: int
+    accepted: int
+    new_tokens: int
+
+
+@dataclass(frozen=True)
+class LevelRun:
+    lane: str
+    rows: int
+    prompts: tuple[int, ...]  # row r decodes prompt prompts[r] of the sweep's list
+    tokens: tuple[tuple[int, ...], ...]  # what each row wrote
+    row_seconds: tuple[float, ...]  # each row's own decoding time: the steps it was part of
+    steps: tuple[BatchStep, ...]
+    prefill_s: float
+    wall_s: float  # prefill and every step, all rows
+    stopped: bool = False
+
+    @property
+    def decode_s(self) -> float:
+        return max(1e-9, self.wall_s - self.prefill_s)
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+    @property
+    def throughput(self) -> float:
+        """Every row's new tokens over the decoding time: what the device serves."""
+        return self.new_tokens / self.decode_s
+
+    @property
+    def row_speeds(self) -> tuple[float, ...]:
+        """Each request's own tokens/s: its latency as its user sees it."""
+        return tuple(len(t) / s if s > 0 else 0.0 for t, s in zip(self.tokens, self.row_seconds))
+
+    @property
+    def tau(self) -> float:
+        """New tokens per row per target forward."""
+        row_steps = sum(s.rows for s in self.steps)
+        return self.new_tokens / row_steps if row_steps else 0.0
+
+    @property
+    def alpha(self) -> float | None:
+        drafted = sum(s.drafted for s in self.steps)
+        return sum(s.accepted for s in self.steps) / drafted if drafted else None
+
+
+def rows_of(prompts: list[list[int]], rows: int) -> list[int]:
+    """Which prompt each of `rows` requests decodes: the list in turn, again from its start when it runs out."""
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= MAX_ROWS:
+        raise InvalidRequest(f"a concurrency level is a number of requests in 1..{MAX_ROWS}, got {rows!r}")
+    return [r % len(prompts) for r in range(rows)]
+
+
+def run_level(
+    pair: Pair,
+    prompts: list[list[int]],
+    lane: LoadLane,
+    rows: int,
+    costs: ForwardCosts | None = None,
+    stop=None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> LevelRun:
+    """`rows` requests of `prompts` (in turn) decoded together under the lane's drafter; refused in one line before
+    anything is allocated when the device has no room for them."""
+    chosen = rows_of(prompts, rows)
+    settings, target = lane.settings, pair.target
+    context = max(len(prompts[p]) for p in chosen) + settings.max_new_tokens
+    widest = 1 + (settings.gamma if lane.drafter != NO_DRAFTER else 0)
+    check_batch_fits(target.model, rows, context, widest, f"{rows} requests")
+    if pair.draft is not None and lane.drafter != NO_DRAFTER:
+        check_batch_fits(pair.draft.model, rows, context, 1, f"{rows} requests' drafts")
+    generators = [new_generator(target.device, settings.seed + r) for r in range(rows)]
+    drafting = build_row_drafting(lane.drafter, settings, generators, target, pair.draft, lane.options, under_load=True)
+    tokens, seconds = [[] for _ in chosen], [0.0] * rows
+    steps, prefill_s, began = [], 0.0, clock()
+    for step in _steps(
+        generate_rows(target, [prompts[p] for p in chosen], settings, drafting, generators, stop, False, costs)
+    ):
+        prefill_s = max(prefill_s, max(e.prefill_s for _, e in step))
+        for row, event in step:
+            tokens[row].extend(event.tokens)
+            seconds[row] += event.step_s
+        steps.append(_batch_step(step))
+    wall = clock() - began
+    stopped = stop is not None and stop.is_set()
+    return LevelRun(
+        lane.name,
+        rows,
+        tuple(chosen),
+        tuple(map(tuple, tokens)),
+        tuple(seconds),
+        tuple(steps),
+        prefill_s,
+        wall,
+        stopped,
+    )
+
+
+def _steps(events: Iterator[tuple[int, StepEvent]]) -> Iterator[list[tuple[int, StepEvent]]]:
+    """The rows' events grouped by the batch step they came from (a step yields one event per row it decoded)."""
+    step = []
+    for row, event in events:
+        step.append((row, event))
+        if len(step) == event.batch:
+            yield step
+            step = []
+
+
+def _batch_step(step: list[tuple[int, StepEvent]]) -> BatchStep:
+    first = step[0][1]
+    return BatchStep(
+        rows=len(step),
+        gamma=max(e.gamma for _, e in step),
+        forward_tokens=first.batch_tokens,
+        draft_s=first.draft_s,
+        verify_s=first.verify_s,
+        step_s=first.step_s,
+        drafted=sum(len(e.proposed) for _, e in step),
+        accepted=sum(e.accepted for _, e in step),
+        new_tokens=sum(len(e.tokens) for _, e in step),
+    )

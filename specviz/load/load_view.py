@@ -1,0 +1,144 @@
+"""What a concurrency sweep shows, pure Python: each lane's figures at each level (total throughput, each request's
+own speed, τ, α, the speedup over plain decoding batched the same way), where a drafter stops paying (the crossover),
+the theory's speedup beside the measured one, and the γ adaptive chose. A level is run `rounds` times; its figures are
+the median round's.
+
+The theory at a level of B rows: a step of γ drafts yields E(α, γ) tokens a row for γ·d + V(T) + b, where T = B·(1 + γ)
+is the verify forward's tokens, against plain decoding's 1 token a row for V(B) + b; V, d and b are the seconds the
+runs at that level measured, α the lane's acceptance with the fewest rows (rows decode independently, so load does
+not change α). Its crossover is the first level where that ratio falls below 1.
+"""
+
+from dataclasses import dataclass, field
+from statistics import median
+
+from ..analysis.theory import expected_tokens_per_step
+from ..events import PLAIN
+from .levels import LevelRun
+
+
+@dataclass(frozen=True)
+class Figures:
+    throughput: float  # every row's new tokens per second of decoding
+    latency: float  # the median request's own tokens per second
+    tau: float
+    alpha: float | None
+    speedup: float | None  # throughput over plain decoding's at the same level
+    predicted: float | None  # the theory's speedup (fixed γ lanes)
+    gamma: float | None  # mean γ of the batch's steps (0: plain steps)
+    identical: bool | None  # every row wrote what its prompt writes alone (greedy; None: not compared)
+
+
+@dataclass
+class LoadView:
+    levels: tuple[int, ...]
+    lanes: tuple[str, ...]  # plain first
+    words: dict = field(default_factory=dict)  # lane -> how it drafts, in words
+    fixed: dict = field(default_factory=dict)  # lane -> its fixed γ (None: adaptive, or plain)
+    notes: dict = field(default_factory=dict)  # lane -> why it does not run under load
+    runs: dict = field(default_factory=dict)  # (lane, level) -> [LevelRun, ...] (rounds)
+    identical: dict = field(default_factory=dict)  # (lane, level) -> [bool, ...] per row of its last round
+    greedy: bool = True
+    message: str = ""
+    finished: bool = False
+    stopped: bool = False
+
+    def add(self, run: LevelRun, identical: list[bool] | None = None) -> None:
+        self.runs.setdefault((run.lane, run.rows), []).append(run)
+        if identical is not None:
+            self.identical[run.lane, run.rows] = identical
+
+    def typical(self, lane: str, level: int) -> LevelRun | None:
+        """The median round by throughput (the lower middle of an even count)."""
+        runs = sorted(self.runs.get((lane, level), ()), key=lambda r: r.throughput)
+        return runs[(len(runs) - 1) // 2] if runs else None
+
+    def figures(self, lane: str, level: int) -> Figures | None:
+        run, plain = self.typical(lane, level), self.typical(PLAIN, level)
+        if run is None:
+            return None
+        steps = [s for s in run.steps if s.rows]
+        same = self.identical.get((lane, level))
+        return Figures(
+            throughput=run.throughput,
+            latency=median(run.row_speeds),
+            tau=run.tau,
+            alpha=run.alpha,
+            speedup=None if plain is None or lane == PLAIN else run.throughput / plain.throughput,
+            predicted=self.predicted(lane, level),
+            gamma=sum(s.gamma for s in steps) / len(steps) if steps and lane != PLAIN else None,
+            identical=None if same is None else all(same),
+        )
+
+    def predicted(self, lane: str, level: int) -> float | None:
+        """The theory's speedup at `level` for a lane at a fixed γ (module docstring)."""
+        gamma, run, plain = self.fixed.get(lane), self.typical(lane, level), self.typical(PLAIN, level)
+        alpha = next((self.typical(lane, lv).alpha for lv in self.levels if self.typical(lane, lv)), None)
+        if not gamma or run is None or plain is None or alpha is None:
+            return None
+        drafting = [s for s in run.steps if s.drafted]
+        if not drafting or not plain.steps:
+            return None
+        spec_s = sum(s.step_s for s in drafting) / len(drafting)  # γ·d + V(B·(1 + γ)) + b, as measured
+        plain_s = sum(s.step_s for s in plain.steps) / len(plain.steps)  # V(B) + b
+        return expected_tokens_per_step(alpha, gamma) * plain_s / spec_s
+
+    def crossover(self, lane: str, theory: bool = False) -> int | None:
+        """The first level where the lane's speedup (or the theory's) falls below 1; None: it pays at every level
+        run."""
+        for level in self.levels:
+            f = self.figures(lane, level)
+            value = None if f is None else f.predicted if theory else f.speedup
+            if value is not None and value < 1:
+                return level
+        return None
+
+    def rows(self) -> list[dict]:
+        """The table: one row per lane and level run."""
+        out = []
+        for lane in self.lanes:
+            for level in self.levels:
+                f = self.figures(lane, level)
+                if f is not None:
+                    out.append({"lane": lane, "level": level, **f.__dict__})
+        return out
+
+    def to_json(self, prompts: list[str] | None = None) -> dict:
+        """Per level and lane, the figures, the γ adaptive chose at each step, and per row its prompt, its tokens and
+        whether they equal that prompt decoded alone."""
+        levels = []
+        for level in self.levels:
+            lanes = {}
+            for lane in self.lanes:
+                run, f = self.typical(lane, level), self.figures(lane, level)
+                if run is None:
+                    continue
+                same = self.identical.get((lane, level), [None] * run.rows)
+                lanes[lane] = {
+                    **f.__dict__,
+                    "rounds": [r.throughput for r in self.runs[lane, level]],
+                    "gammas": [s.gamma for s in run.steps],
+                    "rows": [
+                        {
+                            "prompt": prompts[p] if prompts else p,
+                            "token_ids": list(tokens),
+                            "identical": same[r],
+                            "tokens_per_s": speed,
+                        }
+                        for r, (p, tokens, speed) in enumerate(zip(run.prompts, run.tokens, run.row_speeds))
+                    ],
+                }
+            levels.append({"level": level, "lanes": lanes})
+        crossover = {lane: self.crossover(lane) for lane in self.lanes if lane != PLAIN}
+        predicted = {lane: self.crossover(lane, theory=True) for lane in self.lanes if lane != PLAIN}
+        return {
+            "levels": levels,
+            "lanes": {
+                lane: {"words": self.words.get(lane, ""), "fixed_gamma": self.fixed.get(lane)} for lane in self.lanes
+            },
+            "not_under_load": dict(self.notes),
+            "crossover": crossover,
+            "predicted_crossover": predicted,
+            "greedy": self.greedy,
+            "stopped": self.stopped,
+        }

@@ -1,0 +1,263 @@
+"""Several prompts decoded together: every row writes what its prompt writes alone (bit for bit in exact mode), rows
+leave the batch as they finish, sampled rows follow the target's law, and adaptive γ backs off as the batch grows."""
+
+from collections import Counter
+
+import pytest
+import torch
+from laws import exact_law
+from tiny import loaded, perturbed, tiny_llama
+
+import specviz.engine.verify as verify
+from specviz.analysis.stats import chi_square_p
+from specviz.drafters.draft_batch import BatchedDraftModel
+from specviz.drafters.registry import build_drafter, build_row_drafting
+from specviz.engine import generate, new_generator
+from specviz.engine.batched_lm import BatchedLM, Feed
+from specviz.engine.cached_lm import CachedLM
+from specviz.engine.load_gamma import ForwardCosts, LoadGamma
+from specviz.engine.loop import generate_rows
+from specviz.engine.step import BaseDrafter, DrafterProfile, EachRow, Proposal
+from specviz.engine.tree import build_tree
+from specviz.errors import InvalidRequest
+from specviz.events import generated_ids
+from specviz.models.exact import set_exact
+from specviz.settings import Settings
+
+LOOKUPS = ("ngram", "history", "suffix")
+
+
+def batch(target, prompts, settings, drafter="none", draft=None, under_load=False):
+    """Each row's tokens, and every event's (row, batch) in the order they came, decoding all prompts together."""
+    generators = [new_generator(target.device, settings.seed + r) for r in range(len(prompts))]
+    drafting = build_row_drafting(drafter, settings, generators, target, draft, under_load=under_load)
+    out, seen = {r: [] for r in range(len(prompts))}, []
+    for row, event in generate_rows(target, prompts, settings, drafting, generators):
+        out[row].extend(event.tokens)
+        seen.append((row, event.batch))
+    return [out[r] for r in range(len(prompts))], seen
+
+
+def alone(target, prompt, settings):
+    return generated_ids(generate(target, prompt, settings))
+
+
+@pytest.fixture(scope="module")
+def bf16(tokenizer):
+    """The tiny target and a partly agreeing draft in bfloat16, the target in exact mode."""
+    target = loaded(tiny_llama(len(tokenizer), seed=1).to(torch.bfloat16), tokenizer, "tiny-bf16")
+    draft = loaded(perturbed(tiny_llama(len(tokenizer), seed=1), seed=3, scale=0.3).to(torch.bfloat16), tokenizer)
+    assert set_exact(target.model, True) == ""
+    return target, draft
+
+
+def prompts_of(tokenizer, n=5):
+    """Prompts of different lengths, each repeating a little (so lookups find something to copy)."""
+    return [tokenizer.encode(" ".join(f"w{(3 * i + j % (2 + i)) % 30}" for j in range(2 + 3 * i))) for i in range(n)]
+
+
+FIXED, ADAPTIVE = Settings(max_new_tokens=16, gamma=3), Settings(max_new_tokens=16, gamma=5, adaptive=True)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Each prompt decoded alone, once per model and settings."""
+    found = {}
+
+    def of(model, prompts, settings):
+        key = (model.name, tuple(map(tuple, prompts)), settings)
+        if key not in found:
+            found[key] = [alone(model, p, settings) for p in prompts]
+        return found[key]
+
+    return of
+
+
+def rows_as_alone(model, draft, tokenizer, reference, drafter, settings):
+    prompts = prompts_of(tokenizer)
+    rows, seen = batch(model, prompts, settings, drafter, draft)
+    assert rows == reference(model, prompts, settings), settings
+    assert max(b for _, b in seen) == len(prompts)
+
+
+@pytest.mark.parametrize("drafter", ["none", "draft", *LOOKUPS])
+def test_every_row_of_a_batch_writes_what_its_prompt_writes_alone(target, drafts, tokenizer, reference, drafter):
+    for settings in (FIXED, ADAPTIVE):
+        rows_as_alone(target, drafts["partial"], tokenizer, reference, drafter, settings)
+
+
+def test_every_row_of_a_bfloat16_batch_writes_its_prompts_tokens_bit_for_bit_in_exact_mode(bf16, tokenizer, reference):
+    target, draft = bf16
+    for settings in (FIXED, ADAPTIVE):
+        rows_as_alone(target, draft, tokenizer, reference, "draft", settings)
+
+
+@pytest.mark.parametrize("drafter", ["none", *LOOKUPS])
+def test_every_drafter_under_load_in_bfloat16_writes_its_prompts_tokens_in_exact_mode(
+    bf16, tokenizer, reference, thorough, drafter
+):
+    target, draft = bf16
+    for settings in (FIXED, ADAPTIVE):
+        rows_as_alone(target, draft, tokenizer, reference, drafter, settings)
+
+
+def test_the_batch_of_one_is_the_loop_a_single_prompt_runs(target, drafts, tokenizer):
+    """generate() is generate_rows() with one row: the same tokens and the same steps, with the batch's fields set."""
+    prompt, settings = tokenizer.encode("w1 w2 w3 w1 w2"), Settings(max_new_tokens=16, gamma=3)
+    gen = new_generator(target.device, 0)
+    single = list(generate(target, prompt, settings, build_drafter("draft", settings, gen, target, drafts["partial"])))
+    rows, _ = batch(target, [prompt], settings, "draft", drafts["partial"])
+    assert rows == [generated_ids(single)]
+    assert all(e.batch == 1 and e.batch_tokens == e.forward_tokens for e in single)
+
+
+def test_rows_that_finish_leave_the_batch_and_the_others_go_on(tokenizer):
+    """A short context gives the rows of longer prompts smaller budgets: they finish first, the batch shrinks, and
+    every row still writes what it writes alone."""
+    target = loaded(tiny_llama(len(tokenizer), seed=1, context=40), tokenizer, "tiny-short")
+    prompts = [tokenizer.encode(" ".join(["w1"] * n)) for n in (4, 12, 20, 30)]
+    settings = Settings(max_new_tokens=30, gamma=3)
+    for drafter in ("none", "ngram"):
+        rows, seen = batch(target, prompts, settings, drafter)
+        assert rows == [alone(target, p, settings) for p in prompts]
+        assert [len(r) for r in rows] == [30, 28, 20, 10]
+        sizes = [b for _, b in seen]
+        assert sizes[0] == 4 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True)  # rows only ever leave
+        last = {row: i for i, (row, _) in enumerate(seen)}
+        assert sorted(last, key=last.get) == [3, 2, 1, 0]  # the one with the least room leaves first
+
+
+def test_the_draft_model_under_load_drafts_every_row_in_the_same_forwards(target, drafts, tokenizer):
+    prompts, settings = prompts_of(tokenizer, 4), Settings(max_new_tokens=12, gamma=4)
+    generators = [new_generator(target.device, r) for r in range(4)]
+    drafting = build_row_drafting("draft", settings, generators, target, drafts["partial"])
+    assert isinstance(drafting, BatchedDraftModel)
+    events = [e for _, e in generate_rows(target, prompts, settings, drafting, generators)]
+    drafting_steps = [e for e in events if e.proposed]
+    assert drafting_steps and all(e.draft_forwards <= settings.gamma for e in drafting_steps)  # γ forwards, not 4·γ
+
+
+def test_a_drafter_that_reads_the_targets_hidden_states_says_in_one_line_it_does_not_take_a_batch(target, tokenizer):
+    class Head(BaseDrafter):
+        profile = DrafterProfile(hidden_layers=(-1,))
+
+        def propose(self, tokens, gamma):
+            return Proposal(((tokens[-1],),))
+
+    prompts = prompts_of(tokenizer, 2)
+    with pytest.raises(InvalidRequest, match="does not decode a batch yet"):
+        list(generate_rows(target, prompts, Settings(max_new_tokens=4), EachRow([Head(), Head()])))
+    assert alone(target, prompts[0], Settings(max_new_tokens=4))  # one prompt: as ever
+
+
+def test_the_hybrid_says_in_one_line_it_does_not_take_a_batch(target, drafts, tokenizer):
+    generators = [new_generator(target.device, r) for r in range(2)]
+    with pytest.raises(InvalidRequest, match="hybrid does not decode a batch yet") as caught:
+        build_row_drafting("hybrid", Settings(), generators, target, drafts["partial"])
+    assert "\n" not in str(caught.value)
+
+
+def test_the_batched_cache_holds_each_row_as_its_own_cache_would(bf16, tokenizer):
+    """Rows re-aligned after trees of different accepted paths hold, entry for entry, what a cache of the same row
+    alone holds (bit for bit in exact mode); a row that leaves takes its entries with it."""
+    target, _ = bf16
+    prompts = prompts_of(tokenizer, 3)
+    trees = [build_tree([[5, 6, 7], [8]]), build_tree([[9]]), build_tree([[10, 11], [10, 12]])]
+    paths = [[0, 1], [], [0, 2]]
+    batched = BatchedLM(target.model)
+    batched.start(prompts)
+    batched.extend([Feed.verify(p[-1], t) for p, t in zip(prompts, trees)])
+    batched.keep([[0, *(1 + n for n in path)] for path in paths], staying=[0, 2])
+    for i, (prompt, tree, path) in enumerate([(prompts[0], trees[0], paths[0]), (prompts[2], trees[2], paths[2])]):
+        lm = CachedLM(target.model)
+        lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+        lm.extend_tree(prompt[-1], tree)
+        lm.keep(len(prompt), path)
+        width = batched.width
+        for ours, theirs in zip(batched.kv.cache.layers, lm.kv.cache.layers):
+            assert torch.equal(ours.keys[i, :, width - lm.length :], theirs.keys[0])
+            assert torch.equal(ours.values[i, :, width - lm.length :], theirs.values[0])
+    assert batched.rows == [0, 2] and batched.lengths == [len(prompts[0]) + 2, len(prompts[2]) + 2]
+
+
+def test_adaptive_gamma_backs_off_as_the_batch_grows_and_comes_back_as_it_shrinks():
+    """Measured costs of a device that is memory-bound up to 16 tokens and compute-bound beyond: a small batch drafts
+    long, a large one decodes plainly, and γ returns when rows leave."""
+    costs = ForwardCosts()
+    for tokens in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        costs.note(tokens, 1.0 if tokens <= 16 else tokens / 16)
+    controller = LoadGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0)
+    for row in range(32):
+        controller.accepted[row], controller.tested[row] = 7.0, 10.0  # α 0.7 for every row
+    small, large = controller.next_gamma(list(range(2))), controller.next_gamma(list(range(32)))
+    assert small >= 4 and large == 0
+    assert controller.next_gamma(list(range(3))) > 0  # the long tail: speculation is back
+    assert [g for _, g in controller.chosen] == [small, large, controller.chosen[-1][1]]
+
+
+def test_forward_costs_interpolate_between_and_extend_past_what_was_measured():
+    costs = ForwardCosts()
+    assert costs.at(8, 8) is None
+    costs.note(8, 0.2)
+    assert costs.at(8, 8) == 0.2 and costs.at(16, 8) > 0.2  # one width: a prior slope
+    costs.note(24, 0.4)
+    assert costs.at(16, 8) == pytest.approx(0.3) and costs.at(40, 8) == pytest.approx(0.6)
+
+
+# -- the law of every row, sampled --
+
+
+def batched_draws(target, draft, prompts, settings, runs, mutate=None):
+    """`runs` seeded batches of `prompts` under the batched draft model, each row's first two tokens counted."""
+    counts = [Counter() for _ in prompts]
+    for seed in range(runs):
+        s = Settings(**{**settings.__dict__, "seed": seed * len(prompts)})
+        generators = [new_generator(target.device, s.seed + r) for r in range(len(prompts))]
+        drafting = build_row_drafting("draft", s, generators, target, draft, under_load=True)
+        if mutate is not None:
+            mutate(drafting)
+        out = {r: [] for r in range(len(prompts))}
+        for row, event in generate_rows(target, prompts, s, drafting, generators):
+            out[row].extend(event.tokens)
+        for r, tokens in out.items():
+            counts[r][tuple(tokens[:2])] += 1
+    return counts
+
+
+SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
+
+
+def row_p_values(small, mutate=None, runs=2000):
+    target, draft, prompt = small
+    tok = target.tokenizer
+    prompts = [prompt, tok.encode("b"), tok.encode("c a d")]
+    counts = batched_draws(target, draft, prompts, SAMPLED, runs, mutate)
+    return [chi_square_p(c, exact_law(target, p, SAMPLED), runs) for c, p in zip(counts, prompts)]
+
+
+def test_every_row_of_a_sampled_batch_follows_the_targets_law(small, draws):
+    assert min(row_p_values(small)) > 1e-3
+
+
+def test_the_row_law_test_catches_a_wrong_residual(small, draws, monkeypatch):
+    monkeypatch.setattr(verify, "residual", lambda p, q: p)
+    assert min(row_p_values(small)) < 1e-6
+
+
+def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(small, draws):
+    """A batch bug: each row's tokens verified against the next row's q."""
+
+    def trade(drafting):
+        propose = drafting.propose
+
+        def traded(tokens, gammas):
+            made = propose(tokens, gammas)
+            qs = [p.q if p else None for p in made]
+            return [
+                p if p is None or q is None or q.shape != p.q.shape else Proposal(p.candidates, q)
+                for p, q in zip(made, qs[1:] + qs[:1])
+            ]
+
+        drafting.propose = traded
+
+    assert min(row_p_values(small, trade)) < 1e-6
