@@ -17,13 +17,13 @@ from test_mutants import HORIZON, RUNS
 from test_mutants import SETTINGS as LAW_SETTINGS
 from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
 
-from specviz.drafters.dflash.checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
-from specviz.drafters.dflash.drafter import DFlashDrafter
+from specviz.drafters.dflash.dflash_checkpoint import DFlashCheckpointError, build_draft, load_dflash, save_dflash
+from specviz.drafters.dflash.dflash_drafter import DFlashDrafter
 from specviz.drafters.dflash.model import ContextCache, DFlashDraft
 from specviz.engine import generate
 from specviz.engine.step import Judges, Proposal
 from specviz.events import generated_ids
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 from specviz.training.dflash import DFlashTraining, continuations, features_of, train_dflash
 
@@ -89,26 +89,120 @@ def prefixes(path: tuple[int, ...]) -> list[tuple[int, ...]]:
     return [path[:i] for i in range(1, len(path) + 1)]
 
 
-@pytest.mark.parametrize("depth, width, nodes", [(3, 3, 10), (4, 2, 7), (2, 4, 20), (5, 3, 1)])
-def test_the_block_tree_keeps_the_likeliest_prefixes_through_each_positions_best(depth, width, nodes):
-    """Against brute force: every path through each position's `width` best tokens, scored by the sum of its
-    positions' log-probabilities; the tree's nodes are the `nodes` best-scored prefixes."""
+class Watched(DFlashDrafter):
+    """Records each tree step's place in the text, the chain the chain mode would send from that pass, and the
+    tree's candidates."""
+
+    def start(self, prompt_ids, target, judges=None):
+        super().start(prompt_ids, target, judges)
+        self.seen = []
+
+    def propose(self, tokens, gamma):
+        self.at = len(tokens)
+        return super().propose(tokens, gamma)
+
+    def block_tree(self, scores):
+        paths, confidence = super().block_tree(scores)
+        self.seen.append((self.at, tuple(scores.argmax(dim=-1).tolist()), paths))
+        return paths, confidence
+
+
+def held(draft: tuple[int, ...], text: list[int]) -> int:
+    """How many leading drafts greedy verification keeps against the text plain decoding writes."""
+    return next((i for i, (a, b) in enumerate(zip(draft, text)) if a != b), min(len(draft), len(text)))
+
+
+@pytest.mark.parametrize("block, gamma, nodes", [(8, 7, 7), (16, 15, 16)])
+def test_a_dflash_tree_never_needs_more_verify_forwards_than_its_own_chain(world, block, gamma, nodes):
+    """At every step the tree holds, whole, the chain the chain mode verifies from the same pass, so greedy
+    verification accepts at least what the chain would there; on every prompt, for a short answer and a long one,
+    the tree takes no more verify forwards than the chain, and both write plain decoding's tokens."""
+    target, sequences, draft, _ = world
+    for sequence, new in [(sequence, new) for sequence in sequences for new in (16, 40)]:
+        prompt, settings = sequence[:6], Settings(max_new_tokens=new, gamma=gamma)
+        plain = generated_ids(generate(target, prompt, Settings(max_new_tokens=new)))
+        chain = list(generate(target, prompt, settings, DFlashDrafter(with_block(draft, block))))
+        drafter = Watched(with_block(draft, block), "tree", nodes)
+        tree = list(generate(target, prompt, settings, drafter))
+        assert generated_ids(chain) == generated_ids(tree) == plain
+        assert len(tree) <= len(chain), (prompt, new, len(chain), len(tree))
+        text, accepted, at = prompt + plain, {}, len(prompt)
+        for event in tree:
+            accepted[at], at = event.accepted, at + len(event.tokens)
+        assert drafter.seen and all(chain_draft in paths for _, chain_draft, paths in drafter.seen)
+        assert all(accepted[at] >= held(chain_draft, text[at:]) for at, chain_draft, _ in drafter.seen), prompt
+
+
+def brute_force_tree(scores: torch.Tensor, width: int, nodes: int):
+    """(the chain, every path through each position's `width` best tokens, each path's summed log-probability)."""
     import itertools
 
+    logp = torch.log_softmax(scores, dim=-1)
+    best = [torch.topk(logp[d], width).indices.tolist() for d in range(len(scores))]
+    every = [p for d in range(1, len(scores) + 1) for p in itertools.product(*best[:d])]
+    score = {p: sum(float(logp[i, t]) for i, t in enumerate(p)) for p in every}
+    return tuple(scores.argmax(dim=-1).tolist()), every, score
+
+
+def chain_and_best_others(scores: torch.Tensor, width: int, nodes: int) -> set:
+    """The block tree by brute force: the chain's prefixes (as many as the budget holds), then the best-scored other
+    paths through each position's `width` best tokens with the nodes left."""
+    chain, every, score = brute_force_tree(scores, width, nodes)
+    on_chain = prefixes(chain)[:nodes]
+    others = sorted((p for p in every if p not in prefixes(chain)), key=lambda p: -score[p])
+    return set(on_chain) | set(others[: max(0, nodes - len(on_chain))])
+
+
+@pytest.mark.parametrize("depth, width, nodes", [(3, 3, 10), (4, 2, 7), (2, 4, 20), (5, 3, 1), (5, 3, 3), (6, 3, 11)])
+def test_the_block_tree_keeps_the_whole_chain_then_the_likeliest_other_prefixes(depth, width, nodes):
+    """Against brute force: the chain of each position's best token, whole (cut only by a smaller node budget), and
+    with the nodes left the best-scored other paths through each position's `width` best tokens, a path scored by
+    the sum of its positions' log-probabilities; the chain is the first candidate, the others likeliest leaf first."""
     torch.manual_seed(depth * 10 + width)
     scores = torch.randn(depth, 9) * 2
     drafter = DFlashDrafter.__new__(DFlashDrafter)
-    drafter.nodes, drafter.width = nodes, width
+    drafter.nodes, drafter.width, drafter.judges = nodes, width, None
     paths, confidence = drafter.block_tree(scores)
     assert confidence is None  # only adaptive drafting reports the first path's probabilities
-    logp = torch.log_softmax(scores, dim=-1)
-    best = [torch.topk(logp[d], width).indices.tolist() for d in range(depth)]
-    every = [p for d in range(1, depth + 1) for p in itertools.product(*best[:d])]
-    score = {p: sum(float(logp[i, t]) for i, t in enumerate(p)) for p in every}
-    expected = set(sorted(every, key=lambda p: -score[p])[:nodes])
-    kept = {p for path in paths for p in prefixes(path)}
-    assert kept == expected
-    assert [score[p] for p in paths] == sorted((score[p] for p in paths), reverse=True)  # likeliest leaf first
+    chain, _, score = brute_force_tree(scores, width, nodes)
+    assert {p for path in paths for p in prefixes(path)} == chain_and_best_others(scores, width, nodes)
+    assert paths[0] == chain[:nodes]
+    assert [score[p] for p in paths[1:]] == sorted((score[p] for p in paths[1:]), reverse=True)
+
+
+def cut_block_tree(scores: torch.Tensor, width: int, nodes: int, budget: int):
+    """(the nodes' path probabilities the controller is handed, the paths, the confidence) of a block tree that
+    adaptive γ cuts to `budget` nodes."""
+    asked = []
+
+    def tree_size(paths, depth):
+        asked.append(paths)
+        return budget
+
+    drafter = DFlashDrafter.__new__(DFlashDrafter)
+    drafter.nodes, drafter.width, drafter.judges = nodes, width, Judges(tree_size)
+    return asked, *drafter.block_tree(scores)
+
+
+def test_an_adaptive_cut_of_the_block_tree_takes_the_chain_first_then_the_branches():
+    """The controller is handed the nodes chain first, then branches best first, and any first n of them form a tree:
+    none is a plain step, up to the depth the chain's prefix alone, more the whole chain and the best branches."""
+    depth, width, nodes = 5, 3, 12
+    torch.manual_seed(3)
+    scores = torch.randn(depth, 9) * 2
+    chain = tuple(scores.argmax(dim=-1).tolist())
+    chain_probabilities = torch.softmax(scores, dim=-1).max(dim=-1).values.tolist()
+    for budget in range(nodes + 1):
+        asked, paths, confidence = cut_block_tree(scores, width, nodes, budget)
+        assert all(asked[0][d] == pytest.approx(chain_probabilities[: d + 1]) for d in range(depth))
+        if budget == 0:
+            assert (paths, confidence) == ([], None)
+        elif budget <= depth:
+            assert paths == [chain[:budget]] and confidence == pytest.approx(chain_probabilities[:budget])
+        else:
+            assert paths[0] == chain and {p for path in paths for p in prefixes(path)} == chain_and_best_others(
+                scores, width, budget
+            )
 
 
 def test_many_blocks_in_one_pass_score_as_each_block_alone(world):
@@ -199,7 +293,7 @@ def test_the_registry_builds_dflash_from_a_folder(world, tree):
     target, sequences, _, folder = world
     prompt = sequences[0][:6]
     options = {"dflash": str(folder), "dflash_tree": tree, "dflash_nodes": 8}
-    events = list(decode(target, prompt, Settings(max_new_tokens=20, gamma=7), "dflash", options=options))
+    events = list(generate_named(target, prompt, Settings(max_new_tokens=20, gamma=7), "dflash", options=options))
     assert generated_ids(events) == generated_ids(generate(target, prompt, Settings(max_new_tokens=20)))
     assert any(e.accepted for e in events) and all(e.draft_forwards in (0, 1) for e in events)
     assert any(e.candidates for e in events) == (tree == "tree")
@@ -216,9 +310,9 @@ def test_adaptive_dflash_stays_plain_decodings_output(world):
 
 @pytest.mark.parametrize("budget", [0, 1, 3, 8])
 def test_an_adaptive_dflash_tree_verifies_the_nodes_the_costs_pay_for(world, budget):
-    """With adaptive γ the tree is cut to the nodes the controller's measured costs pay for: given the likeliest
-    nodes' probabilities along their paths, a budget of 0 is a plain step, 1..depth the best chain's prefix, more a
-    tree. The output stays plain decoding's whatever the budget."""
+    """With adaptive γ the tree is cut to the nodes the controller's measured costs pay for: given the nodes'
+    probabilities along their paths, the chain's first, a budget of 0 is a plain step, 1..depth the best chain's
+    prefix, more the whole chain and its best branches. The output stays plain decoding's whatever the budget."""
     target, sequences, draft, _ = world
     asked = []
 
@@ -226,7 +320,7 @@ def test_an_adaptive_dflash_tree_verifies_the_nodes_the_costs_pay_for(world, bud
         asked.append((paths, depth))
         return min(budget, len(paths))
 
-    class Budgeted(DFlashDrafter):  # judged as adaptive γ would, at a fixed γ
+    class Budgeted(Watched):  # judged as adaptive γ would, at a fixed γ
         def start(self, prompt_ids, target, judges=None):
             super().start(prompt_ids, target, Judges(tree_size))
 
@@ -239,6 +333,8 @@ def test_an_adaptive_dflash_tree_verifies_the_nodes_the_costs_pay_for(world, bud
     widths = [e.forward_tokens for e in events]  # the root and the nodes it paid for (fewer near the token budget)
     assert max(widths) == 1 + min(budget, 8) and widths.count(max(widths)) > len(widths) // 2
     assert any(e.accepted for e in events) == (budget > 0)
+    cut = [(chain, paths) for _, chain, paths in drafter.seen if paths]  # the chain first, branches after it
+    assert all(paths == [chain[:budget]] if budget <= len(chain) else paths[0] == chain for chain, paths in cut)
 
 
 def test_adaptive_dflash_tree_stays_plain_decodings_output(world):
@@ -440,7 +536,7 @@ def test_a_target_without_a_drafter_gets_one_line_saying_how_to_get_one(world):
     from specviz.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="train-dflash"):
-        list(decode(target, sequences[0][:4], Settings(max_new_tokens=4, gamma=3), "dflash"))
+        list(generate_named(target, sequences[0][:4], Settings(max_new_tokens=4, gamma=3), "dflash"))
 
 
 def test_train_dflash_writes_a_drafter_that_loads_and_goes_on_from_its_checkpoint(world, tmp_path, capsys):
@@ -484,7 +580,7 @@ def test_train_dflash_refuses_a_target_with_no_spare_embedding_row(model_folder,
 def test_the_mask_token_takes_a_row_no_text_encodes_to():
     """Past the tokenizer's ids where there is room; in a vocabulary padded to the embedding's rows (a converted
     checkpoint names those rows [PAD151665] and so on), the first placeholder; none when every row is a token."""
-    from specviz.drafters.dflash.checkpoint import spare_row
+    from specviz.drafters.dflash.dflash_checkpoint import spare_row
 
     words = ["w1", "w2", "w3"]
     assert spare_row(word_tokenizer(words), 8) == 5

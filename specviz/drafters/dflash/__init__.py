@@ -1,6 +1,7 @@
 """DFlash: a small block-diffusion drafter reads the target's hidden states from a few of its layers and fills a
-whole block of tokens in one pass (model.py: the draft layers; drafter.py: drafting; checkpoint.py: the published
-layout read strictly, and specviz's own; train.py: training one on a CPU from the target's own continuations)."""
+whole block of tokens in one pass (model.py: the draft layers; dflash_drafter.py: drafting; dflash_checkpoint.py:
+the published layout read strictly, and specviz's own). specviz/training/dflash.py trains one on a CPU from the
+target's own continuations."""
 
 from dataclasses import dataclass
 
@@ -44,7 +45,7 @@ class DFlashOptions(Options):
 
 
 def _location(options: DFlashOptions, target_name: str):
-    from .checkpoint import shipped_dflash
+    from .dflash_checkpoint import shipped_dflash
 
     return heads_for(
         options.dflash, shipped_dflash(target_name), target_name, "DFlash drafter", "--dflash", "train-dflash"
@@ -52,12 +53,12 @@ def _location(options: DFlashOptions, target_name: str):
 
 
 def _build(options: DFlashOptions, ctx):
-    from .drafter import DFlashDrafter
+    from .dflash_drafter import DFlashDrafter
     from .model import DFlashDraft
 
     draft = options.dflash
     if not isinstance(draft, DFlashDraft):  # a location: loaded once per target and kept with it
-        from .checkpoint import load_dflash
+        from .dflash_checkpoint import load_dflash
 
         where = _location(options, ctx.target.name)
         draft = ctx.target.companion(("dflash", str(where)), lambda: load_dflash(where, ctx.target))
