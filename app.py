@@ -17,10 +17,21 @@ import sys
 import threading
 import time
 
+from specviz.app.backend import Backend
+from specviz.app.device_calls import DeviceCalls, decode_seconds, grand_prix_seconds, race_seconds
+from specviz.app.request import read_request
+from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
+from specviz.app.ui.layout import build_app, launch_options
+from specviz.drafters.registry import default_kind, kinds, pair_model_options
+from specviz.engine.fast_path import try_fast_path
+from specviz.engine.static_lm import warm_graphs
+from specviz.errors import SpecvizError
+from specviz.models.device import describe, resolve_device, zero_gpu
+from specviz.models.loading import best_draft_dtype
+from specviz.runtime import quiet_transformers
+
 
 def parse_args(argv=None):
-    from specviz.drafters.registry import pair_model_options
-
     env = os.environ.get
     p = argparse.ArgumentParser(description="specviz: speculative decoding you can see")
     p.add_argument("--host", default=env("SPECVIZ_HOST", env("GRADIO_SERVER_NAME", "127.0.0.1")))
@@ -57,8 +68,6 @@ def parse_args(argv=None):
 def device_calls(shelf):
     """The device side. Under ZeroGPU each call is a `spaces.GPU` call with a duration computed from its request
     (the package runs it in a forked worker and pickles what goes in and out); elsewhere the calls run as they are."""
-    from specviz.app.device_calls import DeviceCalls, decode_seconds, grand_prix_seconds, race_seconds
-    from specviz.models.device import zero_gpu
 
     calls = DeviceCalls(shelf)
     if zero_gpu() and spaces is not None:
@@ -84,13 +93,6 @@ def added_pairs(env) -> str:
 
 def build(args):
     """The app's Blocks for parsed flags: the pairs, the drafters the registry finds, the device side."""
-    from specviz.app.backend import Backend
-    from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
-    from specviz.app.ui.layout import build_app
-    from specviz.drafters.registry import kinds, pair_model_options
-    from specviz.models.device import describe, resolve_device, zero_gpu
-    from specviz.models.loading import best_draft_dtype
-    from specviz.runtime import quiet_transformers
 
     quiet_transformers()
     device = resolve_device(args.device)  # a GPU that CUDA cannot start is refused here, in one line
@@ -131,9 +133,6 @@ def build(args):
 
 
 def main(argv=None):
-    from specviz.app.ui.layout import launch_options
-    from specviz.errors import SpecvizError
-
     args = parse_args(argv)
     try:
         demo = build(args)
@@ -166,12 +165,6 @@ def warm_up(shelf, label, dtype, say=_say):
     states, so theirs is a cache of its own) is made, and the CUDA graphs of each are captured for every width a
     step of up to 15 drafts uses. A drafter whose race fails here is named in one line; the default's failure
     fails the warm-up."""
-    from specviz.app.device_calls import DeviceCalls
-    from specviz.app.request import read_request
-    from specviz.drafters.registry import default_kind, kinds
-    from specviz.engine.fast_path import try_fast_path
-    from specviz.engine.static_lm import warm_graphs
-    from specviz.errors import SpecvizError
 
     pair = shelf.current()
     for loaded in (pair.target, pair.draft) if pair else ():

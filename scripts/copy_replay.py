@@ -29,7 +29,7 @@ def answers(kinds: list[str], path: Path) -> dict:
     from specviz.drafters.registry import NO_DRAFTER
     from specviz.events import generated_ids
     from specviz.models import encode_prompt, load_model
-    from specviz.runs import decode
+    from specviz.runs import generate_named
     from specviz.runtime import quiet_transformers
     from specviz.settings import Settings
 
@@ -38,7 +38,7 @@ def answers(kinds: list[str], path: Path) -> dict:
     found = {}
     for kind, prompt in load_prompts(kinds, 1):
         ids = encode_prompt(target, prompt)
-        found[kind] = {"prompt": ids, "output": generated_ids(decode(target, ids, Settings(), NO_DRAFTER))}
+        found[kind] = {"prompt": ids, "output": generated_ids(generate_named(target, ids, Settings(), NO_DRAFTER))}
     path.write_text(json.dumps(found))
     return found
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.dflash.checkpoint import load_dflash  # noqa: E402
+from specviz.drafters.dflash.dflash_checkpoint import load_dflash  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.training.dflash import read_text  # noqa: E402

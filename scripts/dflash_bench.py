@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.bench.runs import measure  # noqa: E402
+from specviz.bench.measure import measure  # noqa: E402
 from specviz.drafters.dflash import KIND as DFLASH  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402

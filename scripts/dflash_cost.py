@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers  # noqa: E402
+from specviz.drafters.dflash.dflash_checkpoint import build_draft, config_for, spaced_layers  # noqa: E402
 from specviz.engine.cached_lm import CachedLM  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402

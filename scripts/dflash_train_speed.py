@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.dflash.checkpoint import build_draft, config_for, spaced_layers, spare_row  # noqa: E402
+from specviz.drafters.dflash.dflash_checkpoint import build_draft, config_for, spaced_layers, spare_row  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.training.configs import DFlashTraining  # noqa: E402

@@ -21,7 +21,7 @@ from specviz.events import (
     summarize,  # noqa: E402
 )
 from specviz.models import encode_prompt, load_model  # noqa: E402
-from specviz.runs import decode  # noqa: E402
+from specviz.runs import generate_named  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
@@ -44,13 +44,15 @@ def main() -> None:
     target = load_model("qwen2.5-coder-1.5b-instruct", "bfloat16")
     draft = load_model("qwen2.5-coder-0.5b-instruct", "int8")
     warm = encode_prompt(target, "Say hi.")
-    list(decode(target, warm, Settings(max_new_tokens=8, gamma=4), default_kind().name, draft))  # both models' first
+    list(
+        generate_named(target, warm, Settings(max_new_tokens=8, gamma=4), default_kind().name, draft)
+    )  # both models' first
     for kind, prompt in load_prompts(args.kinds.split(","), 1):
         ids = encode_prompt(target, prompt)
         plain = None
         for name, drafter, gamma, adaptive, options in [("plain", "none", 1, False, {}), *runs]:
             events = list(
-                decode(
+                generate_named(
                     target,
                     ids,
                     Settings(max_new_tokens=args.max_new_tokens, gamma=gamma, adaptive=adaptive),

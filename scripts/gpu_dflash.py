@@ -24,10 +24,10 @@ import torch  # noqa: E402
 from dflash_cost import drafter_for  # noqa: E402
 from gpu_fast_path import fast_path, random_model  # noqa: E402
 
-from specviz.bench.runs import measure  # noqa: E402
+from specviz.bench.measure import measure  # noqa: E402
 from specviz.drafters.dflash import KIND as DFLASH  # noqa: E402
 from specviz.drafters.eagle import KIND as EAGLE  # noqa: E402
-from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config  # noqa: E402
+from specviz.drafters.eagle.eagle_checkpoint import eagle3_layers, head_config  # noqa: E402
 from specviz.drafters.eagle.head import EagleHead  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.engine.fast_path import try_fast_path  # noqa: E402

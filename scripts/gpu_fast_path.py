@@ -28,7 +28,7 @@ from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from specviz.analysis.theory import expected_tokens_per_step, interpolate  # noqa: E402
 from specviz.bench.costs import relative_forward_costs  # noqa: E402
-from specviz.bench.runs import Run, measure  # noqa: E402
+from specviz.bench.measure import Run, measure  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.engine.fast_path import try_fast_path  # noqa: E402
 from specviz.models import LoadedModel  # noqa: E402

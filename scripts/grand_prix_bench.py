@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from specviz.events import PLAIN, StepEvent, generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.loading import best_draft_dtype  # noqa: E402
-from specviz.runs import Pair, decode, open_pair  # noqa: E402
+from specviz.runs import Pair, generate_named, open_pair  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 from specviz.views.grand_prix import turns_keep_the_rule  # noqa: E402
@@ -49,9 +49,9 @@ def grand_prix(target, draft, ids, base, runs) -> tuple[dict[str, float], bool, 
 
 def alone(target, draft, ids, base, runs) -> dict[str, float]:
     """Plain decoding and each lane decoding by itself, one after the other: own-clock tokens/s."""
-    speeds = {PLAIN: summarize(decode(target, ids, base)).tokens_per_s}
+    speeds = {PLAIN: summarize(generate_named(target, ids, base)).tokens_per_s}
     for r in runs:
-        speeds[r.name] = summarize(decode(target, ids, r.settings, r.drafter, draft, r.options)).tokens_per_s
+        speeds[r.name] = summarize(generate_named(target, ids, r.settings, r.drafter, draft, r.options)).tokens_per_s
     return speeds
 
 

@@ -20,8 +20,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    from specviz.bench.measure import measure, typical
     from specviz.bench.plan import load_prompts
-    from specviz.bench.runs import measure, typical
     from specviz.drafters.hybrid import KIND as HYBRID
     from specviz.models import encode_prompt
     from specviz.runs import open_pair

@@ -23,7 +23,7 @@ from specviz.bench.plan import context_prompt  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
-from specviz.runs import decode  # noqa: E402
+from specviz.runs import generate_named  # noqa: E402
 from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
@@ -55,7 +55,7 @@ def main() -> int:
         else args.prompt,
     )
     settings = Settings(max_new_tokens=args.tokens, gamma=args.gamma)
-    list(decode(target, ids, Settings(max_new_tokens=4, gamma=2), args.drafter, draft, options))  # warm up
+    list(generate_named(target, ids, Settings(max_new_tokens=4, gamma=2), args.drafter, draft, options))  # warm up
 
     models = [m.model for m in (target, draft) if m is not None]
     timer = ForwardTimer()
@@ -64,7 +64,7 @@ def main() -> int:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if target.device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         start = time.perf_counter()
-        events = list(decode(target, ids, settings, args.drafter, draft, options))
+        events = list(generate_named(target, ids, settings, args.drafter, draft, options))
         wall = time.perf_counter() - start
     for h in hooks:
         h.remove()

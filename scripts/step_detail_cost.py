@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from specviz.drafters.registry import default_kind  # noqa: E402
 from specviz.engine import loop  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
-from specviz.runs import decode, open_pair  # noqa: E402
+from specviz.runs import generate_named, open_pair  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 PROMPT = "Write a Python function that merges two sorted lists into one sorted list."
@@ -49,12 +49,12 @@ def main() -> int:
     steps = {True: [], False: []}
     per_step = []
     with torch.inference_mode():
-        decode(pair.target, ids, Settings(max_new_tokens=8), kind.name, pair.draft)  # builds, runs nothing
-        list(decode(pair.target, ids, Settings(max_new_tokens=8), kind.name, pair.draft))  # warm-up
+        generate_named(pair.target, ids, Settings(max_new_tokens=8), kind.name, pair.draft)  # builds, runs nothing
+        list(generate_named(pair.target, ids, Settings(max_new_tokens=8), kind.name, pair.draft))  # warm-up
         for _ in range(args.rounds):
             for explain in (True, False):
                 spent.clear()
-                events = list(decode(pair.target, ids, settings, kind.name, pair.draft, explain=explain))
+                events = list(generate_named(pair.target, ids, settings, kind.name, pair.draft, explain=explain))
                 drafting = [e for e in events if e.proposed]
                 steps[explain].append(statistics.median(e.step_s for e in drafting))
                 if explain:

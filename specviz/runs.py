@@ -80,7 +80,7 @@ def open_pair(
     return pair
 
 
-def decode(
+def generate_named(
     target: LoadedModel,
     prompt_ids: list[int],
     settings: Settings,
@@ -125,7 +125,7 @@ class Duel:
 
     def speculative(self, stop=None) -> Iterator[StepEvent]:
         """The drafter's side (plain decoding when the drafter is NO_DRAFTER); its drafter is built now."""
-        steps = decode(
+        steps = generate_named(
             self.pair.target,
             self.prompt_ids,
             self.settings,
@@ -139,7 +139,7 @@ class Duel:
         return _kept(steps, self.spec_events)
 
     def plain(self, stop=None) -> Iterator[StepEvent]:
-        steps = decode(self.pair.target, self.prompt_ids, self.settings, stop=stop, explain=self.explain)
+        steps = generate_named(self.pair.target, self.prompt_ids, self.settings, stop=stop, explain=self.explain)
         return _kept(steps, self.plain_events)
 
     def spec_ids(self) -> list[int]:

@@ -13,8 +13,8 @@ from specviz.analysis.theory import (
     per_token_alpha,
     predicted_speedup,
 )
+from specviz.bench.measure import Run, typical
 from specviz.bench.rows import BenchRow, at_rate
-from specviz.bench.runs import Run, typical
 from specviz.bench.tally import overlap, unsettled
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds

@@ -91,8 +91,8 @@ def test_the_qwen3_gpu_preset_with_its_dflash_and_eagle3_heads_fits_an_l4(monkey
     the published Qwen3-4B, Qwen3-0.6B, a 5-layer block-16 DFlash drafter and a one-layer EAGLE-3 head with a
     32k draft vocabulary): they fit the 24 GB an L4 has, and a 10 GB card refuses them, naming every part."""
     from specviz.app.shelf import QWEN3_DFLASH
-    from specviz.drafters.dflash.checkpoint import build_draft
-    from specviz.drafters.eagle.checkpoint import head_config
+    from specviz.drafters.dflash.dflash_checkpoint import build_draft
+    from specviz.drafters.eagle.eagle_checkpoint import head_config
     from specviz.drafters.eagle.head import EagleHead
 
     def size(module):

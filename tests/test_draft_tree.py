@@ -18,7 +18,7 @@ from specviz.engine.static_lm import StaticLM
 from specviz.engine.tree import draft_position
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 TREE = {"draft_tree": "tree", "draft_nodes": 10}
@@ -30,7 +30,9 @@ def test_greedy_draft_trees_equal_plain(target, drafts, tokenizer, which, prompt
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     for gamma in (1, 2, 5):
-        events = list(decode(target, ids, Settings(max_new_tokens=40, gamma=gamma), "draft", drafts[which], TREE))
+        events = list(
+            generate_named(target, ids, Settings(max_new_tokens=40, gamma=gamma), "draft", drafts[which], TREE)
+        )
         assert generated_ids(events) == plain, f"gamma={gamma}"
         if gamma > 1:
             assert any(e.candidates for e in events)  # really verified as trees
@@ -40,7 +42,7 @@ def test_adaptive_draft_trees_equal_plain(target, drafts, tokenizer):
     ids = tokenizer.encode("w1 w2 w3 w4 w5")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=60)))
     settings = Settings(max_new_tokens=60, gamma=6, adaptive=True)
-    assert generated_ids(decode(target, ids, settings, "draft", drafts["partial"], TREE)) == plain
+    assert generated_ids(generate_named(target, ids, settings, "draft", drafts["partial"], TREE)) == plain
 
 
 @pytest.mark.parametrize("static", [False, True])
@@ -76,8 +78,8 @@ def test_every_branch_gets_what_its_path_alone_gives(target, drafts, tokenizer, 
 def test_a_tree_accepts_at_least_what_the_chain_accepts(target, drafts, tokenizer):
     ids = tokenizer.encode("w1 w2 w3 w4")
     settings = Settings(max_new_tokens=60, gamma=4)
-    chain = summarize(list(decode(target, ids, settings, "draft", drafts["partial"])))
-    tree = summarize(list(decode(target, ids, settings, "draft", drafts["partial"], TREE)))
+    chain = summarize(list(generate_named(target, ids, settings, "draft", drafts["partial"])))
+    tree = summarize(list(generate_named(target, ids, settings, "draft", drafts["partial"], TREE)))
     assert tree.mean_tokens_per_step >= chain.mean_tokens_per_step
     assert tree.target_forwards <= chain.target_forwards
 

@@ -11,7 +11,7 @@ from specviz.engine import generate
 from specviz.engine.step import Verdict
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 LONG = " ".join(f"w{(7 * i) % 40 + 1}" for i in range(30)) + " w1 w2 w3 w1 w2"  # 35 words: longer than the windows
@@ -35,7 +35,7 @@ def test_windowed_draft_models_equal_plain(target, drafts, tokenizer, options):
             Settings(max_new_tokens=40, gamma=4),
             Settings(max_new_tokens=40, gamma=6, adaptive=True),
         ):
-            events = list(decode(target, ids, settings, "draft", drafts[which], options))
+            events = list(generate_named(target, ids, settings, "draft", drafts[which], options))
             assert generated_ids(events) == plain, (which, settings.gamma, settings.adaptive)
             kept += sum(e.accepted for e in events)
         assert kept > 0  # the window still drafts tokens the target keeps
@@ -46,7 +46,7 @@ def test_the_hybrid_with_a_window_equals_plain(target, drafts, tokenizer, window
     ids = tokenizer.encode(LONG)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     settings = Settings(max_new_tokens=40, gamma=6, adaptive=True)
-    events = list(decode(target, ids, settings, "hybrid", drafts["partial"], {"hybrid_window": window}))
+    events = list(generate_named(target, ids, settings, "hybrid", drafts["partial"], {"hybrid_window": window}))
     assert generated_ids(events) == plain
 
 

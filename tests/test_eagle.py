@@ -7,15 +7,15 @@ from laws import exact_law
 from test_mutants import HORIZON, RUNS
 from test_mutants import SETTINGS as LAW_SETTINGS
 
-from specviz.drafters.eagle.checkpoint import eagle3_layers, head_config
-from specviz.drafters.eagle.drafter import EagleDrafter
+from specviz.drafters.eagle.eagle_checkpoint import eagle3_layers, head_config
+from specviz.drafters.eagle.eagle_drafter import EagleDrafter
 from specviz.drafters.eagle.head import EagleHead
 from specviz.drafters.tree_growth import tokens_to
 from specviz.engine import generate
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 from specviz.training.distill import Text, split_by_group
 from specviz.training.eagle import EagleTraining, chain_acceptance, read_features, train_eagle
@@ -184,10 +184,10 @@ def test_training_lowers_the_loss_and_the_head_is_accepted(target, trained):
 
 def test_the_registry_builds_eagle_from_a_loaded_head(target, tokenizer):
     ids = tokenizer.encode("w5 w6 w7")
-    plain = generated_ids(decode(target, ids, Settings(max_new_tokens=20)))
+    plain = generated_ids(generate_named(target, ids, Settings(max_new_tokens=20)))
     head = random_head(target)
     events = list(
-        decode(
+        generate_named(
             target,
             ids,
             Settings(max_new_tokens=20, gamma=3),

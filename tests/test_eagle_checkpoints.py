@@ -11,11 +11,11 @@ from test_eagle import random_head
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from specviz.drafters.eagle.checkpoint import EagleCheckpointError, load_eagle, save_eagle
-from specviz.drafters.eagle.drafter import EagleDrafter
+from specviz.drafters.eagle.eagle_checkpoint import EagleCheckpointError, load_eagle, save_eagle
+from specviz.drafters.eagle.eagle_drafter import EagleDrafter
 from specviz.engine import generate
 from specviz.events import generated_ids
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 H, INTER, HEADS, KV = 64, 128, 4, 2  # the tiny target's sizes (tests/tiny.py)
@@ -105,7 +105,7 @@ def test_an_eagle1_checkpoint_in_the_published_layout_loads_and_keeps_greedy_out
     assert head.layout == "eagle1" and layers == (-1,) and head.fc.bias is not None
     ids = tokenizer.encode("w1 w2 w3 w4")
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=30)))
-    events = decode(target, ids, Settings(max_new_tokens=30, gamma=4), "eagle", options={"eagle": str(folder)})
+    events = generate_named(target, ids, Settings(max_new_tokens=30, gamma=4), "eagle", options={"eagle": str(folder)})
     assert generated_ids(events) == plain
 
 

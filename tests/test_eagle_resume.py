@@ -5,7 +5,7 @@ import pytest
 import torch
 from test_eagle import greedy_answers
 
-from specviz.drafters.eagle.checkpoint import EagleCheckpointError
+from specviz.drafters.eagle.eagle_checkpoint import EagleCheckpointError
 from specviz.training.eagle import EagleTraining, read_features, train_eagle
 
 SETUP = dict(

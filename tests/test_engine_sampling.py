@@ -78,8 +78,8 @@ def test_engine_tree_test_catches_a_wrong_residual(small, draws, monkeypatch):
 
 
 def test_medusa_lossless_mode_keeps_the_target_distribution(small, draws):
-    from specviz.drafters.medusa.drafter import MedusaDrafter
     from specviz.drafters.medusa.heads import MedusaHeads
+    from specviz.drafters.medusa.medusa_drafter import MedusaDrafter
 
     target, _, _ = small
     prompt = target.tokenizer.encode("a b c")

@@ -7,7 +7,7 @@ from laws import SiblingsDrafter
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
-from specviz.engine.explain import TOP
+from specviz.engine.step_detail import TOP
 from specviz.events import StepEvent
 from specviz.settings import Settings
 

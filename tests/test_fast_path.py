@@ -14,7 +14,7 @@ from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM, open_lm
 from specviz.events import generated_ids
 from specviz.models import load_model
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,8 +29,8 @@ def fresh_target(tokenizer):
 
 def still_identical(target, drafts, tokenizer):
     prompt = tokenizer.encode("w1 w2 w3 w4")
-    plain = generated_ids(decode(target, prompt, Settings(max_new_tokens=16)))
-    events = decode(target, prompt, Settings(max_new_tokens=16, gamma=3), "draft", draft=drafts["partial"])
+    plain = generated_ids(generate_named(target, prompt, Settings(max_new_tokens=16)))
+    events = generate_named(target, prompt, Settings(max_new_tokens=16, gamma=3), "draft", draft=drafts["partial"])
     return generated_ids(events) == plain
 
 

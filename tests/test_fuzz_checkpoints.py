@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 from tiny import save_pair, save_random_dflash, save_random_eagle, save_zero_medusa
 
-from specviz.drafters.dflash.checkpoint import load_dflash
-from specviz.drafters.eagle.checkpoint import load_eagle
+from specviz.drafters.dflash.dflash_checkpoint import load_dflash
+from specviz.drafters.eagle.eagle_checkpoint import load_eagle
 from specviz.drafters.medusa.heads import load_medusa
 from specviz.errors import SpecvizError
 from specviz.runs import open_target

@@ -267,7 +267,7 @@ def test_a_lane_that_cannot_run_says_why_and_never_holds_the_race(bare):
 def test_a_lane_that_fails_mid_race_leaves_and_the_others_finish(bare, monkeypatch):
     import specviz.workload.lanes as lanes_module
 
-    real = lanes_module.decode
+    real = lanes_module.generate_named
 
     def decode(*args, **kwargs):
         steps = real(*args, **kwargs)
@@ -281,7 +281,7 @@ def test_a_lane_that_fails_mid_race_leaves_and_the_others_finish(bare, monkeypat
 
         return two_then_fail()
 
-    monkeypatch.setattr(lanes_module, "decode", decode)
+    monkeypatch.setattr(lanes_module, "generate_named", decode)
     final = list(bare.grand_prix(request(), lanes="draft,ngram,history"))[-1]
     assert final.finished and not final.stopped and final.message == "done"
     failed = final.lane("ngram")

@@ -19,7 +19,7 @@ from specviz.engine import generate
 from specviz.engine.step import BaseDrafter, Proposal, Provenance
 from specviz.events import HEAD, MODEL, PROMPT, generated_ids
 from specviz.render.explain import explain_step
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 
@@ -32,7 +32,7 @@ def test_greedy_hybrid_equals_plain(target, drafts, tokenizer, which, prompt, br
     for gamma in (1, 3, 6):
         for adaptive in (False, True):
             settings = Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive)
-            events = list(decode(target, ids, settings, "hybrid", drafts[which], {"hybrid_branch": branch}))
+            events = list(generate_named(target, ids, settings, "hybrid", drafts[which], {"hybrid_branch": branch}))
             assert generated_ids(events) == plain, f"gamma={gamma} adaptive={adaptive}"
 
 
@@ -46,7 +46,7 @@ def test_greedy_hybrid_with_the_eagle_head_equals_plain(target, tokenizer, promp
     for gamma in (1, 3, 6):
         for adaptive in (False, True):
             events = list(
-                decode(
+                generate_named(
                     target, ids, Settings(max_new_tokens=40, gamma=gamma, adaptive=adaptive), "hybrid", options=options
                 )
             )
@@ -54,7 +54,7 @@ def test_greedy_hybrid_with_the_eagle_head_equals_plain(target, tokenizer, promp
     if prompt.startswith("w1"):  # each step names its origin, and the step explanation says who wrote a draft
         drafted = [
             e
-            for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", options=options)
+            for e in generate_named(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", options=options)
             if e.proposed
         ]
         origins = {e.origin for e in drafted}
@@ -67,7 +67,7 @@ def test_each_step_says_whether_it_copied_or_the_model_drafted(target, drafts, t
     ids = tokenizer.encode("w1 w2 w3 w4 w1 w2 w3 w4 w1 w2")
     origins = {
         e.origin
-        for e in decode(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", drafts["partial"])
+        for e in generate_named(target, ids, Settings(max_new_tokens=40, gamma=4), "hybrid", drafts["partial"])
         if e.proposed
     }
     assert PROMPT in origins and MODEL in origins
@@ -76,9 +76,9 @@ def test_each_step_says_whether_it_copied_or_the_model_drafted(target, drafts, t
 def test_earlier_runs_are_copied_through_the_callers_memory(target, drafts, tokenizer):
     memory, ids = RunMemory(), tokenizer.encode("w3 w9 w27")
     settings = Settings(max_new_tokens=30, gamma=6)
-    first = list(decode(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
+    first = list(generate_named(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
     memory.remember(ids, generated_ids(first))
-    again = list(decode(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
+    again = list(generate_named(target, ids, settings, "hybrid", drafts["unrelated"], memory=memory))
     assert generated_ids(again) == generated_ids(first)
     assert len(again) < len(first) and "an earlier run" in {e.origin for e in again}
 

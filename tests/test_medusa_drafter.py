@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from specviz.drafters.medusa.drafter import DEFAULT_CHOICES, MedusaDrafter, medusa_tree
-from specviz.drafters.medusa.drafter import TREES as MEDUSA_TREES
 from specviz.drafters.medusa.heads import MedusaHeads
+from specviz.drafters.medusa.medusa_drafter import DEFAULT_CHOICES, MedusaDrafter, medusa_tree
+from specviz.drafters.medusa.medusa_drafter import TREES as MEDUSA_TREES
 from specviz.engine import generate
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids, summarize

@@ -2,8 +2,8 @@
 
 import torch
 
-from specviz.drafters.medusa.drafter import MedusaDrafter
 from specviz.drafters.medusa.heads import load_medusa, save_medusa
+from specviz.drafters.medusa.medusa_drafter import MedusaDrafter
 from specviz.engine import generate
 from specviz.events import generated_ids, summarize
 from specviz.settings import Settings

@@ -70,7 +70,7 @@ def test_the_installed_command_and_import_work_from_another_folder(venv, tmp_pat
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == packages / "specviz" / "assets", done.stdout
     code = (
-        "import json, sys, specviz, specviz.drafters.eagle.checkpoint as e; "
+        "import json, sys, specviz, specviz.drafters.eagle.eagle_checkpoint as e; "
         "print(json.dumps({'package': specviz.__file__, 'path': sys.path, "
         "'heads': str(e.shipped_eagle('qwen2.5-coder-1.5b-instruct'))}))"
     )

@@ -42,13 +42,13 @@ def test_lookup_drafters_are_identical_on_an_input_grounded_prompt(smollm, kind,
 
 def test_the_shipped_medusa_heads_work_out_of_the_box(smollm):
     from specviz.drafters.medusa.heads import load_medusa, shipped_heads
-    from specviz.runs import decode
+    from specviz.runs import generate_named
 
     heads = load_medusa(shipped_heads("smollm2-135m-instruct"), smollm)
     assert heads.compact and heads.shortlist is not None and len(heads.heads) == 4
     prompt = encode_prompt(smollm, "Write a Python function that checks whether a number is prime.")
     plain = generated_ids(generate(smollm, prompt, Settings(max_new_tokens=48)))
     s = Settings(max_new_tokens=48, gamma=4, acceptance="greedy")
-    events = list(decode(smollm, prompt, s, "medusa", None, {"medusa": heads, "medusa_tree": "sparse"}))
+    events = list(generate_named(smollm, prompt, s, "medusa", None, {"medusa": heads, "medusa_tree": "sparse"}))
     assert generated_ids(events) == plain
     assert summarize(events).mean_tokens_per_step > 1.2  # the heads guess real tokens, not noise

@@ -8,7 +8,7 @@ import torch
 from specviz.engine import generate
 from specviz.events import generated_ids
 from specviz.models import encode_prompt
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 PROMPTS = ["w1 w2 w3", "w7 w7 w3 w1 w7 w9 w9 w2", "w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 w40 w41"]
@@ -70,7 +70,7 @@ def test_every_drafter_reproduces_transformers_greedy_output(target, tokenizer, 
     ids = tokenizer.encode(PROMPTS[1])
     reference = transformers_greedy(target, ids, 40)
     settings = Settings(max_new_tokens=40, gamma=4)
-    events = decode(target, ids, settings, drafter, drafts["partial"] if drafter == "draft" else None, options)
+    events = generate_named(target, ids, settings, drafter, drafts["partial"] if drafter == "draft" else None, options)
     assert generated_ids(events) == reference
 
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from specviz.bench.runs import measure
+from specviz.bench.measure import measure
 from specviz.errors import SpecvizError
 from specviz.events import PLAIN, generated_ids
 from specviz.models.exact import EXACT_ON
-from specviz.runs import Duel, Pair, decode, open_pair
+from specviz.runs import Duel, Pair, generate_named, open_pair
 from specviz.settings import Settings
 from specviz.trace import RunModels, Trace
 
@@ -42,8 +42,8 @@ def test_where_greedy_sides_part_is_found_and_sampled_sides_are_not_compared(tar
 
 def test_a_run_nobody_watches_step_by_step_records_no_step_detail(target, drafts):
     settings = Settings(max_new_tokens=16, gamma=3)
-    shown = list(decode(target, PROMPT, settings, "draft", drafts["partial"]))
-    bare = list(decode(target, PROMPT, settings, "draft", drafts["partial"], explain=False))
+    shown = list(generate_named(target, PROMPT, settings, "draft", drafts["partial"]))
+    bare = list(generate_named(target, PROMPT, settings, "draft", drafts["partial"], explain=False))
     assert generated_ids(bare) == generated_ids(shown)
     assert any(e.detail for e in shown) and not any(e.detail for e in bare)
     assert not any(e.detail for e in measure(target, PROMPT, settings, "draft", drafts["partial"]).events)

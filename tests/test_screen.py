@@ -11,7 +11,7 @@ from specviz.record import TokenTexts, divergence, make_trace
 from specviz.render import panels
 from specviz.render.explain import explain_step
 from specviz.render.snapshot import final_view, snapshot_html
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 from specviz.trace import VERSION, RunModels, Side, Trace, TraceError
 from specviz.views.grand_prix import KIND, GrandPrixView, RaceLane, from_trace
@@ -24,8 +24,8 @@ EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 def race_trace(target, drafts, tokenizer, drafter="draft", prompt="w1 w2 w3", **settings):
     s = Settings(**{"max_new_tokens": 30, "gamma": 3, **settings})
     ids = tokenizer.encode(prompt)
-    plain = list(decode(target, ids, s))
-    spec = list(decode(target, ids, s, drafter, drafts["partial"]))
+    plain = list(generate_named(target, ids, s))
+    spec = list(generate_named(target, ids, s, drafter, drafts["partial"]))
     text_of = TokenTexts(tokenizer)
     parted = (
         divergence(target, ids, [t for e in plain for t in e.tokens], [t for e in spec for t in e.tokens], text_of)
@@ -133,8 +133,9 @@ def test_a_grand_prix_table_lists_every_lane_with_its_verdict(target, drafts, to
     ids = tokenizer.encode("w5 w5 w5 w9 w5 w5")
     lanes = [RaceLane("plain")] + [RaceLane(name, drafter=name, words=name) for name in ("draft", "ngram")]
     lanes.append(RaceLane("medusa", drafter="medusa", note="not available: no Medusa heads for 'tiny' <b>"))
-    for lane, events in zip(lanes, [decode(target, ids, s), *(decode(target, ids, s, n, drafts["partial"])
-                                                              for n in ("draft", "ngram"))]):  # fmt: skip
+    drafted = (generate_named(target, ids, s, n, drafts["partial"]) for n in ("draft", "ngram"))
+    runs = [generate_named(target, ids, s), *drafted]
+    for lane, events in zip(lanes, runs):
         for event in events:
             lane.add(event)
     lanes[-1].done = True
@@ -222,8 +223,8 @@ def test_a_copied_draft_says_where_it_came_from_on_screen_and_in_the_trace(targe
 
     memory, ids = RunMemory(), tokenizer.encode("w4 w9 w2 w7")
     settings = Settings(max_new_tokens=20, gamma=6)
-    list(decode(target, ids, settings, "suffix", memory=memory))
-    events = list(decode(target, ids, settings, "suffix", memory=memory))
+    list(generate_named(target, ids, settings, "suffix", memory=memory))
+    events = list(generate_named(target, ids, settings, "suffix", memory=memory))
     copied = [e for e in events if e.origin == "an earlier run"]
     assert copied, "the second run drafts from the first"
     text_of = TokenTexts(tokenizer)

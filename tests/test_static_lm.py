@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny import loaded, perturbed, tiny_llama
 
-from specviz.drafters.medusa.drafter import MedusaDrafter
+from specviz.drafters.medusa.medusa_drafter import MedusaDrafter
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
 from specviz.engine.cached_lm import CachedLM
@@ -90,7 +90,7 @@ def random_dflash(model):
     """A DFlash drafter (random weights, block 4) for a tiny target; its mask token is the target's last id."""
     from tiny import dflash_config
 
-    from specviz.drafters.dflash.checkpoint import build_draft
+    from specviz.drafters.dflash.dflash_checkpoint import build_draft
 
     torch.manual_seed(0)
     layers = (0, model.config.num_hidden_layers - 1)

@@ -28,7 +28,7 @@ from specviz.engine import generate
 from specviz.engine.step import Verdict
 from specviz.engine.tree import build_tree
 from specviz.events import generated_ids, summarize
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
 PROMPTS = ["w5 w5 w5 w5 w5 w5 w9 w8 w7", "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "w33 w12 w40 w2 w51 w7", "w10"]
@@ -338,7 +338,7 @@ def populated(target, prompt, runs=8):
     memory = RunMemory(max_runs=runs)
     for seed in range(runs):
         list(
-            decode(
+            generate_named(
                 target,
                 prompt,
                 Settings(max_new_tokens=12, gamma=4, temperature=1.0, seed=seed),

@@ -179,7 +179,7 @@ def shapes():
     """The largest trees the app can ask for: 64 nodes as a star (a draft-model or EAGLE tree of 64 first guesses),
     as a bushy tree FITS_UP_TO deep, as a chain γ 32 deep with a sibling at every position; Medusa's widest named
     tree; history lookup's 16 candidates of γ 32 (512 nodes)."""
-    from specviz.drafters.medusa.drafter import TREES
+    from specviz.drafters.medusa.medusa_drafter import TREES
 
     star = [(i,) for i in range(MOST_NODES)]
     bushy = [tuple(b >> k & 1 for k in range(FITS_UP_TO)) for b in range(6)]  # 2 + 4 + 6 · 9 = 60 nodes
@@ -259,11 +259,11 @@ def test_the_explanation_draws_a_tree_step_and_leaves_a_chain_step_alone():
 
 def test_a_real_tree_step_from_a_tiny_model_is_drawn(target, drafts, tokenizer):
     from specviz.record import TokenTexts
-    from specviz.runs import decode
+    from specviz.runs import generate_named
     from specviz.settings import Settings
 
     ids = tokenizer.encode("w5 w5 w5 w9 w5 w5 w5")
-    events = list(decode(target, ids, Settings(max_new_tokens=60, gamma=3), "history", drafts["partial"]))
+    events = list(generate_named(target, ids, Settings(max_new_tokens=60, gamma=3), "history", drafts["partial"]))
     steps = [e for e in events if e.candidates]
     assert steps
     text_of = TokenTexts(tokenizer)

@@ -121,7 +121,7 @@ def save_random_eagle(target_folder: Path, out: Path) -> Path:
     """An EAGLE head (random weights, specviz's layout) for a saved target: it drafts, and is rarely accepted."""
     from transformers import AutoModelForCausalLM
 
-    from specviz.drafters.eagle.checkpoint import head_config, save_eagle
+    from specviz.drafters.eagle.eagle_checkpoint import head_config, save_eagle
     from specviz.drafters.eagle.head import EagleHead
 
     target = AutoModelForCausalLM.from_pretrained(target_folder)
@@ -169,7 +169,7 @@ def save_random_dflash(target_folder: Path, out: Path, block_size: int = 4) -> P
     mask token is the target's last id."""
     from transformers import AutoModelForCausalLM
 
-    from specviz.drafters.dflash.checkpoint import build_draft, save_dflash
+    from specviz.drafters.dflash.dflash_checkpoint import build_draft, save_dflash
 
     target = AutoModelForCausalLM.from_pretrained(target_folder)
     torch.manual_seed(0)

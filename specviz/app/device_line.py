@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..render.grand_prix import ordinal
+from ..render.grand_prix_lanes import ordinal
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,13 +6,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..drafters.registry import published_options
+from ..drafters.registry import build_drafter, kinds, published_options
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..models.device import check_fits, heads_bytes, weight_bytes
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
 from ..models.vocabulary import check_tokenizers_fit
 from ..runs import Pair, open_draft, open_target
+from ..settings import Settings
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,6 @@ class ModelShelf:
         as a run would load it. Under ZeroGPU each GPU call runs in a process forked from the server and what it loads
         dies with it, so heads loaded before launch are the only ones a race does not read again. One line each: what
         loaded, or why it could not (the race will say so too)."""
-        from ..drafters.registry import build_drafter, kinds
-        from ..settings import Settings
 
         pair, lines = self._loaded, []
         brought = dict(pair.preset.options) if pair else {}

@@ -4,8 +4,11 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import torch
+from transformers import GenerationConfig
+
 from ..events import generated_ids, summarize
-from ..runs import decode
+from ..runs import generate_named
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def measure(target, prompt_ids, settings, kind="none", draft=None, options=None,
     """One specviz run. A drafter that remembers runs drafts from a copy of `memory`, returned with this run in it,
     so that a repeated measurement never sees itself."""
     memory = copy.deepcopy(memory)
-    events = tuple(decode(target, prompt_ids, settings, kind, draft, options, memory=memory, explain=False))
+    events = tuple(generate_named(target, prompt_ids, settings, kind, draft, options, memory=memory, explain=False))
     m = summarize(events)
     return Run(generated_ids(events), m.total_s, m.decode_s, events, m.acceptance_rate, m.mean_tokens_per_step, memory)
 
@@ -56,8 +59,6 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     """transformers' generate: plain (method None), "transformers assisted" (γ, or None for its own default
     schedule) or "transformers prompt lookup" (γ, or None for its recommended 10 tokens and its default n-gram
     size), with the same sampling settings as ours."""
-    import torch
-    from transformers import GenerationConfig
 
     ids = torch.tensor([prompt_ids], device=target.device)
     kwargs = dict(

@@ -21,11 +21,15 @@ from ..drafters.contract import Recipe
 from ..drafters.options import Options
 from ..drafters.registry import build_drafter, pair_model_options
 from ..drafters.suffix_index import RunMemory
+from ..engine import make_clock
 from ..events import DRAFTED, PLAIN, depth_acceptance
+from ..models import encode_prompt
+from ..runs import Pair, open_draft, open_target
 from ..settings import MAX_GAMMA, Settings
+from .costs import relative_forward_costs
+from .measure import Run, Sides, bracketed_sides, measure, transformers_run, typical
 from .plan import DraftModel, Plan, prompt_label
 from .rows import BenchRow, RowKey, at_rate
-from .runs import Run, Sides, bracketed_sides, measure, transformers_run, typical
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,6 @@ class Bench:
     """The loaded models and the plan; runs one prompt's cells at a time."""
 
     def __init__(self, plan: Plan, args):
-        from ..engine import make_clock
-        from ..runs import Pair, open_draft, open_target
-
         self.plan, self.args, self.hf = plan, args, not args.no_transformers
         self.pair = Pair(open_target(args.target, args.dtype, args.device))  # its drafts are self.drafts
         self.target = self.pair.target
@@ -106,8 +107,6 @@ class Bench:
         return run
 
     def warm_up(self) -> None:
-        from ..models import encode_prompt
-
         warm = encode_prompt(self.target, "Say hi.")
         for k in [None, *[k for k in self.plan.methods if not k.listing.sets_alpha]]:
             name = k.name if k else "none"
@@ -178,8 +177,6 @@ class Bench:
     ) -> list[BenchRow]:
         """Plain runs bracketing every cell of one prompt at one temperature, then the rows they make; specviz's
         target in exact mode as asked, where it holds."""
-        from ..models import encode_prompt
-        from .costs import relative_forward_costs
 
         line = self.pair.choose_exact(exact)
         self.exact_lines.add(line)

@@ -6,11 +6,13 @@ import sys
 import time
 from pathlib import Path
 
+from ..bench.bench_report import html_report, markdown_report
 from ..bench.plan import DraftModel, Plan, load_prompts, parse_gammas, parse_numbers
 from ..bench.rows import BenchMeta
 from ..bench.suite import Bench, brought
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
+from ..runtime import quiet_transformers
 from ..settings import Settings
 from .flags import PRECISIONS, add_model_options, add_option_flags, given_options
 
@@ -85,9 +87,6 @@ def plan_from(args) -> Plan:
 
 
 def cmd_bench(args) -> int:
-    from ..bench.report import html_report, markdown_report
-    from ..runtime import quiet_transformers
-
     plan = plan_from(args)
     quiet_transformers()
     bench = Bench(plan, args)

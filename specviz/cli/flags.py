@@ -4,8 +4,12 @@ an option meets its drafter; and what the parsed flags mean (the run's settings,
 
 import argparse
 
+from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
+from ..models.loading import best_draft_dtype
+from ..runs import Pair, open_draft, open_target
 from ..settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
+from ..trace import RunModels
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -43,7 +47,6 @@ def add_exact_option(p: argparse.ArgumentParser) -> None:
 
 def add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per drafter option (unset: the drafter's default)."""
-    from ..drafters.registry import option_owners
 
     for takers, spec in option_owners():
         if spec.cli:
@@ -60,7 +63,6 @@ def add_option_flags(p: argparse.ArgumentParser) -> None:
 def given_options(args, only: set[str] | None = None) -> dict[str, dict]:
     """{drafter name: {option: value}} for the option flags that were given. With `only`, an option of a drafter
     outside it is an error naming the drafter it belongs to."""
-    from ..drafters.registry import option_owners
 
     given: dict[str, dict] = {}
     for takers, spec in option_owners():
@@ -107,7 +109,6 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -> None:
     """--drafter (unless `with_drafter` is False), --draft, and every option any drafter declares."""
-    from ..drafters.registry import NO_DRAFTER, kinds
 
     offered = kinds(menu_only=True)
     if with_drafter:
@@ -127,7 +128,6 @@ def add_drafter_options(p: argparse.ArgumentParser, with_drafter: bool = True) -
 
 def settings_from(args, drafter: str) -> Settings:
     """The run's settings; γ and adaptive, when not given, as the drafter measured best (plain: 4, fixed)."""
-    from ..drafters.registry import NO_DRAFTER, kind
 
     chosen = kind(drafter) if drafter != NO_DRAFTER else None
 
@@ -149,7 +149,6 @@ def settings_from(args, drafter: str) -> Settings:
 def draft_dtype(args, target) -> str:
     """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
     target's."""
-    from ..models.loading import best_draft_dtype
 
     return args.draft_dtype or best_draft_dtype(target.device) or args.dtype
 
@@ -157,7 +156,6 @@ def draft_dtype(args, target) -> str:
 def open_models(args, with_draft: bool):
     """The pair the flags name (runs.Pair): the target in exact mode as --exact asks, where it holds, and, with
     `with_draft`, the draft model at its precision (--draft-dtype, else the fastest on the target's device)."""
-    from ..runs import Pair, open_draft, open_target
 
     target = open_target(args.target, args.dtype, args.device)
     draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
@@ -168,7 +166,6 @@ def open_models(args, with_draft: bool):
 
 def run_models(args, pair):
     """The run's models as the flags named them (`pair`, the loaded runs.Pair, for its device and precision)."""
-    from ..trace import RunModels
 
     target, with_draft = pair.target, pair.draft is not None
     return RunModels(
@@ -185,7 +182,6 @@ def run_models(args, pair):
 def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
     """A run of several drafters (workload, race): a drafter named in --drafters that these models cannot run is an
     error, so is a run where none can, and a --draft that none of them uses."""
-    from ..drafters.registry import kind
 
     refused = [e for e in chosen if e.settings is None]
     if asked and refused:

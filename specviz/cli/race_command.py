@@ -10,6 +10,20 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from ..drafters.registry import NO_DRAFTER
+from ..errors import InvalidRequest
+from ..events import summarize
+from ..models import encode_prompt
+from ..record import TokenTexts, make_trace
+from ..render.grand_prix_lanes import ordinal
+from ..runs import parted
+from ..settings import check_prompt
+from ..trace import Side
+from ..views.grand_prix import KIND, starting_grid
+from ..workload.entrants import lane_entrants, lane_of
+from ..workload.lanes import lane_runs, run_lanes
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -45,11 +59,6 @@ def add_race_command(sub) -> None:
 
 
 def cmd_race(args) -> int:
-    from ..drafters.registry import NO_DRAFTER
-    from ..errors import InvalidRequest
-    from ..settings import check_prompt
-    from ..workload.entrants import lane_entrants
-
     check_prompt(args.prompt)
     if args.trace and not Path(args.trace).resolve().parent.is_dir():
         raise InvalidRequest(f"--trace {args.trace}: there is no folder {str(Path(args.trace).parent)!r}")
@@ -82,13 +91,6 @@ def cmd_race(args) -> int:
 
 def _race(args, base, entrants):
     """The models loaded once, then the race, its lines redrawn on stderr as it goes."""
-    import torch
-
-    from ..models import encode_prompt
-    from ..record import TokenTexts
-    from ..views.grand_prix import starting_grid
-    from ..workload.entrants import lane_of
-    from ..workload.lanes import lane_runs, run_lanes
 
     pair = open_models(args, bool(args.draft))
     target = pair.target
@@ -107,8 +109,6 @@ def _race(args, base, entrants):
         view.stopped = True
     view.stopped = view.stopped or bool(view.running())
     if view.stopped and view.greedy:  # stopped before the lanes were compared with plain: compare what each wrote
-        from ..runs import parted
-
         for lane in view.drafted:
             if lane.runs and lane.events:
                 lane.divergence = parted(target, prompt_ids, view.plain.tokens, lane.tokens, base, view.text_of)
@@ -141,8 +141,6 @@ class Board:
 
 def lane_line(view, lane) -> str:
     """A lane in one line: name, progress bar, tokens, tokens/s, speedup, τ, and its place or why it does not race."""
-    from ..events import summarize
-    from ..render.grand_prix import ordinal
 
     if not lane.runs:
         return f"{lane.name:<12} {lane.note}"
@@ -168,10 +166,6 @@ def footer(view) -> str:
 
 
 def _record(args, view, target, prompt_ids, base, models) -> None:
-    from ..record import make_trace
-    from ..trace import Side
-    from ..views.grand_prix import KIND
-
     trace = make_trace(
         kind=KIND,
         prompt=args.prompt,
@@ -190,6 +184,4 @@ def _record(args, view, target, prompt_ids, base, models) -> None:
     try:
         trace.save(args.trace)
     except OSError as exc:
-        from ..errors import InvalidRequest
-
         raise InvalidRequest(f"cannot write {args.trace}: {exc.strerror or exc}") from None

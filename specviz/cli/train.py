@@ -10,9 +10,19 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TypeVar
 
+import torch
+
+from ..drafters.dflash.dflash_checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
+from ..drafters.eagle.eagle_checkpoint import save_eagle
+from ..drafters.medusa.heads import save_medusa
 from ..errors import InvalidRequest
+from ..runs import open_target
 from ..runtime import ASSETS, quiet_transformers
 from ..training.configs import DFlashTraining, EagleTraining, MedusaTraining
+from ..training.dflash import train_dflash
+from ..training.distill import load_texts, local_texts, save_texts, self_distilled_texts
+from ..training.eagle import load_features, read_features, save_features, train_eagle
+from ..training.medusa import train_heads
 
 MEDUSA_PROMPTS = ("medusa_prompts.json",)
 EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
@@ -235,7 +245,6 @@ def read_prompt_list(path: Path) -> list[str]:
 
 def _texts(base, args, prompts: list[str]):
     """The self-written answers (from --texts when it exists, else written and kept there) and the local text."""
-    from ..training.distill import load_texts, local_texts, save_texts, self_distilled_texts
 
     cache = Path(args.texts) if args.texts else None
     if cache and cache.is_file():
@@ -258,9 +267,6 @@ def _texts(base, args, prompts: list[str]):
 def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()
-    from ..drafters.medusa.heads import save_medusa
-    from ..runs import open_target
-    from ..training.medusa import MedusaTraining, train_heads
 
     base = open_target(args.base, args.dtype, args.device)
     texts = _texts(base, args, prompts)
@@ -287,9 +293,6 @@ def cmd_train_eagle(args) -> int:
     if args.until_step and not args.checkpoint:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
     quiet_transformers()
-    from ..drafters.eagle.checkpoint import save_eagle
-    from ..runs import open_target
-    from ..training.eagle import EagleTraining, load_features, read_features, save_features, train_eagle
 
     base = open_target(args.base, args.dtype, args.device)
     cached = Path(args.features) if args.features else None
@@ -346,9 +349,6 @@ def cmd_train_dflash(args) -> int:
     except ValueError:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
     quiet_transformers()
-    from ..drafters.dflash.checkpoint import build_draft, config_for, save_dflash, spaced_layers, spare_row
-    from ..runs import open_target
-    from ..training.dflash import DFlashTraining, train_dflash
 
     base = open_target(args.base, args.dtype, args.device)
     config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]
@@ -364,7 +364,6 @@ def cmd_train_dflash(args) -> int:
         target_layers=layers,
         intermediate=args.intermediate_size,
     )
-    import torch
 
     torch.manual_seed(0)  # the same first weights in every run, so that a resumed run is the uninterrupted one
     draft = build_draft(saved, base.model).float()

@@ -8,7 +8,20 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from ..drafters.registry import NO_DRAFTER, kind
+from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest
+from ..events import PLAIN, summarize
+from ..models import encode_prompt
+from ..record import TokenTexts
+from ..render.report import write_report
+from ..runs import Duel
+from ..workload.entrants import drafter_names, entrants, setting_words
+from ..workload.prompts import check_workload, limits_for, read_prompts
+from ..workload.run import run_workload, side_runner
+from ..workload.view import WorkloadView, duration
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -40,10 +53,6 @@ def add_workload_command(sub) -> None:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from ..drafters.registry import NO_DRAFTER
-    from ..workload.entrants import drafter_names, entrants, setting_words
-    from ..workload.prompts import read_prompts
-
     prompts = read_prompts(args.prompts)  # everything cheap is checked before a model loads
     out = _writable(args.out)
     names = drafter_names(args.drafters)
@@ -63,7 +72,6 @@ def cmd_workload(args: argparse.Namespace) -> int:
     check_entrants(chosen, args.drafters is not None, bool(args.draft))
     view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
     _run(view, run_side)
-    from ..render.report import write_report
 
     html, csv = write_report(view, out)
     print(f"{html}\n{csv}")
@@ -82,14 +90,6 @@ def _writable(path: str) -> Path:
 def _prepare(args, prompts, chosen, base, setting):
     """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
     is decoded."""
-    from ..drafters.registry import kind
-    from ..drafters.suffix_index import RunMemory
-    from ..models import encode_prompt
-    from ..record import TokenTexts
-    from ..runs import Duel
-    from ..workload.prompts import check_workload, limits_for
-    from ..workload.run import side_runner
-    from ..workload.view import WorkloadView
 
     pair = open_models(args, bool(args.draft))
     target = pair.target
@@ -125,9 +125,6 @@ def _prepare(args, prompts, chosen, base, setting):
 def _run(view, run_side) -> None:
     """The workload, a line on stderr per finished run with what is left; Ctrl+C ends it with the runs that finished
     kept (the report is still written)."""
-    import torch
-
-    from ..workload.run import run_workload
 
     said, began = set(), time.perf_counter()
     try:
@@ -144,9 +141,6 @@ def _run(view, run_side) -> None:
 
 
 def _line(view, i: int, side: str, cell) -> str:
-    from ..events import PLAIN, summarize
-    from ..workload.view import duration
-
     left = view.seconds_left()
     rest = "" if left is None else f"; about {duration(left)} left"
     if cell.note:

@@ -9,7 +9,7 @@ from ..events import PLAIN, Metrics, summarize
 from ..trace import EXACT_ADVICE, EXACT_ON, identity_grounds
 from ..views.race import RaceView
 from .figure1 import origin_text, visible
-from .grand_prix import ordinal, position_bars
+from .grand_prix_lanes import ordinal, position_bars
 
 
 def status(message: str, kind: str = "info") -> str:

@@ -15,12 +15,13 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
-from ..drafters.eagle.checkpoint import EagleCheckpointError, head_config
+from ..drafters.eagle.eagle_checkpoint import EagleCheckpointError, head_config
 from ..drafters.eagle.head import EagleHead
+from ..engine.kv_cache import KVCache
 from ..errors import first_line
 from ..models import LoadedModel
 from .configs import EagleTraining
@@ -58,7 +59,6 @@ def read_features(
     base: LoadedModel, texts: list[Text], progress: Callable[[str], None] = lambda _: None, chunk: int = 1024
 ) -> list[Features]:
     """Step 2: one prefill per text (long texts in pieces of `chunk`, each piece seeing the ones before it)."""
-    from ..engine.kv_cache import KVCache
 
     out, began, done = [], time.perf_counter(), 0
     for n, text in enumerate(texts):
@@ -126,7 +126,6 @@ def _pass_mask(width: int, k: int, dtype) -> torch.Tensor:
 
 def _passes(head: EagleHead, feats, ids, unroll: int):
     """The head's outputs of pass 0 (true features) and `unroll` more, each row fed its predecessor's guess."""
-    from ..engine.kv_cache import KVCache
 
     batch, width = ids.shape
     positions = torch.arange(width)[None].expand(batch, -1)
@@ -351,8 +350,6 @@ def chain_acceptance(head: EagleHead, texts: list[Features], depth: int) -> tupl
 
 
 def save_features(features: list[Features], path) -> None:
-    from dataclasses import asdict
-
     torch.save([asdict(f) for f in features], path)
 
 

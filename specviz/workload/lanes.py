@@ -12,7 +12,7 @@ from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
 from ..record import TokenTexts
-from ..runs import Pair, decode, parted
+from ..runs import Pair, generate_named, parted
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import Lane, interleave
@@ -59,11 +59,11 @@ def run_lanes(
     """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain.
     `explain`: each step's detail, for a race shown or recorded step by step."""
     target, failed = pair.target, {}
-    sides = {PLAIN: decode(target, prompt_ids, plain, explain=explain)}
+    sides = {PLAIN: generate_named(target, prompt_ids, plain, explain=explain)}
     for lane in lanes:
         own = memory.copy() if memory is not None and lane.remembers else None
         try:
-            steps = decode(
+            steps = generate_named(
                 target, prompt_ids, lane.settings, lane.drafter, pair.draft, lane.options, None, own, explain
             )
         except SpecvizError as exc:  # the drafter could not be built for this pair

@@ -10,7 +10,7 @@ import gradio as gr
 from ...events import PLAIN
 from ...render import charts, panels
 from ...render.figure1 import origin_text
-from ...render.grand_prix import grand_prix_lanes, ordinal
+from ...render.grand_prix_lanes import grand_prix_lanes, ordinal
 from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
 

@@ -1,6 +1,6 @@
 """EAGLE: a one-layer head drafts at the feature level from the target's own hidden states, as a chain or as
-EAGLE-2's dynamic tree (head.py: the head; drafter.py: drafting; checkpoint.py: the published layouts and
-specviz's own; train.py: self-distillation on a CPU)."""
+EAGLE-2's dynamic tree (head.py: the head; eagle_drafter.py: drafting; eagle_checkpoint.py: the published layouts
+and specviz's own). specviz/training/eagle.py trains one by self-distillation on a CPU."""
 
 from dataclasses import dataclass
 
@@ -45,14 +45,14 @@ class EagleOptions(Options):
 
 
 def _location(options: EagleOptions, target_name: str):
-    from .checkpoint import shipped_eagle
+    from .eagle_checkpoint import shipped_eagle
 
     return heads_for(options.eagle, shipped_eagle(target_name), target_name, "EAGLE heads", "--eagle", "train-eagle")
 
 
 def _build(options: EagleOptions, ctx):
-    from .checkpoint import load_eagle
-    from .drafter import EagleDrafter
+    from .eagle_checkpoint import load_eagle
+    from .eagle_drafter import EagleDrafter
     from .head import EagleHead
 
     if isinstance(options.eagle, tuple):  # (head, hidden layers) already loaded, as tests pass them

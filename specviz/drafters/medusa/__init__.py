@@ -1,5 +1,6 @@
 """Medusa: heads on the target's last hidden state guess the tokens after next, and a fixed tree of their top
-guesses is verified in one forward (heads.py: the heads and their checkpoints; train.py: self-distillation)."""
+guesses is verified in one forward (heads.py: the heads and their checkpoints; medusa_drafter.py: drafting).
+specviz/training/medusa.py trains them by self-distillation."""
 
 from dataclasses import dataclass
 
@@ -7,7 +8,7 @@ from ..contract import Recipe
 from ..heads_common import heads_for
 from ..listing import Listing
 from ..options import Options, option
-from .drafter import TREES, MedusaDrafter, medusa_tree
+from .medusa_drafter import TREES, MedusaDrafter, medusa_tree
 
 
 @dataclass(frozen=True)
