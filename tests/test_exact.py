@@ -1,16 +1,25 @@
 """Exact mode (specviz/models/exact.py): in bfloat16 a verify forward gives each row, bit for bit, what a one-token
 forward gives it, so greedy speculative output equals plain decoding's for every drafter on prompts where, without
-the mode, a near tie tips it apart; sampling keeps the target's law; where the mode cannot hold it says why."""
+the mode, a near tie tips it apart; sampling keeps the target's law; where the mode cannot hold it says why.
+
+Whether a CPU's kernels show the problem at all is the machine's business, not the code's: on a CPU whose kernels do
+not show it, rows and outputs agree without the mode too, and a check of the mode on them alone could not fail. So the
+checks of the mode on this CPU's kernels run everywhere, and beside each one the same check runs on kernels that show
+the problem on any CPU (`kernels_that_count_rows`): there the rows and outputs must part without the mode and agree in
+it. Whether this CPU's own kernels show it is measured, never asserted: where they do not, a warning says so."""
 
 import copy
+import warnings
+from contextlib import contextmanager
 
 import pytest
 import torch
+import torch.nn.functional as F
 from laws import chain, exact_law
 from tiny import dflash_config, loaded, perturbed, tiny_llama
 
-from specviz.drafters.dflash.checkpoint import build_draft
-from specviz.drafters.eagle.checkpoint import head_config
+from specviz.drafters.dflash.dflash_checkpoint import build_draft
+from specviz.drafters.eagle.eagle_checkpoint import head_config
 from specviz.drafters.eagle.head import EagleHead
 from specviz.drafters.medusa.heads import MedusaHeads
 from specviz.drafters.suffix_index import RunMemory
@@ -20,15 +29,18 @@ from specviz.engine.tree import build_tree, row_after
 from specviz.events import generated_ids
 from specviz.models.exact import EXACT_ATTENTION, PairedLinear, exact_problem, is_exact, set_exact
 from specviz.models.quantize import int8_dynamic
-from specviz.runs import decode
+from specviz.runs import generate_named
 from specviz.settings import Settings
 
-# The tiny target's MLP is this wide so that its down projection reads more than 1,024 inputs: there a one-row
-# bfloat16 product sums in another order than a product of several rows, as in real models.
+# The tiny target's MLP is this wide so that its down projection reads more than 1,024 inputs: there a CPU whose
+# kernels show the problem sums a one-row bfloat16 product in another order than a product of several rows, as in
+# real models.
 WIDE = 2048
 
-# Prompts on which each drafter's greedy output parts from plain decoding's without exact mode (found by a search
-# over 80 random prompts of the tiny vocabulary on this project's CPU, with one thread and with two).
+# Prompts on which each drafter's greedy output parted from plain decoding's without exact mode (found by a search
+# over 80 random prompts of the tiny vocabulary, with one thread and with two, on a CPU whose kernels show the
+# problem; on one whose kernels do not, or show less of it, some drafters' do not part). On kernels that count rows at
+# least one of each drafter's parts, whatever the CPU.
 PARTING = {
     "draft": ("w6 w11 w40 w46 w55 w18 w7 w47", "w31 w30 w7 w1 w19"),
     "draft tree": ("w51 w54 w52 w59 w16 w2 w53", "w46 w10 w28"),
@@ -80,51 +92,118 @@ def caches(model):
     return {"dynamic": lambda: CachedLM(model), "static": lambda: StaticLM(model, 256)}
 
 
-@pytest.mark.parametrize("exact", [True, False], indirect=True, ids=["exact", "without"])
-def test_a_verify_forward_of_k_tokens_gives_the_one_token_forwards_rows(wide, tokenizer, exact):
-    target = wide[0]
+class KernelsDoNotShowIt(UserWarning):
+    """This CPU's kernels give a row what they give it whatever shares its call, where a test measured it: there the
+    mode's check on this CPU's kernels cannot fail, and the check on kernels that count rows is the one that can."""
+
+
+def measured(shown: bool, problem: str) -> None:
+    """Reports (in the warnings summary) where this CPU's kernels do not show `problem`; never fails."""
+    if not shown:
+        warnings.warn(f"this CPU's kernels do not show it: {problem}", KernelsDoNotShowIt, stacklevel=2)
+
+
+def one_step_up(t: torch.Tensor) -> torch.Tensor:
+    """Every value rounded one representable step up: what summing in another order can give."""
+    return torch.nextafter(t, torch.full_like(t, torch.inf))
+
+
+@contextmanager
+def kernels_that_count_rows():
+    """A matrix product and attention whose result for a row depends on how many rows share the call, on any CPU, as
+    some CPUs' bfloat16 kernels do: the product of one row comes out one step above the row that this CPU's product of
+    several rows gives it (whatever this CPU's own one-row kernel gives), and attention over several query rows with
+    a mask (a verify forward without the mode) one step above what this CPU's kernel gives. Everything that looks the
+    functions up on torch.nn.functional at call time gets them: Linear layers, PairedLinear, transformers' attention
+    and exact mode's."""
+    linear, attention = F.linear, F.scaled_dot_product_attention
+
+    def product(x, weight, bias=None):
+        if x.numel() != x.shape[-1]:  # two or more rows
+            return linear(x, weight, bias)
+        row = x.reshape(1, -1)
+        out = one_step_up(linear(torch.cat([row, torch.zeros_like(row)]), weight, bias)[:1])
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def attend(query, key, value, attn_mask=None, **options):
+        out = attention(query, key, value, attn_mask, **options)
+        return one_step_up(out) if attn_mask is not None and query.shape[-2] > 1 else out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(F, "linear", product)
+        patch.setattr(F, "scaled_dot_product_attention", attend)
+        yield
+
+
+def on_both_kernels(model, apart) -> tuple[bool, bool, list]:
+    """`apart()` yields what comes out otherwise than plain decoding's (rows, prompts): whether anything does on this
+    CPU's kernels without exact mode, and on kernels that count rows without it (each stops at the first), and all
+    that does on them in it. Leaves the mode on."""
+    assert set_exact(model, False) == ""
+    here = next(apart(), None) is not None
+    with kernels_that_count_rows():
+        without = next(apart(), None) is not None
+        assert set_exact(model, True) == ""
+        within = list(apart())
+    return here, without, within
+
+
+@torch.inference_mode()
+def verify_rows_apart(target, tokenizer):
+    """Yields (plain decoding's cache, the verify forward's, k, row) of every row of a verify forward of k = 2..16
+    tokens that is not the one-token forward's row, over both caches on each side."""
     prompt = tokenizer.encode("w6 w11 w40 w46 w55 w18 w7")
     drafts = tokenizer.encode("w3 w9 w27 w44 w5 w12 w33 w8 w19 w2 w50 w41 w7 w30 w16")
-    same = total = 0
-    with torch.inference_mode():
-        for plain_cache, make_plain in caches(target.model).items():
-            alone = rows_one_at_a_time(make_plain, prompt, [prompt[-1], *drafts])
-            for verify_cache, make_verify in caches(target.model).items():
-                for k in range(2, 17):
-                    lm = make_verify()
-                    lm.extend(torch.tensor(prompt[:-1]), last_only=True)
-                    rows = lm.extend(torch.tensor([prompt[-1], *drafts[: k - 1]]))
-                    matches = [torch.equal(rows[i], alone[i]) for i in range(k)]
-                    same, total = same + sum(matches), total + k
-                    if exact:
-                        assert all(matches), (plain_cache, verify_cache, k, matches)
-    if not exact:
-        assert same < total  # without the mode some rows come out otherwise: the test can tell
+    for plain_cache, make_plain in caches(target.model).items():
+        alone = rows_one_at_a_time(make_plain, prompt, [prompt[-1], *drafts])
+        for verify_cache, make_verify in caches(target.model).items():
+            for k in range(2, 17):
+                lm = make_verify()
+                lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+                rows = lm.extend(torch.tensor([prompt[-1], *drafts[: k - 1]]))
+                yield from ((plain_cache, verify_cache, k, i) for i in range(k) if not torch.equal(rows[i], alone[i]))
 
 
-@pytest.mark.parametrize("exact", [True, False], indirect=True, ids=["exact", "without"])
-def test_every_node_of_a_tree_gets_its_paths_one_token_rows(wide, tokenizer, exact):
-    target = wide[0]
+@torch.inference_mode()
+def tree_rows_apart(target, tokenizer):
+    """Yields (cache, node) of every node of a tree verified at once whose row is not what one-token forwards along
+    its path give it, in both caches."""
     prompt = tokenizer.encode("w51 w54 w52 w59 w16")
     w = tokenizer.convert_tokens_to_ids
     tree = build_tree(
         [w(["w3", "w9", "w27", "w4"]), w(["w3", "w9", "w5"]), w(["w3", "w40"]), w(["w12", "w13", "w14"]), w(["w8"])]
     )
-    same = total = 0
-    with torch.inference_mode():
-        for name, make in caches(target.model).items():
-            lm = make()
-            lm.extend(torch.tensor(prompt[:-1]), last_only=True)
-            rows = lm.extend_tree(prompt[-1], tree)
-            for node in range(len(tree.tokens)):
-                path = [tree.tokens[n] for n in tree.path_to(node)]
-                alone = rows_one_at_a_time(caches(target.model)["dynamic"], prompt, [prompt[-1], *path])[-1]
-                match = torch.equal(rows[row_after(node)], alone)
-                same, total = same + match, total + 1
-                if exact:
-                    assert match, (name, node)
-    if not exact:
-        assert same < total
+    for name, make in caches(target.model).items():
+        lm = make()
+        lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+        rows = lm.extend_tree(prompt[-1], tree)
+        for node in range(len(tree.tokens)):
+            path = [tree.tokens[n] for n in tree.path_to(node)]
+            alone = rows_one_at_a_time(caches(target.model)["dynamic"], prompt, [prompt[-1], *path])[-1]
+            if not torch.equal(rows[row_after(node)], alone):
+                yield name, node
+
+
+def test_a_verify_forward_of_k_tokens_gives_the_one_token_forwards_rows(wide, tokenizer, exact):
+    apart = list(verify_rows_apart(wide[0], tokenizer))
+    assert not apart, apart
+
+
+def test_every_node_of_a_tree_gets_its_paths_one_token_rows(wide, tokenizer, exact):
+    apart = list(tree_rows_apart(wide[0], tokenizer))
+    assert not apart, apart
+
+
+@pytest.mark.parametrize("rows_apart", [verify_rows_apart, tree_rows_apart], ids=["chain", "tree"])
+def test_on_kernels_that_count_rows_a_verify_forwards_rows_part_without_exact_mode_and_not_in_it(
+    wide, tokenizer, exact, rows_apart
+):
+    """Without the mode some rows come out otherwise (on this CPU's kernels, if they show the problem; on kernels
+    that count rows, always), so the test can tell; in the mode none does."""
+    here, without, within = on_both_kernels(wide[0].model, lambda: rows_apart(wide[0], tokenizer))
+    measured(here, "without exact mode a verify forward's rows are the one-token forwards' rows")
+    assert without  # the problem the mode answers, on kernels that count rows
+    assert not within, within
 
 
 def drafter_for(label: str, wide):
@@ -148,11 +227,11 @@ def greedy_pair(wide, tokenizer, label: str, prompt: str) -> tuple[list[int], li
     target = wide[0]
     name, draft, options = drafter_for(label, wide)
     ids, settings = tokenizer.encode(prompt), Settings(max_new_tokens=40, gamma=4)
-    plain = generated_ids(decode(target, ids, settings))
+    plain = generated_ids(generate_named(target, ids, settings))
     memory = RunMemory() if name == "suffix" else None
     if memory is not None:
         memory.remember(ids, plain)
-    return plain, generated_ids(decode(target, ids, settings, name, draft, options, memory=memory))
+    return plain, generated_ids(generate_named(target, ids, settings, name, draft, options, memory=memory))
 
 
 @pytest.mark.parametrize("label", list(PARTING))
@@ -162,11 +241,23 @@ def test_every_drafter_writes_plain_decodings_tokens_in_exact_mode(wide, tokeniz
         assert spec == plain, prompt
 
 
-@pytest.mark.parametrize("exact", [False], indirect=True, ids=["without"])
 @pytest.mark.parametrize("label", list(PARTING))
-def test_without_exact_mode_those_prompts_part(wide, tokenizer, exact, label):
-    """The prompts above are the ones that tell: without the mode, at least one of each drafter's parts."""
-    assert any(plain != spec for plain, spec in (greedy_pair(wide, tokenizer, label, p) for p in PARTING[label]))
+def test_without_exact_mode_those_prompts_part_and_in_it_they_do_not_on_kernels_that_count_rows(
+    wide, tokenizer, exact, label
+):
+    """The prompts above are the ones that tell: without the mode, at least one of each drafter's parts (on this
+    CPU's kernels where they show the problem, on kernels that count rows always); in the mode none does."""
+
+    def parted():
+        for prompt in PARTING[label]:
+            plain, spec = greedy_pair(wide, tokenizer, label, prompt)
+            if spec != plain:
+                yield prompt
+
+    here, without, within = on_both_kernels(wide[0].model, parted)
+    measured(here, f"without exact mode {label}'s greedy output is plain decoding's on every prompt above")
+    assert without  # the problem the mode answers, on kernels that count rows
+    assert not within, within
 
 
 @pytest.fixture(scope="module")
@@ -211,20 +302,31 @@ def test_switching_it_off_gives_the_model_back_as_it_was(tokenizer):
 
 
 def test_a_paired_linear_gives_one_row_what_a_product_of_several_rows_gives_it():
-    """At a real model's shape (Qwen2.5-1.5B's gate projection), where the one-row kernel sums otherwise."""
+    """At a real model's shape (Qwen2.5-1.5B's gate projection), where a CPU whose kernels show the problem sums one
+    row otherwise; and on kernels that count rows, where one row always comes out otherwise."""
     gen = torch.Generator().manual_seed(0)
     layer = torch.nn.Linear(1536, 8960, bias=False).bfloat16()
     x = torch.randn(16, 1536, generator=gen).bfloat16()
-    with torch.inference_mode():
-        several = torch.nn.functional.linear(x, layer.weight)
-        alone = torch.cat([torch.nn.functional.linear(x[i : i + 1], layer.weight) for i in range(16)])
-        paired = torch.cat([PairedLinear.forward(layer, x[i : i + 1]) for i in range(16)])
+
+    def products():  # (16 rows at once, each row alone, each row paired)
+        with torch.inference_mode():
+            several = F.linear(x, layer.weight)
+            alone = torch.cat([F.linear(x[i : i + 1], layer.weight) for i in range(16)])
+            paired = torch.cat([PairedLinear.forward(layer, x[i : i + 1]) for i in range(16)])
+        return several, alone, paired
+
+    several, alone, paired = products()
+    measured(not torch.equal(alone, several), "a one-row bfloat16 product gives each row what 16 rows at once give it")
+    assert torch.equal(paired, several)
+    with kernels_that_count_rows():
+        several, alone, paired = products()
     assert not torch.equal(alone, several)  # the trouble the pairing answers
     assert torch.equal(paired, several)
 
 
-# SmolLM2-135M in bfloat16: without exact mode, 13-15 of the first 24 prompts of assets/prompts.json part from plain
-# decoding within 48 tokens (n-gram lookup, or the model drafting for itself); these two among them.
+# SmolLM2-135M in bfloat16: without exact mode, on a CPU whose kernels show the problem, 13-15 of the first 24 prompts
+# of assets/prompts.json parted from plain decoding within 48 tokens (n-gram lookup, or the model drafting for itself);
+# these two among them. On kernels that count rows at least one of them parts, whatever the CPU.
 REAL_PARTING = (
     "Write a Python class `LRUCache` with `get(key)` and `put(key, value)` methods running in O(1) time, using "
     "collections.OrderedDict. Add type hints.",
@@ -241,17 +343,25 @@ def smollm_bf16(smollm):
 
 @pytest.mark.parametrize("name", ["ngram", "draft"])
 def test_a_real_model_in_bfloat16_writes_plain_decodings_tokens_only_in_exact_mode(smollm_bf16, name):
+    """In the mode on this CPU's kernels; on kernels that count rows, without the mode some prompt parts and in it
+    none does."""
     from specviz.models import encode_prompt
 
-    settings, parted = Settings(max_new_tokens=48, gamma=4), []
-    for on in (True, False):
-        assert set_exact(smollm_bf16.model, on) == ""
+    settings = Settings(max_new_tokens=48, gamma=4)
+
+    def parted():
         for prompt in REAL_PARTING:
             ids = encode_prompt(smollm_bf16, prompt)
-            plain = generated_ids(decode(smollm_bf16, ids, settings))
-            spec = generated_ids(decode(smollm_bf16, ids, settings, name, smollm_bf16 if name == "draft" else None))
-            if on:
-                assert spec == plain, prompt
-            else:
-                parted.append(spec != plain)
-    assert any(parted)
+            plain = generated_ids(generate_named(smollm_bf16, ids, settings))
+            spec = generated_ids(
+                generate_named(smollm_bf16, ids, settings, name, smollm_bf16 if name == "draft" else None)
+            )
+            if spec != plain:
+                yield prompt
+
+    assert set_exact(smollm_bf16.model, True) == ""
+    assert not list(parted())  # this CPU's kernels, in exact mode
+    here, without, within = on_both_kernels(smollm_bf16.model, parted)
+    measured(here, f"without exact mode {name}'s greedy output is plain decoding's on both prompts")
+    assert without  # the problem the mode answers, on kernels that count rows
+    assert not within, within
