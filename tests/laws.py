@@ -43,12 +43,28 @@ class Draws:
         self.runs = runs
 
     def __call__(self, target, prompt, settings, drafter, horizon: int = 2, runs: int | None = None) -> Counter:
+        return self.seeded(target, prompt, settings, drafter, horizon, range(runs or self.runs))
+
+    @staticmethod
+    def seeded(target, prompt, settings, drafter, horizon: int, seeds) -> Counter:
         counts = Counter()
-        for seed in range(runs or self.runs):
+        for seed in seeds:
             s = Settings(**{**settings.__dict__, "seed": seed})
             generator = new_generator(target.device, seed)
             counts[tuple(generated_ids(generate(target, prompt, s, drafter(s, generator), generator))[:horizon])] += 1
         return counts
+
+    def until_refused(self, target, prompt, settings, drafter, law, horizon, runs, below, every=500) -> float:
+        """For a test that must refuse a broken engine: the same seeded runs, `every` at a time, stopping once the
+        p-value against `law` falls below `below` (a broken engine usually shows within the first few hundred; a
+        sound one runs them all). The p-value where it stopped."""
+        counts = Counter()
+        for start in range(0, runs, every):
+            counts += self.seeded(target, prompt, settings, drafter, horizon, range(start, min(runs, start + every)))
+            p = self.p(counts, law)
+            if p < below:
+                break
+        return p
 
     @staticmethod
     def p(counts: Counter, law: dict) -> float:

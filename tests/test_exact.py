@@ -349,8 +349,8 @@ def test_a_real_model_in_bfloat16_writes_plain_decodings_tokens_only_in_exact_mo
 
     settings = Settings(max_new_tokens=48, gamma=4)
 
-    def parted():
-        for prompt in REAL_PARTING:
+    def parted(prompts=REAL_PARTING):
+        for prompt in prompts:
             ids = encode_prompt(smollm_bf16, prompt)
             plain = generated_ids(generate_named(smollm_bf16, ids, settings))
             spec = generated_ids(
@@ -361,7 +361,11 @@ def test_a_real_model_in_bfloat16_writes_plain_decodings_tokens_only_in_exact_mo
 
     assert set_exact(smollm_bf16.model, True) == ""
     assert not list(parted())  # this CPU's kernels, in exact mode
-    here, without, within = on_both_kernels(smollm_bf16.model, parted)
-    measured(here, f"without exact mode {name}'s greedy output is plain decoding's on both prompts")
-    assert without  # the problem the mode answers, on kernels that count rows
-    assert not within, within
+    # Whether this CPU's own kernels show the problem, the tiny models' tests measure; a real model's decoding takes
+    # long enough here that the check on kernels that count rows runs on the first prompt that parts there.
+    with kernels_that_count_rows():
+        assert set_exact(smollm_bf16.model, False) == ""
+        first = next(parted(), None)
+        assert set_exact(smollm_bf16.model, True) == ""
+        assert first is not None  # the problem the mode answers, on kernels that count rows
+        assert not list(parted((first,)))  # and in the mode that prompt writes plain decoding's tokens

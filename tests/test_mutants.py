@@ -15,7 +15,9 @@ RUNS = 4000
 SETTINGS = Settings(max_new_tokens=HORIZON, gamma=2, temperature=1.0)
 
 
-def p_value(sensitive, draws, which: str) -> float:
+def p_value(sensitive, draws, which: str, refuse_below: float | None = None) -> float:
+    """The p-value of RUNS seeded runs against the target's exact law; with `refuse_below`, stopped as soon as it
+    falls below (a mutant's test needs no more)."""
     target, draft, tok = sensitive
     prompt = tok.encode("a b c d")
     make = (
@@ -23,8 +25,10 @@ def p_value(sensitive, draws, which: str) -> float:
         if which == "chain"
         else (lambda s, generator: SiblingsDrafter(tok))
     )
-    counts = draws(target, prompt, SETTINGS, make, horizon=HORIZON, runs=RUNS)
-    return draws.p(counts, exact_law(target, prompt, SETTINGS, HORIZON))
+    law = exact_law(target, prompt, SETTINGS, HORIZON)
+    if refuse_below is not None:
+        return draws.until_refused(target, prompt, SETTINGS, make, law, HORIZON, RUNS, refuse_below)
+    return draws.p(draws(target, prompt, SETTINGS, make, horizon=HORIZON, runs=RUNS), law)
 
 
 @pytest.mark.parametrize("which", ["chain", "tree"])
@@ -68,4 +72,4 @@ MUTANTS = {
 def test_each_cache_or_position_mutant_fails_the_same_test(sensitive, draws, monkeypatch, mutant):
     which, apply = MUTANTS[mutant]
     apply(monkeypatch)
-    assert p_value(sensitive, draws, which) < 1e-6
+    assert p_value(sensitive, draws, which, refuse_below=1e-6) < 1e-6

@@ -131,7 +131,7 @@ def wait_for_leave(proc, session: str) -> tuple[int, int]:
     return said
 
 
-SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 4, 3, 2, 1500
+SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 3, 3, 2, 600
 
 
 def test_visitors_with_long_runs_who_leave_leave_nothing_behind(launch_app, pair_folders, pair_heads):
