@@ -23,6 +23,34 @@ from .step import DrafterProfile
 BINS = 10
 
 
+# Acceptance by draft position, for a drafter whose drafts hold in runs (a copy, a block): decayed counts of how often
+# each position held when every one before it did, each position starting from a prior of 0.7 worth two observations.
+
+
+def count_positions(held_at: list, tested_at: list, memory: float, accepted: int, rejected: bool) -> None:
+    """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected."""
+    for position in range(accepted + rejected):
+        while position >= len(tested_at):
+            held_at.append(1.4)
+            tested_at.append(2.0)
+        held_at[position] = memory * held_at[position] + (position < accepted)
+        tested_at[position] = memory * tested_at[position] + 1
+
+
+def held_chance(held_at: list, tested_at: list, position: int) -> float:
+    """How often the draft at `position` (0 = the first) held when every one before it did."""
+    return held_at[position] / tested_at[position] if position < len(tested_at) else 0.7
+
+
+def tokens_by_position(held_at: list, tested_at: list, gamma: int) -> float:
+    """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did."""
+    tokens, held = 1.0, 1.0
+    for position in range(gamma):
+        held *= held_chance(held_at, tested_at, position)
+        tokens += held
+    return tokens
+
+
 @dataclass
 class Calibration:
     """How often a draft token holds, by the draft's own probability for it (ten bins, each starting from the
@@ -81,9 +109,7 @@ class GammaController:
 
     def held_chance(self, position: int) -> float:
         """How often the draft at `position` (0 = the first) of a block or a copy held when every one before it did."""
-        if position < len(self.tested_at):
-            return self.held_at[position] / self.tested_at[position]
-        return 0.7
+        return held_chance(self.held_at, self.tested_at, position)
 
     def rate(self, gamma: int) -> float:
         """Expected tokens per second of a step with γ drafts (γ = 0: a plain step)."""
@@ -98,12 +124,7 @@ class GammaController:
         return tokens / cost
 
     def _tokens_by_position(self, gamma: int) -> float:
-        """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did."""
-        tokens, held = 1.0, 1.0
-        for position in range(gamma):
-            held *= self.held_chance(position)
-            tokens += held
-        return tokens
+        return tokens_by_position(self.held_at, self.tested_at, gamma)
 
     def next_gamma(self, rows: list[int] | None = None) -> int:
         """The γ of the next step (`rows`: the batch's, always the one row here)."""
@@ -134,15 +155,6 @@ class GammaController:
             if tokens / (m * d + self.verify_cost(1 + m)) > now:
                 return True
         return False
-
-    def _count_positions(self, accepted: int, rejected: bool) -> None:
-        """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected."""
-        for position in range(accepted + rejected):
-            while position >= len(self.tested_at):
-                self.held_at.append(1.4)
-                self.tested_at.append(2.0)
-            self.held_at[position] = self.memory * self.held_at[position] + (position < accepted)
-            self.tested_at[position] = self.memory * self.tested_at[position] + 1
 
     def tree_size(self, paths: list[list[float]], depth: int) -> int:
         """How many of a drafted tree's nodes to verify. paths[i]: the draft's probability of each token on the way to
@@ -189,7 +201,7 @@ class GammaController:
         if self.block:
             self.block_s = blend(self.block_s, draft_s)
         if self.block or self.copies:
-            self._count_positions(accepted, rejected)
+            count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
         if not self.forward_1:  # no plain step timed yet (or timed at 0 s): read V(1) off this one, through the slope
             self.forward_1 = verify_s / (1.0 + self.slope * (forward_tokens - 1))

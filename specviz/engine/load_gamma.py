@@ -16,6 +16,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step
+from .adaptive import count_positions, tokens_by_position
 from .step import DrafterProfile
 
 PRIOR_ALPHA = 0.7
@@ -88,20 +89,13 @@ class LoadGamma:
             forward = 1.0 + PRIOR_SLOPE * (tokens - self.rows) / max(1, self.rows)  # only ratios matter
         return forward + (self.bookkeeping or 0.0)
 
-    def _by_position(self, gamma: int) -> float:
-        tokens, held = 1.0, 1.0
-        for position in range(gamma):
-            held *= self.held_at[position] / self.tested_at[position] if position < len(self.tested_at) else 0.7
-            tokens += held
-        return tokens
-
     def rate(self, gamma: int, rows: list[int]) -> float:
         """Expected tokens per second of a step with γ drafts for each of `rows` (γ = 0: a plain step)."""
         batch = len(rows)
         if gamma == 0:
             return batch / self.verify_cost(batch)
         if self.copies:
-            tokens = batch * self._by_position(gamma)
+            tokens = batch * tokens_by_position(self.held_at, self.tested_at, gamma)
         else:
             tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in rows)
         d = 0.1 * self.verify_cost(batch) if self.draft_per_token is None else self.draft_per_token
@@ -134,9 +128,4 @@ class LoadGamma:
             self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted
             self.tested[row] = self.memory * self.tested.get(row, 2.0) + accepted + rejected
             if self.copies:
-                for position in range(accepted + rejected):
-                    while position >= len(self.tested_at):
-                        self.held_at.append(1.4)
-                        self.tested_at.append(2.0)
-                    self.held_at[position] = self.memory * self.held_at[position] + (position < accepted)
-                    self.tested_at[position] = self.memory * self.tested_at[position] + 1
+                count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
