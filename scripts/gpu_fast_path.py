@@ -43,10 +43,15 @@ CONFIGS = ROOT / "assets" / "model-configs"
 NO_TEXT = SimpleNamespace(eos_token_id=None, get_vocab=lambda: {"<id>": 0})
 
 
-def random_model(name: str, device: str) -> LoadedModel:
+def random_model(name: str, device: str, layers: int | None = None, dtype: str = "bfloat16") -> LoadedModel:
+    """A model of `name`'s shapes with random weights; `layers` keeps only that many (to check a script on a CPU)."""
     config = AutoConfig.from_pretrained(CONFIGS / f"{name}.json")
+    if layers:
+        config.num_hidden_layers = layers
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[:layers]
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
     model.generation_config.eos_token_id = None  # random weights: never stop early
     steady_attention(torch.device(device))  # as load_model does
     return LoadedModel(name=name, model=model, tokenizer=NO_TEXT, device=torch.device(device))

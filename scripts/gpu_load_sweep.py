@@ -18,13 +18,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from specviz.analysis.theory import expected_tokens_per_step  # noqa: E402
 from specviz.drafters.oracle import OracleDrafter  # noqa: E402
@@ -33,29 +31,15 @@ from specviz.engine.batched_lm import BatchedLM, Feed  # noqa: E402
 from specviz.engine.load_gamma import ForwardCosts  # noqa: E402
 from specviz.engine.loop import generate_rows  # noqa: E402
 from specviz.engine.step import EachRow  # noqa: E402
-from specviz.models import LoadedModel  # noqa: E402
-from specviz.models.device import steady_attention  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
-CONFIGS = ROOT / "assets" / "model-configs"
+sys.path.insert(0, str(ROOT / "scripts"))
+from gpu_fast_path import random_model  # noqa: E402  the same random-weight models as the single-request figures
+
 PAIRS = {
     "qwen2.5-coder": ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"),
     "qwen3-4b": ("qwen3-4b", "qwen3-0.6b"),
 }
-NO_TEXT = SimpleNamespace(eos_token_id=None, get_vocab=lambda: {"<id>": 0})  # timing needs no text
-
-
-def random_model(name: str, device: str, layers: int | None, dtype: str = "bfloat16") -> LoadedModel:
-    config = AutoConfig.from_pretrained(CONFIGS / f"{name}.json")
-    if layers:
-        config.num_hidden_layers = layers
-        if getattr(config, "layer_types", None):
-            config.layer_types = config.layer_types[:layers]
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
-    model.generation_config.eos_token_id = None  # random weights: never stop early
-    steady_attention(torch.device(device))
-    return LoadedModel(name=name, model=model, tokenizer=NO_TEXT, device=torch.device(device))
 
 
 def decode(target, prompts, settings, drafting=None, costs=None) -> dict:
