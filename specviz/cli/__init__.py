@@ -12,9 +12,11 @@ from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
+from ..load.load_record import LoadRecord, is_load_record
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
 from ..models.offline import PRESETS, ensure_converted, locate_parts
+from ..render.load_page import load_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..runs import Duel
 from ..runtime import quiet_transformers
@@ -102,7 +104,7 @@ def build_parser() -> Parser:
     add_concurrency_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
-    snap.add_argument("trace", help="a trace file (generate --trace, or downloaded from the app)")
+    snap.add_argument("trace", help="a trace file (generate --trace, concurrency --trace, or downloaded from the app)")
     snap.add_argument("--out", required=True, help="the HTML page to write")
     snap.add_argument(
         "--side", help="the drafter to show against plain decoding (a comparison trace; default: the first)"
@@ -235,6 +237,14 @@ def _print_summary(duel, shown: str) -> None:
 
 
 def cmd_snapshot(args) -> int:
+    if is_load_record(args.trace):  # a concurrency sweep (concurrency --trace, or the app's Under load tab)
+        page = load_snapshot_html(LoadRecord.load(args.trace))
+        try:
+            Path(args.out).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            return _fail(f"cannot write {args.out}: {exc.strerror or exc}")
+        print(args.out)
+        return 0
     trace = Trace.load(args.trace)
     if args.side and args.side not in [s.name for s in trace.sides]:
         return _fail(f"the trace has no side {args.side!r}; it has {', '.join(s.name for s in trace.sides)}")

@@ -7,6 +7,7 @@ rows than the machine holds): one `error:` line, exit 2, before any decoding."""
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -15,13 +16,15 @@ import torch
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN
-from ..load.levels import LoadLane, rows_of
+from ..load.load_record import LoadRecord
 from ..load.load_sweep import DEFAULT_LEVELS, check_levels, sweep
 from ..load.load_view import LoadView
+from ..load.vllm_config import vllm_advice
 from ..models import encode_prompt
-from ..models.device import check_batch_fits
+from ..render.load_page import crossover_words
 from ..runtime import ASSETS
 from ..workload.entrants import lane_entrants
+from ..workload.lanes import LaneRun
 from ..workload.prompts import read_prompts
 from .flags import (
     add_drafter_options,
@@ -58,6 +61,7 @@ def add_concurrency_command(sub) -> None:
     add_model_options(p)
     add_exact_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
+    p.add_argument("--trace", help="record the sweep to this file (it replays in the app and makes a snapshot page)")
 
 
 def cmd_concurrency(args: argparse.Namespace) -> int:
@@ -79,24 +83,37 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     check_entrants(chosen, True, bool(args.draft))
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
-    widest = 1 + max((e.settings.gamma for e in chosen if e.settings), default=0)
-    longest = max(len(prompts[p]) for p in rows_of(prompts, max(levels))) + base.max_new_tokens
-    check_batch_fits(pair.target.model, max(levels), longest, widest, f"--levels {max(levels)}")
-    lanes = [LoadLane(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings]
+    lanes = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings]
     view = LoadView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=base.greedy)
     view.words = {e.name: e.contender.words for e in chosen}
     view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
     view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
     began, said = time.perf_counter(), ""
     with torch.inference_mode():
-        for now in sweep(pair, prompts, base, lanes, levels, args.rounds, view=view):
-            if now.message != said:
-                said = now.message
+        for news in sweep(pair, prompts, base, lanes, levels, args.rounds):
+            view.hear(news)
+            if view.message != said:
+                said = view.message
                 print(f"[{time.perf_counter() - began:6.0f} s] {said}", file=sys.stderr, flush=True)
-    print(table(view), file=sys.stderr if args.json else sys.stdout)
+    models = run_models(args, pair)
+    advice = vllm_advice(view, models.__dict__)
+    print(table(view) + "\n" + vllm_lines(advice), file=sys.stderr if args.json else sys.stdout)
+    if args.trace:
+        given = sys.argv[1:] if sys.argv[1:2] == ["concurrency"] else ["concurrency"]  # run from a shell, or in-process
+        made = "python -m specviz " + shlex.join(given)
+        LoadRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
     if args.json:
-        print(json.dumps({**view.to_json(texts), "models": run_models(args, pair).__dict__}, ensure_ascii=False))
+        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
+        print(json.dumps({**view.to_json(texts), "models": models.__dict__, "vllm": vllm}, ensure_ascii=False))
     return 0
+
+
+def vllm_lines(advice) -> str:
+    """Each drafter's measured best draft length per concurrency range, as vLLM takes it."""
+    lines = ["for vLLM (the fastest draft length at each level run, as --speculative-config):"]
+    for a in advice:
+        lines.append(f"  {a.drafter}: {a.flag}" if a.config else f"  {a.drafter}: no vLLM equivalent: {a.note}")
+    return "\n".join(lines)
 
 
 def table(view: LoadView) -> str:
@@ -124,14 +141,9 @@ def table(view: LoadView) -> str:
             ]
             lines.append("  " + "  ".join(cells))
         if lane != PLAIN:
-            measured, predicted = view.crossover(lane), view.crossover(lane, theory=True)
-            lines.append(f"  crossover: {_at(measured)} (theory: {_at(predicted)})")
+            lines.append(f"  crossover: {crossover_words(view, lane)}")
     return "\n".join(lines)
 
 
 def _x(value, width: int) -> str:
     return " " * width if value is None else f"{value:{width - 1}.2f}x"
-
-
-def _at(level) -> str:
-    return "pays at every level run" if level is None else f"below plain from {level} requests"

@@ -5,9 +5,7 @@ reads."""
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, build_row_drafting
 from ..engine import new_generator
 from ..engine.load_gamma import ForwardCosts
@@ -16,76 +14,10 @@ from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..models.device import check_batch_fits
 from ..runs import Pair
-from ..settings import Settings
+from ..workload.lanes import LaneRun
+from .level_run import BatchStep, LevelRun
 
 MAX_ROWS = 256  # the most requests one level decodes together
-
-
-@dataclass(frozen=True)
-class LoadLane:
-    """What a lane of the sweep runs: plain decoding (NO_DRAFTER) or a drafter at its settings."""
-
-    name: str
-    drafter: str
-    settings: Settings
-    options: Options | None = None
-
-
-@dataclass(frozen=True)
-class BatchStep:
-    """One step of the whole batch: its rows, γ, the verify forward's tokens, its seconds and what it yielded."""
-
-    rows: int
-    gamma: int
-    forward_tokens: int
-    draft_s: float
-    verify_s: float
-    step_s: float
-    drafted: int
-    accepted: int
-    new_tokens: int
-
-
-@dataclass(frozen=True)
-class LevelRun:
-    lane: str
-    rows: int
-    prompts: tuple[int, ...]  # row r decodes prompt prompts[r] of the sweep's list
-    tokens: tuple[tuple[int, ...], ...]  # what each row wrote
-    row_seconds: tuple[float, ...]  # each row's own decoding time: the steps it was part of
-    steps: tuple[BatchStep, ...]
-    prefill_s: float
-    wall_s: float  # prefill and every step, all rows
-    stopped: bool = False
-
-    @property
-    def decode_s(self) -> float:
-        return max(1e-9, self.wall_s - self.prefill_s)
-
-    @property
-    def new_tokens(self) -> int:
-        return sum(len(t) for t in self.tokens)
-
-    @property
-    def throughput(self) -> float:
-        """Every row's new tokens over the decoding time: what the device serves."""
-        return self.new_tokens / self.decode_s
-
-    @property
-    def row_speeds(self) -> tuple[float, ...]:
-        """Each request's own tokens/s: its latency as its user sees it."""
-        return tuple(len(t) / s if s > 0 else 0.0 for t, s in zip(self.tokens, self.row_seconds))
-
-    @property
-    def tau(self) -> float:
-        """New tokens per row per target forward."""
-        row_steps = sum(s.rows for s in self.steps)
-        return self.new_tokens / row_steps if row_steps else 0.0
-
-    @property
-    def alpha(self) -> float | None:
-        drafted = sum(s.drafted for s in self.steps)
-        return sum(s.accepted for s in self.steps) / drafted if drafted else None
 
 
 def rows_of(prompts: list[list[int]], rows: int) -> list[int]:
@@ -98,7 +30,7 @@ def rows_of(prompts: list[list[int]], rows: int) -> list[int]:
 def run_level(
     pair: Pair,
     prompts: list[list[int]],
-    lane: LoadLane,
+    lane: LaneRun,
     rows: int,
     costs: ForwardCosts | None = None,
     stop=None,
@@ -106,6 +38,21 @@ def run_level(
 ) -> LevelRun:
     """`rows` requests of `prompts` (in turn) decoded together under the lane's drafter; refused in one line before
     anything is allocated when the device has no room for them."""
+    *_, run = decode_level(pair, prompts, lane, rows, costs, stop, clock)
+    return run
+
+
+def decode_level(
+    pair: Pair,
+    prompts: list[list[int]],
+    lane: LaneRun,
+    rows: int,
+    costs: ForwardCosts | None = None,
+    stop=None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[int | LevelRun]:
+    """run_level as it goes: the new tokens of every row so far after each batch step, then the LevelRun (so a
+    caller can report progress, and stop the level by closing this generator between two steps)."""
     chosen = rows_of(prompts, rows)
     settings, target = lane.settings, pair.target
     context = max(len(prompts[p]) for p in chosen) + settings.max_new_tokens
@@ -125,9 +72,10 @@ def run_level(
             tokens[row].extend(event.tokens)
             seconds[row] += event.step_s
         steps.append(_batch_step(step))
+        yield sum(map(len, tokens))
     wall = clock() - began
     stopped = stop is not None and stop.is_set()
-    return LevelRun(
+    yield LevelRun(
         lane.name,
         rows,
         tuple(chosen),

@@ -1,18 +1,24 @@
 """A concurrency sweep on loaded models: at every level, plain decoding batched and each lane, `rounds` times in turn
 (so a drift of the machine reaches every lane alike), each greedy row checked against its prompt decoded alone.
-The CLI's `concurrency` and the app's Under load tab run this; the view it updates after every run is pure
-(load_view.py)."""
+The CLI's `concurrency` and the app's device call run this; what it sends is plain data (level_run.LoadNews), which a
+LoadView (load_view.py, pure) hears."""
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
+from ..drafters.registry import NO_DRAFTER
 from ..engine import generate
 from ..engine.load_gamma import ForwardCosts
 from ..errors import InvalidRequest, SpecvizError, first_line
 from ..events import PLAIN, generated_ids
+from ..models.device import check_batch_fits
 from ..runs import Pair
 from ..settings import Settings
-from .levels import LoadLane, rows_of, run_level
-from .load_view import LoadView
+from ..workload.lanes import LaneRun
+from .level_run import LoadNews
+from .levels import decode_level, rows_of
+
+PROGRESS_EVERY_S = 0.5  # a level under way says how far it got at most this often
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
 
@@ -36,41 +42,46 @@ def sweep(
     pair: Pair,
     prompts: list[list[int]],
     settings: Settings,
-    lanes: list[LoadLane],
+    lanes: list[LaneRun],
     levels: tuple[int, ...],
     rounds: int = 1,
     stop=None,
-    view: LoadView | None = None,
-) -> Iterator[LoadView]:
-    """Every level, plain and each lane, `rounds` times; the view after each run (and before it, saying what runs)."""
-    view = view or LoadView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=settings.greedy)
-    plain = LoadLane(PLAIN, "none", settings)
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[LoadNews]:
+    """Every level, plain and each lane, `rounds` times: a line before each run, the run after it, and once, for a
+    lane that cannot decode a batch, why not. Refused in one line before any decoding when the largest level does not
+    fit the device. A level under way says how far it got ("progress"), so the caller may stop it by closing this
+    generator."""
+    widest = 1 + max((lane.settings.gamma for lane in lanes), default=0)
+    longest = max(len(prompts[p]) for p in rows_of(prompts, max(levels))) + settings.max_new_tokens
+    check_batch_fits(pair.target.model, max(levels), longest, widest, f"{max(levels)} requests at once")
+    plain = LaneRun(PLAIN, NO_DRAFTER, settings, None)
     costs = ForwardCosts()  # the target's forward seconds by tokens, shared by every run of the sweep
-    alone = {}
+    alone, refused = {}, set()
     if settings.greedy:  # each prompt decoded alone: what every row of it must write
         for p in sorted(set(rows_of(prompts, max(levels)))):
-            view.message = f"decoding prompt {p + 1} alone: the reference every row of it must equal"
-            yield view
+            yield LoadNews("message", f"decoding prompt {p + 1} alone: the reference every row of it must equal")
             alone[p] = generated_ids(generate(pair.target, prompts[p], settings, explain=False))
     for level in levels:
         for turn in range(rounds):
             for lane in [plain, *lanes]:
-                if lane.name in view.notes:
+                if lane.name in refused:
                     continue
                 if stop is not None and stop.is_set():
-                    view.stopped = view.finished = True
-                    view.message = "stopped: the levels run so far stay"
-                    yield view
+                    yield LoadNews("end", "stopped: the levels run so far stay", stopped=True)
                     return
-                view.message = f"{lane.name}: {level} request{'s' * (level > 1)} at once (round {turn + 1}/{rounds})"
-                yield view
+                many = f"{level} request{'s' * (level > 1)} at once"
+                yield LoadNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
+                run, total, said = None, level * settings.max_new_tokens, clock()
                 try:
-                    run = run_level(pair, prompts, lane, level, costs, stop)
+                    for run in decode_level(pair, prompts, lane, level, costs, stop, clock):
+                        if isinstance(run, int) and clock() - said >= PROGRESS_EVERY_S:
+                            said = clock()
+                            yield LoadNews("progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name)
                 except SpecvizError as exc:  # this lane cannot decode a batch (or this one): it says why, once
-                    view.notes[lane.name] = first_line(exc)
+                    refused.add(lane.name)
+                    yield LoadNews("note", first_line(exc), lane=lane.name)
                     continue
-                same = [list(t) == alone[p] for p, t in zip(run.prompts, run.tokens)] if alone else None
-                view.add(run, None if run.stopped else same)
-                yield view
-    view.finished, view.message = True, "done"
-    yield view
+                same = tuple(list(t) == alone[p] for p, t in zip(run.prompts, run.tokens)) if alone else None
+                yield LoadNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
+    yield LoadNews("end", "done")

@@ -14,7 +14,7 @@ from statistics import median
 
 from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
-from .levels import LevelRun
+from .level_run import LevelRun, LoadNews
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,30 @@ class LoadView:
     notes: dict = field(default_factory=dict)  # lane -> why it does not run under load
     runs: dict = field(default_factory=dict)  # (lane, level) -> [LevelRun, ...] (rounds)
     identical: dict = field(default_factory=dict)  # (lane, level) -> [bool, ...] per row of its last round
+    order: list = field(default_factory=list)  # (run, each row's identity or None) in the order they ran
     greedy: bool = True
     message: str = ""
     finished: bool = False
     stopped: bool = False
+    exact: str = ""  # whether the target ran in exact mode, in one line
+    saved: object = None  # the finished sweep as a LoadRecord (load_record.py), for its downloads
+
+    def hear(self, news: LoadNews) -> None:
+        """What the sweep did next (load_sweep.sweep, or a device call passing it on)."""
+        if news.kind == "run":
+            self.add(news.run, news.same)
+        elif news.kind == "note":
+            self.notes[news.lane] = news.message
+        else:
+            self.message = news.message
+        if news.kind == "end":
+            self.finished, self.stopped = True, news.stopped
 
     def add(self, run: LevelRun, identical: list[bool] | None = None) -> None:
         self.runs.setdefault((run.lane, run.rows), []).append(run)
+        self.order.append((run, None if identical is None else tuple(identical)))
         if identical is not None:
-            self.identical[run.lane, run.rows] = identical
+            self.identical[run.lane, run.rows] = list(identical)
 
     def typical(self, lane: str, level: int) -> LevelRun | None:
         """The median round by throughput (the lower middle of an even count)."""

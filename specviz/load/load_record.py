@@ -1,0 +1,172 @@
+"""A concurrency sweep recorded: its levels, lanes, prompts, settings and models, and every level run of every lane in
+the order it ran, as one JSON file. It replays (the runs shown again in turn, at their own pace or faster) and
+becomes a snapshot page with no model loaded. Pure Python."""
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import reading as read
+from ..errors import SpecvizError
+from ..trace import RunModels
+from .level_run import LevelRun, LoadNews
+from .load_view import LoadView
+
+FORMAT = "specviz-load"
+VERSION = 1
+
+
+class LoadRecordError(SpecvizError):
+    """A file that is not a recorded sweep, or one damaged."""
+
+
+@dataclass
+class LoadRecord:
+    levels: tuple[int, ...]
+    lanes: tuple[str, ...]  # plain first
+    prompts: list[str]
+    settings: dict
+    models: RunModels
+    runs: list[tuple[LevelRun, tuple[bool, ...] | None]]  # in the order they ran, with each row's identity
+    words: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+    created: str = ""
+    wall_s: float = 0.0
+    stopped: bool = False
+    made_with: str = ""
+
+    @staticmethod
+    def of(view: LoadView, prompts: list[str], settings, models: RunModels, wall_s: float, made_with: str):
+        """A finished (or stopped) sweep's view as a record."""
+        return LoadRecord(
+            levels=view.levels,
+            lanes=view.lanes,
+            prompts=list(prompts),
+            settings=dict(settings.__dict__),
+            models=models,
+            runs=list(view.order),
+            words=dict(view.words),
+            fixed=dict(view.fixed),
+            notes=dict(view.notes),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            wall_s=wall_s,
+            stopped=view.stopped,
+            made_with=made_with,
+        )
+
+    def view(self) -> LoadView:
+        """A view before any run: the levels, the lanes and what is known of them."""
+        view = LoadView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
+        view.words, view.fixed, view.notes = dict(self.words), dict(self.fixed), dict(self.notes)
+        return view
+
+    def final_view(self) -> LoadView:
+        *_, view = replay_load(self, speed=0.0)
+        return view
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": self.created,
+            "levels": list(self.levels),
+            "lanes": list(self.lanes),
+            "prompts": self.prompts,
+            "settings": self.settings,
+            "models": self.models.__dict__,
+            "words": self.words,
+            "fixed": self.fixed,
+            "notes": self.notes,
+            "runs": [{**run.to_json(), "identical": None if same is None else list(same)} for run, same in self.runs],
+            "wall_s": self.wall_s,
+            "stopped": self.stopped,
+            "made_with": self.made_with,
+        }
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), ensure_ascii=False))
+        return path
+
+    @staticmethod
+    def from_json(data) -> "LoadRecord":
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise LoadRecordError(f'not a recorded sweep (no "format": "{FORMAT}" in it)')
+        if data.get("version") != VERSION:
+            raise LoadRecordError(f"the sweep's version is {read.shown(data.get('version'))}; this specviz reads 1")
+        try:
+            levels = read.each(read.integer, data["levels"], "levels", 1)
+            lanes = read.each(read.text, data["lanes"], "lanes")
+            runs = []
+            for i, item in enumerate(read.listed(data["runs"], "runs")):
+                run = LevelRun.from_json(item, f"runs[{i}]")
+                if run.lane not in lanes or run.rows not in levels:
+                    raise ValueError(f"runs[{i}] is of lane {run.lane!r} at {run.rows} rows, not one the sweep names")
+                same = read.maybe(lambda v, w: read.each(read.flag, v, w), item.get("identical"), f"runs[{i}]")
+                runs.append((run, same))
+            return LoadRecord(
+                levels=levels,
+                lanes=lanes,
+                prompts=list(read.each(read.text, data["prompts"], "prompts")),
+                settings=dict(read.mapping(data["settings"], "settings")),
+                models=RunModels.from_json(read.mapping(data["models"], "models")),
+                runs=runs,
+                words={k: read.text(v, f"words.{k}") for k, v in read.mapping(data.get("words", {}), "words").items()},
+                fixed={
+                    k: read.maybe(read.integer, v, f"fixed.{k}")
+                    for k, v in read.mapping(data.get("fixed", {}), "fixed").items()
+                },
+                notes={k: read.text(v, f"notes.{k}") for k, v in read.mapping(data.get("notes", {}), "notes").items()},
+                created=read.text(data.get("created", ""), "created"),
+                wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
+                stopped=read.flag(data.get("stopped", False), "stopped"),
+                made_with=read.text(data.get("made_with", ""), "made_with"),
+            )
+        except KeyError as exc:
+            raise LoadRecordError(f"the recorded sweep is damaged (it has no {str(exc)[:60]})") from None
+        except (TypeError, ValueError) as exc:
+            raise LoadRecordError(f"the recorded sweep is damaged ({str(exc)[:160]})") from None
+
+    @staticmethod
+    def load(path) -> "LoadRecord":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise LoadRecordError(f"cannot read a recorded sweep from {Path(path).name}: {str(exc)[:120]}") from None
+        return LoadRecord.from_json(data)
+
+
+def is_load_record(path) -> bool:
+    """Whether a file names itself a recorded sweep (read no further than its format field)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def replay_load(
+    record: LoadRecord,
+    speed: float = 1.0,
+    stopped: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[LoadView]:
+    """The sweep again: each run appears after its own wall time (divided by `speed`; 0: at once), a view after each;
+    the last one final."""
+    view = record.view()
+    for run, same in record.runs:
+        if stopped():
+            view.hear(LoadNews("end", "replay stopped: the runs shown so far stay", stopped=True))
+            yield view
+            return
+        view.message = f"replaying {run.lane}: {run.rows} request{'s' * (run.rows > 1)} at once"
+        yield view
+        if speed > 0:
+            sleep(run.wall_s / speed)
+        view.hear(LoadNews("run", lane=run.lane, run=run, same=same))
+        yield view
+    view.hear(LoadNews("end", "stopped" if record.stopped else "done", stopped=record.stopped))
+    yield view

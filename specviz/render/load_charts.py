@@ -1,0 +1,84 @@
+"""Under load, drawn: total tokens/s and each request's own tokens/s against how many requests decode at once, plain
+decoding and every lane, the theory's throughput beside each fixed-γ lane's (dashed), and where each lane stops
+paying (a dotted line at its crossover). Plotly for the app; the snapshot page draws the same as SVG
+(load_page.py)."""
+
+import math
+
+import plotly.graph_objects as go
+
+from ..events import PLAIN
+from ..load.load_view import LoadView
+from .charts import _LAYOUT, PLAIN_COLOUR
+from .svg_charts import SERIES_COLOURS
+
+
+def lane_colour(view: LoadView, lane: str) -> str:
+    return PLAIN_COLOUR if lane == PLAIN else SERIES_COLOURS[(view.lanes.index(lane) - 1) % len(SERIES_COLOURS)]
+
+
+def series(view: LoadView, lane: str, what: str) -> tuple[list[int], list[float]]:
+    """(levels, values) where the lane has a run: `what` is "throughput", "latency" or "theory" (the predicted
+    speedup times plain decoding's throughput at that level)."""
+    xs, ys = [], []
+    for level in view.levels:
+        f, plain = view.figures(lane, level), view.figures(PLAIN, level)
+        if f is None:
+            continue
+        value = (
+            f.predicted * plain.throughput
+            if what == "theory" and f.predicted is not None and plain is not None
+            else getattr(f, what, None)
+            if what != "theory"
+            else None
+        )
+        if value is not None:
+            xs.append(level)
+            ys.append(round(value, 3))
+    return xs, ys
+
+
+def load_chart(view: LoadView, what: str = "throughput") -> go.Figure:
+    """Total tokens/s ("throughput", with the theory and the crossovers) or the median request's own tokens/s
+    ("latency") against concurrency, on a log-2 axis that names each level run."""
+    fig = go.Figure()
+    for lane in view.lanes:
+        if lane in view.notes:
+            continue
+        colour = lane_colour(view, lane)
+        xs, ys = series(view, lane, what)
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, name=lane, mode="lines+markers", line=dict(color=colour, width=3)))
+        if what == "throughput" and lane != PLAIN:
+            txs, tys = series(view, lane, "theory")
+            if txs:
+                fig.add_trace(
+                    go.Scatter(
+                        x=txs,
+                        y=tys,
+                        name=f"{lane}: theory",
+                        mode="lines",
+                        line=dict(color=colour, width=2, dash="dash"),
+                    )
+                )
+            at = view.crossover(lane)
+            if at is not None:
+                fig.add_vline(
+                    x=at,
+                    line=dict(color=colour, dash="dot", width=2),
+                    annotation_text=f"{lane} stops paying",
+                    annotation_position="top left",
+                )
+    title = "total tokens/s: what the device serves" if what == "throughput" else "each request's own tokens/s"
+    fig.update_layout(title=title, xaxis_title="requests decoded at once", yaxis_title="tokens/s", **_LAYOUT)
+    # The axis spans the levels run (with a margin), not what a crossover's annotation would stretch it to.
+    low, high = math.log10(min(view.levels)), math.log10(max(view.levels))
+    margin = max(0.08, (high - low) * 0.04)
+    fig.update_xaxes(
+        type="log",
+        range=[low - margin, high + margin],
+        tickvals=list(view.levels),
+        ticktext=[str(v) for v in view.levels],
+    )
+    fig.update_yaxes(rangemode="tozero", ticklabelstandoff=8)
+    return fig

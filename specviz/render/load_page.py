@@ -1,0 +1,177 @@
+"""Under load in HTML: the progress line, the table (a row per lane and level: total tokens/s, each request's own,
+τ, the speedup over plain decoding batched the same way and the theory's, the γ the batch drafted, whether every row
+wrote what its prompt writes alone), each lane's crossover, the identity badge, vLLM's configuration, and the whole
+sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
+
+from html import escape
+
+from ..events import PLAIN
+from ..load.load_view import LoadView
+from ..load.vllm_config import vllm_advice
+from ..runtime import ASSETS
+from ..trace import EXACT_ON, identity_grounds
+from .load_charts import lane_colour, series
+from .svg_charts import GRID, INK, _svg, _text, nice_ticks
+
+
+def requests(n: int) -> str:
+    return f"{n} request{'s' * (n != 1)}"
+
+
+def _x(value, pattern: str = "{:.2f}×") -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+def load_progress(view: LoadView) -> str:
+    done = sum(len(runs) for runs in view.runs.values())
+    kind = "sv-stopped" if view.stopped else "sv-done" if view.finished else "sv-busy"
+    return f'<div class="sv-progress-text {kind}">{escape(view.message)} · {done} runs done</div>'
+
+
+def crossover_words(view: LoadView, lane: str) -> str:
+    """Where the lane stops paying, measured and predicted."""
+    measured, predicted = view.crossover(lane), view.crossover(lane, theory=True)
+    said = lambda at: "pays at every level run" if at is None else f"below plain from {requests(at)}"  # noqa: E731
+    return f"{said(measured)} (theory: {said(predicted)})"
+
+
+def crossover_line(view: LoadView, lane: str) -> str:
+    return f"{lane}: {crossover_words(view, lane)}"
+
+
+def load_table(view: LoadView) -> str:
+    head = ("lane", "requests", "total tok/s", "per request", "τ", "speedup", "theory", "γ drafted", "identical")
+    body = []
+    for lane in view.lanes:
+        if lane in view.notes:
+            note = f"does not run under load: {view.notes[lane]}"
+            body.append(f'<tr><td>{escape(lane)}</td><td colspan="{len(head) - 1}">{escape(note)}</td></tr>')
+            continue
+        for level in view.levels:
+            f = view.figures(lane, level)
+            if f is None:
+                continue
+            same = view.identical.get((lane, level))
+            parted = f"{len(same) - sum(same)} of {len(same)} parted" if same else ""
+            identical = "–" if same is None else "yes" if all(same) else parted
+            cells = (
+                lane,
+                str(level),
+                f"{f.throughput:.1f}",
+                f"{f.latency:.1f}",
+                f"{f.tau:.2f}",
+                _x(f.speedup),
+                _x(f.predicted),
+                _x(f.gamma, "{:.1f}"),
+                identical,
+            )
+            losing = ' class="sv-loses"' if f.speedup is not None and f.speedup < 1 else ""
+            body.append(f"<tr{losing}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+    drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
+    crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
+    return (
+        f'<table class="sv-metrics sv-load"><thead><tr>{heads}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f'<ul class="sv-crossover">{crossings}</ul>{load_badge(view)}'
+    )
+
+
+def load_badge(view: LoadView) -> str:
+    """Whether every greedy row wrote what its prompt writes decoded alone, and what that rests on."""
+    if not view.greedy:
+        words = "sampled: each row follows the target's law; no row is compared"
+        return f'<div class="sv-badge sv-badge-info">{escape(words)}</div>'
+    rows = [same for same in view.identical.values()]
+    if not rows:
+        return ""
+    parted = sum(len(same) - sum(same) for same in rows)
+    total = sum(len(same) for same in rows)
+    if parted == 0:
+        grounds = (
+            identity_grounds(view.exact)
+            if view.exact == EXACT_ON
+            else "no near tie fell the other way (exact mode was off, so one could have)"
+        )
+        words = f"every row ({total}) wrote exactly what its prompt writes decoded alone: {grounds}"
+        return f'<div class="sv-badge sv-badge-ok">{escape(words)}</div>'
+    why = (
+        "a batch's forward rounds otherwise than one row's in bfloat16, so a near tie can fall the other way"
+        if view.exact != EXACT_ON
+        else "exact mode was on: this is a defect"
+    )
+    words = f"{parted} of {total} rows parted from their prompt decoded alone: {why}"
+    return f'<div class="sv-badge sv-badge-diff">{escape(words)}</div>'
+
+
+def vllm_block(view: LoadView, models: dict | None = None) -> str:
+    """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config."""
+    advice = vllm_advice(view, models)
+    if not advice:
+        return ""
+    items = "".join(
+        f"<li><b>{escape(a.drafter)}</b>: <code>{escape(a.flag)}</code><br><small>{escape(a.note)}</small></li>"
+        if a.config
+        else f"<li><b>{escape(a.drafter)}</b>: no vLLM equivalent ({escape(a.note)})</li>"
+        for a in advice
+    )
+    return f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul></div>'
+
+
+def svg_load_chart(view: LoadView, what: str = "throughput", width: int = 720, height: int = 300) -> str:
+    """load_charts.load_chart as static SVG: a line per lane against concurrency (log-2 axis), theory dashed."""
+    label = "total tokens/s against concurrency" if what == "throughput" else "each request's tokens/s"
+    lines = []
+    for lane in view.lanes:
+        if lane in view.notes:
+            continue
+        lines.append((lane, series(view, lane, what), lane_colour(view, lane), ""))
+        if what == "throughput" and lane != PLAIN:
+            lines.append((f"{lane}: theory", series(view, lane, "theory"), lane_colour(view, lane), "6 3"))
+    top_value = max([y for _, (_, ys), _, _ in lines for y in ys] + [1e-9])
+    ticks = nice_ticks(top_value * 1.05)
+    left, right, top, bottom = 60, 170, 14, height - 40
+    levels = list(view.levels)
+
+    def at(level, value):
+        i = levels.index(level)
+        x = left + (0.5 if len(levels) == 1 else i / (len(levels) - 1)) * (width - left - right)
+        return x, bottom - value / ticks[-1] * (bottom - top)
+
+    parts = []
+    for t in ticks:
+        y = at(levels[0], t)[1]
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
+        parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
+    parts += [_text(at(v, 0)[0], bottom + 18, str(v), "middle") for v in levels]
+    parts.append(_text(left + (width - left - right) / 2, bottom + 36, "requests decoded at once", "middle"))
+    for n, (name, (xs, ys), colour, dash) in enumerate(lines):
+        points = " ".join(f"{px:.1f},{py:.1f}" for px, py in (at(x, y) for x, y in zip(xs, ys)))
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        if len(xs) > 1:
+            parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2.5"{dashed}/>')
+        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
+        parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
+    parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
+    return _svg(width, height, label, "".join(parts), f"sv-load-{what}")
+
+
+def load_snapshot_html(record) -> str:
+    """A recorded sweep (load_record.LoadRecord) as one self-contained page: no script, nothing fetched."""
+    view = record.final_view()
+    view.exact = record.models.exact
+    m = record.models
+    meta = escape(
+        f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "
+        f"{record.settings.get('max_new_tokens')} new tokens per request · levels {', '.join(map(str, record.levels))}"
+    )
+    prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
+    css = (ASSETS / "specviz.css").read_text()
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: under load</title>'
+        f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
+        f'</head><body><h1 class="sv-title">specviz: under load</h1><p class="sv-meta">{meta}</p>'
+        f"<h2>Total tokens/s</h2>{svg_load_chart(view, 'throughput')}"
+        f"<h2>Each request's own tokens/s</h2>{svg_load_chart(view, 'latency')}"
+        f"<h2>Every lane and level</h2>{load_table(view)}{vllm_block(view, m.__dict__)}"
+        f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
+    )
