@@ -18,7 +18,13 @@ import threading
 import time
 
 from specviz.app.backend import Backend
-from specviz.app.device_calls import DeviceCalls, decode_seconds, grand_prix_seconds, race_seconds
+from specviz.app.device_calls import (
+    DeviceCalls,
+    concurrency_seconds,
+    decode_seconds,
+    grand_prix_seconds,
+    race_seconds,
+)
 from specviz.app.request import read_request
 from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
 from specviz.app.ui.layout import build_app, launch_options
@@ -74,6 +80,7 @@ def device_calls(shelf):
         calls.race = spaces.GPU(duration=race_seconds)(calls.race)
         calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
         calls.grand_prix = spaces.GPU(duration=grand_prix_seconds)(calls.grand_prix)
+        calls.concurrency = spaces.GPU(duration=concurrency_seconds)(calls.concurrency)
         calls.divergence = spaces.GPU(duration=20)(calls.divergence)
     return calls
 

@@ -13,6 +13,10 @@ from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
+from ..load.level_run import LoadNews
+from ..load.load_record import LoadRecord
+from ..load.load_sweep import check_levels
+from ..load.load_view import LoadView
 from ..models import encode_prompt
 from ..record import TextTable, make_trace
 from ..trace import RunModels, Side
@@ -21,7 +25,7 @@ from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
-from ..workload.lanes import lane_runs
+from ..workload.lanes import LaneRun, lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
@@ -301,6 +305,57 @@ class Backend:
             memories = {n: self.memories.of(session).copy() for n in runnable if kind(n).remembers}
             run_side = self._run_side(asked, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
+
+    def concurrency(
+        self,
+        values: Mapping,
+        prompts: list[str],
+        lanes: str | list[str] | None,
+        levels,
+        rounds: int = 1,
+        best: bool = True,
+        stopped: Stopped = lambda: False,
+        session: str = "",
+    ) -> Iterator[LoadView]:
+        """Plain decoding and each lane with every level's requests decoded together (load/load_sweep.py), in one
+        device call; a view after everything the sweep does, the last one final with its record."""
+        levels = check_levels(levels)
+        check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
+        if not isinstance(rounds, int) or not 1 <= rounds <= 5:
+            raise InvalidRequest(f"rounds is a number of runs of each level in 1..5, got {rounds!r}")
+        asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
+        preset = self.shelf.preset(asked.pair)
+        chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
+        runs = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings)
+        view = LoadView(levels, (PLAIN, *(run.name for run in runs)), greedy=asked.settings.greedy)
+        view.words = {e.name: e.contender.words for e in chosen}
+        view.fixed = {run.name: None if run.settings.adaptive else run.settings.gamma for run in runs}
+        view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
+        began = time.perf_counter()
+        with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
+            for line in self._load(asked):
+                view.message = line
+                yield view
+            pair = self.shelf.current()
+            call = self.calls.concurrency(asked, runs, levels, rounds, tuple(prompts))
+            try:
+                for packet in call:
+                    if _take(packet, TextTable()):
+                        break
+                    if packet.kind == "start":
+                        view.exact = packet.exact
+                        continue
+                    view.hear(packet.news)
+                    yield view
+                    if stopped():
+                        break
+            finally:
+                call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
+        if not view.finished:
+            view.hear(LoadNews("end", "stopped: the levels run so far stay", stopped=True))
+        models = _models(pair, view.exact)
+        view.saved = LoadRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
+        yield view
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

@@ -16,6 +16,8 @@ import torch
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
+from ..load.level_run import LoadNews
+from ..load.load_sweep import sweep
 from ..models import encode_prompt
 from ..record import TokenTexts, token_ids
 from ..runs import Duel, parted
@@ -44,6 +46,7 @@ class Packet:
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
     exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
+    news: LoadNews | None = None  # a concurrency sweep's "load" packet: what it did next
 
 
 def race_seconds(asked: Request, memory: RunMemory | None = None) -> int:
@@ -60,6 +63,13 @@ def grand_prix_seconds(asked: Request, lanes: tuple = (), memory: RunMemory | No
     """The GPU time a Grand Prix asks for: every lane's tokens, plain decoding's included (N lanes count as N runs)."""
     tokens = (1 + len(lanes)) * asked.settings.max_new_tokens
     return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN))
+
+
+def concurrency_seconds(asked: Request, lanes: tuple = (), levels: tuple = (), rounds: int = 1, prompts=()) -> int:
+    """The GPU time a concurrency sweep asks for: every level's rows, each lane's and plain decoding's, taken as
+    decoding at a batch's pace (a step serves every row: counted as a quarter of a lone request's)."""
+    tokens = (1 + len(lanes)) * rounds * sum(levels) * asked.settings.max_new_tokens
+    return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN / 4))
 
 
 class _Texts:
@@ -147,6 +157,22 @@ class DeviceCalls:
                     yield Packet("step", lane=asked.drafter, event=event, texts=texts.new(event))
                 found = duel.parted(plain_ids) if plain_ids else None
             yield Packet("end", divergence=found)
+        except SpecvizError as exc:
+            yield Packet("error", error=type(exc).__name__, message=str(exc))
+
+    def concurrency(
+        self, asked: Request, lanes: tuple[LaneRun, ...], levels: tuple[int, ...], rounds: int, prompts: tuple[str, ...]
+    ) -> Iterator[Packet]:
+        """A concurrency sweep (load/load_sweep.sweep) of the visitor's prompts: a "load" packet for each thing it
+        does, then the end."""
+        try:
+            pair, exact = self._ready(asked)
+            ids = [encode_prompt(pair.target, p) for p in prompts]
+            yield Packet("start", exact=exact)
+            with torch.inference_mode():
+                for news in sweep(pair, ids, asked.settings, list(lanes), levels, rounds):
+                    yield Packet("load", news=news)
+            yield Packet("end")
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 

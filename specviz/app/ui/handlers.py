@@ -27,6 +27,7 @@ from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
 from .grand_prix_screen import GrandPrixHandlers
+from .load_screen import LoadHandlers
 from .race_screen import RaceScreen, race_update
 from .workload_screen import WorkloadHandlers
 
@@ -99,7 +100,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-class Handlers(WorkloadHandlers, GrandPrixHandlers):
+class Handlers(WorkloadHandlers, GrandPrixHandlers, LoadHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 
@@ -171,6 +172,9 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers):
 
     def waiting_workload(self, request: gr.Request):
         return self.waiting(request, 1, "workload")
+
+    def waiting_load(self, request: gr.Request):
+        return self.waiting(request, 1, "concurrency sweep")
 
     def queued(self, request: gr.Request):
         """Every second while the session's click waits: its place in line, until its run starts."""

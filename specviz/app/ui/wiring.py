@@ -1,12 +1,13 @@
 """What each control sets off: the runs on the device (race, γ sweep, comparison, one's own prompts) and the replay,
 the step shown and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter
-mode). The API's endpoints are named here: /run, /sweep, /compare (the Grand Prix), /workload, /replay,
-/replay_grand_prix, /load, /stop, /add_pair.
+mode). The API's endpoints are named here: /run, /sweep, /compare (the Grand Prix), /workload, /concurrency (many
+requests at once), /replay, /replay_grand_prix, /replay_load, /load, /stop, /add_pair.
 No torch here."""
 
 import gradio as gr
 
 from .controls import in_api_order
+from .load_screen import load_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
@@ -58,8 +59,8 @@ def replay_outputs(s) -> list:
 
 
 def wire_runs(s, h, controls: dict) -> None:
-    """Run, γ sweep, Compare all and a workload of one's own prompts (each arms Stop at the click, before it waits for
-    the device), and Replay."""
+    """Run, γ sweep, Compare all, a workload of one's own prompts and a concurrency sweep (each arms Stop at the
+    click, before it waits for the device), and Replay."""
     race_outputs = s.race.outputs()
     waiting = [s.status, s.queue_timer]
     s.run.click(h.waiting, None, waiting, api_name=False, **AT_ONCE).then(
@@ -89,7 +90,25 @@ def wire_runs(s, h, controls: dict) -> None:
         api_name="workload",
         **ONE_ON_THE_DEVICE,
     )
+    s.load_run.click(h.waiting_load, None, waiting, api_name=False, **AT_ONCE).then(
+        h.concurrency,
+        inputs_kwargs=dict(
+            controls,
+            load_lanes=s.load_lanes,
+            load_names=s.load_names,
+            levels=s.load_levels,
+            source=s.load_source,
+            rounds=s.load_rounds,
+            prompts_text=s.workload_prompts,
+            prompts_file=s.workload_file,
+        ),
+        outputs=load_outputs(s),
+        api_name="concurrency",
+        **ONE_ON_THE_DEVICE,
+    )
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
+    s.load_replay.click(h.replay_load, [s.load_upload, s.load_speed], load_outputs(s), api_name="replay_load",
+                        **replayed)  # fmt: skip
     s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
     s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
 

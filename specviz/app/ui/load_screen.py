@@ -1,0 +1,128 @@
+"""The "Under load" tab at work: plain decoding and the chosen drafters with 1, 2, 4 … requests decoded together, on the
+code examples or the visitor's own prompts. As each level runs, the charts draw total throughput and each request's
+own speed against concurrency (the theory dashed, each drafter's crossover marked), and the table, the identity
+badge and vLLM's configuration fill in; the sweep can be downloaded as a record and a snapshot page, and a record
+replays. No torch here."""
+
+import json
+import time
+import uuid
+
+import gradio as gr
+
+from ...errors import InvalidRequest
+from ...load.load_record import LoadRecord, replay_load
+from ...load.load_view import LoadView
+from ...render import panels
+from ...render.load_charts import load_chart
+from ...render.load_page import load_progress, load_snapshot_html, load_table, vllm_block
+from ...runtime import ASSETS
+from ...views.replay import SPEEDS
+from .grand_prix_screen import lanes_asked
+from .workload_screen import prompts_from
+
+EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab)"
+DEFAULT_LEVELS = "1, 2, 4, 8, 16, 32"
+DEFAULT_LANES = ("draft", "ngram")  # ticked at first: the drafters that decode a batch with the offline pair
+UPDATE_EVERY_S = 0.5
+
+
+def load_outputs(s) -> list:
+    """What a sweep fills, in the /concurrency endpoint's order."""
+    return [s.status, s.load_progress, s.load_throughput, s.load_latency, s.load_table, s.load_vllm, s.load_record,
+            s.load_snapshot]  # fmt: skip
+
+
+def example_prompts() -> list[str]:
+    return json.loads((ASSETS / "prompts.json").read_text())["code"]
+
+
+class LoadHandlers:
+    """Mixed into the screen's Handlers: the sweep, its replay and what both show."""
+
+    def concurrency(
+        self,
+        request: gr.Request,
+        load_lanes=None,
+        load_names="",
+        levels=DEFAULT_LEVELS,
+        source=EXAMPLES,
+        rounds=1,
+        prompts_text="",
+        prompts_file=None,
+        **values,
+    ):
+        s, session = self.screen, request.session_hash
+        with self.on_device(session) as flag:
+            try:
+                prompts = example_prompts() if source != YOURS else prompts_from(prompts_text, prompts_file)
+                views = self.backend.concurrency(
+                    values,
+                    prompts,
+                    lanes_asked(load_lanes, load_names),
+                    levels,
+                    _rounds(rounds),
+                    stopped=flag.is_set,
+                    session=session,
+                )
+                yield from self.stream_load(views)
+            except Exception as exc:  # one line in the tab and the status box; the server keeps serving
+                yield {s.load_progress: panels.failure(exc), s.status: panels.failure(exc)}
+
+    def stream_load(self, views, models: dict | None = None):
+        """Every view that lands a run, with its charts; in between, the progress line at most every
+        UPDATE_EVERY_S."""
+        shown, runs = 0.0, -1
+        for view in views:
+            done = len(view.order)
+            if view.finished or done != runs or time.perf_counter() - shown >= UPDATE_EVERY_S:
+                yield self.load_outputs(view, models, charts=view.finished or done != runs)
+                shown, runs = time.perf_counter(), done
+
+    def load_outputs(self, view: LoadView, models: dict | None = None, charts: bool = True) -> dict:
+        s = self.screen
+        kind = "done" if view.finished else "busy"
+        out = {s.status: panels.status(f"under load: {view.message}", kind), s.load_progress: load_progress(view)}
+        if charts:  # a plotly figure costs milliseconds: drawn when a run lands, not with every progress line
+            out |= {
+                s.load_throughput: load_chart(view, "throughput"),
+                s.load_latency: load_chart(view, "latency"),
+                s.load_table: load_table(view),
+            }
+        if view.finished:
+            record = view.saved
+            out[s.load_vllm] = vllm_block(view, record.models.__dict__ if record else models)
+            if record is not None:
+                stem = self.files / f"specviz-load-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+                record.save(stem.with_suffix(".json"))
+                stem.with_suffix(".html").write_text(load_snapshot_html(record), encoding="utf-8")
+                out[s.load_record] = str(stem.with_suffix(".json"))
+                out[s.load_snapshot] = str(stem.with_suffix(".html"))
+        return out
+
+    def replay_load(self, uploaded, speed: str, request: gr.Request):
+        """A recorded sweep (uploaded) shown again, each run after its own time at the pace chosen."""
+        self.board.arm(request.session_hash)  # not queued: it starts at once
+        with self.board.running(request.session_hash) as flag:
+            try:
+                if not uploaded:
+                    raise InvalidRequest("upload a recorded sweep first (Download sweep gives one)")
+                path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
+                record = LoadRecord.load(path)
+                views = replay_load(record, SPEEDS.get(speed, 1.0), flag.is_set)
+                yield from self.stream_load(_with_exact(views, record.models.exact), record.models.__dict__)
+            except Exception as exc:
+                yield {self.screen.load_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
+
+
+def _with_exact(views, exact: str):
+    for view in views:
+        view.exact = exact
+        yield view
+
+
+def _rounds(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"rounds is a number of runs of each level in 1..5, got {value!r}") from None

@@ -1,0 +1,99 @@
+"""The Under load tab in a real browser on `python app.py` with the tiny pair, at 1280×720 and in presenter mode at
+1920×1080: a sweep of three levels fills the charts and the table run by run, every row identical, vLLM's
+configuration written out, nothing off the screen's width; Stop ends a long sweep with what ran so far; the downloaded
+record replays to the same table and its snapshot opens offline."""
+
+import time
+
+import pytest
+from pages import open_page, shot
+
+SIZES = {"1280x720": (1280, 720, ""), "presenter-1920x1080": (1920, 1080, "?presenter=1")}
+
+
+def start_sweep(page, lanes: str, levels: str, precision: str | None = "float32") -> None:
+    if precision:  # presenter mode folds the settings away: the default precision then
+        page.get_by_label(precision).check()
+    page.get_by_role("tab", name="Under load").click()
+    page.locator("#sv-load-lanes input, #sv-load-lanes textarea").first.fill(lanes)
+    page.locator("#sv-load-levels input, #sv-load-levels textarea").first.fill(levels)
+    page.click("#sv-load-run")
+
+
+def wait_done(page, seconds: float = 180) -> list[int]:
+    """Until the sweep ends: the count of table rows seen on the way."""
+    rows, deadline = [], time.time() + seconds
+    while not page.locator("#sv-status .sv-status-done:has-text('under load')").count():
+        assert time.time() < deadline, page.inner_text("#sv-status")
+        rows.append(page.locator("#sv-load-table tbody tr").count())
+        time.sleep(0.1)
+    return rows
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(app_server, browser, size):
+    width, height, query = SIZES[size]
+    page = open_page(browser, app_server[0], width, height, query)
+    start_sweep(page, "draft@2, ngram", "1, 2, 4", None if query else "float32")
+    seen = wait_done(page)
+    assert len(set(seen)) >= 3  # the table grew run by run, not all at once
+    table = page.inner_text("#sv-load-table")
+    assert page.locator("#sv-load-table tbody tr").count() == 9  # three lanes at three levels
+    assert "parted" not in table and "every row (" in table  # every greedy row equals its prompt alone
+    assert "crossover" not in table or "below plain" in table or "pays at every level" in table
+    assert "num_speculative_tokens_per_batch_size" in page.inner_text("#sv-load-vllm")
+    for chart in ("#sv-load-throughput", "#sv-load-latency"):
+        assert page.locator(f"{chart} .main-svg").count() >= 1
+        box = page.locator(chart).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing off the screen's width
+    page.locator("#sv-load-table").scroll_into_view_if_needed()
+    shot(page, f"under-load-{size}.png")
+    page.close()
+
+
+def test_stop_ends_a_long_sweep_with_the_levels_run_so_far(app_server, browser):
+    page = open_page(browser, app_server[0], 1280, 720)
+    page.get_by_label("float32").check()
+    page.get_by_label("number input for Max new tokens").fill("2000")
+    page.get_by_label("number input for Max new tokens").press("Tab")
+    start_sweep(page, "draft@2", "1, 2, 4, 8, 16, 32")
+    deadline = time.time() + 120
+    while page.locator("#sv-load-table tbody tr").count() < 1:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    page.click("#sv-stop")
+    wait_done(page, 60)
+    assert "stopped" in page.inner_text("#sv-load-progress")
+    assert page.locator("#sv-load-table tbody tr").count() < 12
+    page.close()
+
+
+def test_the_downloaded_sweep_replays_to_the_same_table_and_its_snapshot_opens_offline(app_server, browser, tmp_path):
+    page = open_page(browser, app_server[0], 1280, 720)
+    start_sweep(page, "draft@2", "1, 3")
+    wait_done(page)
+    table = page.inner_text("#sv-load-table")
+    files = {}
+    for button in ("#sv-load-record", "#sv-load-snapshot"):
+        with page.expect_download() as got:
+            page.click(button)
+        files[button] = tmp_path / got.value.suggested_filename
+        got.value.save_as(files[button])
+    page.reload()
+    page.wait_for_selector("#sv-run")
+    page.get_by_role("tab", name="Under load").click()
+    page.locator("#sv-load-upload input[type=file]").set_input_files(str(files["#sv-load-record"]))
+    page.click("#sv-load-replay")
+    deadline = time.time() + 60
+    while page.locator("#sv-status .sv-status-done:has-text('under load')").count() == 0:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert page.inner_text("#sv-load-table") == table
+    page.close()
+    offline = browser.new_context(offline=True)
+    opened = offline.new_page()
+    opened.goto(files["#sv-load-snapshot"].as_uri())
+    assert opened.locator("script, script[src], link[href^=http], img[src^=http]").count() == 0
+    assert opened.locator("svg").count() == 2 and "draft@2" in opened.inner_text("table")
+    offline.close()

@@ -1,0 +1,207 @@
+"""Under load, end to end with tiny real models: the app's sweep (every level, lane and row checked against the prompt
+decoded alone), Stop between two batch steps, bad levels refused in one line, lanes that do not batch, the packets
+crossing a GPU worker's pipe, the record and its replay, vLLM's configuration and the CLI's `concurrency`."""
+
+import json
+import pickle
+
+import pytest
+from test_cli import assert_one_line_error, run_cli
+
+from specviz.app.backend import Backend
+from specviz.app.shelf import ModelShelf, PairPreset
+from specviz.errors import InvalidRequest, SpecvizError
+from specviz.events import PLAIN
+from specviz.load import load_sweep
+from specviz.load.level_run import BatchStep, LevelRun
+from specviz.load.load_record import LoadRecord, LoadRecordError, replay_load
+from specviz.load.load_view import LoadView
+from specviz.load.vllm_config import ranges, vllm_advice
+from specviz.render.load_page import load_snapshot_html, load_table
+from specviz.trace import RunModels
+
+PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
+
+
+@pytest.fixture(scope="module")
+def backend(pair_folders):
+    target, draft = pair_folders
+    return Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+
+
+def values(**over):
+    return {"pair": "tiny", "dtype": "float32", "prompt": "unused", "max_new_tokens": 12, **over}
+
+
+@pytest.fixture(scope="module")
+def swept(backend):
+    return list(backend.concurrency(values(), PROMPTS, "draft@3,draft@a4,ngram", "1,2,4", rounds=2))
+
+
+def test_a_sweep_runs_every_level_and_lane_and_every_row_writes_what_its_prompt_writes_alone(swept):
+    final = swept[-1]
+    assert final.finished and not final.stopped
+    assert final.lanes == (PLAIN, "draft@3", "draft@a4", "ngram")
+    for lane in final.lanes:
+        for level in (1, 2, 4):
+            runs = final.runs[lane, level]
+            assert len(runs) == 2 and all(r.rows == level for r in runs)  # two rounds each
+            assert final.identical[lane, level] == [True] * level
+            f = final.figures(lane, level)
+            assert f.identical and f.throughput > 0 and f.latency > 0
+            assert (f.speedup is None) == (lane == PLAIN)
+    assert final.runs["draft@3", 4][0].prompts == (0, 1, 2, 0)  # the prompts in turn, again from the first
+    gammas = {s.gamma for run in final.runs["draft@3", 2] for s in run.steps if s.drafted}
+    assert max(gammas) == 3  # a fixed γ (shorter only where a row nears its budget)
+    assert final.figures("draft@3", 2).predicted is not None  # a fixed γ has a theory
+    assert final.figures("draft@a4", 2).predicted is None  # adaptive has none
+
+
+def test_the_view_grows_run_by_run_and_says_what_runs(backend):
+    seen = [(len(v.order), v.message) for v in backend.concurrency(values(), PROMPTS, "ngram", "1,2")]
+    counts = [n for n, _ in seen]
+    assert counts == sorted(counts) and counts[-1] == 2 * 2 and len(set(counts)) == 5
+    assert any("alone" in message for _, message in seen) and seen[-1][1] == "done"
+
+
+def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tmp_path):
+    final = swept[-1]
+    record = final.saved
+    path = record.save(tmp_path / "sweep.json")
+    back = LoadRecord.load(path)
+    assert back.prompts == PROMPTS and back.levels == (1, 2, 4)
+    replayed = list(replay_load(back, speed=0.0))
+    assert [len(v.order) for v in replayed][-1] == len(final.order)
+    again = replayed[-1]
+    assert again.finished
+    assert again.rows() == final.rows()
+    assert again.crossover("ngram") == final.crossover("ngram")
+
+
+def test_a_damaged_record_is_refused_in_one_line(swept, tmp_path):
+    data = json.loads(json.dumps(swept[-1].saved.to_json()))
+    data["runs"][0]["tokens"] = data["runs"][0]["tokens"][:-1] + [[1, "x"]]
+    with pytest.raises(LoadRecordError, match=r"runs\[0\]\.tokens"):
+        LoadRecord.from_json(data)
+    with pytest.raises(LoadRecordError, match="not a recorded sweep"):
+        LoadRecord.from_json({"format": "specviz-trace"})
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(LoadRecordError, match="cannot read"):
+        LoadRecord.load(tmp_path / "bad.json")
+
+
+def test_stop_ends_a_sweep_between_two_batch_steps(backend, monkeypatch):
+    monkeypatch.setattr(load_sweep, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
+    seen = []
+    for view in backend.concurrency(values(max_new_tokens=200), PROMPTS, "draft@3", "2,4", stopped=lambda: bool(seen)):
+        if "tokens" in view.message:  # a level under way reported its first step
+            seen.append(view.message)
+    assert seen
+    assert view.finished and view.stopped
+    assert view.order == []  # the level under way was abandoned, not half counted
+    assert view.saved is not None and view.saved.stopped
+
+
+@pytest.mark.parametrize("levels", ["0", "-1", "1,two", "300", ""])
+def test_bad_levels_are_refused_in_one_line_before_any_model_loads(pair_folders, levels):
+    target, draft = pair_folders
+    fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    with pytest.raises(InvalidRequest) as caught:
+        next(fresh.concurrency(values(), PROMPTS, "draft", levels))
+    assert "\n" not in str(caught.value)
+    assert fresh.shelf.current() is None
+
+
+def test_a_level_too_large_for_the_device_is_refused_in_one_line(backend, monkeypatch):
+    monkeypatch.setattr("specviz.models.device.free_bytes", lambda device: 1)
+    with pytest.raises(SpecvizError) as caught:
+        list(backend.concurrency(values(), PROMPTS, "draft", "1,256"))
+    assert "256 requests at once" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_lanes_that_do_not_decode_a_batch_say_why_and_the_others_run(backend):
+    final = list(backend.concurrency(values(), PROMPTS, "hybrid,medusa,ngram", "1,2"))[-1]
+    assert set(final.notes) == {"hybrid", "medusa"}
+    assert all(final.notes[lane] and "\n" not in final.notes[lane] for lane in final.notes)
+    assert final.identical["ngram", 2] == [True, True]
+    assert "does not run under load" in load_table(final)
+
+
+def test_every_packet_of_a_sweep_crosses_a_worker_pipe(backend):
+    list(backend.shelf.load("tiny", "float32"))
+    asked = backend._check({**values(), "prompt": PROMPTS[0], "drafter": "draft"}, "")
+    lanes = tuple(backend._grid(asked, "draft@2", False)[1])
+    packets = list(backend.calls.concurrency(asked, lanes, (1, 2), 1, tuple(PROMPTS)))
+    assert [p.kind for p in packets][0] == "start" and packets[-1].kind == "end"
+    for packet in packets:
+        assert pickle.loads(pickle.dumps(packet)) == packet
+
+
+def _run(lane: str, rows: int, tokens_per_s: float, gamma: int = 0) -> LevelRun:
+    step = BatchStep(rows, gamma, rows * (1 + gamma), 0.0, 0.1, 1.0, rows * gamma, rows * gamma // 2, rows)
+    return LevelRun(lane, rows, (0,) * rows, ((1,) * int(tokens_per_s / rows),) * rows, (1.0,) * rows, (step,), 0, 1)
+
+
+def test_vllm_gets_the_fastest_draft_length_per_concurrency_range():
+    view = LoadView((1, 2, 4, 8), (PLAIN, "draft@2", "draft@4", "ngram@3"))
+    view.fixed = {"draft@2": 2, "draft@4": 4, "ngram@3": 3}
+    speeds = {PLAIN: (10, 20, 40, 80), "draft@2": (18, 30, 44, 60), "draft@4": (20, 32, 36, 50)}
+    speeds["ngram@3"] = (8, 16, 32, 64)
+    for lane, tps in speeds.items():
+        for level, value in zip(view.levels, tps):
+            view.add(_run(lane, level, value * level, view.fixed.get(lane, 0)))
+    advice = {a.drafter: a for a in vllm_advice(view, {"draft": "Qwen/Qwen2.5-Coder-0.5B-Instruct"})}
+    draft = advice["draft"].config
+    assert draft["method"] == "draft_model" and draft["model"] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    assert draft["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 7, 2], [8, 8, 0]]
+    assert draft["num_speculative_tokens"] == 4
+    assert advice["ngram"].config["num_speculative_tokens_per_batch_size"] == [[1, 8, 0]]
+    assert json.loads(advice["draft"].flag.split("'")[1]) == draft
+    assert ranges({1: 3, 2: 3, 4: 0}) == [[1, 3, 3], [4, 4, 0]]
+
+
+def test_a_lane_vllm_lacks_is_named_with_the_reason():
+    view = LoadView((1,), (PLAIN, "history@3"))
+    view.fixed = {"history@3": 3}
+    view.add(_run(PLAIN, 1, 10))
+    view.add(_run("history@3", 1, 20, 3))
+    [advice] = vllm_advice(view)
+    assert advice.config is None and "suffix" in advice.note
+
+
+def test_the_snapshot_page_escapes_the_prompts_and_carries_the_charts(swept):
+    record = swept[-1].saved
+    record.prompts = ["<script>alert(1)</script> & more"]
+    page = load_snapshot_html(record)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
+    assert page.count("<svg") == 2 and "<script" not in page
+    assert "num_speculative_tokens_per_batch_size" in page
+
+
+def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pair_folders, tmp_path):
+    target, draft = pair_folders
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS))
+    code, out, err = run_cli(
+        capsys,
+        *("concurrency", "--target", str(target), "--draft", str(draft), "--dtype", "float32", "--device", "cpu"),
+        *("--drafters", "draft@2,ngram", "--levels", "1,3", "--prompts", str(prompts), "--max-new-tokens", "8"),
+        *("--no-chat", "--json", "--trace", str(tmp_path / "sweep.json")),
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    level3 = data["levels"][1]
+    assert level3["level"] == 3 and set(level3["lanes"]) == {PLAIN, "draft@2", "ngram"}
+    rows = level3["lanes"]["draft@2"]["rows"]
+    assert [r["prompt"] for r in rows] == PROMPTS and all(r["identical"] for r in rows)
+    assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
+    assert "--speculative-config" in err and "crossover" in err
+    record = LoadRecord.load(tmp_path / "sweep.json")
+    assert record.made_with.startswith("python -m specviz concurrency")
+    assert RunModels.from_json(record.models.__dict__) == record.models
+
+
+@pytest.mark.parametrize(("levels", "needle"), [("0", "1..256"), ("1,x", "whole number"), ("999", "1..256")])
+def test_the_command_line_refuses_bad_levels_in_one_line(capsys, pair_folders, levels, needle):
+    code, _, err = run_cli(capsys, "concurrency", "--target", str(pair_folders[0]), "--levels", levels)
+    assert_one_line_error(code, err, needle)
