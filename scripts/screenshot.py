@@ -1,13 +1,14 @@
 """The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
 
-    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix]
+    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix | --load SWEEP]
 
 race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
 pair). why.png: that race's "Why this speedup" tab. explain.png: the step explanation of a rejected step of the
 recorded sampled prose run, replayed at 4×; replay.png and replay-broken.png: that step's rule replayed 10,000 times,
 and a broken rule replayed. With --grand-prix, instead: grand-prix-mid.png and grand-prix-done.png, the first
 screenful at 1280×720 of a Grand Prix of every drafter (the first code example, every setting at its default) once
-two lanes have finished, and at its end."""
+two lanes have finished, and at its end. With --load SWEEP (a record of `python -m specviz concurrency --trace`):
+under-load.png, the Under load tab at 1280×720 once that sweep has replayed in it (no model runs)."""
 
 import argparse
 import shutil
@@ -25,6 +26,7 @@ def main():
     )
     p.add_argument("--timeout-s", type=int, default=600)
     p.add_argument("--grand-prix", action="store_true", help="shoot a Grand Prix of every drafter instead")
+    p.add_argument("--load", help="shoot the Under load tab replaying this recorded sweep instead")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -32,6 +34,10 @@ def main():
         browser = pw.chromium.launch(
             executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
         )
+        if args.load:
+            under_load(browser, args.url, out, args.load, args.timeout_s)
+            browser.close()
+            return
         if args.grand_prix:
             grand_prix(browser, args.url, out, args.timeout_s)
             browser.close()
@@ -76,6 +82,20 @@ def main():
             page.locator("#sv-tabs").screenshot(path=str(out / name))
             print(page.inner_text("#sv-replay-verdict"))
         browser.close()
+
+
+def under_load(browser, url: str, out: Path, record: str, timeout_s: int) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(url)
+    page.wait_for_selector("#sv-run")
+    page.get_by_role("tab", name="Under load").click()
+    page.locator("#sv-load-upload input[type=file]").set_input_files(record)
+    page.locator("#sv-load-speed").get_by_label("4×").check()
+    page.click("#sv-load-replay")
+    page.wait_for_selector("#sv-status .sv-status-done:has-text('under load')", timeout=timeout_s * 1000)
+    page.locator("#sv-load-throughput").scroll_into_view_if_needed()
+    page.screenshot(path=str(out / "under-load.png"))
+    print(page.inner_text("#sv-load-table"))
 
 
 def grand_prix(browser, url: str, out: Path, timeout_s: int) -> None:

@@ -38,6 +38,7 @@ from .flags import (
     settings_from,
 )
 
+PROGRESS_EVERY_S = 10  # how often a level under way prints how far it got
 EXAMPLES = "code"  # the example prompts a sweep runs when none are given (assets/prompts.json)
 
 
@@ -88,13 +89,16 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     view.words = {e.name: e.contender.words for e in chosen}
     view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
     view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
-    began, said = time.perf_counter(), ""
+    began, said, progress_at = time.perf_counter(), "", 0.0
     with torch.inference_mode():
         for news in sweep(pair, prompts, base, lanes, levels, args.rounds):
             view.hear(news)
+            now = time.perf_counter() - began
+            if news.kind == "progress" and now - progress_at < PROGRESS_EVERY_S:
+                continue  # a level under way is reported every PROGRESS_EVERY_S
             if view.message != said:
-                said = view.message
-                print(f"[{time.perf_counter() - began:6.0f} s] {said}", file=sys.stderr, flush=True)
+                said, progress_at = view.message, now
+                print(f"[{now:6.0f} s] {said}", file=sys.stderr, flush=True)
     models = run_models(args, pair)
     advice = vllm_advice(view, models.__dict__)
     print(table(view) + "\n" + vllm_lines(advice), file=sys.stderr if args.json else sys.stdout)
