@@ -90,7 +90,7 @@ def under_load(browser, url: str, out: Path, record: str, timeout_s: int) -> Non
     page.wait_for_selector("#sv-run")
     page.get_by_role("tab", name="Under load").click()
     page.locator("#sv-load-upload input[type=file]").set_input_files(record)
-    page.locator("#sv-load-speed").get_by_label("4×").check()
+    page.locator("#sv-load-speed").get_by_label("at once").check()
     page.click("#sv-load-replay")
     page.wait_for_selector("#sv-status .sv-status-done:has-text('under load')", timeout=timeout_s * 1000)
     page.locator("#sv-load-throughput").scroll_into_view_if_needed()

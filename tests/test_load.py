@@ -205,3 +205,30 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
 def test_the_command_line_refuses_bad_levels_in_one_line(capsys, pair_folders, levels, needle):
     code, _, err = run_cli(capsys, "concurrency", "--target", str(pair_folders[0]), "--levels", levels)
     assert_one_line_error(code, err, needle)
+
+
+def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):
+    """The server keeps no sweep: after the first, ten more leave as many views, runs and tensors alive as it did."""
+    import gc
+
+    import torch
+
+    def alive() -> tuple[int, int, int]:
+        gc.collect()
+        objects = gc.get_objects()
+        return (
+            sum(isinstance(o, LoadView) for o in objects),
+            sum(isinstance(o, LevelRun) for o in objects),
+            sum(isinstance(o, torch.Tensor) for o in objects),
+        )
+
+    def one_sweep() -> None:
+        for view in backend.concurrency(values(max_new_tokens=6), PROMPTS, "draft@2,ngram", "1,3"):
+            assert view.message
+        assert view.finished and view.saved.runs
+
+    one_sweep()
+    first = alive()
+    for _ in range(10):
+        one_sweep()
+    assert alive() == first

@@ -25,6 +25,7 @@ EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab
 DEFAULT_LEVELS = "1, 2, 4, 8, 16, 32"
 DEFAULT_LANES = ("draft", "ngram")  # ticked at first: the drafters that decode a batch with the offline pair
 UPDATE_EVERY_S = 0.5
+PACES = {**SPEEDS, "at once": 0.0}  # a sweep on a CPU runs for many minutes: its replay may also show it whole
 
 
 def load_outputs(s) -> list:
@@ -109,7 +110,7 @@ class LoadHandlers:
                     raise InvalidRequest("upload a recorded sweep first (Download sweep gives one)")
                 path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
                 record = LoadRecord.load(path)
-                views = replay_load(record, SPEEDS.get(speed, 1.0), flag.is_set)
+                views = replay_load(record, PACES.get(speed, 1.0), flag.is_set)
                 yield from self.stream_load(_with_exact(views, record.models.exact), record.models.__dict__)
             except Exception as exc:
                 yield {self.screen.load_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}

@@ -13,7 +13,7 @@ from ...views.replay import SPEEDS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
-from .load_screen import DEFAULT_LANES, DEFAULT_LEVELS, EXAMPLES, YOURS
+from .load_screen import DEFAULT_LANES, DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.
@@ -223,7 +223,7 @@ def load_tab(s, kinds) -> None:
             s.load_record = gr.DownloadButton("Download sweep (JSON)", elem_id="sv-load-record")
             s.load_snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-load-snapshot")
             s.load_upload = gr.File(label="a recorded sweep", file_types=[".json"], elem_id="sv-load-upload")
-            s.load_speed = gr.Radio(list(SPEEDS), value="4×", label="pace", elem_id="sv-load-speed")
+            s.load_speed = gr.Radio(list(PACES), value="4×", label="pace", elem_id="sv-load-speed")
             s.load_replay = gr.Button("Replay", elem_id="sv-load-replay")
 
 
