@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.registry import NO_DRAFTER, build_row_drafting  # noqa: E402
+from specviz.drafters.registry import NO_DRAFTER, build_row_drafting, kinds  # noqa: E402
 from specviz.engine.loop import generate_rows, new_generator  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.device import batch_bytes  # noqa: E402
@@ -81,7 +81,8 @@ def main() -> int:
     prompts = [encode_prompt(target, texts[r % len(texts)]) for r in range(args.rows)]
     context = max(map(len, prompts)) + args.tokens
     out = {}
-    for drafter, gamma in ((NO_DRAFTER, 0), ("ngram", 4)):
+    lookup = next(k.name for k in kinds() if k.listing.lookup and not k.needs_draft)  # n-gram prompt lookup
+    for drafter, gamma in ((NO_DRAFTER, 0), (lookup, 4)):
         settings = Settings(max_new_tokens=args.tokens, gamma=max(gamma, 1))
         generators = [new_generator(target.device, r) for r in range(args.rows)]
         drafting = build_row_drafting(drafter, settings, generators, target, None, under_load=True)

@@ -177,3 +177,14 @@ def _kept(steps: Iterator[StepEvent], into: list[StepEvent]) -> Iterator[StepEve
     for event in steps:
         into.append(event)
         yield event
+
+
+@dataclass(frozen=True)
+class LaneRun:
+    """A drafter lane as it runs: its name in the race, its drafter, its settings and options."""
+
+    name: str
+    drafter: str
+    settings: Settings
+    options: Options | None
+    remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)

@@ -75,8 +75,9 @@ def test_the_downloaded_sweep_replays_to_the_same_table_and_its_snapshot_opens_o
     wait_done(page)
     table = page.inner_text("#sv-load-table")
     files = {}
+    page.wait_for_selector("#sv-load-vllm li")  # the last update, which also sets the downloads, has landed
     for button in ("#sv-load-record", "#sv-load-snapshot"):
-        with page.expect_download() as got:
+        with page.expect_download(timeout=60_000) as got:
             page.click(button)
         files[button] = tmp_path / got.value.suggested_filename
         got.value.save_as(files[button])

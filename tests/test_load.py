@@ -150,7 +150,7 @@ def test_vllm_gets_the_fastest_draft_length_per_concurrency_range():
     for lane, tps in speeds.items():
         for level, value in zip(view.levels, tps):
             view.add(_run(lane, level, value * level, view.fixed.get(lane, 0)))
-    advice = {a.drafter: a for a in vllm_advice(view, {"draft": "Qwen/Qwen2.5-Coder-0.5B-Instruct"})}
+    advice = {a.drafter: a for a in vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")}
     draft = advice["draft"].config
     assert draft["method"] == "draft_model" and draft["model"] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
     assert draft["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 7, 2], [8, 8, 0]]

@@ -100,7 +100,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
                 said, progress_at = view.message, now
                 print(f"[{now:6.0f} s] {said}", file=sys.stderr, flush=True)
     models = run_models(args, pair)
-    advice = vllm_advice(view, models.__dict__)
+    advice = vllm_advice(view, models.draft)
     print(table(view) + "\n" + vllm_lines(advice), file=sys.stderr if args.json else sys.stdout)
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["concurrency"] else ["concurrency"]  # run from a shell, or in-process

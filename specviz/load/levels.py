@@ -13,8 +13,7 @@ from ..engine.loop import generate_rows
 from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..models.device import check_batch_fits
-from ..runs import Pair
-from ..workload.lanes import LaneRun
+from ..runs import LaneRun, Pair
 from .level_run import BatchStep, LevelRun
 
 MAX_ROWS = 256  # the most requests one level decodes together

@@ -12,9 +12,8 @@ from ..engine.load_gamma import ForwardCosts
 from ..errors import InvalidRequest, SpecvizError, first_line
 from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
-from ..runs import Pair
+from ..runs import LaneRun, Pair
 from ..settings import Settings
-from ..workload.lanes import LaneRun
 from .level_run import LoadNews
 from .levels import decode_level, rows_of
 

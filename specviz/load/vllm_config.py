@@ -7,17 +7,9 @@ Pure Python."""
 import json
 from dataclasses import dataclass
 
+from ..drafters.vllm_methods import METHODS, NOT_IN_VLLM
 from ..events import PLAIN
 from .load_view import LoadView
-
-# specviz drafter -> vLLM's `method`; a drafter missing here has no vLLM counterpart
-METHODS = {"draft": "draft_model", "ngram": "ngram", "suffix": "suffix", "eagle": "eagle", "medusa": "medusa"}
-NOT_IN_VLLM = {
-    "history": "vLLM has no lookup over a tree of earlier continuations; its nearest is `suffix`",
-    "hybrid": "vLLM runs one method per deployment; it cannot switch between a lookup and a model per step",
-    "dflash": "vLLM's documentation names no DFlash method",
-    "oracle": "the oracle is a stand-in with a set acceptance, not a drafter",
-}
 
 
 @dataclass(frozen=True)
@@ -65,8 +57,8 @@ def ranges(best: dict[int, int]) -> list[list[int]]:
     return out
 
 
-def vllm_advice(view: LoadView, models: dict | None = None) -> list[VllmAdvice]:
-    """One piece of advice per drafter of the sweep that ran at some level (`models`: the run's, for the draft
+def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
+    """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, for the draft
     model's name)."""
     out = []
     drafters = dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes)
@@ -79,8 +71,8 @@ def vllm_advice(view: LoadView, models: dict | None = None) -> list[VllmAdvice]:
             continue
         table = ranges(best)
         config = {"method": METHODS[drafter], "num_speculative_tokens": max(1, max(k for *_, k in table))}
-        if drafter == "draft" and models and models.get("draft"):
-            config["model"] = models["draft"]
+        if METHODS[drafter] == "draft_model" and draft_model:
+            config["model"] = draft_model
         config["num_speculative_tokens_per_batch_size"] = table
         top = max(best)
         note = (

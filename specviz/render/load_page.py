@@ -103,9 +103,9 @@ def load_badge(view: LoadView) -> str:
     return f'<div class="sv-badge sv-badge-diff">{escape(words)}</div>'
 
 
-def vllm_block(view: LoadView, models: dict | None = None) -> str:
+def vllm_block(view: LoadView, draft_model: str = "") -> str:
     """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config."""
-    advice = vllm_advice(view, models)
+    advice = vllm_advice(view, draft_model)
     if not advice:
         return ""
     items = "".join(
@@ -172,6 +172,6 @@ def load_snapshot_html(record) -> str:
         f'</head><body><h1 class="sv-title">specviz: under load</h1><p class="sv-meta">{meta}</p>'
         f"<h2>Total tokens/s</h2>{svg_load_chart(view, 'throughput')}"
         f"<h2>Each request's own tokens/s</h2>{svg_load_chart(view, 'latency')}"
-        f"<h2>Every lane and level</h2>{load_table(view)}{vllm_block(view, m.__dict__)}"
+        f"<h2>Every lane and level</h2>{load_table(view)}{vllm_block(view, m.draft)}"
         f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )

@@ -6,27 +6,15 @@ on."""
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..drafters.options import Options
 from ..drafters.registry import kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
 from ..record import TokenTexts
-from ..runs import Pair, generate_named, parted
+from ..runs import LaneRun, Pair, generate_named, parted
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import Lane, interleave
-
-
-@dataclass(frozen=True)
-class LaneRun:
-    """A drafter lane as it runs: its name in the race, its drafter, its settings and options."""
-
-    name: str
-    drafter: str
-    settings: Settings
-    options: Options | None
-    remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from .workload_screen import prompts_from
 
 EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab)"
 DEFAULT_LEVELS = "1, 2, 4, 8, 16, 32"
-DEFAULT_LANES = ("draft", "ngram")  # ticked at first: the drafters that decode a batch with the offline pair
 UPDATE_EVERY_S = 0.5
 PACES = {**SPEEDS, "at once": 0.0}  # a sweep on a CPU runs for many minutes: its replay may also show it whole
 
@@ -70,17 +69,17 @@ class LoadHandlers:
             except Exception as exc:  # one line in the tab and the status box; the server keeps serving
                 yield {s.load_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
-    def stream_load(self, views, models: dict | None = None):
+    def stream_load(self, views, draft_model: str = ""):
         """Every view that lands a run, with its charts; in between, the progress line at most every
         UPDATE_EVERY_S."""
         shown, runs = 0.0, -1
         for view in views:
             done = len(view.order)
             if view.finished or done != runs or time.perf_counter() - shown >= UPDATE_EVERY_S:
-                yield self.load_outputs(view, models, charts=view.finished or done != runs)
+                yield self.load_outputs(view, draft_model, charts=view.finished or done != runs)
                 shown, runs = time.perf_counter(), done
 
-    def load_outputs(self, view: LoadView, models: dict | None = None, charts: bool = True) -> dict:
+    def load_outputs(self, view: LoadView, draft_model: str = "", charts: bool = True) -> dict:
         s = self.screen
         kind = "done" if view.finished else "busy"
         out = {s.status: panels.status(f"under load: {view.message}", kind), s.load_progress: load_progress(view)}
@@ -92,7 +91,7 @@ class LoadHandlers:
             }
         if view.finished:
             record = view.saved
-            out[s.load_vllm] = vllm_block(view, record.models.__dict__ if record else models)
+            out[s.load_vllm] = vllm_block(view, record.models.draft if record else draft_model)
             if record is not None:
                 stem = self.files / f"specviz-load-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
                 record.save(stem.with_suffix(".json"))
@@ -111,7 +110,7 @@ class LoadHandlers:
                 path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
                 record = LoadRecord.load(path)
                 views = replay_load(record, PACES.get(speed, 1.0), flag.is_set)
-                yield from self.stream_load(_with_exact(views, record.models.exact), record.models.__dict__)
+                yield from self.stream_load(_with_exact(views, record.models.exact), record.models.draft)
             except Exception as exc:
                 yield {self.screen.load_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
 

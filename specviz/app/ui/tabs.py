@@ -13,7 +13,7 @@ from ...views.replay import SPEEDS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
-from .load_screen import DEFAULT_LANES, DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
+from .load_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.
@@ -189,7 +189,7 @@ def load_tab(s, kinds) -> None:
         with gr.Row(equal_height=True):
             s.load_lanes = gr.CheckboxGroup(
                 [(k.listing.label, k.name) for k in kinds],
-                value=[k.name for k in kinds if k.name in DEFAULT_LANES],
+                value=[k.name for k in kinds if k.build_batch is not None],  # those that decode a batch
                 label="drafters",
                 elem_id="sv-load-drafters",
                 scale=3,
