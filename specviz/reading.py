@@ -3,7 +3,9 @@ damaged file fails where it is read, in one line naming the field, never later w
 
 Every reader raises ValueError with the field's name; the caller turns it into its own error."""
 
+import json
 import math
+from pathlib import Path
 
 LARGEST = 2**53  # no count or id specviz writes comes near it; JSON readers elsewhere lose precision past it
 
@@ -67,3 +69,11 @@ def maybe(reader, value, what: str, *bounds):
 def each(reader, values, what: str, *bounds) -> tuple:
     """A list read item by item."""
     return tuple(reader(v, f"{what}[{i}]", *bounds) for i, v in enumerate(listed(values, what)))
+
+
+def json_file(path) -> object:
+    """A file's JSON; ValueError naming the file and why it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{Path(path).name}: {str(exc)[:120]}") from None

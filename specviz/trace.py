@@ -170,9 +170,9 @@ class Trace:
     @staticmethod
     def load(path) -> "Trace":
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise TraceError(f"cannot read a trace from {Path(path).name}: {str(exc)[:120]}") from None
+            data = read.json_file(path)
+        except ValueError as exc:
+            raise TraceError(f"cannot read a trace from {exc}") from None
         return Trace.from_json(data)
 
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from .. import reading
 from ..analysis.diagnosis import diagnose
 from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, kind, kinds
@@ -237,15 +238,19 @@ def _print_summary(duel, shown: str) -> None:
 
 
 def cmd_snapshot(args) -> int:
-    if is_load_record(args.trace):  # a concurrency sweep (concurrency --trace, or the app's Under load tab)
-        page = load_snapshot_html(LoadRecord.load(args.trace))
+    try:
+        data = reading.json_file(args.trace)  # read once: a trace, or a recorded sweep
+    except ValueError as exc:
+        return _fail(f"cannot read a trace from {exc}")
+    if is_load_record(data):  # a concurrency sweep (concurrency --trace, or the app's Under load tab)
+        page = load_snapshot_html(LoadRecord.from_json(data))
         try:
             Path(args.out).write_text(page, encoding="utf-8")
         except OSError as exc:
             return _fail(f"cannot write {args.out}: {exc.strerror or exc}")
         print(args.out)
         return 0
-    trace = Trace.load(args.trace)
+    trace = Trace.from_json(data)
     if args.side and args.side not in [s.name for s in trace.sides]:
         return _fail(f"the trace has no side {args.side!r}; it has {', '.join(s.name for s in trace.sides)}")
     try:

@@ -61,6 +61,7 @@ class LoadRecord:
         """A view before any run: the levels, the lanes and what is known of them."""
         view = LoadView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
         view.words, view.fixed, view.notes = dict(self.words), dict(self.fixed), dict(self.notes)
+        view.exact = self.models.exact
         return view
 
     def final_view(self) -> LoadView:
@@ -133,18 +134,14 @@ class LoadRecord:
     @staticmethod
     def load(path) -> "LoadRecord":
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise LoadRecordError(f"cannot read a recorded sweep from {Path(path).name}: {str(exc)[:120]}") from None
+            data = read.json_file(path)
+        except ValueError as exc:
+            raise LoadRecordError(f"cannot read a recorded sweep from {exc}") from None
         return LoadRecord.from_json(data)
 
 
-def is_load_record(path) -> bool:
-    """Whether a file names itself a recorded sweep (read no further than its format field)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
+def is_load_record(data) -> bool:
+    """Whether parsed JSON names itself a recorded sweep."""
     return isinstance(data, dict) and data.get("format") == FORMAT
 
 

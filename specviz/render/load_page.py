@@ -158,7 +158,6 @@ def svg_load_chart(view: LoadView, what: str = "throughput", width: int = 720, h
 def load_snapshot_html(record) -> str:
     """A recorded sweep (load_record.LoadRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
-    view.exact = record.models.exact
     m = record.models
     meta = escape(
         f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "

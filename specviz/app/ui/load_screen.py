@@ -110,15 +110,9 @@ class LoadHandlers:
                 path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
                 record = LoadRecord.load(path)
                 views = replay_load(record, PACES.get(speed, 1.0), flag.is_set)
-                yield from self.stream_load(_with_exact(views, record.models.exact), record.models.draft)
+                yield from self.stream_load(views, record.models.draft)
             except Exception as exc:
                 yield {self.screen.load_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
-
-
-def _with_exact(views, exact: str):
-    for view in views:
-        view.exact = exact
-        yield view
 
 
 def _rounds(value) -> int:
