@@ -195,6 +195,53 @@ def test_adaptive_gamma_backs_off_as_the_batch_grows_and_comes_back_as_it_shrink
     assert [g for _, g in controller.chosen] == [small, large, controller.chosen[-1][1]]
 
 
+def test_when_plain_steps_win_one_row_at_a_time_probes_so_the_forward_grows_by_gamma_not_by_the_batch():
+    """A compute-bound device (every token costs alike): plain wins for 16 rows; each probe drafts for one row, in
+    turn, and the others decode plainly, so acceptance keeps being measured at a fraction of the batch's price."""
+    costs = ForwardCosts()
+    for tokens in (1, 16, 32, 64, 128):
+        costs.note(tokens, tokens / 16)
+    controller = LoadGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0, probe_after=3)
+    rows = list(range(16))
+    steps = [controller.next_gammas(rows) for _ in range(8)]
+    probes = [s for s in steps if any(s)]
+    assert [sum(g > 0 for g in s) for s in probes] == [1, 1]
+    assert [s.index(max(s)) for s in probes] == [0, 1]  # each row in turn
+    assert steps[:3] == [[0] * 16] * 3 and controller.next_gamma(rows) == 0
+
+
+@pytest.mark.parametrize("drafter", ["draft", "ngram"])
+def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(bf16, tokenizer, reference, drafter):
+    """Costs that make plain steps win: adaptive probes one row at a time, the others decode plainly beside it in the
+    same forward, and every row still writes what it writes alone."""
+    target, draft = bf16
+    prompts, settings = prompts_of(tokenizer, 4), Settings(max_new_tokens=24, gamma=4, adaptive=True)
+    costs = ForwardCosts()
+    for tokens in (1, 4, 8, 32):
+        costs.note(tokens, float(tokens))
+    generators = [new_generator(target.device, settings.seed + r) for r in range(len(prompts))]
+    drafting = build_row_drafting(drafter, settings, generators, target, draft, under_load=True)
+    events = list(generate_rows(target, prompts, settings, drafting, generators, costs=costs))
+    out, probes, at = {r: [] for r in range(len(prompts))}, [], 0
+    while at < len(events):  # a step's events come together, one per row of its batch
+        step = events[at : at + events[at][1].batch]
+        if all(len(out[r]) < 12 for r, _ in step):  # far from the budget, which would shorten a row's γ
+            probes.append(sorted(e.gamma for _, e in step))
+        for row, event in step:
+            out[row].extend(event.tokens)
+        at += len(step)
+    assert [out[r] for r in range(len(prompts))] == reference(target, prompts, Settings(max_new_tokens=24))
+    assert any(p[:3] == [0, 0, 0] and p[3] > 0 for p in probes)  # one row drafted, three did not
+
+
+def test_a_probing_row_teaches_only_its_own_acceptance():
+    controller = LoadGamma(4, ForwardCosts(), draft_per_token=0.05, bookkeeping=0.0)
+    verdicts = [(0, 0, 0, False), (1, 4, 4, False), (2, 0, 0, False)]
+    controller.observe(4, verdicts, batch_tokens=7, draft_s=0.2, verify_s=1.0, bookkeeping_s=0.0)
+    assert controller.nodes_per_gamma == pytest.approx(1.0)  # one row sent γ nodes: a full chain, not a third of one
+    assert controller.alpha(1) > controller.alpha(0) == controller.alpha(2)
+
+
 def test_forward_costs_interpolate_between_and_extend_past_what_was_measured():
     costs = ForwardCosts()
     assert costs.at(8, 8) is None

@@ -9,7 +9,8 @@ whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·
 and the step takes γ* = argmax rate. V(T) is the target's forward over T tokens as measured (ForwardCosts keeps what
 every run on the model measured, by T): cheap while the device is memory-bound, so γ stays long for a small batch; once
 T makes the forward compute-bound V grows with it, and γ backs off to 0, plain decoding, as the batch grows, and comes
-back as finished rows leave. When plain steps win, a probe at the best γ every `probe_after` steps lets α recover.
+back as finished rows leave. When plain steps win, every `probe_after` steps one row (each in turn) drafts, so its α
+can recover: the probe widens the forward by γ tokens, not B·γ, which a compute-bound batch would pay for in full.
 """
 
 from bisect import bisect_left
@@ -70,6 +71,7 @@ class LoadGamma:
     bookkeeping: float | None = None
     nodes_per_gamma: float = 1.0
     plain_run: int = 0
+    probes: int = 0  # probes so far: which row probes next
     accepted: dict = field(default_factory=dict)  # row -> decayed accepted drafts
     tested: dict = field(default_factory=dict)
     held_at: list = field(default_factory=list)  # by position, for a copy: decayed held / tested, shared by rows
@@ -89,27 +91,39 @@ class LoadGamma:
             forward = 1.0 + PRIOR_SLOPE * (tokens - self.rows) / max(1, self.rows)  # only ratios matter
         return forward + (self.bookkeeping or 0.0)
 
-    def rate(self, gamma: int, rows: list[int]) -> float:
-        """Expected tokens per second of a step with γ drafts for each of `rows` (γ = 0: a plain step)."""
-        batch = len(rows)
-        if gamma == 0:
+    def rate(self, gamma: int, rows: list[int], drafting: list[int] | None = None) -> float:
+        """Expected tokens per second of a step of `rows` where `drafting` (default: all of them) draft γ and the
+        others decode plainly (γ = 0: a plain step)."""
+        batch, drafting = len(rows), rows if drafting is None else drafting
+        if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
         if self.copies:
-            tokens = batch * tokens_by_position(self.held_at, self.tested_at, gamma)
+            tokens = len(drafting) * tokens_by_position(self.held_at, self.tested_at, gamma)
         else:
-            tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in rows)
+            tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
+        tokens += batch - len(drafting)
         d = 0.1 * self.verify_cost(batch) if self.draft_per_token is None else self.draft_per_token
-        return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+        return tokens / (gamma * d + self.verify_cost(batch + len(drafting) * self.nodes_per_gamma * gamma))
 
     def next_gamma(self, rows: list[int]) -> int:
+        """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
+        return max(self.next_gammas(rows))
+
+    def next_gammas(self, rows: list[int]) -> list[int]:
+        """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others."""
         self.rows = len(rows)
         best = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows))
-        if self.rate(best, rows) > self.rate(0, rows) or self.plain_run >= self.probe_after:
-            self.plain_run, gamma = 0, best
+        if self.rate(best, rows) > self.rate(0, rows):
+            self.plain_run, gammas = 0, [best] * len(rows)
+        elif self.plain_run >= self.probe_after:
+            probe = rows[self.probes % len(rows)]
+            gamma = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows, [probe]))
+            self.plain_run, self.probes = 0, self.probes + 1
+            gammas = [gamma if r == probe else 0 for r in rows]
         else:
-            self.plain_run, gamma = self.plain_run + 1, 0
-        self.chosen.append((len(rows), gamma))
-        return gamma
+            self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)
+        self.chosen.append((len(rows), max(gammas)))
+        return gammas
 
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float
@@ -123,7 +137,7 @@ class LoadGamma:
         if gamma == 0 or not drafted:
             return
         self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
-        self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in verdicts) / (gamma * len(verdicts)))
+        self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:
             self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted
             self.tested[row] = self.memory * self.tested.get(row, 2.0) + accepted + rejected

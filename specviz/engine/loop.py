@@ -124,8 +124,8 @@ def generate_rows(
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
         #    with the most expected tokens per second for the whole batch (adaptive.py; 0 = a plain step); it shrinks
         #    near a row's budget so no step overshoots.
-        gamma = 0 if drafting is None else controller.next_gamma(rows) if controller else settings.gamma
-        gammas = [max(0, min(gamma, budgets[r] - produced[r] - 1)) for r in rows]
+        wanted = _gammas(controller, settings, drafting, rows)
+        gamma, gammas = max(wanted), [max(0, min(g, budgets[r] - produced[r] - 1)) for g, r in zip(wanted, rows)]
         proposals = drafting.propose([tokens[r] for r in rows], gammas) if drafting else [None] * len(rows)
         trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
@@ -172,12 +172,21 @@ def _check(logits, tree: TokenTree, proposal: Proposal | None, settings: Setting
     return Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings) if explain else None)
 
 
+def _gammas(controller, settings: Settings, drafting: RowDrafting | None, rows: list[int]) -> list[int]:
+    """Each row's γ this step: none without a drafter, the set γ, or what adaptive chose (under load, per row)."""
+    if drafting is None:
+        return [0] * len(rows)
+    if isinstance(controller, LoadGamma):
+        return controller.next_gammas(rows)
+    return [controller.next_gamma(rows) if controller else settings.gamma] * len(rows)
+
+
 def _controller(settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None):
-    """Adaptive γ's controller for the drafter its profile describes (for a batch: one γ for all rows, priced by the
-    whole batch's step); None under a fixed γ or plain decoding."""
+    """Adaptive γ's controller for the drafter its profile describes (for a batch: γ priced by the whole batch's step);
+    None under a fixed γ or plain decoding."""
     if not settings.adaptive or drafting is None:
         return None
-    if rows > 1:
+    if rows > 1 or costs is not None:  # a sweep's batch of one is priced like its batches, by the costs it measured
         return LoadGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
     return GammaController.for_drafter(settings.gamma, drafting.profile)
 
