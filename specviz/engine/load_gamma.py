@@ -91,33 +91,39 @@ class LoadGamma:
             forward = 1.0 + PRIOR_SLOPE * (tokens - self.rows) / max(1, self.rows)  # only ratios matter
         return forward + (self.bookkeeping or 0.0)
 
-    def rate(self, gamma: int, rows: list[int], drafting: list[int] | None = None) -> float:
+    def rate(self, gamma: int, rows: list[int], drafting: list[int] | None = None, perfect: bool = False) -> float:
         """Expected tokens per second of a step of `rows` where `drafting` (default: all of them) draft γ and the
-        others decode plainly (γ = 0: a plain step)."""
+        others decode plainly (γ = 0: a plain step); `perfect`: as if every draft held. The forward is padded: every
+        row takes as many positions as the widest, so one row's γ costs the whole batch's width."""
         batch, drafting = len(rows), rows if drafting is None else drafting
         if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
-        if self.copies:
+        if perfect:
+            tokens = len(drafting) * (gamma + 1)
+        elif self.copies:
             tokens = len(drafting) * tokens_by_position(self.held_at, self.tested_at, gamma)
         else:
             tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
         tokens += batch - len(drafting)
         d = 0.1 * self.verify_cost(batch) if self.draft_per_token is None else self.draft_per_token
-        return tokens / (gamma * d + self.verify_cost(batch + len(drafting) * self.nodes_per_gamma * gamma))
+        return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
 
     def next_gamma(self, rows: list[int]) -> int:
         """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
         return max(self.next_gammas(rows))
 
     def next_gammas(self, rows: list[int]) -> list[int]:
-        """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others."""
+        """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
+        drafts that all held would still not pay: no acceptance measured could change the choice."""
         self.rows = len(rows)
-        best = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows))
-        if self.rate(best, rows) > self.rate(0, rows):
+        drafts = range(1, self.max_gamma + 1)
+        best = max(drafts, key=lambda g: self.rate(g, rows))
+        plain = self.rate(0, rows)
+        if self.rate(best, rows) > plain:
             self.plain_run, gammas = 0, [best] * len(rows)
-        elif self.plain_run >= self.probe_after:
+        elif self.plain_run >= self.probe_after and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
             probe = rows[self.probes % len(rows)]
-            gamma = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows, [probe]))
+            gamma = max(drafts, key=lambda g: self.rate(g, rows, [probe]))
             self.plain_run, self.probes = 0, self.probes + 1
             gammas = [gamma if r == probe else 0 for r in rows]
         else:
@@ -128,8 +134,8 @@ class LoadGamma:
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float
     ):
-        """One finished step: γ, each row's (row, nodes sent, accepted, whether a draft was rejected), the tokens of
-        the verify forward and the step's three timings."""
+        """One finished step: γ, each row's (row, nodes sent, accepted, whether a draft was rejected), the positions
+        the verify forward computed (every row padded to the widest) and the step's three timings."""
         blend = lambda old, new: new if old is None else (1 - self.smoothing) * old + self.smoothing * new  # noqa: E731
         self.costs.note(batch_tokens, verify_s)
         self.bookkeeping = blend(self.bookkeeping, bookkeeping_s)

@@ -147,9 +147,9 @@ def generate_rows(
             drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
         t3 = clock()
         batch, batch_tokens = len(rows), sum(1 + len(t.tokens) for t in trees)
-        if controller is not None:
+        if controller is not None:  # what the forward computed: every row padded to the widest row's positions
             seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1, bookkeeping_s=t3 - t2)
-            _tell(controller, rows, checked, gamma, batch_tokens, **seconds)
+            _tell(controller, rows, checked, gamma, batch * max(1 + len(t.tokens) for t in trees), **seconds)
         # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
         step_s = clock() - t0
         for r, event, tree, g in zip(rows, events, trees, gammas):
