@@ -8,6 +8,7 @@ own server fixture takes `launch_app`, so its tests are marked too):
 - stats: draws thousands of seeded runs against the target's exact law (the `draws` fixture);
 - compiler: torch.compile really compiles a model's forward (the `compiling` fixture);
 - thorough: a property drawn over many more examples than the fast tier's (the `thorough` fixture);
+- cluster: starts a local Ray cluster of two CPUs (the `ray_cluster` fixture);
 - slow: any of the above: `python -m pytest -m "not slow"` is the fast tier.
 """
 
@@ -52,8 +53,9 @@ MARKS_BY_FIXTURE = {
     "draws": "stats",
     "compiling": "compiler",
     "thorough": "thorough",
+    "ray_cluster": "cluster",
 }
-SLOW = {"server", "browser", "model", "stats", "compiler", "thorough"}
+SLOW = {"server", "browser", "model", "stats", "compiler", "thorough", "cluster"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -64,6 +66,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 WORDS = PAIR_WORDS
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster on this machine's two cores (Ray, the cluster extra, is in requirements-dev.txt)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture(scope="session")

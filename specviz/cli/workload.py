@@ -6,22 +6,22 @@ line, exit 2, and no report written."""
 import argparse
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from ..drafters.registry import NO_DRAFTER, kind
-from ..drafters.suffix_index import RunMemory
+from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN, summarize
-from ..models import encode_prompt
-from ..record import TokenTexts
 from ..render.report import write_report
-from ..runs import Duel
+from ..trace import RunModels
+from ..workload.cluster import Prepare, connect, run_on_cluster
 from ..workload.entrants import drafter_names, entrants, setting_words
-from ..workload.prompts import check_workload, limits_for, read_prompts
-from ..workload.run import run_workload, side_runner
-from ..workload.view import WorkloadView, duration
+from ..workload.job import WorkloadJob, prepare
+from ..workload.prompts import read_prompts
+from ..workload.run import run_workload
+from ..workload.view import duration
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -29,8 +29,6 @@ from .flags import (
     add_sampling_options,
     check_entrants,
     given_options,
-    open_models,
-    run_models,
     settings_from,
 )
 
@@ -50,9 +48,35 @@ def add_workload_command(sub) -> None:
     add_sampling_options(p)
     add_model_options(p)
     add_exact_option(p)
+    p.add_argument(
+        "--cluster",
+        metavar="local|ADDRESS",
+        help='run the prompts on a Ray cluster: "local" starts one here, else its address (needs specviz[cluster])',
+    )
+    p.add_argument("--actors", type=int, help="with --cluster: how many actors (default: one per GPU, else per node)")
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
+    prepare, out = workload_job(args)
+    if args.cluster:  # without Ray: one line, before any model loads; each actor takes one device's bounds
+        actors = connect(args.cluster, args.actors)
+        prepare = partial(prepare, actors=actors)
+    view, run_side = prepare()
+    if args.cluster:  # each actor prepares its own models; this process keeps the view and lets its models go
+        del run_side
+        _run(view, lambda: run_on_cluster(view, prepare, args.cluster, actors, every_s=5))
+    else:
+        _run(view, lambda: run_workload(view, run_side, every_s=3600))
+
+    html, csv = write_report(view, out)
+    print(f"{html}\n{csv}")
+    return 0
+
+
+def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
+    """The workload the arguments ask for, checked before any model loads: how to prepare it (models loaded, the
+    view and how one side of one prompt is decoded: here, or in each of a cluster's actors) and where its report
+    goes."""
     prompts = read_prompts(args.prompts)  # everything cheap is checked before a model loads
     out = _writable(args.out)
     names = drafter_names(args.drafters)
@@ -70,12 +94,26 @@ def cmd_workload(args: argparse.Namespace) -> int:
         bool(args.draft),
     )
     check_entrants(chosen, args.drafters is not None, bool(args.draft))
-    view, run_side = _prepare(args, prompts, chosen, base, setting_words(fixed, base))
-    _run(view, run_side)
-
-    html, csv = write_report(view, out)
-    print(f"{html}\n{csv}")
-    return 0
+    job = WorkloadJob(
+        target=args.target,
+        draft=args.draft or "",
+        dtype=args.dtype,
+        draft_dtype=args.draft_dtype or "",
+        device=args.device,
+        exact=args.exact,
+        chat=not args.no_chat,
+        prompts=tuple(prompts),
+        chosen=tuple(chosen),
+        base=base,
+        setting=setting_words(fixed, base),
+        models=RunModels(
+            target=args.target,
+            draft=args.draft or "",
+            pair=f"{args.target} ← {args.draft}" if args.draft else args.target,
+            precision=args.dtype,
+        ),
+    )
+    return partial(prepare, job), out
 
 
 def _writable(path: str) -> Path:
@@ -87,49 +125,14 @@ def _writable(path: str) -> Path:
     return out
 
 
-def _prepare(args, prompts, chosen, base, setting):
-    """The models loaded once, the workload checked against the device's bounds, and how one side of one prompt
-    is decoded."""
-
-    pair = open_models(args, bool(args.draft))
-    target = pair.target
-    ids = [encode_prompt(target, p, chat=not args.no_chat) for p in prompts]
-    runnable = [e for e in chosen if e.settings]
-    check_workload(prompts, limits_for(target.device.type), sum(map(len, ids)), 1 + len(runnable), base.max_new_tokens)
-    text_of = TokenTexts(target.tokenizer)
-    view = WorkloadView(
-        prompts=prompts,
-        contenders=[e.contender for e in chosen],
-        greedy=base.greedy,
-        setting=setting,
-        max_new_tokens=base.max_new_tokens,
-        text_of=text_of,
-        models=run_models(args, pair),
-    )
-    by_name = {e.name: e for e in runnable}
-    memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
-
-    def decode_one(i, side, plain_ids, memory):  # the report shows no step's detail: none is recorded
-        e = by_name.get(side)  # None: plain decoding's side
-        asked = (e.settings, side, e.options, memory) if e else (base,)
-        duel = Duel(pair, ids[i], *asked, explain=False)
-        yield from duel.speculative()
-        found = duel.parted(plain_ids, text_of) if e and plain_ids is not None else None
-        if found is not None:
-            yield found
-        return ids[i]
-
-    return view, side_runner(decode_one, memories)
-
-
-def _run(view, run_side) -> None:
-    """The workload, a line on stderr per finished run with what is left; Ctrl+C ends it with the runs that finished
-    kept (the report is still written)."""
+def _run(view, views) -> None:
+    """The workload (`views()`: its view as it fills, here or on a cluster), a line on stderr per finished run with
+    what is left; Ctrl+C ends it with the runs that finished kept (the report is still written)."""
 
     said, began = set(), time.perf_counter()
     try:
         with torch.inference_mode():
-            for _ in run_workload(view, run_side, every_s=3600):
+            for _ in views():
                 for (i, side), cell in view.cells.items():
                     if cell.done and (i, side) not in said:
                         said.add((i, side))
@@ -147,4 +150,6 @@ def _line(view, i: int, side: str, cell) -> str:
         return f"prompt {i + 1}/{len(view.prompts)} {side}: {cell.note}{rest}"
     m = summarize(cell.events)
     speed = "" if side == PLAIN else f", {view.speedup(i, side) or 0:.2f}x"
-    return f"prompt {i + 1}/{len(view.prompts)} {side}: {m.new_tokens} tokens, {m.tokens_per_s:.1f} tok/s{speed}{rest}"
+    where = f" [{cell.node}{', retried' * cell.retried}]" if cell.node else ""
+    made = f"{m.new_tokens} tokens, {m.tokens_per_s:.1f} tok/s{speed}{where}"
+    return f"prompt {i + 1}/{len(view.prompts)} {side}: {made}{rest}"

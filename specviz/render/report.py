@@ -16,6 +16,7 @@ from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
 from ..workload.view import WorkloadRow, WorkloadView, duration
 from .figure1 import ORIGIN_CLASS, origin_text
+from .production import production_block
 from .svg_charts import acceptance_lines, speedup_bars
 
 LEGEND = (
@@ -70,9 +71,26 @@ def _facts(view: WorkloadView, created: datetime) -> str:
         ("prompts", str(len(view.prompts))),
         ("runs", _runs(view)),
         ("wall time", duration(view.wall_s)),
+        *_cluster_facts(view),
     ]
     items = "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
     return f'<dl class="rp-facts">{items}</dl>'
+
+
+def _cluster_facts(view: WorkloadView) -> list[tuple[str, str]]:
+    """Where a cluster's workload ran: each actor's share (its timings are its own node's clock), and what was run
+    again after an actor died."""
+    shares = view.placements()
+    if not shares:
+        return []
+    total = sum(seconds for _, seconds in shares.values()) or 1.0
+    facts = [
+        (name, f"{len(prompts)} prompts, {duration(seconds)} decoding ({seconds / total:.0%} of the work)")
+        for name, (prompts, seconds) in shares.items()
+    ]
+    again = view.retried()
+    facts.append(("retried", ", ".join(f"prompt {i + 1}" for i in again) if again else "none: no actor died"))
+    return facts
 
 
 def _state(view: WorkloadView) -> str:
@@ -276,7 +294,8 @@ def report_html(view: WorkloadView, created: datetime | None = None) -> str:
         f"<title>specviz report: {n} prompt{'s' * (n != 1)}</title><style>{css}</style></head><body>"
         f"{_header(view, created)}<h2>Drafters</h2>{drafter_table(view, rows)}<h2>Charts</h2>{charts}"
         f"<h2>Speedup on each prompt</h2>{speedup_matrix(view, rows)}"
-        f"<h2>Outputs, coloured by where each token came from</h2>{outputs(view)}</body></html>"
+        f"<h2>Outputs, coloured by where each token came from</h2>{outputs(view)}"
+        f"{production_block(view.production, open_first=False)}</body></html>"
     )
 
 
@@ -292,6 +311,8 @@ CSV_COLUMNS = (
     "identical",
     "alpha_by_position",
     "note",
+    "ran_on",
+    "retried",
 )
 
 
@@ -317,9 +338,20 @@ def _csv_row(view: WorkloadView, r: WorkloadRow) -> dict[str, str]:
         "identical": "" if r.identical is None or not view.greedy else str(r.identical),
         "alpha_by_position": " ".join(_number(a, 4) or "-" for a in r.by_position),
         "note": _safe(_note(view, r)),
+        "ran_on": _safe(_ran_on(view, r.name)),
+        "retried": " ".join(str(i + 1) for i in view.retried() if (i, r.name) in view.cells),
     }
     row.update({f"speedup_prompt_{i + 1}": _number(view.speedup(i, r.name), 4) for i in range(len(view.prompts))})
     return row
+
+
+def _ran_on(view: WorkloadView, side: str) -> str:
+    """On a cluster: which actor ran which of this side's prompts ("actor 1 on host (node …): 1 3; …")."""
+    by_node: dict[str, list[int]] = {}
+    for (i, s), c in sorted(view.cells.items()):
+        if s == side and c.node:
+            by_node.setdefault(c.node, []).append(i + 1)
+    return "; ".join(f"{node}: {' '.join(map(str, prompts))}" for node, prompts in by_node.items())
 
 
 def report_csv(view: WorkloadView) -> str:

@@ -55,38 +55,53 @@ def run_workload(
 ) -> Iterator[WorkloadView]:
     """Fill `view` run by run, yielding it as it fills; a stop ends the run under way (it is not counted) and keeps
     every run that finished."""
-    began = shown = clock()
+    began, shown = clock(), [clock()]
     for i in range(len(view.prompts)):
-        for side in view.sides:
-            if stopped():
-                break
-            plain = view.finished_cell(i, PLAIN)
-            cell, view.running = view.cell(i, side), (i, side)
-            if side != PLAIN and plain is None:
-                cell.note, cell.done = "failed: plain decoding did not finish this prompt", True
-                continue
-            view.message = f"prompt {i + 1} of {len(view.prompts)}: {_name(view, side)}"
-            yield view
-            start = clock()
-            try:
-                for item in run_side(i, side, plain.tokens if plain is not None and view.greedy else None):
-                    if isinstance(item, Divergence):
-                        cell.divergence = item
-                    else:
-                        cell.events.append(item)
-                    cell.wall_s = clock() - start
-                    if stopped():
-                        break
-                    if clock() - shown >= every_s:
-                        shown = clock()
-                        yield view
-            except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask: the others go on
-                cell.note, cell.events = f"failed: {first_line(exc)}", []
-            cell.done = not stopped()
+        yield from run_prompt(view, i, run_side, stopped, every_s, clock, shown)
     view.running, view.finished, view.stopped = None, True, stopped()
     view.wall_s = clock() - began
     view.message = "stopped: the runs that finished are kept" if view.stopped else "done"
     yield view
+
+
+def run_prompt(
+    view: WorkloadView,
+    i: int,
+    run_side: RunSide,
+    stopped: Callable[[], bool] = lambda: False,
+    every_s: float = 0.5,
+    clock: Callable[[], float] = time.perf_counter,
+    shown: list[float] | None = None,
+) -> Iterator[WorkloadView]:
+    """Prompt i decoded plainly, then by every drafter, into `view`'s cells, yielding the view before each run and
+    every `every_s` while one runs (`shown`: when it was last yielded, shared across prompts)."""
+    shown = [clock()] if shown is None else shown
+    for side in view.sides:
+        if stopped():
+            break
+        plain = view.finished_cell(i, PLAIN)
+        cell, view.running = view.cell(i, side), (i, side)
+        if side != PLAIN and plain is None:
+            cell.note, cell.done = "failed: plain decoding did not finish this prompt", True
+            continue
+        view.message = f"prompt {i + 1} of {len(view.prompts)}: {_name(view, side)}"
+        yield view
+        start = clock()
+        try:
+            for item in run_side(i, side, plain.tokens if plain is not None and view.greedy else None):
+                if isinstance(item, Divergence):
+                    cell.divergence = item
+                else:
+                    cell.events.append(item)
+                cell.wall_s = clock() - start
+                if stopped():
+                    break
+                if clock() - shown[0] >= every_s:
+                    shown[0] = clock()
+                    yield view
+        except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask: the others go on
+            cell.note, cell.events = f"failed: {first_line(exc)}", []
+        cell.done = not stopped()
 
 
 def _name(view: WorkloadView, side: str) -> str:

@@ -18,6 +18,8 @@ class Cell:
     note: str = ""  # why it has no result ("failed: ...")
     wall_s: float = 0.0  # measured from outside: device calls, prefill and all
     done: bool = False
+    node: str = ""  # on a cluster: the machine and actor that ran it (its timings are that node's clock)
+    retried: bool = False  # on a cluster: its first actor died before it finished, and another ran it again
 
     @property
     def tokens(self) -> list[int]:
@@ -65,6 +67,7 @@ class WorkloadView:
     finished: bool = False
     stopped: bool = False
     wall_s: float = 0.0
+    production: tuple = ()  # each drafter's settings elsewhere (drafters/production.Handoff)
 
     @property
     def sides(self) -> list[str]:
@@ -110,6 +113,20 @@ class WorkloadView:
             tuple(acceptance_rates(position_counts(mine))),
             note,
         )
+
+    def placements(self) -> dict[str, tuple[list[int], float]]:
+        """On a cluster: each actor's prompts (0-based) and the seconds its runs took on its own clock; {} when the
+        workload ran here."""
+        shares: dict[str, tuple[list[int], float]] = {}
+        for (i, _), c in sorted(self.cells.items()):
+            if c.node:
+                prompts, seconds = shares.get(c.node, ([], 0.0))
+                shares[c.node] = (prompts if i in prompts else [*prompts, i], seconds + c.wall_s)
+        return shares
+
+    def retried(self) -> list[int]:
+        """The prompts (0-based) whose first actor died before they finished, so that another ran them again."""
+        return sorted({i for (i, _), c in self.cells.items() if c.retried})
 
     def speedup(self, prompt: int, side: str) -> float | None:
         """One prompt's speedup for one drafter (tokens/s over plain decoding's on that prompt)."""

@@ -1,0 +1,166 @@
+"""A workload on a local Ray cluster (two actors on this machine, the tiny pair): the merged view and report equal the
+one-machine run's, an actor killed mid-prompt loses nothing and its prompt is marked retried, and without Ray
+`--cluster` answers in one line."""
+
+import builtins
+import csv
+import io
+from functools import partial
+
+import pytest
+from test_cli import assert_one_line_error, run_cli
+
+from specviz.cli import build_parser
+from specviz.cli.workload import workload_job
+from specviz.drafters.registry import kinds
+from specviz.events import PLAIN
+from specviz.render.report import report_csv
+from specviz.workload.cluster import ClusterRun, connect
+from specviz.workload.run import run_workload
+
+DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
+LOOKUPS = [k.name for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft][:2]
+DRAFTERS = [DRAFT_MODEL, *LOOKUPS]
+PROMPTS = 40
+
+
+def command(pair_folders, prompts, out, *extra):
+    target, draft = pair_folders
+    return [
+        "workload",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(out),
+        "--drafters",
+        ",".join(DRAFTERS),
+        "--gamma",
+        "3",
+        "--max-new-tokens",
+        "10",
+        "--dtype",
+        "bfloat16",  # exact mode: each greedy token bit for bit whatever was drafted, on whichever actor
+        "--draft-dtype",
+        "float32",
+        "--device",
+        "cpu",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def forty(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cluster") / "forty.txt"
+    lines = (" ".join(f"w{(i * 7 + j * (i % 5 + 1)) % 40}" for j in range(3 + i % 9)) for i in range(PROMPTS))
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def here(ray_cluster, pair_folders, forty, tmp_path_factory):
+    """The forty prompts × three drafters decoded on this machine, one after another: the reference."""
+    args = build_parser().parse_args(command(pair_folders, forty, tmp_path_factory.mktemp("here") / "r.html"))
+    prepare, _ = workload_job(args)
+    view, run_side = prepare(actors=2)  # forty prompts: two devices' bounds, as on the cluster
+    for _ in run_workload(view, run_side, every_s=3600):
+        pass
+    return view
+
+
+def tokens(view):
+    return {key: cell.tokens for key, cell in view.cells.items()}
+
+
+def rows(text):
+    """The report's CSV by drafter, without the columns that depend on the clock or the machine."""
+    keep = ("drafter", "prompts", "tokens", "identical", "note")
+    return {r["drafter"]: {k: r[k] for k in keep} for r in csv.DictReader(io.StringIO(text))}
+
+
+def test_a_workload_on_two_actors_merges_into_the_one_machine_report(ray_cluster, pair_folders, forty, here, tmp_path):
+    args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+    prepare = partial(workload_job(args)[0], actors=2)
+    view, _ = prepare()
+    run = ClusterRun(view, prepare, connect("local", 2))
+    for _ in run.run(every_s=0.2):
+        pass
+    assert view.finished and not view.stopped and len(view.cells) == PROMPTS * (1 + len(DRAFTERS))
+    assert tokens(view) == tokens(here)
+    assert rows(report_csv(view)) == rows(report_csv(here))
+    assert rows(report_csv(view))[DRAFT_MODEL]["identical"] == str(PROMPTS)
+    shares = view.placements()
+    assert len(shares) == 2 and sorted(i for prompts, _ in shares.values() for i in prompts) == list(range(PROMPTS))
+    assert view.retried() == []
+
+
+def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retried(
+    ray_cluster, pair_folders, forty, here, tmp_path
+):
+    args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+    prepare = partial(workload_job(args)[0], actors=2)
+    view, _ = prepare()
+    run, killed = ClusterRun(view, prepare, connect("local", 2)), None
+    for _ in run.run(every_s=0.2):
+        done = sum(c.done for c in view.cells.values())
+        if killed is None and done >= 20 and run.pending:
+            killed, actor = next(iter(run.pending.values()))
+            ray_cluster.kill(run.actors[actor], no_restart=False)  # Ray restarts it; its prompt runs again
+    assert killed is not None and killed in view.retried()
+    differ = {k: (v, tokens(here).get(k)) for k, v in tokens(view).items() if tokens(here).get(k) != v}
+    assert tokens(view) == tokens(here), (killed, view.retried(), differ, set(tokens(here)) - set(tokens(view)))
+    assert all(view.cells[killed, side].retried for side in view.sides)
+    assert rows(report_csv(view)) == rows(report_csv(here))
+    listed = {r["drafter"]: r["retried"] for r in csv.DictReader(io.StringIO(report_csv(view)))}
+    assert str(killed + 1) in listed[PLAIN].split()
+
+
+def test_the_command_line_runs_on_the_cluster_with_one_progress_line_per_run(
+    ray_cluster, capsys, pair_folders, forty, here, tmp_path
+):
+    out = tmp_path / "r.html"
+    code, printed, err = run_cli(capsys, *command(pair_folders, forty, out, "--cluster", "local", "--actors", "2"))
+    assert code == 0, err
+    assert err.count("prompt ") == PROMPTS * (1 + len(DRAFTERS)) and "[actor " in err
+    table = out.with_suffix(".csv").read_text(encoding="utf-8-sig")
+    assert rows(table) == rows(report_csv(here))
+    page = out.read_text(encoding="utf-8")
+    assert "actor 1 on" in page and "retried" in page
+    assert "Take it to production" in page and "prompt_lookup_num_tokens=" in page  # each drafter elsewhere
+
+
+def test_without_ray_the_cluster_flag_answers_in_one_line(capsys, pair_folders, forty, tmp_path, monkeypatch):
+    real = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    code, _, err = run_cli(capsys, *command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+    assert_one_line_error(code, err, "--cluster", 'pip install "specviz[cluster]"')
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_the_apps_your_prompts_runs_on_the_cluster_given_at_launch(ray_cluster, pair_folders):
+    """app.py --cluster ADDRESS: the Your prompts tab's workload goes to the cluster's actors and comes back as the
+    one-device run's table."""
+    from specviz.app.backend import Backend
+    from specviz.app.shelf import ModelShelf, PairPreset
+
+    target, draft = pair_folders
+    presets = [PairPreset("tiny", str(target), str(draft))]
+    values = {"pair": "tiny", "drafter": "none", "dtype": "bfloat16", "prompt": "w1", "gamma": 3, "max_new_tokens": 8}
+    prompts = ["w1 w2 w3 w1 w2", "w4 w5 w4 w5 w6", "w7 w8", "w9 w1 w9 w1"]
+    views = {}
+    for where in ("", "local"):
+        backend = Backend(ModelShelf(presets, "cpu"), cluster=where)
+        *_, views[where] = backend.workload(values, prompts, DRAFTERS, True)
+    here, there = views[""], views["local"]
+    assert there.finished and tokens(there) == tokens(here)
+    assert rows(report_csv(there)) == rows(report_csv(here))
+    assert len(there.placements()) >= 1 and not here.placements()
