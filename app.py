@@ -3,7 +3,7 @@
 Flags (or environment): --host/SPECVIZ_HOST, --port/SPECVIZ_PORT (else GRADIO_SERVER_PORT, else PORT, else 7860),
 --share, --target/--draft for a pair of your own (offline preset, folder or Hub id) with the heads it brings
 (--medusa/SPECVIZ_MEDUSA, --eagle/SPECVIZ_EAGLE: one flag per drafter option that locates a model), --device,
---dtype, --no-preload.
+--dtype, --no-preload, --cluster/SPECVIZ_CLUSTER (Your prompts on a Ray cluster: "local" or an address).
 """
 
 try:  # ZeroGPU: `spaces` must be imported before torch; elsewhere it is absent and GPU work runs undecorated.
@@ -62,6 +62,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
+    p.add_argument(
+        "--cluster",
+        default=env("SPECVIZ_CLUSTER", ""),
+        help='Your prompts runs on a Ray cluster: "local" starts one here, else its address (needs specviz[cluster])',
+    )
     args = p.parse_args(argv)
     if bool(args.target) != bool(args.draft):
         p.error("--target and --draft go together")
@@ -132,7 +137,7 @@ def build(args):
         threading.Thread(
             target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision), daemon=True
         ).start()
-    backend = Backend(shelf, device_calls(shelf))
+    backend = Backend(shelf, device_calls(shelf), cluster=args.cluster)
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     return build_app(
         backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64, draft_precision or "same"

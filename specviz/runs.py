@@ -151,8 +151,9 @@ class Duel:
         plain_ids = generated_ids(self.plain_events) if plain_ids is None else plain_ids
         return parted(self.pair.target, self.prompt_ids, plain_ids, self.spec_ids(), self.settings, text_of)
 
-    def trace(self, prompt: str, models: RunModels, made_with: str) -> Trace:
-        """The run as a trace: plain decoding alone, or (with a drafter) the race of both sides."""
+    def trace(self, prompt: str, models: RunModels, made_with: str, extra: dict | None = None) -> Trace:
+        """The run as a trace: plain decoding alone, or (with a drafter) the race of both sides; `extra`: what else
+        the trace carries (the drafter's settings in other engines)."""
         text_of = TokenTexts(self.pair.target.tokenizer)
         if self.drafter == NO_DRAFTER:
             sides = [Side(PLAIN, "", self.spec_events)]
@@ -170,6 +171,7 @@ class Duel:
             sides=sides,
             text_of=text_of,
             made_with=made_with,
+            extra=extra,
         )
 
 

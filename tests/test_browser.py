@@ -309,7 +309,11 @@ def test_a_downloaded_trace_replays_to_the_same_screen_and_its_snapshot_opens_of
     page = open_page(browser, app_server[0])
     try:
         race(page, f"w1 w2 w3 {EVIL}")
-        lanes = {part: page.inner_text(part) for part in ("#sv-plain", "#sv-spec", "#sv-badge")}
+        lanes = {part: page.inner_text(part) for part in ("#sv-plain", "#sv-spec", "#sv-badge", "#sv-production")}
+        production = page.inner_text("#sv-production")  # the drafter in other engines, the prompt as text
+        assert all(engine in production for engine in ("transformers", "vLLM", "SGLang")), production
+        assert "assistant_model=assistant" in production and "draft_model" in production and "STANDALONE" in production
+        assert page.locator("#sv-production img, #sv-production script").count() == 0
         page.get_by_role("tab", name="Recorded runs").click()
         files = {}
         for button in ("#sv-download", "#sv-snapshot"):
@@ -340,6 +344,7 @@ def test_a_downloaded_trace_replays_to_the_same_screen_and_its_snapshot_opens_of
         assert EVIL in snap.inner_text(".sv-echo") and snap.evaluate("window.__pwned") is None
         assert snap.locator("script, img").count() == 0 and snap.locator("svg polyline").count() == 2
         assert "identical to plain decoding" in snap.inner_text(".sv-badge")
+        assert "num_speculative_tokens" in snap.inner_text(".sv-production")  # take it to production, offline too
         shot(snap, "snapshot.png", full=True)
     finally:
         offline.close()

@@ -7,6 +7,7 @@ a run by closing the call's generator (the worker ends at its next step)."""
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from functools import partial
 
 from .. import errors
 from ..drafters.registry import NO_DRAFTER, kind
@@ -18,19 +19,23 @@ from ..load.load_record import LoadRecord
 from ..load.load_sweep import check_levels
 from ..load.load_view import LoadView
 from ..models import encode_prompt
-from ..record import TextTable, make_trace
+from ..models.offline import production_name
+from ..record import TextTable, TokenTexts, make_trace
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
-from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
+from ..workload.cluster import run_on_cluster
+from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, production, setting_words
+from ..workload.job import prepare
 from ..workload.lanes import LaneRun, lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
 from .device_calls import DeviceCalls, Packet
 from .device_line import DeviceLine
+from .elsewhere import cluster_job, race_production
 from .memories import VisitorMemories
 from .request import Request, read_request
 from .shelf import LoadedPair, ModelShelf
@@ -42,8 +47,9 @@ class Backend:
     """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py).
     Every flow takes the run's values as the screen or the API sent them and reads them once (request.py)."""
 
-    def __init__(self, shelf: ModelShelf, calls: DeviceCalls | None = None):
+    def __init__(self, shelf: ModelShelf, calls: DeviceCalls | None = None, cluster: str = ""):
         self.shelf = shelf
+        self.cluster = cluster  # Your prompts runs there (a Ray address, or "local"); "" runs it on this device
         self.calls = calls or DeviceCalls(shelf)
         self.line = DeviceLine(lambda: shelf.loading)
         self.memories = VisitorMemories()
@@ -76,6 +82,7 @@ class Backend:
                 greedy=settings.greedy,
                 mode=asked.mode,
                 lossy=settings.lossy,
+                production=race_production(asked, pair),
             )
             lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
             call = self.calls.race(asked, None if memory is None else memory.copy())
@@ -117,6 +124,7 @@ class Backend:
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
+            extra={"production": [h.to_json() for h in view.production]},
         )
         yield view
 
@@ -233,7 +241,7 @@ class Backend:
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
-            extra=view.record(),
+            extra={**view.record(), "production": [h.to_json() for h in view.production]},
         )
         yield view
 
@@ -243,6 +251,8 @@ class Backend:
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
+        draft = production_name(preset.draft or "")
+        view.production = production(chosen, production_name(preset.target), draft, asked.prompt, True)
         return view, tuple(lane_runs(chosen))
 
     def _run_side(self, asked: Request, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
@@ -291,6 +301,9 @@ class Backend:
             greedy=base.greedy,
             setting=setting_words(fixed_gamma, base),
             max_new_tokens=base.max_new_tokens,
+            production=production(
+                chosen, production_name(preset.target), production_name(preset.draft or ""), prompts[0], True
+            ),
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
         with self.line.on_device(session, runs, f"workload of {runs} runs"):
@@ -302,6 +315,11 @@ class Backend:
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
+            if self.cluster:
+                view.text_of = TokenTexts(pair.target.tokenizer)
+                job = cluster_job(asked, pair, prompts, chosen, view)
+                yield from run_on_cluster(view, partial(prepare, job), self.cluster, None, stopped)
+                return
             memories = {n: self.memories.of(session).copy() for n in runnable if kind(n).remembers}
             run_side = self._run_side(asked, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)

@@ -10,13 +10,14 @@ from pathlib import Path
 from .. import reading
 from ..analysis.diagnosis import diagnose
 from ..drafters.options import Options
+from ..drafters.production import Ran, handoff
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
 from ..load.load_record import LoadRecord, is_load_record
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
-from ..models.offline import PRESETS, ensure_converted, locate_parts
+from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
 from ..render.load_page import load_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..runs import Duel
@@ -181,15 +182,22 @@ def cmd_generate(args) -> int:
                 shown = text
     if chosen and (args.trace or args.diagnose):
         list(duel.plain())
+    draft = production_name(args.draft or "") if pair.draft is not None else ""
+    ran = Ran(drafter_name, settings, options, production_name(args.target), draft, args.prompt, not args.no_chat)
+    production = handoff(ran) if chosen else None
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
-        trace = duel.trace(args.prompt, run_models(args, pair), made_with or "python -m specviz generate")
+        extra = {"production": [production.to_json()]} if production else None
+        trace = duel.trace(args.prompt, run_models(args, pair), made_with or "python -m specviz generate", extra)
         trace.save(args.trace)
-    (_print_json if args.json else _print_summary)(duel, shown)
+    if args.json:
+        _print_json(duel, production)
+    else:
+        _print_summary(duel, shown)
     return 0
 
 
-def _print_json(duel, shown: str) -> None:
+def _print_json(duel, production=None) -> None:
     """The run as one JSON object on stdout: text, ids, steps, metrics (and the diagnosis, with plain decoding)."""
 
     events, found = duel.spec_events, diagnose(duel.plain_events, duel.spec_events) if duel.plain_events else None
@@ -205,6 +213,8 @@ def _print_json(duel, shown: str) -> None:
         "steps": [e.to_json() for e in events],
         "metrics": summarize(events).to_json(),
     }
+    if production is not None:  # the same drafter in transformers, vLLM and SGLang
+        result["production"] = production.to_json()
     print(json.dumps({**result, **({"diagnosis": asdict(found)} if found else {})}))
 
 

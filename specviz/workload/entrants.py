@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ..drafters.contract import Recipe
 from ..drafters.options import Options
+from ..drafters.production import Ran, handoff
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..settings import Settings, mode_text
@@ -153,3 +154,13 @@ def lane_of(e: Entrant) -> RaceLane:
     )
     lane.done = not lane.runs
     return lane
+
+
+def production(chosen: Sequence[Entrant], target: str, draft: str, prompt: str, chat: bool) -> tuple:
+    """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
+    named as another engine loads them."""
+    return tuple(
+        handoff(Ran(e.drafter, e.settings, e.options, target, draft, prompt, chat, name=e.contender.name))
+        for e in chosen
+        if e.settings
+    )

@@ -117,6 +117,7 @@ def race_row(s) -> None:
             s.spec_text = gr.HTML(elem_id="sv-spec", elem_classes="sv-lane")
     s.metrics = gr.HTML(elem_id="sv-metrics")
     s.badge = gr.HTML(elem_id="sv-badge")
+    s.production = gr.HTML(elem_id="sv-production")
 
 
 # Gradio keeps each session's component values and state after it closes (its state for an hour), up to this many
