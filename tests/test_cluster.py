@@ -103,15 +103,18 @@ def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retri
     args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
     prepare = partial(workload_job(args)[0], actors=2)
     view, _ = prepare()
-    run, killed = ClusterRun(view, prepare, connect("local", 2)), None
+    run, killed = ClusterRun(view, prepare, connect("local", 2)), []
     for _ in run.run(every_s=0.2):
         done = sum(c.done for c in view.cells.values())
-        if killed is None and done >= 20 and run.pending:
-            killed, actor = next(iter(run.pending.values()))
+        # a task the driver still holds may have just finished: kill again until one dies mid-prompt
+        running = [i for i, _ in run.pending.values() if i is not None]
+        if done >= 20 and running and not view.retried() and not run.retried and len(killed) < 4:
+            prompt, actor = next((i, a) for i, a in run.pending.values() if i is not None)
+            killed.append(prompt)
             ray_cluster.kill(run.actors[actor], no_restart=False)  # Ray restarts it; its prompt runs again
-    assert killed is not None and killed in view.retried()
-    differ = {k: (v, tokens(here).get(k)) for k, v in tokens(view).items() if tokens(here).get(k) != v}
-    assert tokens(view) == tokens(here), (killed, view.retried(), differ, set(tokens(here)) - set(tokens(view)))
+    assert view.retried() and set(view.retried()) <= set(killed), (killed, view.retried())
+    killed = view.retried()[0]
+    assert tokens(view) == tokens(here)  # every prompt once, nothing lost, nothing counted twice
     assert all(view.cells[killed, side].retried for side in view.sides)
     assert rows(report_csv(view)) == rows(report_csv(here))
     listed = {r["drafter"]: r["retried"] for r in csv.DictReader(io.StringIO(report_csv(view)))}

@@ -16,6 +16,7 @@ from .view import Cell, WorkloadView
 
 INSTALL = 'this needs Ray: pip install "specviz[cluster]"'
 RESTARTS = 3  # times Ray restarts one actor that died before the workload gives up on it
+ASKS = 600  # times a dead actor is asked (0.1 s apart) whether it is up again before it leaves the rotation
 
 # prepare() -> (a WorkloadView of the whole workload, how one side of one prompt is decoded), with the models loaded:
 # a module-level function (or a partial of one) so that it travels to the actors by reference.
@@ -61,6 +62,10 @@ class PromptWorker:
         self.view, self.run_side = prepare()
         self.where = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
 
+    def ready(self) -> bool:
+        """Answers once the actor is up (after a restart: once it has prepared its models again)."""
+        return True
+
     def run(self, i: int) -> tuple[str, dict[str, Cell]]:
         import torch
 
@@ -85,6 +90,7 @@ class ClusterRun:
         self.retried: set[int] = set()
         self.pending: dict = {}  # task -> (prompt, actor) while it runs
         self.deaths = [0] * actors  # per actor: how often it died under a prompt
+        self.asked = [0] * actors  # per actor: how often it was asked whether it is up again
         self.tries: dict[int, int] = {}  # per prompt: how often an actor died under it
 
     def run(self, stopped: Callable[[], bool] = lambda: False, every_s: float = 0.5) -> Iterator[WorkloadView]:
@@ -98,8 +104,9 @@ class ClusterRun:
                 while waiting and free:
                     i, a = waiting.popleft(), free.popleft()
                     pending[self.actors[a].run.remote(i)] = (i, a)
-                view.message = f"{len(view.prompts) - len(waiting) - len(pending)} of {len(view.prompts)} prompts done"
-                view.message += f"; {len(pending)} running on {len(self.actors)} actors"
+                running = sum(i is not None for i, _ in pending.values())
+                view.message = f"{len(view.prompts) - len(waiting) - running} of {len(view.prompts)} prompts done"
+                view.message += f"; {running} running on {len(self.actors)} actors"
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=every_s)
                 if done:
                     self._land(done[0], pending.pop(done[0]), waiting, free)
@@ -112,27 +119,38 @@ class ClusterRun:
         view.message = "stopped: the runs that finished are kept" if view.stopped else "done"
         yield view
 
-    def _land(self, ref, placed: tuple[int, int], waiting: deque, free: deque) -> None:
-        """A prompt's runs into the view; or, its actor having died, the prompt back at the head of the queue."""
+    def _land(self, ref, placed: tuple[int | None, int], waiting: deque, free: deque) -> None:
+        """A prompt's runs into the view; or, its actor having died, the prompt back at the head of the queue and
+        the actor asked whether it is up again (`placed` (None, actor): that question's answer)."""
         i, a = placed
         try:
-            where, cells = self.ray.get(ref)
-        except self.ray.exceptions.RayActorError:  # Ray restarts the actor; the prompt goes to the next one free
-            self.deaths[a] += 1
-            if self.deaths[a] <= RESTARTS:  # past that Ray restarts it no more: it leaves the rotation
-                free.append(a)
-            self.retried.add(i)
-            self.tries[i] = self.tries.get(i, 0) + 1
-            if self.tries[i] > RESTARTS:  # a prompt that kills every actor it meets is not tried forever
-                self._give_up([i], f"its actor died {self.tries[i]} times")
-            else:
-                waiting.appendleft(i)
+            answer = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError:  # Ray restarts the actor; it gets work once it answers again
+            self._revive(a, died=i is not None)
+            if i is not None:
+                self.retried.add(i)
+                self.tries[i] = self.tries.get(i, 0) + 1
+                if self.tries[i] > RESTARTS:  # a prompt that kills every actor it meets is not tried forever
+                    self._give_up([i], f"its actor died {self.tries[i]} times")
+                else:
+                    waiting.appendleft(i)
             return
         free.append(a)
+        if i is None:  # the actor is up again
+            return
+        where, cells = answer
         name = f"actor {a + 1} on {where}"
         for side, cell in cells.items():
             cell.node, cell.retried = name, i in self.retried
             self.view.cells[i, side] = cell
+
+    def _revive(self, a: int, died: bool) -> None:
+        """Ask a dead actor whether Ray has brought it back, unless it died more often than Ray restarts one."""
+        self.deaths[a] += died
+        self.asked[a] += 1
+        if self.deaths[a] <= RESTARTS and self.asked[a] <= ASKS:  # else it leaves the rotation
+            time.sleep(0.1)  # a restarting actor may refuse calls at once: ask again in a moment
+            self.pending[self.actors[a].ready.remote()] = (None, a)
 
     def _give_up(self, prompts, why: str) -> None:
         for i in list(prompts):
