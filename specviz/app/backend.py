@@ -10,6 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
+from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
@@ -19,7 +20,6 @@ from ..load.load_record import LoadRecord
 from ..load.load_sweep import check_levels
 from ..load.load_view import LoadView
 from ..models import encode_prompt
-from ..models.offline import production_name
 from ..record import TextTable, TokenTexts, make_trace
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
@@ -124,7 +124,7 @@ class Backend:
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
-            extra={"production": [h.to_json() for h in view.production]},
+            extra=recording(view.production),
         )
         yield view
 
@@ -241,7 +241,7 @@ class Backend:
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
-            extra={**view.record(), "production": [h.to_json() for h in view.production]},
+            extra={**view.record(), **recording(view.production)},
         )
         yield view
 
@@ -251,8 +251,7 @@ class Backend:
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
-        draft = production_name(preset.draft or "")
-        view.production = production(chosen, production_name(preset.target), draft, asked.prompt, True)
+        view.production = production(chosen, preset.target, preset.draft or "", asked.prompt, True)
         return view, tuple(lane_runs(chosen))
 
     def _run_side(self, asked: Request, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
@@ -301,9 +300,7 @@ class Backend:
             greedy=base.greedy,
             setting=setting_words(fixed_gamma, base),
             max_new_tokens=base.max_new_tokens,
-            production=production(
-                chosen, production_name(preset.target), production_name(preset.draft or ""), prompts[0], True
-            ),
+            production=production(chosen, preset.target, preset.draft or "", prompts[0], True),
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
         with self.line.on_device(session, runs, f"workload of {runs} runs"):

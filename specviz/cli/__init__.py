@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import reading
 from ..analysis.diagnosis import diagnose
 from ..drafters.options import Options
-from ..drafters.production import Ran, handoff
+from ..drafters.production import Ran, handoff, recording
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
@@ -187,7 +187,7 @@ def cmd_generate(args) -> int:
     production = handoff(ran) if chosen else None
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
-        extra = {"production": [production.to_json()]} if production else None
+        extra = recording([production]) if production else None
         trace = duel.trace(args.prompt, run_models(args, pair), made_with or "python -m specviz generate", extra)
         trace.save(args.trace)
     if args.json:

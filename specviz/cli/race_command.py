@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
+from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import summarize
 from ..models import encode_prompt
-from ..models.offline import production_name
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
 from ..runs import parted
@@ -79,8 +79,7 @@ def cmd_race(args) -> int:
     )
     check_entrants(lanes, bool(args.drafters), bool(args.draft))
     view, target, prompt_ids, models = _race(args, base, lanes)
-    elsewhere = production_name(args.target), production_name(args.draft or "")
-    view.production = production(lanes, *elsewhere, args.prompt, not args.no_chat)
+    view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat)
     if args.trace:
         _record(args, view, target, prompt_ids, base, models)
     if args.json:
@@ -88,7 +87,7 @@ def cmd_race(args) -> int:
         for lane in out["lanes"]:
             lane["text"] = target.tokenizer.decode(lane["tokens"], skip_special_tokens=True)
         out |= {"prompt_tokens": len(prompt_ids), "models": models.__dict__}
-        out["production"] = [h.to_json() for h in view.production]  # each lane in transformers, vLLM and SGLang
+        out |= recording(view.production)  # each lane in transformers, vLLM and SGLang
         print(json.dumps(out, ensure_ascii=False))
     return 0
 
@@ -183,7 +182,7 @@ def _record(args, view, target, prompt_ids, base, models) -> None:
         made_with="python -m specviz " + shlex.join(sys.argv[1:])
         if sys.argv[1:2] == ["race"]
         else "python -m specviz race",
-        extra={**view.record(), "production": [h.to_json() for h in view.production]},
+        extra={**view.record(), **recording(view.production)},
     )
     try:
         trace.save(args.trace)

@@ -63,6 +63,11 @@ class Ran:
     name: str = ""  # the lane's name, where it is not the drafter's
 
 
+def recording(handoffs) -> dict:
+    """What a trace's `extra` carries of its handoffs (read back by `recorded`)."""
+    return {"production": [h.to_json() for h in handoffs]}
+
+
 def recorded(extra: dict) -> tuple[Handoff, ...]:
     """The handoffs a trace recorded (its `extra`), skipping what is not one (a trace from before, or edited)."""
     found = extra.get("production") if isinstance(extra, dict) else None

@@ -10,6 +10,7 @@ from ..drafters.options import Options
 from ..drafters.production import Ran, handoff
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
+from ..models.offline import production_name
 from ..settings import Settings, mode_text
 from ..views.grand_prix import RaceLane
 from .view import Contender
@@ -158,7 +159,8 @@ def lane_of(e: Entrant) -> RaceLane:
 
 def production(chosen: Sequence[Entrant], target: str, draft: str, prompt: str, chat: bool) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
-    named as another engine loads them."""
+    (as specviz was given them) named as another engine loads them."""
+    target, draft = production_name(target), production_name(draft)
     return tuple(
         handoff(Ran(e.drafter, e.settings, e.options, target, draft, prompt, chat, name=e.contender.name))
         for e in chosen

@@ -9,7 +9,6 @@ from ..drafters.registry import kind
 from ..drafters.suffix_index import RunMemory
 from ..models import encode_prompt
 from ..models.loading import best_draft_dtype
-from ..models.offline import production_name
 from ..record import TokenTexts
 from ..runs import Duel, Pair, open_draft, open_target
 from ..settings import Settings
@@ -49,7 +48,6 @@ def prepare(job: WorkloadJob, actors: int = 1) -> tuple[WorkloadView, RunSide]:
     limits = Limits(one.prompts * actors, one.tokens * actors)
     check_workload(list(job.prompts), limits, sum(map(len, ids)), 1 + len(runnable), job.base.max_new_tokens)
     text_of = TokenTexts(target.tokenizer)
-    elsewhere = production_name(job.target), production_name(job.draft)
     view = WorkloadView(
         prompts=list(job.prompts),
         contenders=[e.contender for e in job.chosen],
@@ -60,7 +58,7 @@ def prepare(job: WorkloadJob, actors: int = 1) -> tuple[WorkloadView, RunSide]:
         models=replace(
             job.models, exact=pair.exact, device=target.device.type, draft_precision=draft_dtype if job.draft else ""
         ),
-        production=production(job.chosen, *elsewhere, job.prompts[0], job.chat),
+        production=production(job.chosen, job.target, job.draft, job.prompts[0], job.chat),
     )
     by_name = {e.name: e for e in runnable}
     memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
