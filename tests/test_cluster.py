@@ -5,6 +5,8 @@ one-machine run's, an actor killed mid-prompt loses nothing and its prompt is ma
 import builtins
 import csv
 import io
+import json
+import sys
 from functools import partial
 
 import pytest
@@ -12,10 +14,11 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.cli import build_parser
 from specviz.cli.workload import workload_job
+from specviz.cluster import connect
 from specviz.drafters.registry import kinds
 from specviz.events import PLAIN
 from specviz.render.report import report_csv
-from specviz.workload.cluster import ClusterRun, connect
+from specviz.workload.cluster import fill, on_cluster
 from specviz.workload.run import run_workload
 
 DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
@@ -85,8 +88,7 @@ def test_a_workload_on_two_actors_merges_into_the_one_machine_report(ray_cluster
     args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
     prepare = partial(workload_job(args)[0], actors=2)
     view, _ = prepare()
-    run = ClusterRun(view, prepare, connect("local", 2))
-    for _ in run.run(every_s=0.2):
+    for _ in fill(view, on_cluster(view, prepare, connect("local", 2)), every_s=0.2):
         pass
     assert view.finished and not view.stopped and len(view.cells) == PROMPTS * (1 + len(DRAFTERS))
     assert tokens(view) == tokens(here)
@@ -103,8 +105,8 @@ def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retri
     args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
     prepare = partial(workload_job(args)[0], actors=2)
     view, _ = prepare()
-    run, killed = ClusterRun(view, prepare, connect("local", 2)), []
-    for _ in run.run(every_s=0.2):
+    run, killed = on_cluster(view, prepare, connect("local", 2)), []
+    for _ in fill(view, run, every_s=0.2):
         done = sum(c.done for c in view.cells.values())
         # a task the driver still holds may have just finished: kill again until one dies mid-prompt
         running = [i for i, _ in run.pending.values() if i is not None]
@@ -167,3 +169,55 @@ def test_the_apps_your_prompts_runs_on_the_cluster_given_at_launch(ray_cluster, 
     assert there.finished and tokens(there) == tokens(here)
     assert rows(report_csv(there)) == rows(report_csv(here))
     assert len(there.placements()) >= 1 and not here.placements()
+
+
+def bench_command(pair_folders, out, *extra):
+    target, draft = pair_folders
+    cells = "--kinds repeat_sql,code,repeat_fields --prompts-per-kind 2 --max-new-tokens 10 --gammas 3 --temperatures 0"
+    runs = "--repeats 1 --dtype bfloat16 --draft-dtype float32 --no-transformers"  # exact mode, as above
+    models = ["--target", str(target), "--draft", str(draft), "--methods", f"{DRAFT_MODEL},ngram,suffix"]
+    return ["bench", *models, *cells.split(), *runs.split(), "--out", str(out), *extra]
+
+
+def test_the_bench_runs_each_prompt_kind_whole_on_one_actor(ray_cluster, capsys, pair_folders, tmp_path):
+    """Suffix decoding drafts from its kind's earlier prompts: run whole and in order on one actor, each kind's rows
+    are the one-machine run's (the same cells, tokens identical to plain, the same acceptance at a fixed γ for the
+    drafters whose drafts follow from the tokens), and every row says which actor timed it."""
+    found = {}
+    for where, extra in (("here", ()), ("there", ("--cluster", "local", "--actors", "2"))):
+        code, printed, err = run_cli(capsys, *bench_command(pair_folders, tmp_path / where, *extra))
+        assert code == 0, err
+        found[where] = json.loads((tmp_path / where / "bench.json").read_text()), printed, err
+    (here, _, _), (there, report, err) = found["here"], found["there"]
+
+    def cells(bench):
+        keep = ("kind", "run_index", "prompt", "temperature", "method", "gamma", "library", "same_as_plain")
+        return sorted(tuple(str(r[k]) for k in keep) for r in bench["rows"])
+
+    def acceptance(bench):
+        return {
+            (r["kind"], r["run_index"], r["method"], r["gamma"]): (r["alpha"], r["tau"])
+            for r in bench["rows"]
+            if r["method"] in ("ngram", "suffix") and r["gamma"] != "adaptive"  # adaptive γ follows the clock
+        }
+
+    assert cells(there) == cells(here)
+    assert all(r["same_as_plain"] for r in there["rows"] if r["method"] != PLAIN)
+    assert acceptance(there) == acceptance(here)
+    taus = acceptance(there)  # the second prompt of a kind drafted from the first's run, on the same actor
+    assert any(taus[kind, 1, "suffix", 3][1] > taus[kind, 0, "suffix", 3][1] for kind in ("repeat_sql", "code"))
+    actors = {r["ran_on"] for r in there["rows"]}
+    assert len(actors) == 2 and all(a.startswith("actor ") for a in actors)
+    assert all(r["ran_on"] is None for r in here["rows"])
+    for kind in ("repeat_sql", "code", "repeat_fields"):
+        assert len({r["ran_on"] for r in there["rows"] if r["kind"] == kind}) == 1  # one kind, one actor
+        assert kind in there["meta"]["cluster"]
+    assert "a Ray cluster of 2 actors" in there["meta"]["cluster"] and "a Ray cluster" in report
+    assert err.count("] [repeat_sql #") >= 2 and "[actor 1] " in err
+
+
+def test_without_ray_the_benchs_cluster_flag_answers_in_one_line(capsys, pair_folders, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    code, _, err = run_cli(capsys, *bench_command(pair_folders, tmp_path / "b", "--cluster", "local"))
+    assert_one_line_error(code, err, "--cluster", 'pip install "specviz[cluster]"')
+    assert not (tmp_path / "b").exists()

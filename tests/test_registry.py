@@ -260,7 +260,7 @@ LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
     ("trace",),
-    ("analysis", "models", "runtime"),
+    ("analysis", "models", "runtime", "cluster"),
     ("engine", "record"),
     ("drafters",),
     ("runs", "training"),

@@ -184,6 +184,11 @@ def markdown_report(rows, meta: BenchMeta) -> str:
     modes = (
         f"specviz's target: {meta.exact} (a row marked [exact off] ran without exact mode; transformers always runs "
         "the model's own attention and kernels)"
+    ) + (
+        f". Ran on {meta.cluster}; a prompt kind ran whole on one actor, and its rows' speeds are that actor's own "
+        "clock, each against its own plain runs"
+        if meta.cluster
+        else ""
     )
     return "\n\n".join(
         [
@@ -251,7 +256,9 @@ def html_report(rows, meta: BenchMeta) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in targets(rows))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
-        f"<h1>{title}</h1><p>Targets: {escape(TARGETS)}</p><ul>{items}</ul>"
+        f"<h1>{title}</h1>"
+        + (f"<p>Ran on {escape(meta.cluster)}</p>" if meta.cluster else "")
+        + f"<p>Targets: {escape(TARGETS)}</p><ul>{items}</ul>"
         f"{fig.to_html(include_plotlyjs=True, full_html=False)}</body></html>"
     )
 

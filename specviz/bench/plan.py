@@ -33,6 +33,22 @@ class Plan:
     prompts: list[tuple[str, object]]  # (prompt kind, prompt)
     drafts: list[DraftModel]
 
+    def shards(self) -> list["Shard"]:
+        """The prompts by kind, each kind's in file order: the unit a cluster's actor runs whole, since a drafter that
+        drafts from earlier runs reads its kind's earlier prompts."""
+        by_kind: dict[str, list] = {}
+        for kind, prompt in self.prompts:
+            by_kind.setdefault(kind, []).append(prompt)
+        return [Shard(kind, tuple(prompts)) for kind, prompts in by_kind.items()]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One prompt kind's prompts, run in order (a prompt's run index is its place here)."""
+
+    kind: str
+    prompts: tuple
+
 
 def parse_gammas(text: str) -> list[int]:
     try:

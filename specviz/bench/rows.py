@@ -61,6 +61,7 @@ class BenchRow:
     # specviz: whether the target ran in exact mode; None for transformers (its own kernels) and where the mode cannot
     # hold (a float32 target, a GPU)
     exact: bool | None = None
+    ran_on: str | None = None  # on a cluster: the actor and node whose clock timed this row (None: here)
 
     @property
     def name(self) -> str:
@@ -91,6 +92,7 @@ class BenchMeta:
     minutes: float
     when: str
     exact: str = ""  # the modes specviz's rows ran in, each as its run's line said it (models/exact.py exact_for)
+    cluster: str = ""  # on a Ray cluster: each actor and the prompt kinds it ran, the kinds retried or given up
 
     def to_json(self) -> dict:
         """Its fields in order, each model location under its option's name in place of `brought`."""

@@ -28,7 +28,7 @@ from ..runs import Pair, open_draft, open_target
 from ..settings import MAX_GAMMA, Settings
 from .costs import relative_forward_costs
 from .measure import Run, Sides, bracketed_sides, measure, transformers_run, typical
-from .plan import DraftModel, Plan, prompt_label
+from .plan import DraftModel, Plan, Shard, prompt_label
 from .rows import BenchRow, RowKey, at_rate
 
 
@@ -220,6 +220,15 @@ class Bench:
         holds = self.pair.exact_holds()  # where the mode cannot hold, rows carry no mode
         for row in rows:
             row.exact = exact if row.library == "specviz" and holds else None
+        return rows
+
+    def shard_rows(self, shard: Shard, exact_modes: list[bool], log) -> list[BenchRow]:
+        """One prompt kind's rows: its prompts in order, each at every temperature and exact mode."""
+        rows = []
+        for run_index, prompt in enumerate(shard.prompts):
+            for temperature in self.plan.temperatures:
+                for exact in exact_modes:
+                    rows += self.prompt_rows(shard.kind, prompt, temperature, log, run_index, exact)
         return rows
 
     def cell_rows(self, key: RowKey, measured: Measured, baseline: Sides, costs, greedy: bool) -> list[BenchRow]:

@@ -4,17 +4,21 @@
 import json
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..bench.bench_report import html_report, markdown_report
 from ..bench.plan import DraftModel, Plan, load_prompts, parse_gammas, parse_numbers
-from ..bench.rows import BenchMeta
+from ..bench.rows import BenchMeta, BenchRow
 from ..bench.suite import Bench, brought
+from ..cluster import ClusterRun, connect
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..runtime import quiet_transformers
 from ..settings import Settings
-from .flags import PRECISIONS, add_model_options, add_option_flags, given_options
+from .flags import PRECISIONS, add_cluster_options, add_model_options, add_option_flags, given_options
 
 
 def add_bench_options(p) -> None:
@@ -47,6 +51,7 @@ def add_bench_options(p) -> None:
     )
     add_model_options(p, several_drafts=True)
     p.add_argument("--out", default="bench-results", help="folder for bench.json, bench.md and bench.html")
+    add_cluster_options(p, "each prompt kind")
     add_option_flags(p)  # each drafter's options (--medusa HEADS, --ngram-min N, ...) for the cells that run it
 
 
@@ -86,25 +91,83 @@ def plan_from(args) -> Plan:
     return Plan(methods, options, gammas, temperatures, alphas, prompts, drafts)
 
 
-def cmd_bench(args) -> int:
-    plan = plan_from(args)
+EXACT_MODES = {"on": [True], "off": [False], "both": [True, False]}
+
+
+@dataclass(frozen=True)
+class KindRows:
+    """One prompt kind's rows, with the lines its run would have printed and where it ran."""
+
+    rows: list[BenchRow]
+    lines: list[str]
+    exact_lines: list[str]  # what exact mode came to, as its run's lines said it
+    device: str
+
+
+def bench_runner(args, plan: Plan | None = None, log=None) -> Callable[[int], KindRows]:
+    """The plan made (unless given) and the models loaded once, here or in each of a cluster's actors; then the rows
+    of prompt kind i (`log`: its lines as they come, else they come with its rows)."""
+    plan = plan or plan_from(args)
     quiet_transformers()
     bench = Bench(plan, args)
     bench.warm_up()
-    rows, began = [], time.perf_counter()
-    seen: dict[str, int] = {}
-    for prompt_kind, prompt in plan.prompts:
-        seen[prompt_kind] = run_index = seen.get(prompt_kind, -1) + 1  # the prompts of a kind run in file order
-        for temperature in plan.temperatures:
-            for exact in {"on": [True], "off": [False], "both": [True, False]}[args.exact]:
-                rows += bench.prompt_rows(prompt_kind, prompt, temperature, say, run_index, exact)
+    shards = plan.shards()
+
+    def run(i: int) -> KindRows:
+        lines: list[str] = []
+        rows = bench.shard_rows(shards[i], EXACT_MODES[args.exact], log or lines.append)
+        return KindRows(rows, lines, sorted(bench.exact_lines), str(bench.target.device))
+
+    return run
+
+
+def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
+    """Each prompt kind run whole by one of a Ray cluster's actors (its drafters that remember read its earlier
+    prompts in order); its lines printed as it lands, tagged with its actor; and what ran where, in words."""
+    shards = plan.shards()
+    cluster = ClusterRun(len(shards), partial(bench_runner, args), connect(args.cluster, args.actors))
+    landed: dict[int, KindRows] = {}
+    where: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for done in cluster.run(every_s=5):
+        if done is None:
+            continue
+        kind = shards[done.shard].kind
+        if done.failed:
+            notes.append(f"{kind} given up ({done.failed})")
+            say(f"[{kind}] {done.failed}")
+            continue
+        actor = done.where.split(" on ")[0]
+        for line in done.result.lines:
+            say(f"[{actor}] {line}")
+        say(f"[{actor}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
+        for row in done.result.rows:
+            row.ran_on = done.where
+        landed[done.shard] = done.result
+        where.setdefault(done.where, []).append(kind)
+        notes += [f"{kind} retried (an actor died under it)"] if done.retried else []
+    words = "; ".join([*(f"{actor}: {', '.join(kinds_)}" for actor, kinds_ in sorted(where.items())), *notes])
+    return [landed[i] for i in sorted(landed)], f"a Ray cluster of {len(cluster.actors)} actors: {words}"
+
+
+def cmd_bench(args) -> int:
+    plan = plan_from(args)
+    began = time.perf_counter()
+    if args.cluster:  # without Ray: one line, before any model loads
+        shards, cluster = on_cluster(args, plan)
+    else:
+        run, cluster = bench_runner(args, plan, say), ""
+        shards = [run(i) for i in range(len(plan.shards()))]
+    rows = [row for shard in shards for row in shard.rows]
+    if not rows:
+        raise InvalidRequest(f"--cluster {args.cluster}: no prompt kind finished ({cluster})")
     meta = BenchMeta(
         target=args.target,
-        draft=args.draft if bench.draft else None,
+        draft=args.draft if any(k.draft_needed(plan.options[k.name]) for k in plan.methods) else None,
         brought=brought(plan, args.target),
         dtype=args.dtype,
         drafts=[f"{d.name} {d.precision}" for d in plan.drafts],
-        device=str(bench.target.device),
+        device=", ".join(sorted({shard.device for shard in shards})),
         max_new_tokens=args.max_new_tokens,
         repeats=args.repeats,
         gammas=plan.gammas,
@@ -112,7 +175,8 @@ def cmd_bench(args) -> int:
         prompts=len(plan.prompts),
         minutes=round((time.perf_counter() - began) / 60, 1),
         when=time.strftime("%Y-%m-%d %H:%M"),
-        exact="; ".join(sorted(bench.exact_lines)),
+        exact="; ".join(sorted({line for shard in shards for line in shard.exact_lines})),
+        cluster=cluster,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -192,3 +192,12 @@ def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
         raise InvalidRequest("none of the drafters can run with these models")
     if draft_given and not any(e.settings and kind(e.drafter).draft_needed(e.options) for e in chosen):
         raise InvalidRequest("--draft is not used by any of the drafters chosen")
+
+
+def add_cluster_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--cluster",
+        metavar="local|ADDRESS",
+        help=f'run {what} on a Ray cluster: "local" starts one here, else its address (needs specviz[cluster])',
+    )
+    p.add_argument("--actors", type=int, help="with --cluster: how many actors (default: one per GPU, else per node)")

@@ -11,18 +11,20 @@ from pathlib import Path
 
 import torch
 
+from ..cluster import connect
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN, summarize
 from ..render.report import write_report
 from ..trace import RunModels
-from ..workload.cluster import Prepare, connect, run_on_cluster
+from ..workload.cluster import Prepare, run_on_cluster
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.job import WorkloadJob, prepare
 from ..workload.prompts import read_prompts
 from ..workload.run import run_workload
 from ..workload.view import duration
 from .flags import (
+    add_cluster_options,
     add_drafter_options,
     add_exact_option,
     add_model_options,
@@ -48,12 +50,7 @@ def add_workload_command(sub) -> None:
     add_sampling_options(p)
     add_model_options(p)
     add_exact_option(p)
-    p.add_argument(
-        "--cluster",
-        metavar="local|ADDRESS",
-        help='run the prompts on a Ray cluster: "local" starts one here, else its address (needs specviz[cluster])',
-    )
-    p.add_argument("--actors", type=int, help="with --cluster: how many actors (default: one per GPU, else per node)")
+    add_cluster_options(p, "the prompts")
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
