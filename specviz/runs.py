@@ -16,7 +16,7 @@ from .engine import generate, new_generator
 from .events import PLAIN, StepEvent, generated_ids
 from .models import LoadedModel, load_model
 from .models.exact import exact_for, exact_problem, is_exact
-from .models.vocabulary import check_draft_fits
+from .models.vocabulary import check_draft_fits, same_vocabulary
 from .record import TokenTexts, divergence, make_trace
 from .runtime import quiet_transformers
 from .settings import Settings, mode_text
@@ -35,6 +35,10 @@ class Pair:
         """Exact mode as wanted, where it holds here; the line that says what holds (models/exact.exact_for)."""
         self.exact = exact_for(self.target.model, wanted)
         return self.exact
+
+    def same_vocab(self) -> bool:
+        """The draft (where there is one) reads the target's token ids: no bridge between tokenizers."""
+        return self.draft is None or same_vocabulary(self.target, self.draft)
 
     def exact_holds(self) -> bool:
         """Whether exact mode can hold for this target on this machine (the device, the precision, the kernels)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_cli import run_cli
+from tiny import PAIR_WORDS, tiny_llama, word_tokenizer
 
 from specviz.drafters.ngram import MAX_NGRAM
 from specviz.drafters.production import ENGINES, Handoff, Ran, handoff, recorded
@@ -76,8 +77,38 @@ def test_the_transformers_script_writes_specvizs_greedy_tokens(capsys, pair_fold
     assert code == 0, err
     ran = json.loads(out)
     script = next(e for e in ran["production"]["engines"] if e["engine"] == "transformers")["text"]
-    assert script and ("assistant_model" in script) == (drafter == "draft")
+    assert script and ("assistant_model" in script) == (drafter == "draft") and "assistant_tokenizer" not in script
     assert ("prompt_lookup_num_tokens" in script) == (drafter == "ngram")
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(script, "production.py", "exec"), scope)  # noqa: S102 - the script a user would paste
+    assert scope["new_tokens"].tolist() == ran["token_ids"]
+
+
+@pytest.fixture(scope="module")
+def other_tokenizer_draft(tmp_path_factory):
+    """A draft whose tokenizer numbers the target's words another way (reversed, some missing, some new)."""
+    tok = word_tokenizer(PAIR_WORDS[:10:-1] + [f"v{i}" for i in range(12)])
+    folder = tmp_path_factory.mktemp("other-tokenizer")
+    tiny_llama(len(tok), seed=3).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_a_draft_with_another_tokenizer_is_handed_over_with_both_tokenizers(
+    capsys, pair_folders, other_tokenizer_draft
+):
+    """Read from the loaded pair: another tokenizer adds transformers' tokenizer= and assistant_tokenizer= (the same
+    vocabulary adds neither, as above), and the script, executed, still writes specviz's greedy tokens."""
+    args = ["generate", "--target", str(pair_folders[0]), "--prompt", "w1 w2 w3 w1 w2", "--no-chat"]
+    args += ["--drafter", "draft", "--draft", str(other_tokenizer_draft), "--draft-dtype", "float32"]
+    args += ["--max-new-tokens", "12", "--gamma", "3", "--dtype", "float32", "--device", "cpu", "--json"]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    ran = json.loads(out)
+    script = next(e for e in ran["production"]["engines"] if e["engine"] == "transformers")["text"]
+    assert "tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer" in script
+    assert f"AutoTokenizer.from_pretrained({str(other_tokenizer_draft)!r})" in script
     scope = {}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(script, "production.py", "exec"), scope)  # noqa: S102 - the script a user would paste

@@ -27,7 +27,7 @@ from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
-from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, production, setting_words
+from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
 from ..workload.lanes import LaneRun, lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
@@ -35,7 +35,7 @@ from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
 from .device_calls import DeviceCalls, Packet
 from .device_line import DeviceLine
-from .elsewhere import cluster_job, race_production
+from .elsewhere import cluster_job, entrants_production, race_production
 from .memories import VisitorMemories
 from .request import Request, read_request
 from .shelf import LoadedPair, ModelShelf
@@ -196,12 +196,13 @@ class Backend:
         none."""
         asked = read_request({**values, "drafter": NO_DRAFTER}, self.shelf, session)
         settings = asked.settings
-        view, runs = self._grid(asked, lanes, best)
+        view, chosen, runs = self._grid(asked, lanes, best)
         with self.line.on_device(session, 1 + len(runs), f"Grand Prix of {1 + len(runs)} lanes"):
             for line in self._load(asked):
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
+            view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
             began, prompt_ids, compared = time.perf_counter(), [], False
             call = self.calls.grand_prix(asked, runs, memory)
@@ -251,8 +252,8 @@ class Backend:
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
-        view.production = production(chosen, preset.target, preset.draft or "", asked.prompt, True)
-        return view, tuple(lane_runs(chosen))
+        view.production = entrants_production(preset, asked, chosen)
+        return view, chosen, tuple(lane_runs(chosen))
 
     def _run_side(self, asked: Request, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
         """How a workload's run goes through the device: one call per (prompt, side), at the side's own γ (memories
@@ -300,7 +301,7 @@ class Backend:
             greedy=base.greedy,
             setting=setting_words(fixed_gamma, base),
             max_new_tokens=base.max_new_tokens,
-            production=production(chosen, preset.target, preset.draft or "", prompts[0], True),
+            production=entrants_production(preset, asked, chosen, prompt=prompts[0]),
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
         with self.line.on_device(session, runs, f"workload of {runs} runs"):
@@ -308,6 +309,7 @@ class Backend:
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
+            view.production = entrants_production(preset, asked, chosen, pair, prompts[0])
             view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)

@@ -4,6 +4,7 @@ a workload as the job a Ray cluster's actors each prepare (workload/job.py)."""
 from ..drafters.production import Ran, handoff
 from ..drafters.registry import NO_DRAFTER
 from ..models.offline import production_name
+from ..workload.entrants import production
 from ..workload.job import WorkloadJob
 from ..workload.view import WorkloadView
 from .request import Request
@@ -16,7 +17,15 @@ def race_production(asked: Request, pair: LoadedPair) -> tuple:
         return ()
     draft = production_name(pair.preset.draft or "") if pair.draft is not None else ""
     target = production_name(pair.preset.target)
-    return (handoff(Ran(asked.drafter, asked.settings, asked.options, target, draft, asked.prompt, True)),)
+    ran = Ran(asked.drafter, asked.settings, asked.options, target, draft, asked.prompt, True, pair.same_vocab())
+    return (handoff(ran),)
+
+
+def entrants_production(preset, asked: Request, chosen, pair: LoadedPair | None = None, prompt: str = "") -> tuple:
+    """A Grand Prix's or a workload's entrants as other engines run them; whether the draft reads the target's ids is
+    the loaded pair's to say (assumed so until it is loaded)."""
+    same = pair is None or pair.same_vocab()
+    return production(chosen, preset.target, preset.draft or "", prompt or asked.prompt, True, same)
 
 
 def cluster_job(asked: Request, pair: LoadedPair, prompts: list[str], chosen, view: WorkloadView) -> WorkloadJob:

@@ -183,7 +183,8 @@ def cmd_generate(args) -> int:
     if chosen and (args.trace or args.diagnose):
         list(duel.plain())
     draft = production_name(args.draft or "") if pair.draft is not None else ""
-    ran = Ran(drafter_name, settings, options, production_name(args.target), draft, args.prompt, not args.no_chat)
+    target = production_name(args.target)
+    ran = Ran(drafter_name, settings, options, target, draft, args.prompt, not args.no_chat, pair.same_vocab())
     production = handoff(ran) if chosen else None
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""

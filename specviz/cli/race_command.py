@@ -78,8 +78,9 @@ def cmd_race(args) -> int:
         bool(args.draft),
     )
     check_entrants(lanes, bool(args.drafters), bool(args.draft))
-    view, target, prompt_ids, models = _race(args, base, lanes)
-    view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat)
+    view, pair, prompt_ids, models = _race(args, base, lanes)
+    target = pair.target
+    view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat, pair.same_vocab())
     if args.trace:
         _record(args, view, target, prompt_ids, base, models)
     if args.json:
@@ -117,7 +118,7 @@ def _race(args, base, entrants):
                 lane.divergence = parted(target, prompt_ids, view.plain.tokens, lane.tokens, base, view.text_of)
     view.finished, view.wall_s = True, time.perf_counter() - began
     board.draw(final=True)
-    return view, target, prompt_ids, run_models(args, pair)
+    return view, pair, prompt_ids, run_models(args, pair)
 
 
 class Board:

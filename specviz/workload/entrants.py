@@ -157,12 +157,14 @@ def lane_of(e: Entrant) -> RaceLane:
     return lane
 
 
-def production(chosen: Sequence[Entrant], target: str, draft: str, prompt: str, chat: bool) -> tuple:
+def production(
+    chosen: Sequence[Entrant], target: str, draft: str, prompt: str, chat: bool, same_vocab: bool = True
+) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
-    (as specviz was given them) named as another engine loads them."""
+    (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids."""
     target, draft = production_name(target), production_name(draft)
     return tuple(
-        handoff(Ran(e.drafter, e.settings, e.options, target, draft, prompt, chat, name=e.contender.name))
+        handoff(Ran(e.drafter, e.settings, e.options, target, draft, prompt, chat, same_vocab, name=e.contender.name))
         for e in chosen
         if e.settings
     )

@@ -58,7 +58,7 @@ def prepare(job: WorkloadJob, actors: int = 1) -> tuple[WorkloadView, RunSide]:
         models=replace(
             job.models, exact=pair.exact, device=target.device.type, draft_precision=draft_dtype if job.draft else ""
         ),
-        production=production(job.chosen, job.target, job.draft, job.prompts[0], job.chat),
+        production=production(job.chosen, job.target, job.draft, job.prompts[0], job.chat, pair.same_vocab()),
     )
     by_name = {e.name: e for e in runnable}
     memories = {e.name: RunMemory() for e in runnable if kind(e.name).remembers}  # this workload's earlier prompts
