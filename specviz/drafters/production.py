@@ -167,15 +167,12 @@ def _snippet(ran: Ran, args: list[str], with_draft: bool = False) -> str:
 # -- vLLM ----------------------------------------------------------------------------------------------------------
 
 
-def _vllm(ran: Ran) -> EngineSetting:
+def vllm_config(ran: Ran) -> dict | None:
+    """vLLM's --speculative-config object for what specviz ran; None where vLLM has no such method."""
     d, s = ran.drafter, ran.settings
     method = METHODS.get(d)
     if method is None:
-        nearest = {"history": "suffix", "hybrid": "draft_model"}.get(d)
-        if nearest is None:
-            return EngineSetting("vLLM", "json", "", NOT_IN_VLLM.get(d, "vLLM has no such method"))
-        stand_in = Ran(nearest if nearest == "suffix" else "draft", s, None, ran.target, ran.draft)
-        return EngineSetting("vLLM", "json", _vllm(stand_in).text, NOT_IN_VLLM[d])
+        return None
     config = {"method": method, "num_speculative_tokens": s.gamma}
     if method == "draft_model":
         config["model"] = ran.draft or "DRAFT"
@@ -186,9 +183,21 @@ def _vllm(ran: Ran) -> EngineSetting:
         config["suffix_decoding_max_cached_requests"] = _opt(ran, "suffix_runs")
     elif method in ("eagle", "medusa"):
         config["model"] = _opt(ran, method) or f"{method.upper()}_HEADS"
-    if ran.per_batch_size:
+    if ran.per_batch_size:  # vLLM drafts the most of the table's lengths; each range gets its own
         config["num_speculative_tokens"] = max(1, max(k for *_, k in ran.per_batch_size))
         config["num_speculative_tokens_per_batch_size"] = [list(r) for r in ran.per_batch_size]
+    return config
+
+
+def _vllm(ran: Ran) -> EngineSetting:
+    d, s = ran.drafter, ran.settings
+    config = vllm_config(ran)
+    if config is None:
+        nearest = {"history": "suffix", "hybrid": "draft_model"}.get(d)
+        if nearest is None:
+            return EngineSetting("vLLM", "json", "", NOT_IN_VLLM.get(d, "vLLM has no such method"))
+        stand_in = Ran(nearest if nearest == "suffix" else "draft", s, None, ran.target, ran.draft)
+        return EngineSetting("vLLM", "json", _vllm(stand_in).text, NOT_IN_VLLM[d])
     flag = f"vllm serve {ran.target} --speculative-config '{json.dumps(config)}'"
     return EngineSetting("vLLM", "json", flag, _shape(ran))
 

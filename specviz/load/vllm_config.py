@@ -7,8 +7,10 @@ Pure Python."""
 import json
 from dataclasses import dataclass
 
+from ..drafters.production import Ran, vllm_config
 from ..drafters.vllm_methods import METHODS, NOT_IN_VLLM
 from ..events import PLAIN
+from ..settings import Settings
 from .load_view import LoadView
 
 
@@ -70,10 +72,8 @@ def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
             out.append(VllmAdvice(drafter, None, NOT_IN_VLLM.get(drafter, "vLLM has no such method")))
             continue
         table = ranges(best)
-        config = {"method": METHODS[drafter], "num_speculative_tokens": max(1, max(k for *_, k in table))}
-        if METHODS[drafter] == "draft_model" and draft_model:
-            config["model"] = draft_model
-        config["num_speculative_tokens_per_batch_size"] = table
+        ran = Ran(drafter, Settings(), draft=draft_model, per_batch_size=tuple(map(tuple, table)))
+        config = vllm_config(ran)  # as a race's vLLM setting is written, with the measured table
         top = max(best)
         note = (
             f"the fastest draft length at each level run ({', '.join(f'{b}: {k}' for b, k in sorted(best.items()))}); "
