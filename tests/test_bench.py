@@ -3,6 +3,7 @@ set-acceptance-rate drafter it measures the engine with."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -13,8 +14,9 @@ from specviz.analysis.theory import (
     per_token_alpha,
     predicted_speedup,
 )
+from specviz.bench.bench_report import markdown_report
 from specviz.bench.measure import Run, typical
-from specviz.bench.rows import BenchRow, at_rate
+from specviz.bench.rows import BenchMeta, BenchRow, at_rate
 from specviz.bench.tally import overlap, unsettled
 from specviz.cli import main
 from specviz.drafters.registry import build_drafter, kinds
@@ -165,6 +167,9 @@ def test_bench_runs_every_method_and_writes_three_reports(
     assert all(r["tau"] >= 1 and r["tps_range"][0] <= r["tps"] <= r["tps_range"][1] for r in lookups)
     assert "adaptive over the drafter's best fixed γ, tokens/s: lowest" in report
     assert "γ 3: τ ngram" in report and "transformers' prompt lookup" in report
+    assert f"| hybrid ({draft} int8) |" in report and "| draft at fixed γ " in report  # vLLM's nearest, measured
+    assert re.search(r"\| medusa \| [\d.]+x \| plain decoding: 1\.00x \(", report)  # transformers has no heads
+    assert re.search(r"\| ngram \| [\d.]+x \| prompt lookup: [\d.]+x \(", report)
 
 
 @pytest.mark.parametrize(
@@ -239,3 +244,32 @@ def test_a_cell_is_the_median_of_its_repeats_with_their_spread_and_overlapping_s
     assert unsettled([fast], [slow]) == ""
     slow.tps_range = (7.0, 9.5)
     assert "not settled" in unsettled([fast], [slow])
+
+
+def test_what_the_nearest_setting_gives_up_is_the_measured_ratio():
+    """History lookup adaptive at 2x and 1.5x on two kinds; vLLM's nearest (suffix) is taken at its best fixed γ per
+    kind, SGLang's (n-gram) too, transformers' as its prompt lookup over its own plain decoding."""
+
+    def row(kind, method, gamma, speedup, library="specviz"):
+        return BenchRow(kind, "p", 0.0, method, gamma, library, 10.0, speedup)
+
+    rows = [
+        row("code", "history", "adaptive", 2.0),
+        row("chat", "history", "adaptive", 1.5),
+        row("code", "suffix", 2, 1.0),
+        row("code", "suffix", 4, 1.6),  # the best fixed γ on code
+        row("chat", "suffix", 2, 1.2),
+        row("code", "ngram", 3, 0.5),
+        row("chat", "ngram", 3, 0.8),
+        row("code", "transformers prompt lookup", "adaptive", 1.1, "transformers"),
+        row("chat", "transformers prompt lookup", "adaptive", 0.9, "transformers"),
+    ]
+    report = markdown_report(rows, BenchMeta("t", None, (), "bfloat16", [], "cpu", 8, 1, [2, 4], [], 2, 0.1, "now"))
+    line = next(x for x in report.splitlines() if x.startswith("| history |"))
+    mine = math.sqrt(2.0 * 1.5)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == f"{mine:.2f}x"
+    assert cells[2] == f"prompt lookup: {math.sqrt(1.1 * 0.9):.2f}x ({math.sqrt(1.1 * 0.9) / mine:.2f})"
+    assert cells[3] == f"suffix at fixed γ 2/4: {math.sqrt(1.6 * 1.2):.2f}x ({math.sqrt(1.6 * 1.2) / mine:.2f})"
+    assert cells[4] == f"ngram at fixed γ 3: {math.sqrt(0.5 * 0.8):.2f}x ({math.sqrt(0.5 * 0.8) / mine:.2f})"
+    assert "### Taking it to production: what the nearest setting gives up" in report

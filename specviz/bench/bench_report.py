@@ -4,9 +4,18 @@ Pure Python over BenchRows."""
 from html import escape
 
 from ..events import PLAIN
+from .nearest import nearest_table
 from .rows import BenchMeta
 from .tally import ASSISTED, best_cell, drafters, figure, groups, mean, spread
 from .targets import TARGETS, targets
+
+NEAREST_TITLE = (
+    "### Taking it to production: what the nearest setting gives up\n\n"
+    "Each drafter as specviz ran it (adaptive γ) against what each engine runs in its place: vLLM and SGLang as "
+    "the specviz drafter nearest to their method at its best fixed γ here (a tree stays a tree), transformers as its "
+    "own method at its default schedule; speedups over plain decoding, geometric means over kinds and temperatures, "
+    "the ratio to specviz's in brackets.\n\n"
+)
 
 
 def cell_table(rows) -> str:
@@ -174,7 +183,7 @@ def runs_in_order_table(rows) -> str:
 
 
 def markdown_report(rows, meta: BenchMeta) -> str:
-    in_order, positions = runs_in_order_table(rows), position_table(rows)
+    in_order, positions, nearest = runs_in_order_table(rows), position_table(rows), nearest_table(rows)
     title = (
         f"specviz bench: {meta.target}"
         + (f" ← {meta.draft}" if meta.draft else "")
@@ -198,6 +207,7 @@ def markdown_report(rows, meta: BenchMeta) -> str:
             "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
             "### The engine against the engine: the same draft in specviz and in transformers\n\n" + engine_table(rows),
             "### α and c per drafter and precision, and the speedup they predict\n\n" + alpha_c_table(rows),
+            *([NEAREST_TITLE + nearest] if nearest else []),
             *(["### Acceptance by draft position (at each drafter's largest γ)\n\n" + positions] if positions else []),
             *(["### Runs in order: drafting from earlier runs\n\n" + in_order] if in_order else []),
             "### Every cell (means over the prompts of a kind)\n\n" + cell_table(rows),

@@ -167,6 +167,9 @@ def _snippet(ran: Ran, args: list[str], with_draft: bool = False) -> str:
 # -- vLLM ----------------------------------------------------------------------------------------------------------
 
 
+VLLM_NEAREST = {"history": "suffix", "hybrid": "draft"}  # the drafter vLLM runs in their place
+
+
 def vllm_config(ran: Ran) -> dict | None:
     """vLLM's --speculative-config object for what specviz ran; None where vLLM has no such method."""
     d, s = ran.drafter, ran.settings
@@ -193,10 +196,10 @@ def _vllm(ran: Ran) -> EngineSetting:
     d, s = ran.drafter, ran.settings
     config = vllm_config(ran)
     if config is None:
-        nearest = {"history": "suffix", "hybrid": "draft_model"}.get(d)
+        nearest = VLLM_NEAREST.get(d)
         if nearest is None:
             return EngineSetting("vLLM", "json", "", NOT_IN_VLLM.get(d, "vLLM has no such method"))
-        stand_in = Ran(nearest if nearest == "suffix" else "draft", s, None, ran.target, ran.draft)
+        stand_in = Ran(nearest, s, None, ran.target, ran.draft)
         return EngineSetting("vLLM", "json", _vllm(stand_in).text, NOT_IN_VLLM[d])
     flag = f"vllm serve {ran.target} --speculative-config '{json.dumps(config)}'"
     return EngineSetting("vLLM", "json", flag, _shape(ran))
@@ -245,3 +248,20 @@ def _sglang(ran: Ran) -> EngineSetting:
             f"--speculative-num-draft-tokens {s.gamma + 1}",
         ]
     return EngineSetting("SGLang", "flags", " \\\n  ".join(flags), _shape(ran))
+
+
+# -- what the nearest gives up -------------------------------------------------------------------------------------
+
+
+TRANSFORMERS_NEAREST = {"hybrid": "draft", "suffix": "ngram", "history": "ngram"}  # assisted generation, lookup
+
+
+def stand_in(engine: str, drafter: str) -> str | None:
+    """The specviz drafter nearest to what `engine` runs for `drafter` (itself where the engine has it; None: the
+    engine decodes plainly), so that a benchmark can measure what taking it there gives up. For transformers, the
+    drafter whose transformers counterpart (assisted generation, prompt lookup) the script runs."""
+    if engine == "transformers":
+        return drafter if drafter in ("draft", "ngram") else TRANSFORMERS_NEAREST.get(drafter)
+    if engine == "vLLM":
+        return drafter if drafter in METHODS else VLLM_NEAREST.get(drafter)
+    return drafter if drafter in SGLANG else SGLANG_NEAREST.get(drafter, (None, ""))[0]
