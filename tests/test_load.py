@@ -16,7 +16,7 @@ from specviz.load import load_sweep
 from specviz.load.level_run import BatchStep, LevelRun
 from specviz.load.load_record import LoadRecord, LoadRecordError, replay_load
 from specviz.load.load_view import LoadView
-from specviz.load.vllm_config import ranges, vllm_advice
+from specviz.load.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.render.load_page import load_snapshot_html, load_table
 from specviz.trace import RunModels
 
@@ -232,3 +232,22 @@ def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):
     for _ in range(10):
         one_sweep()
     assert alive() == first
+
+
+def test_a_visitors_sweep_gives_their_later_races_vllms_measured_table(backend):
+    """A visitor's Under load sweep measures a draft length per batch-size range for the draft model and n-gram;
+    the same visitor's race on the same pair hands vLLM that table, another visitor's race does not."""
+    sweep = list(backend.concurrency(values(), PROMPTS, "draft@2,draft@3,ngram", "1,2", session="sweeper"))[-1]
+    tables = measured_tables(sweep)
+    assert set(tables) == {"draft", "ngram"} and all(levels[0][0] == 1 for levels in tables.values())
+
+    def vllm(session):
+        race = list(backend.race(values(drafter="draft", gamma=3, prompt="w1 w2"), session=session))[-1]
+        [h] = race.production
+        text = next(s.text for s in h.settings if s.engine == "vLLM")
+        return json.loads(text.split("'")[1])
+
+    mine, theirs = vllm("sweeper"), vllm("another visitor")
+    assert mine["num_speculative_tokens_per_batch_size"] == [list(r) for r in tables["draft"]]
+    assert mine["num_speculative_tokens"] == max(1, max(g for *_, g in tables["draft"]))
+    assert "num_speculative_tokens_per_batch_size" not in theirs and theirs["num_speculative_tokens"] == 3

@@ -19,6 +19,7 @@ from ..load.level_run import LoadNews
 from ..load.load_record import LoadRecord
 from ..load.load_sweep import check_levels
 from ..load.load_view import LoadView
+from ..load.vllm_config import measured_tables
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
 from ..trace import RunModels, Side
@@ -35,7 +36,7 @@ from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
 from .device_calls import DeviceCalls, Packet
 from .device_line import DeviceLine
-from .elsewhere import cluster_job, entrants_production, race_production
+from .elsewhere import SweptTables, cluster_job, entrants_production, race_production
 from .memories import VisitorMemories
 from .request import Request, read_request
 from .shelf import LoadedPair, ModelShelf
@@ -53,6 +54,7 @@ class Backend:
         self.calls = calls or DeviceCalls(shelf)
         self.line = DeviceLine(lambda: shelf.loading)
         self.memories = VisitorMemories()
+        self.swept = SweptTables()  # each visitor's last Under load sweep, for vLLM's settings
 
     def _check(self, values: Mapping, session: str) -> Request:
         """A race's or a sweep's values read, once: its speculative side needs a drafter, and its pair is a preset or
@@ -82,7 +84,7 @@ class Backend:
                 greedy=settings.greedy,
                 mode=asked.mode,
                 lossy=settings.lossy,
-                production=race_production(asked, pair),
+                production=race_production(asked, pair, self.swept.of(session, asked.pair)),
             )
             lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
             call = self.calls.race(asked, None if memory is None else memory.copy())
@@ -202,7 +204,8 @@ class Backend:
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, pair)
+            swept = self.swept.of(session, asked.pair)
+            view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, swept, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
             began, prompt_ids, compared = time.perf_counter(), [], False
             call = self.calls.grand_prix(asked, runs, memory)
@@ -252,7 +255,6 @@ class Backend:
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
-        view.production = entrants_production(preset, asked, chosen)
         return view, chosen, tuple(lane_runs(chosen))
 
     def _run_side(self, asked: Request, prompts, runnable: dict, memories, stopped, texts, models: RunModels):
@@ -301,7 +303,6 @@ class Backend:
             greedy=base.greedy,
             setting=setting_words(fixed_gamma, base),
             max_new_tokens=base.max_new_tokens,
-            production=entrants_production(preset, asked, chosen, prompt=prompts[0]),
         )
         runs = len(prompts) * (1 + sum(bool(e.settings) for e in chosen))
         with self.line.on_device(session, runs, f"workload of {runs} runs"):
@@ -309,7 +310,8 @@ class Backend:
                 view.message = line
                 yield view
             pair, view.text_of = self.shelf.current(), TextTable()
-            view.production = entrants_production(preset, asked, chosen, pair, prompts[0])
+            swept = self.swept.of(session, asked.pair)
+            view.production = entrants_production(preset, asked, chosen, swept, pair, prompts[0])
             view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
@@ -371,6 +373,7 @@ class Backend:
         if not view.finished:
             view.hear(LoadNews("end", "stopped: the levels run so far stay", stopped=True))
         models = _models(pair, view.exact)
+        self.swept.keep(session, asked.pair, measured_tables(view))
         view.saved = LoadRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
 

@@ -1,5 +1,9 @@
-"""What the app hands beyond itself: a race's drafter as settings for other engines (drafters/production.py), and
-a workload as the job a Ray cluster's actors each prepare (workload/job.py)."""
+"""What the app hands beyond itself: a race's drafter as settings for other engines (drafters/production.py), with
+the visitor's Under load measurements, and a workload as the job a Ray cluster's actors each prepare
+(workload/job.py)."""
+
+import threading
+from collections import OrderedDict
 
 from ..drafters.production import Ran, handoff
 from ..drafters.registry import NO_DRAFTER
@@ -7,25 +11,49 @@ from ..models.offline import production_name
 from ..workload.entrants import production
 from ..workload.job import WorkloadJob
 from ..workload.view import WorkloadView
+from .memories import SESSIONS_REMEMBERED
 from .request import Request
 from .shelf import LoadedPair
 
 
-def race_production(asked: Request, pair: LoadedPair) -> tuple:
+class SweptTables:
+    """Each visitor's last Under load sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
+    the same visitor's later races on that pair hand vLLM the measured table. Bounded like the visitors' memories."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: OrderedDict[tuple[str, str], dict] = OrderedDict()
+
+    def keep(self, session: str, pair: str, tables: dict) -> None:
+        with self._lock:
+            self._held.pop((session, pair), None)
+            self._held[session, pair] = dict(tables)
+            while len(self._held) > SESSIONS_REMEMBERED:
+                self._held.popitem(last=False)
+
+    def of(self, session: str, pair: str) -> dict:
+        with self._lock:
+            return dict(self._held.get((session, pair), {}))
+
+
+def race_production(asked: Request, pair: LoadedPair, swept: dict) -> tuple:
     """The race's drafter as transformers, vLLM and SGLang would run it; () for plain decoding."""
     if asked.drafter == NO_DRAFTER:
         return ()
     draft = production_name(pair.preset.draft or "") if pair.draft is not None else ""
     target = production_name(pair.preset.target)
-    ran = Ran(asked.drafter, asked.settings, asked.options, target, draft, asked.prompt, True, pair.same_vocab())
+    table = swept.get(asked.drafter, ())
+    ran = Ran(asked.drafter, asked.settings, asked.options, target, draft, asked.prompt, True, pair.same_vocab(), table)
     return (handoff(ran),)
 
 
-def entrants_production(preset, asked: Request, chosen, pair: LoadedPair | None = None, prompt: str = "") -> tuple:
+def entrants_production(
+    preset, asked: Request, chosen, swept: dict, pair: LoadedPair | None = None, prompt: str = ""
+) -> tuple:
     """A Grand Prix's or a workload's entrants as other engines run them; whether the draft reads the target's ids is
     the loaded pair's to say (assumed so until it is loaded)."""
     same = pair is None or pair.same_vocab()
-    return production(chosen, preset.target, preset.draft or "", prompt or asked.prompt, True, same)
+    return production(chosen, preset.target, preset.draft or "", prompt or asked.prompt, True, same, swept)
 
 
 def cluster_job(asked: Request, pair: LoadedPair, prompts: list[str], chosen, view: WorkloadView) -> WorkloadJob:

@@ -27,7 +27,7 @@ def nearest_table(rows) -> str:
         if rs[0].library == "transformers" and key[-1] == ADAPTIVE:
             theirs[key[:-1]] = mean(r.speedup for r in rs)
     lines = []
-    for (method, *draft) in dict.fromkeys((k[2], k[3], k[4]) for k in speed if k[-1] == ADAPTIVE):
+    for method, *draft in dict.fromkeys((k[2], k[3], k[4]) for k in speed if k[-1] == ADAPTIVE):
         places = [k[:2] for k in speed if k[2:5] == (method, *draft) and k[-1] == ADAPTIVE]
         ran = {p: speed[(*p, method, *draft, ADAPTIVE)] for p in places}
         overall, cells = _geo(ran.values()), []

@@ -59,6 +59,16 @@ def ranges(best: dict[int, int]) -> list[list[int]]:
     return out
 
 
+def measured_tables(view: LoadView) -> dict[str, tuple]:
+    """Each drafter vLLM also has that ran at some level: its fastest draft length per range of batch sizes."""
+    tables = {}
+    for drafter in dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes):
+        best = best_gammas(view, drafter) if drafter in METHODS else {}
+        if best:
+            tables[drafter] = tuple(map(tuple, ranges(best)))
+    return tables
+
+
 def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
     """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, for the draft
     model's name)."""

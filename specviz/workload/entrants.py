@@ -2,8 +2,9 @@
 choice it measured best, unless the caller fixes γ for all), or the reason it cannot run with these models. The CLI
 and the app's server both ask here, before any model is loaded."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from ..drafters.contract import Recipe
 from ..drafters.options import Options
@@ -158,13 +159,33 @@ def lane_of(e: Entrant) -> RaceLane:
 
 
 def production(
-    chosen: Sequence[Entrant], target: str, draft: str, prompt: str, chat: bool, same_vocab: bool = True
+    chosen: Sequence[Entrant],
+    target: str,
+    draft: str,
+    prompt: str,
+    chat: bool,
+    same_vocab: bool = True,
+    swept: Mapping[str, tuple] = MappingProxyType({}),
 ) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
-    (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids."""
+    (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
+    `swept`: vLLM's draft length per batch-size range, by drafter, where an Under load sweep measured one."""
     target, draft = production_name(target), production_name(draft)
     return tuple(
-        handoff(Ran(e.drafter, e.settings, e.options, target, draft, prompt, chat, same_vocab, name=e.contender.name))
+        handoff(
+            Ran(
+                e.drafter,
+                e.settings,
+                e.options,
+                target,
+                draft,
+                prompt,
+                chat,
+                same_vocab,
+                swept.get(e.drafter, ()),
+                name=e.contender.name,
+            )
+        )
         for e in chosen
         if e.settings
     )
