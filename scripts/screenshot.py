@@ -7,7 +7,9 @@ pair). why.png: that race's "Why this speedup" tab. explain.png: the step explan
 recorded sampled prose run, replayed at 4×; replay.png and replay-broken.png: that step's rule replayed 10,000 times,
 and a broken rule replayed. With --grand-prix, instead: grand-prix-mid.png and grand-prix-done.png, the first
 screenful at 1280×720 of a Grand Prix of every drafter (the first code example, every setting at its default) once
-two lanes have finished, and at its end. With --load SWEEP (a record of `python -m specviz concurrency --trace`):
+two lanes have finished, and at its end. With --production, instead: production-mid.png (1440×900, mid-race, scrolled
+to the block under the badge) and production.png and production-720.png (the block once the race has ended, at
+1440×900 and at 1280×720). With --load SWEEP (a record of `python -m specviz concurrency --trace`):
 under-load.png, the Under load tab at 1280×720 once that sweep has replayed in it (no model runs)."""
 
 import argparse
@@ -27,6 +29,7 @@ def main():
     p.add_argument("--timeout-s", type=int, default=600)
     p.add_argument("--grand-prix", action="store_true", help="shoot a Grand Prix of every drafter instead")
     p.add_argument("--load", help="shoot the Under load tab replaying this recorded sweep instead")
+    p.add_argument("--production", action="store_true", help="shoot the race's production block instead")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -38,8 +41,8 @@ def main():
             under_load(browser, args.url, out, args.load, args.timeout_s)
             browser.close()
             return
-        if args.grand_prix:
-            grand_prix(browser, args.url, out, args.timeout_s)
+        if args.grand_prix or args.production:
+            (grand_prix if args.grand_prix else production)(browser, args.url, out, args.timeout_s)
             browser.close()
             return
         page = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -96,6 +99,23 @@ def under_load(browser, url: str, out: Path, record: str, timeout_s: int) -> Non
     page.locator("#sv-load-throughput").scroll_into_view_if_needed()
     page.screenshot(path=str(out / "under-load.png"))
     print(page.inner_text("#sv-load-table"))
+
+
+def production(browser, url: str, out: Path, timeout_s: int) -> None:
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(url)
+    page.wait_for_selector("#sv-run")
+    page.click("#sv-run")
+    page.wait_for_function("document.querySelectorAll('#sv-plain .sv-text span').length >= 8", timeout=timeout_s * 1000)
+    page.locator("#sv-badge").scroll_into_view_if_needed()
+    page.screenshot(path=str(out / "production-mid.png"))
+    page.wait_for_selector("#sv-badge .sv-badge-ok, #sv-badge .sv-badge-diff", timeout=timeout_s * 1000)
+    page.wait_for_selector("#sv-production pre", timeout=60_000)
+    for name, width, height in (("production.png", 1440, 900), ("production-720.png", 1280, 720)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.locator("#sv-production").scroll_into_view_if_needed()
+        page.screenshot(path=str(out / name))
+    print(page.inner_text("#sv-production"))
 
 
 def grand_prix(browser, url: str, out: Path, timeout_s: int) -> None:
