@@ -17,14 +17,16 @@ INSTALL = 'this needs Ray: pip install "specviz[cluster]"'
 RESTARTS = 3  # times Ray restarts one actor that died before the run gives up on it
 ASKS = 600  # times a dead actor is asked (0.1 s apart) whether it is up again before it leaves the rotation
 
-# make() -> run(shard index) -> the shard's result, with the models loaded: a module-level function (or a partial of
-# one) so that it travels to the actors by reference; the runner it returns stays in its actor.
-Make = Callable[[], Callable[[int], object]]
+# make() -> run(shard index, say) -> the shard's result, with the models loaded: a module-level function (or a partial
+# of one) so that it travels to the actors by reference; the runner it returns stays in its actor, and say(line) sends
+# a progress line to the driver as the shard goes.
+Make = Callable[[], Callable[[int, Callable[[str], None]], object]]
 
 
 def import_ray():
     try:
         import ray
+        import ray.util.queue  # noqa: F401 - the actors' progress lines travel through it
     except ImportError:
         raise InvalidRequest(f"--cluster: {INSTALL}") from None
     return ray
@@ -51,15 +53,18 @@ def connect(address: str, actors: int | None) -> int:
 
 
 class ShardWorker:
-    """One actor: its job prepared once (make), then whole shards."""
+    """One actor: its job prepared once (make), then whole shards, its progress lines sent to the driver's queue."""
 
-    def __init__(self, make: Make, threads: int):
+    def __init__(self, make: Make, threads: int, news, number: int):
         import ray
         import torch
 
         torch.set_num_threads(max(1, threads))
-        self.run_shard = make()
+        self.run_shard, self.news, self.number = make(), news, number
         self.where = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
+
+    def say(self, line: str) -> None:
+        self.news.put_nowait(f"[actor {self.number}] {line}")
 
     def ready(self) -> bool:
         """Answers once the actor is up (after a restart: once it has prepared its job again)."""
@@ -69,7 +74,7 @@ class ShardWorker:
         import torch
 
         with torch.inference_mode():
-            return self.where, self.run_shard(i)
+            return self.where, self.run_shard(i, self.say)
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ class ClusterRun:
         each = dict(num_gpus=1) if gpus >= actors else dict(num_cpus=max(1, cpus // actors))
         remote = ray.remote(max_restarts=RESTARTS, max_task_retries=0, **each)(ShardWorker)
         self.shards, self.ray = shards, ray
-        self.actors = [remote.remote(make, each.get("num_cpus", 1)) for _ in range(actors)]
+        self.news = ray.util.queue.Queue(actor_options={"num_cpus": 0})  # the actors' progress lines, in order
+        self.actors = [remote.remote(make, each.get("num_cpus", 1), self.news, a + 1) for a in range(actors)]
         self.retried: set[int] = set()
         self.pending: dict = {}  # task -> (shard, actor) while it runs; (None, actor): asking a dead actor
         self.waiting: deque[int] = deque(range(shards))
@@ -107,6 +113,10 @@ class ClusterRun:
         running = sum(i is not None for i, _ in self.pending.values())
         done = self.shards - len(self.waiting) - running
         return f"{done} of {self.shards} {what} done; {running} running on {len(self.actors)} actors"
+
+    def heard(self) -> list[str]:
+        """The progress lines the actors sent since the last call."""
+        return self.news.get_nowait_batch(self.news.qsize())
 
     def run(self, stopped: Callable[[], bool] = lambda: False, every_s: float = 0.5) -> Iterator[Landed | None]:
         ray, waiting, pending = self.ray, self.waiting, self.pending
@@ -123,7 +133,7 @@ class ClusterRun:
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=every_s)
                 yield self._land(done[0], pending.pop(done[0]), free) if done else None
         finally:
-            for actor in self.actors:
+            for actor in [*self.actors, self.news.actor]:
                 ray.kill(actor, no_restart=True)
 
     def _land(self, ref, placed: tuple[int | None, int], free: deque) -> Landed | None:

@@ -96,40 +96,40 @@ EXACT_MODES = {"on": [True], "off": [False], "both": [True, False]}
 
 @dataclass(frozen=True)
 class KindRows:
-    """One prompt kind's rows, with the lines its run would have printed and where it ran."""
+    """One prompt kind's rows, and where it ran."""
 
     rows: list[BenchRow]
-    lines: list[str]
     exact_lines: list[str]  # what exact mode came to, as its run's lines said it
     device: str
 
 
-def bench_runner(args, plan: Plan | None = None, log=None) -> Callable[[int], KindRows]:
+def bench_runner(args, plan: Plan | None = None) -> Callable[[int, Callable[[str], None]], KindRows]:
     """The plan made (unless given) and the models loaded once, here or in each of a cluster's actors; then the rows
-    of prompt kind i (`log`: its lines as they come, else they come with its rows)."""
+    of prompt kind i, its lines said as they come."""
     plan = plan or plan_from(args)
     quiet_transformers()
     bench = Bench(plan, args)
     bench.warm_up()
     shards = plan.shards()
 
-    def run(i: int) -> KindRows:
-        lines: list[str] = []
-        rows = bench.shard_rows(shards[i], EXACT_MODES[args.exact], log or lines.append)
-        return KindRows(rows, lines, sorted(bench.exact_lines), str(bench.target.device))
+    def run(i: int, say: Callable[[str], None]) -> KindRows:
+        rows = bench.shard_rows(shards[i], EXACT_MODES[args.exact], say)
+        return KindRows(rows, sorted(bench.exact_lines), str(bench.target.device))
 
     return run
 
 
 def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
     """Each prompt kind run whole by one of a Ray cluster's actors (its drafters that remember read its earlier
-    prompts in order); its lines printed as it lands, tagged with its actor; and what ran where, in words."""
+    prompts in order), its lines printed as they come, tagged with its actor; and what ran where, in words."""
     shards = plan.shards()
     cluster = ClusterRun(len(shards), partial(bench_runner, args), connect(args.cluster, args.actors))
     landed: dict[int, KindRows] = {}
     where: dict[str, list[str]] = {}
     notes: list[str] = []
     for done in cluster.run(every_s=5):
+        for line in cluster.heard():
+            say(line)
         if done is None:
             continue
         kind = shards[done.shard].kind
@@ -137,10 +137,7 @@ def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
             notes.append(f"{kind} given up ({done.failed})")
             say(f"[{kind}] {done.failed}")
             continue
-        actor = done.where.split(" on ")[0]
-        for line in done.result.lines:
-            say(f"[{actor}] {line}")
-        say(f"[{actor}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
+        say(f"[{done.where.split(' on ')[0]}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
         for row in done.result.rows:
             row.ran_on = done.where
         landed[done.shard] = done.result
@@ -156,8 +153,8 @@ def cmd_bench(args) -> int:
     if args.cluster:  # without Ray: one line, before any model loads
         shards, cluster = on_cluster(args, plan)
     else:
-        run, cluster = bench_runner(args, plan, say), ""
-        shards = [run(i) for i in range(len(plan.shards()))]
+        run, cluster = bench_runner(args, plan), ""
+        shards = [run(i, say) for i in range(len(plan.shards()))]
     rows = [row for shard in shards for row in shard.rows]
     if not rows:
         raise InvalidRequest(f"--cluster {args.cluster}: no prompt kind finished ({cluster})")

@@ -16,11 +16,12 @@ from .view import Cell, WorkloadView
 Prepare = Callable[[], tuple[WorkloadView, RunSide]]
 
 
-def prompt_runner(prepare: Prepare) -> Callable[[int], dict[str, Cell]]:
-    """In an actor: the workload prepared once; then prompt i's cells, plain decoding's and every drafter's."""
+def prompt_runner(prepare: Prepare) -> Callable[[int, Callable], dict[str, Cell]]:
+    """In an actor: the workload prepared once; then prompt i's cells, plain decoding's and every drafter's (the
+    driver's lines come from the cells: a prompt's runs are quick to land)."""
     view, run_side = prepare()
 
-    def run(i: int) -> dict[str, Cell]:
+    def run(i: int, say: Callable[[str], None]) -> dict[str, Cell]:
         for _ in run_prompt(view, i, run_side, every_s=3600):
             pass
         return {side: view.cells[i, side] for side in view.sides if (i, side) in view.cells}
