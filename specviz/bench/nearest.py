@@ -5,7 +5,7 @@ best fixed γ here; transformers is its own counterpart as raced, at its default
 decoding. Each figure is a speedup over plain decoding: the geometric mean over the kinds and temperatures where both
 sides ran. Pure Python over BenchRows."""
 
-import math
+import statistics
 
 from ..drafters.production import ENGINES, stand_in
 from ..events import PLAIN
@@ -23,9 +23,9 @@ def nearest_table(rows) -> str:
     for key, rs in groups(ours, "kind", "temperature", "method", "draft_name", "draft_dtype", "gamma").items():
         speed[key] = mean(r.speedup for r in rs)
     theirs = {}  # (kind, T, transformers method, draft) -> its speedup at its default schedule
-    for key, rs in groups(rows, "kind", "temperature", "method", "draft_name", "draft_dtype", "gamma").items():
-        if rs[0].library == "transformers" and key[-1] == ADAPTIVE:
-            theirs[key[:-1]] = mean(r.speedup for r in rs)
+    transformers = [r for r in rows if r.library == "transformers" and r.gamma == ADAPTIVE]
+    for key, rs in groups(transformers, "kind", "temperature", "method", "draft_name", "draft_dtype").items():
+        theirs[key] = mean(r.speedup for r in rs)
     lines = []
     for method, *draft in dict.fromkeys((k[2], k[3], k[4]) for k in speed if k[-1] == ADAPTIVE):
         places = [k[:2] for k in speed if k[2:5] == (method, *draft) and k[-1] == ADAPTIVE]
@@ -71,4 +71,4 @@ def _best_fixed(speed: dict, place: tuple, method: str, draft: tuple) -> tuple[i
 
 def _geo(values) -> float | None:
     values = [v for v in values if v]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+    return statistics.geometric_mean(values) if values else None

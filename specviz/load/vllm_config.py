@@ -59,35 +59,30 @@ def ranges(best: dict[int, int]) -> list[list[int]]:
     return out
 
 
+def _swept(view: LoadView) -> dict[str, dict[int, int]]:
+    """Each drafter of the sweep that ran at some level: its best_gammas."""
+    drafters = dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes)
+    return {d: best for d in drafters if (best := best_gammas(view, d))}
+
+
 def measured_tables(view: LoadView) -> dict[str, tuple]:
     """Each drafter vLLM also has that ran at some level: its fastest draft length per range of batch sizes."""
-    tables = {}
-    for drafter in dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes):
-        best = best_gammas(view, drafter) if drafter in METHODS else {}
-        if best:
-            tables[drafter] = tuple(map(tuple, ranges(best)))
-    return tables
+    return {d: tuple(map(tuple, ranges(best))) for d, best in _swept(view).items() if d in METHODS}
 
 
 def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
     """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, for the draft
     model's name)."""
-    out = []
-    drafters = dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes)
-    for drafter in drafters:
-        best = best_gammas(view, drafter)
-        if not best:
-            continue
-        if drafter not in METHODS:
+    out, tables = [], measured_tables(view)
+    for drafter, best in _swept(view).items():
+        if drafter not in tables:
             out.append(VllmAdvice(drafter, None, NOT_IN_VLLM.get(drafter, "vLLM has no such method")))
             continue
-        table = ranges(best)
-        ran = Ran(drafter, Settings(), draft=draft_model, per_batch_size=tuple(map(tuple, table)))
+        ran = Ran(drafter, Settings(), draft=draft_model, per_batch_size=tables[drafter])
         config = vllm_config(ran)  # as a race's vLLM setting is written, with the measured table
-        top = max(best)
         note = (
             f"the fastest draft length at each level run ({', '.join(f'{b}: {k}' for b, k in sorted(best.items()))}); "
-            f"above {top} requests nothing was measured"
+            f"above {max(best)} requests nothing was measured"
         )
         out.append(VllmAdvice(drafter, config, note))
     return out
