@@ -15,7 +15,10 @@ from .drafters.suffix_index import RunMemory
 from .engine import generate, new_generator
 from .events import PLAIN, StepEvent, generated_ids
 from .models import LoadedModel, load_model
+from .models.device import resolve_device
 from .models.exact import exact_for, exact_problem, is_exact
+from .models.loading import check_loadable
+from .models.precision_choice import PrecisionChoice, for_pair
 from .models.vocabulary import check_draft_fits, same_vocabulary
 from .record import TokenTexts, divergence, make_trace
 from .runtime import quiet_transformers
@@ -30,6 +33,7 @@ class Pair:
     target: LoadedModel
     draft: LoadedModel | None = None
     exact: str = ""  # the target's exact mode in one line, as choose_exact left it
+    choice: PrecisionChoice | None = None  # how the target's precision was chosen, where it was measured
 
     def choose_exact(self, wanted: bool) -> str:
         """Exact mode as wanted, where it holds here; the line that says what holds (models/exact.exact_for)."""
@@ -55,6 +59,17 @@ class Pair:
         finally:
             exact_for(self.target.model, was)
             self.exact = line
+
+
+AUTO = "auto"  # the precision: the one measured best for the pair on this device
+
+
+def choose_precision(target: str, draft: str = "", device: str = "auto", report=lambda _: None) -> PrecisionChoice:
+    """The target's precision measured best for this pair on this device (models/precision_choice.py): only the
+    configs are read; the measurement is kept in the cache folder."""
+    source, _, offline = check_loadable(target)
+    draft_source = check_loadable(draft)[0] if draft else ""
+    return for_pair(source, draft_source, resolve_device(device), bool(offline), report)
 
 
 def open_target(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:

@@ -372,7 +372,7 @@ def test_generate_says_whether_exact_mode_held(capsys, model_folder):
     for extra, on, words in (
         (["--dtype", "bfloat16"], True, "exact mode"),
         (["--dtype", "bfloat16", "--no-exact"], False, "exact mode off"),
-        (["--dtype", "float32"], False, "exact mode off: it covers bfloat16 targets, and this one is float32"),
+        (["--dtype", "float32"], False, "exact mode off: it covers bfloat16 and int8 targets, and this one is float32"),
     ):
         code, out, err = run_cli(capsys, *base, "6", "--drafter", "ngram", "--json", *extra)
         assert code == 0, err

@@ -26,10 +26,10 @@ def test_speculative_sampling_is_lossless(small, draws, settings):
 
 def test_speculative_sampling_with_an_int8_draft_is_lossless(small, draws):
     """The draft's precision changes only its q; the rejection rule keeps the target's own law."""
-    from specviz.models.quantize import int8_dynamic
+    from specviz.models.quantize import int8_rows
 
     target, draft, prompt = small
-    quantized = loaded(int8_dynamic(perturbed(target.model, seed=12, scale=0.5)), target.tokenizer)
+    quantized = loaded(int8_rows(perturbed(target.model, seed=12, scale=0.5)), target.tokenizer)
     counts = draws(target, prompt, SETTINGS[0], chain(target, quantized))
     assert draws.p(counts, exact_law(target, prompt, SETTINGS[0])) > 1e-3
 

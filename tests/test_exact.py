@@ -28,7 +28,7 @@ from specviz.engine.static_lm import StaticLM
 from specviz.engine.tree import build_tree, row_after
 from specviz.events import generated_ids
 from specviz.models.exact import EXACT_ATTENTION, PairedLinear, exact_problem, is_exact, set_exact
-from specviz.models.quantize import int8_dynamic
+from specviz.models.quantize import RowInt8Linear
 from specviz.runs import generate_named
 from specviz.settings import Settings
 
@@ -276,9 +276,11 @@ def test_sampling_in_exact_mode_keeps_the_targets_law(small_bf16, draws):
 
 
 def test_where_exact_mode_cannot_hold_it_says_why_in_one_line_and_changes_nothing(target):
+    mixed = perturbed(target.model, seed=4, scale=0.1)  # one int8 layer among float32 ones
+    mixed.model.layers[0].mlp.down_proj = RowInt8Linear(mixed.model.layers[0].mlp.down_proj)
     cases = [
-        (target.model, "covers bfloat16 targets, and this one is float32"),
-        (int8_dynamic(perturbed(target.model, seed=4, scale=0.1)), "covers bfloat16 targets"),
+        (target.model, "covers bfloat16 and int8 targets, and this one is float32"),
+        (mixed, "covers bfloat16 and int8 (row) Linear layers, and this model has others"),
     ]
     with torch.device("meta"):  # a device other than the CPU, without needing one
         elsewhere = tiny_llama(8, seed=0).bfloat16()

@@ -83,7 +83,7 @@ def build_parser() -> Parser:
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(gen)
-    add_model_options(gen)
+    add_model_options(gen, auto=True)
     add_exact_option(gen)
     gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
     gen.add_argument(
@@ -214,6 +214,8 @@ def _print_json(duel, production=None) -> None:
         "steps": [e.to_json() for e in events],
         "metrics": summarize(events).to_json(),
     }
+    if duel.pair.choice is not None:  # --dtype auto: what the device's measured costs chose, and why
+        result["precision"] = duel.pair.choice.as_dict()
     if production is not None:  # the same drafter in transformers, vLLM and SGLang
         result["production"] = production.to_json()
     print(json.dumps({**result, **({"diagnosis": asdict(found)} if found else {})}))

@@ -59,7 +59,7 @@ def add_concurrency_command(sub) -> None:
     p.add_argument("--rounds", type=int, default=1, help="runs of each level and lane; the figures are the median's")
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(p)
-    add_model_options(p)
+    add_model_options(p, auto=True)
     add_exact_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
     p.add_argument("--trace", help="record the sweep to this file (it replays in the app and makes a snapshot page)")

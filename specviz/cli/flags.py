@@ -3,24 +3,32 @@ settings, and every option any drafter declares (one flag per option, read from 
 an option meets its drafter; and what the parsed flags mean (the run's settings, the draft's precision)."""
 
 import argparse
+import os
+import sys
 
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
-from ..runs import Pair, open_draft, open_target
+from ..runs import AUTO, Pair, choose_precision, open_draft, open_target
 from ..settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
 
-def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False) -> None:
+def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, auto: bool = False) -> None:
     p.add_argument(
         "--dtype",
-        default="bfloat16",
-        choices=list(PRECISIONS),
-        help="the target's precision (and the draft's, unless --draft-dtype): bf16 is ~2x faster than "
-        "float32 on a CPU, exact checks use float32; int8 (CPU) is an int8 target, another model",
+        default=(os.environ.get("SPECVIZ_DTYPE") or AUTO) if auto else "bfloat16",
+        choices=[AUTO, *PRECISIONS] if auto else list(PRECISIONS),
+        help=(
+            "the target's precision (default: $SPECVIZ_DTYPE, else auto): auto measures this device's kernels once "
+            "and picks the "
+            "precision whose verify forward is cheapest here (int8 on an AVX2 CPU, bfloat16 with AMX or on a GPU); "
+            "int8 (CPU) is an int8 target, another model, exact in its own right"
+            if auto
+            else "the target's precision (and the draft's, unless --draft-dtype): int8 (CPU) is an int8 target"
+        ),
     )
     p.add_argument(
         "--draft-dtype",
@@ -38,10 +46,11 @@ def add_exact_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exact",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="exact mode (default on where it holds: a bfloat16 target on a CPU): the target computes every token "
-        "as one-token decoding does, so greedy speculative output is plain decoding's bit for bit; --no-exact "
-        "runs the model's own attention and kernels, where a near tie can round apart",
+        default=None,
+        help="exact mode (default: on where it holds, a bfloat16 or int8 target on a CPU, unless --dtype auto "
+        "measured it too costly here): the target computes every token as one-token decoding does, so greedy "
+        "speculative output is plain decoding's bit for bit; --no-exact runs the model's own attention and "
+        "kernels, where a near tie can round apart",
     )
 
 
@@ -157,11 +166,23 @@ def open_models(args, with_draft: bool):
     """The pair the flags name (runs.Pair): the target in exact mode as --exact asks, where it holds, and, with
     `with_draft`, the draft model at its precision (--draft-dtype, else the fastest on the target's device)."""
 
+    choice = None
+    if args.dtype == AUTO:  # measured (or read back) before any weights are read; the flags then name what it chose
+        say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
+        choice = choose_precision(args.target, args.draft if with_draft else "", args.device, say)
+        args.dtype = choice.dtype
+        say(f"precision: {choice.reason}")
     target = open_target(args.target, args.dtype, args.device)
     draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
-    pair = Pair(target, draft)
-    pair.choose_exact(args.exact)
+    pair = Pair(target, draft, choice=choice)
+    pair.choose_exact(exact_wanted(args, choice))
     return pair
+
+
+def exact_wanted(args, choice=None) -> bool:
+    """--exact or --no-exact as given; else on, unless the precision's measurement found it too costly here."""
+    exact = getattr(args, "exact", None)
+    return exact if exact is not None else (choice.exact if choice else True)
 
 
 def run_models(args, pair):

@@ -53,7 +53,7 @@ def add_race_command(sub) -> None:
     p.add_argument("--prompt", required=True)
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(p)
-    add_model_options(p)
+    add_model_options(p, auto=True)
     add_exact_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every lane's metrics and tokens")
     p.add_argument("--trace", metavar="FILE", help="also record the race (the app replays it on the lanes' own clocks)")

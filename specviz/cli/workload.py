@@ -30,6 +30,7 @@ from .flags import (
     add_model_options,
     add_sampling_options,
     check_entrants,
+    exact_wanted,
     given_options,
     settings_from,
 )
@@ -97,7 +98,7 @@ def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
         dtype=args.dtype,
         draft_dtype=args.draft_dtype or "",
         device=args.device,
-        exact=args.exact,
+        exact=exact_wanted(args),
         chat=not args.no_chat,
         prompts=tuple(prompts),
         chosen=tuple(chosen),

@@ -17,12 +17,14 @@ when the mode is switched on (`exact_problem`).
 """
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
 from ..trace import EXACT_ON
+from .quantize import RowInt8Linear
 
 EXACT_ATTENTION = "specviz_exact"
 PROBE_ROWS = (2, 3, 7, 16)  # row counts whose rows a probe holds against the same rows computed one by one
@@ -142,8 +144,9 @@ def exact_problem(model: torch.nn.Module) -> str:
 def _problem(model: torch.nn.Module) -> str:
     if model.device.type != "cpu":
         return f"it is checked on CPUs only, and this model is on {model.device.type}"
-    if model.dtype != torch.bfloat16:
-        return f"it covers bfloat16 targets, and this one is {str(model.dtype).removeprefix('torch.')}"
+    row_int8 = [m for m in model.modules() if isinstance(m, RowInt8Linear)]
+    if model.dtype != torch.bfloat16 and not row_int8:
+        return f"it covers bfloat16 and int8 targets, and this one is {str(model.dtype).removeprefix('torch.')}"
     config = model.config
     for field in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
         if getattr(config, field, None) and (field != "sliding_window" or getattr(config, "use_sliding_window", True)):
@@ -152,21 +155,28 @@ def _problem(model: torch.nn.Module) -> str:
         return f"{type(model).__name__} does not take a registered attention function"
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if any(not isinstance(m.weight, torch.nn.Parameter) or m.weight.dtype != torch.bfloat16 for m in linears):
-        return "it covers bfloat16 Linear layers, and this model has others"
-    shapes = {(m.in_features, m.out_features, m.bias is not None): m for m in linears}
+        return "it covers bfloat16 and int8 (row) Linear layers, and this model has others"
+    shapes = {(m.in_features, m.out_features, m.bias is not None): m for m in linears + row_int8}
     for (inputs, outputs, _), layer in shapes.items():
         if not _linear_rows_hold(layer):
-            return f"this CPU's bfloat16 matrix product ({inputs} → {outputs}) gives rows that depend on how many"
+            kind = "int8" if isinstance(layer, RowInt8Linear) else "bfloat16"
+            return f"this CPU's {kind} matrix product ({inputs} → {outputs}) gives rows that depend on how many"
     return ""
 
 
-def _linear_rows_hold(layer: torch.nn.Linear) -> bool:
-    """Rows of the paired product equal the same rows multiplied in products of other row counts."""
+def _linear_rows_hold(layer: torch.nn.Module) -> bool:
+    """Rows of a one-row product (paired, for a bfloat16 Linear) equal the same rows multiplied in products of other
+    row counts."""
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(max(PROBE_ROWS), layer.in_features, generator=gen).to(layer.weight.dtype)
+    x = torch.randn(max(PROBE_ROWS), layer.in_features, generator=gen)
     with torch.inference_mode():
-        alone = torch.cat([PairedLinear.forward(layer, x[i : i + 1]) for i in range(len(x))])
-        return all(torch.equal(F.linear(x[:n], layer.weight, layer.bias), alone[:n]) for n in PROBE_ROWS)
+        if isinstance(layer, RowInt8Linear):  # row-exact by construction; the probe holds this CPU to it
+            one, several = layer.forward, layer.forward
+        else:
+            x = x.to(layer.weight.dtype)
+            one, several = partial(PairedLinear.forward, layer), partial(F.linear, weight=layer.weight, bias=layer.bias)
+        alone = torch.cat([one(x[i : i + 1]) for i in range(len(x))])
+        return all(torch.equal(several(x[:n]), alone[:n]) for n in PROBE_ROWS)
 
 
 def set_exact(model: torch.nn.Module, on: bool) -> str:

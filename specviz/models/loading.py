@@ -212,10 +212,17 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
     model.to(where).eval()
     steady_attention(where)
     if dtype == "int8":
-        from .quantize import int8_dynamic
+        from .quantize import int8_rows
 
-        model = int8_dynamic(model)
+        model = int8_rows(model, calibration_ids(tokenizer))
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
+
+
+def calibration_ids(tokenizer) -> list[int]:
+    """The ids of the text an int8 model's smoothing measures its input channels on (quantize.CALIBRATION)."""
+    from .quantize import CALIBRATION
+
+    return tokenizer.encode(CALIBRATION, add_special_tokens=False)
 
 
 def encode_prompt(loaded: LoadedModel, text: str | list[dict], chat: bool = True) -> list[int]:
