@@ -57,8 +57,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--dtype",
         default=env("SPECVIZ_DTYPE", ""),
-        choices=["", "bfloat16", "float32", "int8"],
-        help="the precision loaded first (default bfloat16); under ZeroGPU the only one",
+        choices=["", "auto", "bfloat16", "float32", "int8"],
+        help="the precision loaded first (default: auto on a CPU, measured on this device once; bfloat16 on a GPU); "
+        "under ZeroGPU the only one",
     )
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
@@ -114,7 +115,8 @@ def build(args):
         brings = tuple((s.name, getattr(args, s.name)) for s in pair_model_options() if getattr(args, s.name))
         custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
-    dtypes = ["bfloat16", "float32"] if gpu else ["bfloat16", "float32", "int8"]  # int8: torch's CPU kernels
+    # auto: the precision whose verify is cheapest on this CPU, measured once (models/precision_choice.py)
+    dtypes = ["bfloat16", "float32"] if gpu else ["auto", "bfloat16", "float32", "int8"]
     if args.dtype in dtypes:
         dtypes.insert(0, dtypes.pop(dtypes.index(args.dtype)))
     print(f"specviz: {describe(device, dtypes[0])}", file=sys.stderr, flush=True)

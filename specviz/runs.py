@@ -61,9 +61,6 @@ class Pair:
             self.exact = line
 
 
-AUTO = "auto"  # the precision: the one measured best for the pair on this device
-
-
 def choose_precision(target: str, draft: str = "", device: str = "auto", report=lambda _: None) -> PrecisionChoice:
     """The target's precision measured best for this pair on this device (models/precision_choice.py): only the
     configs are read; the measurement is kept in the cache folder."""

@@ -12,6 +12,7 @@ MAX_SEED = 2**32 - 1  # torch's CPU generator keeps a seed's low 32 bits only: 5
 # lossless keeps the target's distribution; typical (Medusa's) accepts any plausible token, lossy by design;
 # greedy insists on temperature 0.
 ACCEPTANCE_MODES = ("greedy", "lossless", "typical")
+AUTO = "auto"  # a target precision: the one measured best for the pair on the device (models/precision_choice.py)
 
 
 @dataclass(frozen=True)

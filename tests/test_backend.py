@@ -209,3 +209,29 @@ def test_a_stopped_run_whose_outputs_part_asks_the_device_where(backend):
     pair = backend.shelf.current()
     assert parted == divergence(pair.target, prompt_ids, [8, 9, 10], [8, 11, 10], TokenTexts(pair.target.tokenizer))
     assert parted.position == 1 and len(parted.top) == 2
+
+
+def test_a_race_at_auto_precision_loads_what_the_measurement_chose_and_says_why(pair_folders, tmp_path, monkeypatch):
+    """auto resolves before anything loads (from the configs and the device's measured costs, kept in the cache
+    folder); the pair loads in the precision chosen, the race's first line names it, and Why this speedup carries the
+    reason. Asking for auto again loads nothing; a draft cannot ask for auto."""
+    from specviz.render import panels
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    target, draft = pair_folders
+    backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    final = list(backend.race(request(dtype="auto", max_new_tokens=8)))[-1]
+    pair = backend.shelf.current()
+    assert pair.asked == "auto" and pair.choice is not None and pair.dtype == pair.choice.dtype
+    assert final.finished and final.divergence is None and final.plain.tokens == final.spec.tokens
+    assert final.precision == pair.choice.reason and "(auto: measured fastest on this device)" in pair.precision_words()
+    assert escape_free(panels.diagnosis(final)).count(pair.choice.reason) == 1
+    assert list(backend.shelf.load("tiny", "auto")) == [] and backend.shelf.current() is pair
+    with pytest.raises(InvalidRequest, match="precision must be one of same"):
+        list(backend.race(request(dtype="auto", draft_dtype="auto")))
+
+
+def escape_free(page: str) -> str:
+    import html
+
+    return html.unescape(page)

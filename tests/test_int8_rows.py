@@ -11,7 +11,8 @@ from tiny import loaded, perturbed, tiny_llama
 
 from specviz.events import generated_ids
 from specviz.models.exact import exact_problem, is_exact, set_exact
-from specviz.models.quantize import RowInt8Linear, input_maxima, int8_rows, smooth
+from specviz.models.quantize import RowInt8Linear, int8_rows
+from specviz.models.smoothing import input_maxima, smooth
 from specviz.runs import generate_named
 from specviz.settings import Settings
 

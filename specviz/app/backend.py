@@ -39,7 +39,7 @@ from .device_line import DeviceLine
 from .elsewhere import SweptTables, cluster_job, entrants_production, race_production
 from .memories import VisitorMemories
 from .request import Request, read_request
-from .shelf import LoadedPair, ModelShelf
+from .shelf import ModelShelf
 
 Stopped = Callable[[], bool]
 
@@ -85,6 +85,7 @@ class Backend:
                 mode=asked.mode,
                 lossy=settings.lossy,
                 production=race_production(asked, pair, self.swept.of(session, asked.pair)),
+                precision=pair.choice.reason if pair.choice else "",
             )
             lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
             call = self.calls.race(asked, None if memory is None else memory.copy())
@@ -93,9 +94,7 @@ class Backend:
                     ended = _take(packet, texts)
                     if packet.kind == "start":
                         prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
-                        view.message = (
-                            f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}; {view.exact}"
-                        )
+                        view.message = pair.prompt_line(len(prompt_ids), view.exact)
                         continue
                     if packet.kind == "step":
                         lanes[packet.lane].add(packet.event)
@@ -120,7 +119,7 @@ class Backend:
             prompt=asked.prompt,
             prompt_ids=prompt_ids,
             settings=settings,
-            models=_models(pair, view.exact),
+            models=pair.models(view.exact),
             sides=sides,
             text_of=texts,
             wall_s=view.wall_s,
@@ -216,9 +215,7 @@ class Backend:
                         break
                     if packet.kind == "start":
                         prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
-                        view.message = (
-                            f"prompt: {len(prompt_ids)} tokens; {pair.preset.label}, {_precision(pair)}; {view.exact}"
-                        )
+                        view.message = pair.prompt_line(len(prompt_ids), view.exact)
                         continue
                     view.hear(packet)
                     view.wall_s = time.perf_counter() - began
@@ -239,7 +236,7 @@ class Backend:
             prompt=asked.prompt,
             prompt_ids=prompt_ids,
             settings=settings,
-            models=_models(pair, view.exact),
+            models=pair.models(view.exact),
             sides=[Side(lane.name, lane.words, lane.events, lane.divergence) for lane in view.lanes],
             text_of=view.text_of,
             wall_s=view.wall_s,
@@ -312,7 +309,7 @@ class Backend:
             pair, view.text_of = self.shelf.current(), TextTable()
             swept = self.swept.of(session, asked.pair)
             view.production = entrants_production(preset, asked, chosen, swept, pair, prompts[0])
-            view.models, runnable = _models(pair), {e.name: e for e in chosen if e.settings}
+            view.models, runnable = pair.models(), {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
@@ -372,7 +369,7 @@ class Backend:
                 call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
         if not view.finished:
             view.hear(LoadNews("end", "stopped: the levels run so far stay", stopped=True))
-        models = _models(pair, view.exact)
+        models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
         view.saved = LoadRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
@@ -384,20 +381,3 @@ def _take(packet: Packet, texts: TextTable) -> bool:
         raise getattr(errors, packet.error, SpecvizError)(packet.message)
     texts.update(packet.texts)
     return packet.kind == "end"
-
-
-def _models(pair: LoadedPair, exact: str = "") -> RunModels:
-    """The run's models; `exact` is filled in from the device's answer."""
-    return RunModels(
-        target=pair.preset.target,
-        draft=pair.preset.draft,
-        pair=pair.preset.label,
-        precision=pair.dtype,
-        draft_precision=pair.draft_dtype,
-        device=pair.target.device.type,
-        exact=exact,
-    )
-
-
-def _precision(pair: LoadedPair) -> str:
-    return pair.dtype if pair.draft_dtype in ("", pair.dtype) else f"{pair.dtype}, draft {pair.draft_dtype}"

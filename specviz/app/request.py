@@ -12,7 +12,7 @@ from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest
 from ..models.loading import DTYPES
-from ..settings import Settings, check_prompt, mode_text
+from ..settings import AUTO, Settings, check_prompt, mode_text
 
 # The named values a run takes besides drafter options; the screen calls the token budget max_new.
 _GENERAL = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new_tokens", "temperature", "top_k", "top_p", "seed")
@@ -68,9 +68,9 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
         chosen.check_for(options, preset.target)
         remembers, words = chosen.remembers, chosen.listing.words(options)
     dtype, draft_dtype = values.get("dtype", "bfloat16"), values.get("draft_dtype", "same")
-    for precision in (dtype, draft_dtype):
-        if not isinstance(precision, str) or (precision not in DTYPES and precision != "same"):
-            raise InvalidRequest(f"precision must be one of {', '.join(DTYPES)}, got {precision!r}")
+    for precision, other in ((dtype, AUTO), (draft_dtype, "same")):
+        if not isinstance(precision, str) or (precision not in DTYPES and precision != other):
+            raise InvalidRequest(f"precision must be one of {', '.join([other, *DTYPES])}, got {precision!r}")
     exact = _flag(values.get("exact", True), "exact")
     settings, prompt = settings_of(values), check_prompt(values.get("prompt"))
     return Request(

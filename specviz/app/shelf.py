@@ -12,8 +12,9 @@ from ..models.device import check_fits, heads_bytes, weight_bytes
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
 from ..models.vocabulary import check_tokenizers_fit
-from ..runs import Pair, open_draft, open_target
-from ..settings import Settings
+from ..runs import Pair, choose_precision, open_draft, open_target
+from ..settings import AUTO, Settings
+from ..trace import RunModels
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,28 @@ class LoadedPair(Pair):
     preset: PairPreset
     dtype: str  # the target's precision
     draft_dtype: str = ""  # the draft's precision
+    asked: str = ""  # the precision asked for: `dtype`, or "auto" (measured: `choice` says what and why)
+
+    def precision_words(self) -> str:
+        """The pair's precisions in a few words, with how the target's was chosen."""
+        words = self.dtype if self.draft_dtype in ("", self.dtype) else f"{self.dtype}, draft {self.draft_dtype}"
+        return words + (" (auto: measured fastest on this device)" if self.choice else "")
+
+    def prompt_line(self, prompt_tokens: int, exact: str) -> str:
+        """What a run says when it starts: the prompt's length, the pair, its precisions, exact mode."""
+        return f"prompt: {prompt_tokens} tokens; {self.preset.label}, {self.precision_words()}; {exact}"
+
+    def models(self, exact: str = "") -> RunModels:
+        """The run's models as a trace records them; `exact` is filled in from the device's answer."""
+        return RunModels(
+            target=self.preset.target,
+            draft=self.preset.draft,
+            pair=self.preset.label,
+            precision=self.dtype,
+            draft_precision=self.draft_dtype,
+            device=self.target.device.type,
+            exact=exact,
+        )
 
     def run_eagerly(self) -> None:
         """Both models on the eager, dynamic-cache path: a pair runs one path, so a fast-path failure of either
@@ -211,10 +234,11 @@ class ModelShelf:
         """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision
         is the target's unless `draft_dtype` says otherwise."""
         preset = self.preset(label)
-        draft_dtype = draft_dtype or dtype
+        asked, choice = dtype, None
         with self._lock:
             held = self._loaded
-            if held and held.preset == preset and held.dtype == dtype and held.draft_dtype == draft_dtype:
+            same_draft = held and held.draft_dtype == (draft_dtype or (held.dtype if asked == AUTO else dtype))
+            if held and held.preset == preset and held.asked == asked and same_draft:
                 return
             if self.pinned:
                 raise InvalidRequest(self.pinned)
@@ -223,6 +247,11 @@ class ModelShelf:
                 # What can fail before weights are read fails while the pair in use is still loaded, so a pair
                 # that cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload.
                 self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
+                if asked == AUTO:  # measured (or read back) from the configs alone, before anything is freed
+                    choice = choose_precision(preset.target, preset.draft, self.device, report)
+                    dtype = choice.dtype
+                    report(f"precision: {choice.reason}")
+                draft_dtype = draft_dtype or dtype
                 where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
                 found = [check_loadable(name) for name in (preset.target, preset.draft)]
                 sizes = [
@@ -251,8 +280,10 @@ class ModelShelf:
                         draft = open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1])
             finally:
                 self.loading = ""
-            self._loaded = LoadedPair(target, draft, preset=preset, dtype=dtype, draft_dtype=draft_dtype)
-            precision = dtype if draft_dtype == dtype else f"{dtype}, draft {draft_dtype}"
+            self._loaded = LoadedPair(
+                target, draft, choice=choice, preset=preset, dtype=dtype, draft_dtype=draft_dtype, asked=asked
+            )
+            precision = self._loaded.precision_words()
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)
             yield line

@@ -9,8 +9,8 @@ import sys
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
-from ..runs import AUTO, Pair, choose_precision, open_draft, open_target
-from ..settings import ACCEPTANCE_MODES, MAX_GAMMA, MAX_NEW_TOKENS, Settings
+from ..runs import Pair, choose_precision, open_draft, open_target
+from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU

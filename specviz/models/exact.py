@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 
 from ..trace import EXACT_ON
-from .quantize import RowInt8Linear
+from .quantize import RowInt8Linear, SharedColumns
 
 EXACT_ATTENTION = "specviz_exact"
 PROBE_ROWS = (2, 3, 7, 16)  # row counts whose rows a probe holds against the same rows computed one by one
@@ -144,7 +144,8 @@ def exact_problem(model: torch.nn.Module) -> str:
 def _problem(model: torch.nn.Module) -> str:
     if model.device.type != "cpu":
         return f"it is checked on CPUs only, and this model is on {model.device.type}"
-    row_int8 = [m for m in model.modules() if isinstance(m, RowInt8Linear)]
+    row_int8 = [m.shared.product if isinstance(m, SharedColumns) else m for m in model.modules()]
+    row_int8 = [m for m in row_int8 if isinstance(m, RowInt8Linear)]
     if model.dtype != torch.bfloat16 and not row_int8:
         return f"it covers bfloat16 and int8 targets, and this one is {str(model.dtype).removeprefix('torch.')}"
     config = model.config

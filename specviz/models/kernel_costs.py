@@ -160,8 +160,12 @@ class CostTable:
         return table[below] + (table[above] - table[below]) * (width - below) / (above - below)
 
 
+METHOD = 2  # how the costs are measured: a kept table measured otherwise is measured again
+
+
 def cache_key(shape: Shape, device: torch.device) -> str:
-    return f"{device_name(device)}|{torch.get_num_threads()} threads|torch {torch.__version__}|{shape.key()}"
+    threads = torch.get_num_threads()
+    return f"method {METHOD}|{device_name(device)}|{threads} threads|torch {torch.__version__}|{shape.key()}"
 
 
 def costs_for(shape: Shape, device: torch.device, folder, report=lambda _: None, paths=CPU_PATHS) -> CostTable:

@@ -219,8 +219,8 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
 
 
 def calibration_ids(tokenizer) -> list[int]:
-    """The ids of the text an int8 model's smoothing measures its input channels on (quantize.CALIBRATION)."""
-    from .quantize import CALIBRATION
+    """The ids of the text an int8 model's smoothing measures its input channels on (smoothing.CALIBRATION)."""
+    from .smoothing import CALIBRATION
 
     return tokenizer.encode(CALIBRATION, add_special_tokens=False)
 

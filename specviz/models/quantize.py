@@ -10,11 +10,9 @@ Two things follow, and they are why a verify forward costs little more than a on
 Inputs are held to 7 bits (-63..63, stored with zero point 64 as 1..127): fbgemm's AVX2 kernel adds products in pairs
 in 16 bits, and 127 × 127 × 2 is the most that fits; a full 8-bit input could saturate there.
 
-Outlier channels (a few input channels far larger than the rest, as the MLP's down projection sees) would take most
-of a row's 7 bits. Smoothing (SmoothQuant, Xiao et al. 2023) moves them into the weights: each input channel j is
-divided by s_j = sqrt(max|x_j| / max|W_j|) and the weight's column j multiplied by it, and the division is folded
-into what made the input (an RMSNorm's weight, or `up_proj`'s rows for `down_proj`), so nothing extra runs. The
-maxima come from one forward of the model over a short built-in text (`calibrate`).
+Outlier input channels are moved into the weights first (smoothing.py), and sibling layers that read the same input
+(queries, keys and values; gate and up) share one product (`SharedProduct`): one input quantisation and one call
+instead of three or two, which is most of a small draft model's time outside the products.
 """
 
 import warnings
@@ -52,13 +50,12 @@ class RowInt8Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
-        scale = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-30) / INPUT_LEVELS
+        scale = torch.linalg.vector_norm(rows, float("inf"), dim=1, keepdim=True).clamp_min_(1e-30).div_(INPUT_LEVELS)
         # fbgemm rounds rows / scale to integers (+ the zero point), multiplies in integers, and scales by the weight's
         # row scales; each row's own scale then gives it back its size
-        out = _INT8_PRODUCT(rows / scale, 1.0, ZERO_POINT, self._packed) * scale
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features)
+        out = _INT8_PRODUCT(rows / scale, 1.0, ZERO_POINT, self._packed)
+        out = out.mul_(scale) if self.bias is None else torch.addcmul(self.bias, out, scale)
+        return out.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -73,77 +70,63 @@ class RowInt8Linear(torch.nn.Module):
         self.__dict__.update(state)
 
 
-# What the maxima of each input channel are measured on: a little code and a little prose, as the races decode.
-CALIBRATION = (
-    "def merge_intervals(intervals):\n    intervals.sort(key=lambda pair: pair[0])\n    merged = []\n"
-    "    for start, end in intervals:\n        if merged and start <= merged[-1][1]:\n"
-    "            merged[-1][1] = max(merged[-1][1], end)\n        else:\n            merged.append([start, end])\n"
-    "    return merged\n\nSELECT c.name, SUM(o.total) AS spent FROM customers c JOIN orders o ON o.customer_id = c.id "
-    "GROUP BY c.name ORDER BY spent DESC LIMIT 10;\n\nThank you for writing to us. We are sorry that your March "
-    "invoice was charged twice: the second payment will be refunded within five business days, and you will get an "
-    "email when it is done. An API rate limit caps how many requests a client may send in a minute."
-)
-STRENGTH = 0.5  # how much of an outlier moves into the weights: s_j = max|x_j|^0.5 / max|W_j|^0.5
+class SharedProduct:
+    """Sibling Linear layers that read the same input, multiplied as one: the first sibling called with an input
+    multiplies it by all their weights at once, and each sibling returns its columns of that product, as long as it
+    is called with that same tensor (any other input is multiplied anew)."""
+
+    def __init__(self, linears: list[torch.nn.Linear]):
+        whole = torch.nn.Linear(linears[0].in_features, sum(m.out_features for m in linears), bias=False)
+        whole.weight = torch.nn.Parameter(torch.cat([m.weight.detach().float() for m in linears]), False)
+        if any(m.bias is not None for m in linears):
+            biases = [m.bias if m.bias is not None else torch.zeros(m.out_features) for m in linears]
+            whole.bias = torch.nn.Parameter(torch.cat([b.detach().float() for b in biases]), False)
+        self.product = RowInt8Linear(whole)
+        self._input = self._output = None
+
+    def __call__(self, x: torch.Tensor, columns: slice) -> torch.Tensor:
+        if x is not self._input:
+            self._input, self._output = x, self.product(x)
+        return self._output[..., columns]
+
+    def __getstate__(self):  # what the last input gave is not worth keeping
+        return {"product": self.product, "_input": None, "_output": None}
 
 
-@torch.inference_mode()
-def input_maxima(model: torch.nn.Module, ids: list[int]) -> dict[str, torch.Tensor]:
-    """The largest magnitude each input channel of each Linear layer takes over one forward of `ids`."""
-    maxima, hooks = {}, []
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear):
+class SharedColumns(torch.nn.Module):
+    """One sibling of a SharedProduct: its columns of the product."""
 
-            def keep(_, args, name=name):
-                seen = args[0].detach().float().abs().reshape(-1, args[0].shape[-1]).amax(dim=0)
-                maxima[name] = torch.maximum(maxima[name], seen) if name in maxima else seen
+    def __init__(self, shared: SharedProduct, start: int, linear: torch.nn.Linear):
+        super().__init__()
+        self.shared, self.columns = shared, slice(start, start + linear.out_features)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
 
-            hooks.append(module.register_forward_pre_hook(keep))
-    try:
-        model(input_ids=torch.tensor([ids], device=model.device))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return maxima
+    def weight(self) -> torch.Tensor:
+        return self.shared.product.weight().dequantize()[self.columns]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(x, self.columns)
 
 
-def _fold(maxima: torch.Tensor, consumers: list[torch.nn.Linear], before: torch.Tensor) -> None:
-    """Divide input channel j by s_j in `before` (what makes the input: a norm's weight, or the rows of the layer
-    that writes it) and multiply column j of every consumer's weight by it: the product is unchanged."""
-    weights = torch.stack([c.weight.detach().float().abs().amax(dim=0) for c in consumers]).amax(dim=0)
-    scale = (maxima.clamp_min(1e-5) ** STRENGTH / weights.clamp_min(1e-5) ** (1 - STRENGTH)).clamp(1e-2, 1e2)
-    with torch.no_grad():
-        before.div_(scale.to(before.dtype).view(-1, *([1] * (before.dim() - 1))))  # a norm's entry j, or row j
-        for consumer in consumers:
-            consumer.weight.mul_(scale.to(consumer.weight.dtype))
-
-
-def smooth(model: torch.nn.Module, maxima: dict[str, torch.Tensor]) -> bool:
-    """Move the input outliers of every decoder layer's Linear layers into their weights, folding the division into
-    the norm before (queries, keys, values; gate and up) or into up_proj's rows (down_proj). Only for the layouts
-    whose norm multiplies by its weight and whose MLP multiplies gate by up (Llama, Qwen, Mistral); False where the
-    model is laid out otherwise (left as it is)."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
-    if model.config.model_type not in ("llama", "qwen2", "qwen3", "mistral") or layers is None:
-        return False
-    for i, layer in enumerate(layers):
-        attn, mlp, prefix = layer.self_attn, layer.mlp, f"model.layers.{i}"
-        _fold(
-            maxima[f"{prefix}.self_attn.q_proj"],
-            [attn.q_proj, attn.k_proj, attn.v_proj],
-            layer.input_layernorm.weight,
-        )
-        _fold(maxima[f"{prefix}.mlp.gate_proj"], [mlp.gate_proj, mlp.up_proj], layer.post_attention_layernorm.weight)
-        _fold(maxima[f"{prefix}.mlp.down_proj"], [mlp.down_proj], mlp.up_proj.weight)
-    return True
+SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # read the same input in Llama-like layers
 
 
 def int8_rows(model: torch.nn.Module, calibration_ids: list[int] | None = None) -> torch.nn.Module:
-    """The model in float32 with every Linear layer a RowInt8Linear (in place); with `calibration_ids` (the
-    tokenizer's ids of CALIBRATION), smoothed first."""
+    """The model in float32 with every Linear layer int8 by rows (in place): siblings sharing one product; with
+    `calibration_ids` (the tokenizer's ids of smoothing.CALIBRATION), smoothed first."""
+    from .smoothing import input_maxima, smooth
+
     model = model.float()
     if calibration_ids:
         smooth(model, input_maxima(model, calibration_ids))
     for parent in list(model.modules()):
+        for names in SIBLINGS:
+            linears = [getattr(parent, n, None) for n in names]
+            if all(type(m) is torch.nn.Linear for m in linears):
+                shared, start = SharedProduct(linears), 0
+                for name, linear in zip(names, linears):
+                    setattr(parent, name, SharedColumns(shared, start, linear))
+                    start += linear.out_features
         for name, child in list(parent.named_children()):
             if type(child) is torch.nn.Linear:
                 setattr(parent, name, RowInt8Linear(child))

@@ -178,9 +178,12 @@ def compare_table(rows) -> str:
 
 
 def diagnosis(view) -> str:
-    """One line: the speedup measured and predicted, and, when speculation lost, the term that lost it."""
+    """One line: the speedup measured and predicted, and, when speculation lost, the term that lost it; under it,
+    where the precision was chosen by measuring this device, what it measured and why."""
     found = diagnose(view.plain.events, view.spec.events) if view is not None else None
+    precision = getattr(view, "precision", "")
+    chosen = f'<div class="sv-note" id="sv-precision">precision: {escape(precision)}</div>' if precision else ""
     if found is None:
-        return '<div class="sv-note">after a run that drafted: why its speedup came out as it did</div>'
+        return '<div class="sv-note">after a run that drafted: why its speedup came out as it did</div>' + chosen
     kind = "sv-diag-lost" if found.culprit else "sv-diag-paid"
-    return f'<div class="sv-diagnosis {kind}">{escape(found.line())}</div>'
+    return f'<div class="sv-diagnosis {kind}">{escape(found.line())}</div>' + chosen

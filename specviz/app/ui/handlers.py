@@ -295,9 +295,7 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, LoadHandlers):
             mixed = draft_dtype not in ("same", dtype_name)
             for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype="" if not mixed else draft_dtype):
                 yield panels.status(line, "busy")
-            yield panels.status(
-                f"ready: {pair_label} ({dtype_name}{f', draft {draft_dtype}' if mixed else ''})", "done"
-            )
+            yield panels.status(f"ready: {pair_label} ({self.backend.shelf.current().precision_words()})", "done")
         except Exception as exc:
             yield panels.failure(exc)
 

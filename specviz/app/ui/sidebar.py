@@ -69,11 +69,11 @@ def precisions(s, dtypes: list[str], draft_default: str) -> None:
         dtypes,
         value=dtypes[0],
         label="Precision",
-        info="bfloat16 is ~2× faster on CPU, and token-exact there in exact mode; int8 (CPU) is an int8 model on "
-        "both sides.",
+        info="auto: the precision whose verify is cheapest on this device, measured once (why: the Why this speedup "
+        "tab). int8 (CPU) is an int8 model on both sides, token-exact in exact mode; bfloat16 is fast with AMX.",
     )
     s.draft_dtype = gr.Dropdown(
-        ["same", *dtypes],
+        ["same", *(d for d in dtypes if d != "auto")],
         value=draft_default,
         label="Draft precision",
         info="An int8 draft costs less per guess; the target alone decides the output.",
@@ -83,8 +83,8 @@ def precisions(s, dtypes: list[str], draft_default: str) -> None:
         True,
         label="exact mode",
         elem_id="sv-exact",
-        info="For a bfloat16 target on a CPU: every token computed as one-token decoding computes it, so greedy "
-        "outputs are plain decoding's bit for bit. Off (or elsewhere), a near tie can round apart.",
+        info="For a bfloat16 or int8 target on a CPU: every token computed as one-token decoding computes it, so "
+        "greedy outputs are plain decoding's bit for bit. Off (or elsewhere), a near tie can round apart.",
     )
 
 
