@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from specviz.drafters.registry import kind  # noqa: E402
+from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
@@ -67,7 +67,7 @@ def main() -> int:
     ids = encode_prompt(pair.target, prompt)
     hf = {d: load_model(TARGET, d, "cpu").model for d in ("bfloat16", "float32")}
     hf_draft = {d: load_model(DRAFT, d, "cpu").model for d in ("bfloat16", "float32")}
-    draft_kind = kind("draft")
+    draft_kind = next(k for k in kinds() if k.needs_draft and not k.listing.lookup)  # the draft model alone
     defaults = dict(draft_kind.listing.preferred)
     cli = Settings(max_new_tokens=args.max_new_tokens, gamma=defaults["gamma"], adaptive=defaults["adaptive"])
     cli_options = draft_kind.parse({"draft_tree": defaults["draft_tree"]})
@@ -82,7 +82,7 @@ def main() -> int:
             (f"specviz draft, CLI defaults (adaptive ≤ {cli.gamma}, {defaults['draft_tree']})", cli, cli_options),
             ("specviz draft γ 4 (chain)", fixed, chain),
         ):
-            speed, spec_ids, tau = specviz_run(pair, ids, settings, "draft", options)
+            speed, spec_ids, tau = specviz_run(pair, ids, settings, draft_kind.name, options)
             same = spec_ids == plain_ids
             cells.setdefault(name, []).append(speed)
             taus.setdefault(name, []).append(tau)
