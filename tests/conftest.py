@@ -31,7 +31,7 @@ settings.load_profile("specviz")
 
 # The precision a command or the app loads when none is named: bfloat16, as the tests were written for; the default
 # (auto: measured on the device) has its own tests, on injected cost tables (test_precision_choice.py).
-os.environ.setdefault("SPECVIZ_DTYPE", "bfloat16")
+os.environ["SPECVIZ_DTYPE"] = os.environ.get("SPECVIZ_DTYPE") or "bfloat16"
 
 # One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)

@@ -521,7 +521,7 @@ def test_a_bfloat16_race_runs_in_exact_mode_and_the_badge_says_what_its_identity
     cases = (
         (dict(dtype="bfloat16"), "; exact mode<", "bit for bit by construction"),
         (dict(dtype="bfloat16", exact=False), "; exact mode off<", None),
-        (dict(dtype="float32"), "exact mode off: it covers bfloat16 targets, and this one is float32", None),
+        (dict(dtype="float32"), "exact mode off: it covers bfloat16 and int8 targets, and this one is float32", None),
     )
     for values, status, promise in cases:
         final = client.predict(
