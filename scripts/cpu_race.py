@@ -59,8 +59,7 @@ def main() -> int:
     args = p.parse_args()
     quiet_transformers()
     print(f"cpu: {device_name(torch.device('cpu'))}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    choice = choose_precision(TARGET, DRAFT, "cpu", report=print)
-    print(f"precision: {choice.reason}")
+    choice = choose_precision(TARGET, DRAFT, "cpu", report=print)  # prints the reason too
     pair = open_pair(TARGET, choice.dtype, "cpu", DRAFT, "int8", exact=choice.exact)
     print(f"specviz: target {choice.dtype}, draft int8, {pair.exact}")
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())[args.kind][0]

@@ -63,10 +63,12 @@ class Pair:
 
 def choose_precision(target: str, draft: str = "", device: str = "auto", report=lambda _: None) -> PrecisionChoice:
     """The target's precision measured best for this pair on this device (models/precision_choice.py): only the
-    configs are read; the measurement is kept in the cache folder."""
+    configs are read; the measurement is kept in the cache folder. `report` hears the measuring and the reason."""
     source, _, offline = check_loadable(target)
     draft_source = check_loadable(draft)[0] if draft else ""
-    return for_pair(source, draft_source, resolve_device(device), bool(offline), report)
+    choice = for_pair(source, draft_source, resolve_device(device), bool(offline), report)
+    report(f"precision: {choice.reason}")
+    return choice
 
 
 def open_target(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:

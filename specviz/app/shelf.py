@@ -250,7 +250,6 @@ class ModelShelf:
                 if asked == AUTO:  # measured (or read back) from the configs alone, before anything is freed
                     choice = choose_precision(preset.target, preset.draft, self.device, report)
                     dtype = choice.dtype
-                    report(f"precision: {choice.reason}")
                 draft_dtype = draft_dtype or dtype
                 where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
                 found = [check_loadable(name) for name in (preset.target, preset.draft)]

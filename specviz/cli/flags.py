@@ -171,7 +171,6 @@ def open_models(args, with_draft: bool):
         say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
         choice = choose_precision(args.target, args.draft if with_draft else "", args.device, say)
         args.dtype = choice.dtype
-        say(f"precision: {choice.reason}")
     target = open_target(args.target, args.dtype, args.device)
     draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
     pair = Pair(target, draft, choice=choice)

@@ -80,11 +80,11 @@ def device_name(device: torch.device) -> str:
     """The device as its costs depend on it: a GPU's name, or a CPU's model and the instructions that matter."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model, flags = platform.processor() or "cpu", set()
+    model, flags = "", set()
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("cpu", platform.processor()):
+            for line in f:  # the first processor's lines: its model name, then its flags
+                if line.startswith("model name") and not model:
                     model = line.split(":", 1)[1].strip()
                 elif line.startswith("flags"):
                     flags = set(line.split(":", 1)[1].split())
@@ -92,6 +92,7 @@ def device_name(device: torch.device) -> str:
     except OSError:
         pass
     found = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8") if f in flags]
+    model = model or platform.processor() or "cpu"
     return f"{model} ({', '.join(found) or 'no AVX2'})"
 
 
@@ -112,7 +113,7 @@ def _bytes(path: str, linears: list[tuple[int, int, bool]]) -> int:
 
 
 def _time(layers: list[list[torch.nn.Module]], width: int, dtype: torch.dtype) -> float:
-    """Seconds for one pass of `width` rows through every layer, the median of REPEATS after one warm pass."""
+    """Seconds for one pass of `width` rows through every layer: the fastest of REPEATS after one warm pass."""
     inputs = {m.in_features: torch.randn(1, width, m.in_features).to(dtype) for layer in layers for m in layer}
     times = []
     with torch.inference_mode():
