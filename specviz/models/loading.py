@@ -47,7 +47,7 @@ class LoadedModel:
 
     @property
     def vocab_size(self) -> int:
-        return output_weight(self.model).shape[0]
+        return self.model.get_output_embeddings().out_features  # never the weight: an int8 one unpacks for seconds
 
     @property
     def readable(self) -> int:
@@ -69,11 +69,6 @@ def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
     """A Linear layer's [out, in] weight as a float tensor, also when the layer is an int8 dynamic one."""
     weight = linear.weight() if callable(linear.weight) else linear.weight
     return weight.dequantize() if weight.is_quantized else weight
-
-
-def output_weight(model: torch.nn.Module) -> torch.Tensor:
-    """The LM head's [V, H] weight."""
-    return linear_weight(model.get_output_embeddings())
 
 
 def best_draft_dtype(device: torch.device) -> str:
