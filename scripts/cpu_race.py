@@ -1,7 +1,9 @@
 """specviz against transformers on this machine, same models, same prompt, same run: transformers' plain decoding and
 assisted generation in bfloat16 and float32, and specviz's plain and speculative decoding at `--dtype auto` (the
-precision measured best here) with the CLI's default drafter settings and at γ 4. Greedy; each cell the median of
---rounds runs, the cells interleaved round by round; the speculative tokens are checked against specviz's plain ones.
+precision measured best here) with the CLI's default drafter settings and at γ 4, and specviz's plain decoding on
+transformers' own bfloat16 and float32 models. Greedy; every cell on one clock, the prompt's prefill included; each
+cell the median of --rounds runs, the cells interleaved round by round; the speculative tokens are checked against
+specviz's plain ones.
 
     python scripts/cpu_race.py [--max-new-tokens 128] [--rounds 3] [--kind code]
 
@@ -24,7 +26,7 @@ from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
-from specviz.runs import choose_precision, generate_named, open_pair  # noqa: E402
+from specviz.runs import Pair, choose_precision, generate_named, open_pair  # noqa: E402
 from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
@@ -46,9 +48,13 @@ def transformers_run(target, draft, ids: list[int], tokens: int) -> tuple[float,
 
 
 def specviz_run(pair, ids, settings, drafter="", options=None) -> tuple[float, list[int], float]:
+    """tokens/s on transformers' clock (the prompt's prefill included, as generate() includes it), the new tokens,
+    and τ."""
+    began = time.perf_counter()
     events = list(generate_named(pair.target, ids, settings, drafter or "none", pair.draft, options, explain=False))
+    wall = time.perf_counter() - began
     metrics = summarize(events)
-    return metrics.tokens_per_s, generated_ids(events), metrics.mean_tokens_per_step
+    return len(generated_ids(events)) / wall, generated_ids(events), metrics.mean_tokens_per_step
 
 
 def main() -> int:
@@ -64,7 +70,8 @@ def main() -> int:
     print(f"specviz: target {choice.dtype}, draft int8, {pair.exact}")
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())[args.kind][0]
     ids = encode_prompt(pair.target, prompt)
-    hf = {d: load_model(TARGET, d, "cpu").model for d in ("bfloat16", "float32")}
+    loaded = {d: load_model(TARGET, d, "cpu") for d in ("bfloat16", "float32")}  # exact mode off, as transformers
+    hf = {d: m.model for d, m in loaded.items()}
     hf_draft = {d: load_model(DRAFT, d, "cpu").model for d in ("bfloat16", "float32")}
     draft_kind = next(k for k in kinds() if k.needs_draft and not k.listing.lookup)  # the draft model alone
     defaults = dict(draft_kind.listing.preferred)
@@ -87,6 +94,8 @@ def main() -> int:
             taus.setdefault(name, []).append(tau)
             print(f"round {round_}: {name}: {speed:.2f} tok/s, τ {tau:.2f}, plain's tokens: {same}", flush=True)
         for d in ("bfloat16", "float32"):
+            speed, _, _ = specviz_run(Pair(loaded[d]), ids, fixed)
+            cells.setdefault(f"specviz plain {d}", []).append(speed)
             for assisted in (False, True):
                 name = f"transformers {'assisted' if assisted else 'plain'} {d}"
                 speed, _ = transformers_run(hf[d], hf_draft[d] if assisted else None, ids, args.max_new_tokens)
@@ -105,6 +114,9 @@ def main() -> int:
             f"{median[name] / hf_assisted:.2f}× its best assisted, {median[name] / median['specviz plain']:.2f}× "
             "specviz plain"
         )
+    for d in ("bfloat16", "float32"):
+        ratio = median[f"specviz plain {d}"] / median[f"transformers plain {d}"]
+        print(f"specviz plain {d}: {ratio:.2f}× transformers' plain {d}")
     return 0
 
 
