@@ -89,3 +89,32 @@ class SiblingsDrafter(BaseDrafter):
 
     def propose(self, tokens, gamma):
         return Proposal(tuple(tuple(c[:gamma]) for c in self.candidates))
+
+
+def shifted(law: dict, delta: float) -> dict:
+    """`law` with `delta` of mass moved from its likeliest outcome to the next likeliest: the hardest shift of that
+    size for a goodness-of-fit test to see (both cells are large)."""
+    first, second = sorted(law, key=law.get, reverse=True)[:2]
+    moved = min(delta, law[first])
+    return {**law, first: law[first] - moved, second: law[second] + moved}
+
+
+def power(law: dict, drawn_from: dict, n: int, below: float, trials: int = 200, seed: int = 0) -> float:
+    """How often n draws from `drawn_from` give a p-value against `law` below `below`, with the tests' own statistic
+    (chi_square_p): the chance that a test of n draws refuses a rule whose law is `drawn_from`."""
+    keys = list(drawn_from)
+    probs = torch.tensor([drawn_from[k] for k in keys], dtype=torch.float64)
+    generator, refused = torch.Generator().manual_seed(seed), 0
+    for _ in range(trials):
+        counts = torch.multinomial(probs, n, replacement=True, generator=generator).bincount(minlength=len(keys))
+        refused += chi_square_p(Counter(dict(zip(keys, counts.tolist()))), law, n) < below
+    return refused / trials
+
+
+def smallest_shift(law: dict, n: int, below: float = 1e-3, at_least: float = 0.9, step: float = 0.005) -> float:
+    """The smallest shift (in steps of `step`, see `shifted`) that n draws refuse at p < `below` at least `at_least`
+    of the time: the bias a law test of n draws is sure to see."""
+    delta = step
+    while power(law, shifted(law, delta), n, below) < at_least and delta < 1:
+        delta += step
+    return round(delta, 6)

@@ -134,10 +134,7 @@ def generate_rows(
         #    target's own next token: exactly what the target alone would produce (verify.py states each rule's math).
         logits = lm.verify([tokens[r][-1] for r in rows], trees)
         t2 = clock()  # the verify forward alone; what follows is the step's bookkeeping
-        checked = [
-            _check(x, t, prop, settings, generators[r], explain)
-            for x, t, prop, r in zip(logits, trees, proposals, rows)
-        ]
+        checked = check_rows(logits, trees, proposals, [generators[r] for r in rows], settings, explain)
         # 3. Roll back: each row's cache keeps its root and accepted path, as if only they had ever been fed; rows
         #    that finished leave the batch.
         events = [_event(index[r], c, target.eos_ids, budgets[r] - produced[r]) for c, r in zip(checked, rows)]
@@ -162,6 +159,11 @@ def generate_rows(
             yield r, replace(event, **shape, **timing)
             index[r] += 1
         rows = [rows[i] for i in staying]
+
+
+def check_rows(logits, trees, proposals, generators, settings: Settings, explain: bool = False) -> list[Checked]:
+    """Each row's verdict from its own logits, its own proposal and its own generator: rows of a batch never mix."""
+    return [_check(x, t, prop, settings, g, explain) for x, t, prop, g in zip(logits, trees, proposals, generators)]
 
 
 def _check(logits, tree: TokenTree, proposal: Proposal | None, settings: Settings, generator, explain: bool) -> Checked:

@@ -79,6 +79,17 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, r / total.clamp_min(1e-30), p)
 
 
+def passes(p_x, q_x, u):
+    """Whether each drafted token x passes: u < p(x) / q(x) for a uniform u, i.e. with probability min(1, p(x)/q(x))
+    (written without the division, so that q(x) = 0 cannot divide). Tensors or floats."""
+    return u * q_x < p_x
+
+
+def accepted_prefix(passed: torch.Tensor) -> int:
+    """How many drafted tokens the step keeps: those before the first that did not pass."""
+    return int(passed.int().cumprod(0).sum())
+
+
 def verify_sampled(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator) -> Verdict:
     """A sampled chain. p: [g+1, V] target, q: [g, V] draft probabilities, draft: [g] tokens with draft[i] ~ q[i].
 
@@ -90,7 +101,7 @@ def verify_sampled(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, genera
     g = draft.shape[0]
     p_x, q_x = p[torch.arange(g), draft], q[torch.arange(g), draft]
     r = torch.rand(g, generator=generator, device=p.device)
-    accepted = int((r * q_x < p_x).int().cumprod(0).sum())
+    accepted = accepted_prefix(passes(p_x, q_x, r))
     dist = p[g] if accepted == g else residual(p[accepted], q[accepted])
     next_token = int(torch.multinomial(dist, 1, generator=generator))
     px, qx, u = torch.stack([p_x, q_x, r.to(p_x.dtype)]).tolist()
@@ -111,8 +122,9 @@ def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Gener
         for child in tree.children(node):
             x = tree.tokens[child]
             u, px = float(torch.rand((), generator=generator, device=dist.device)), float(dist[x])
-            trials.append(Trial(tree.depths[child], x, px, 1.0, u < px, u))
-            if u < px:
+            kept = passes(px, 1.0, u)  # q(x) = 1
+            trials.append(Trial(tree.depths[child], x, px, 1.0, kept, u))
+            if kept:
                 path.append(child)
                 node = child
                 break
