@@ -36,6 +36,9 @@ os.environ["SPECVIZ_DTYPE"] = os.environ.get("SPECVIZ_DTYPE") or "bfloat16"
 # One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
+# Every test's call against its tier's time budget (tests/budget.py); pytester runs pytest inside a test.
+pytest_plugins = ("budget", "pytester")
+
 from laws import Draws  # noqa: E402
 from tiny import (  # noqa: E402
     PAIR_WORDS,
