@@ -65,11 +65,19 @@ MARKS_BY_FIXTURE = {
 SLOW = {"server", "browser", "model", "stats", "compiler", "thorough", "cluster"}
 
 
+# A whole family's time budget (tests/budget.py), where every test of it needs more than the slow tier's 60 s; a test
+# may still carry its own.
+BUDGET_BY_MARK = {"stats": (240, "thousands of whole seeded runs of the tiny models against the target's exact law")}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         marks = {MARKS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKS_BY_FIXTURE}
         for mark in sorted(marks | ({"slow"} if marks & SLOW else set())):
             item.add_marker(mark)
+        for mark in sorted(marks & set(BUDGET_BY_MARK)):
+            if item.get_closest_marker("budget") is None:
+                item.add_marker(pytest.mark.budget(*BUDGET_BY_MARK[mark]))
 
 
 WORDS = PAIR_WORDS

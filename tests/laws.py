@@ -66,6 +66,12 @@ class Draws:
                 break
         return p
 
+    def mutant_p(self, target, prompt, settings, drafter, horizon: int = 2, below: float = 1e-6) -> float:
+        """For a mutant's test: the p-value of the runs against the target's exact law, stopped once it falls below
+        `below` (until_refused). The same runs and bar as the sound test, so the mutant is refused as surely."""
+        law = exact_law(target, prompt, settings, horizon)
+        return self.until_refused(target, prompt, settings, drafter, law, horizon, self.runs, below)
+
     @staticmethod
     def p(counts: Counter, law: dict) -> float:
         """The chi-square p-value of `counts` against the exact `law`."""

@@ -11,7 +11,6 @@ from functools import cache
 
 import pytest
 import torch
-from laws import smallest_shift
 
 import specviz.engine.loop as loop
 import specviz.engine.verify as verify
@@ -23,7 +22,7 @@ from specviz.settings import Settings
 
 V = 5  # tokens 0..4
 SAMPLED = Settings(temperature=1.0, max_new_tokens=8)
-DRAWS = 6000  # verdicts per law: a 0.04 shift of mass between two likely tokens is refused at p < 1e-3 (laws.py)
+DRAWS = 6000  # verdicts per law: sees a 0.03 shift of mass between two likely tokens (test_law_power.py)
 SOUND, REFUSED = 1e-3, 1e-6  # a sound rule's p-values stay above SOUND; a mutant's smallest falls below REFUSED
 
 
@@ -260,12 +259,6 @@ def test_each_mutant_really_changes_what_its_rule_emits(monkeypatch, mutant):
     sound = draw(draws=300, seed=7)
     apply(monkeypatch)
     assert draw(draws=300, seed=7) != sound, mutant
-
-
-def test_the_draws_can_see_a_small_shift():
-    """The power the docs state (docs/testing.md): at DRAWS verdicts the root position's test refuses a 0.04 shift of
-    mass between the target's two likeliest tokens at p < 1e-3 at least 90% of the time."""
-    assert smallest_shift(dict(enumerate(target_after(()).tolist())), DRAWS, below=SOUND) <= 0.04
 
 
 # --- typical acceptance: lossy by design, held to its own law -------------------------------------------------------

@@ -90,11 +90,14 @@ def small_cross():
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def law_p(cross, draws) -> float:
-    """The chi-square p-value of a (target, draft, prompt)'s first two speculative tokens against the target's law."""
+def law_p(cross, draws, mutant: bool = False) -> float:
+    """The chi-square p-value of a (target, draft, prompt)'s first two speculative tokens against the target's law
+    (for a mutant, stopped once it is refused)."""
     target, draft, prompt = cross
-    counts = draws(target, prompt, SAMPLED, lambda s, generator: CrossTokenizerDrafter(draft, target, s, generator))
-    return draws.p(counts, exact_law(target, prompt, SAMPLED))
+    drafter = lambda s, generator: CrossTokenizerDrafter(draft, target, s, generator)  # noqa: E731 (one per run)
+    if mutant:
+        return draws.mutant_p(target, prompt, SAMPLED, drafter)
+    return draws.p(draws(target, prompt, SAMPLED, drafter), exact_law(target, prompt, SAMPLED))
 
 
 def test_sampling_with_another_tokenizer_is_lossless(small_cross, draws):
@@ -104,7 +107,7 @@ def test_sampling_with_another_tokenizer_is_lossless(small_cross, draws):
 def test_a_wrong_mapping_of_q_is_caught(small_cross, draws, monkeypatch):
     right = CrossTokenizerDrafter.on_target
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", lambda self, probs: right(self, probs).roll(1, dims=-1))
-    assert law_p(small_cross, draws) < 1e-6
+    assert law_p(small_cross, draws, mutant=True) < 1e-6
 
 
 def test_a_draft_with_no_vocabulary_in_common_is_refused_in_one_line(target):
@@ -143,7 +146,7 @@ def test_keeping_one_duplicate_is_caught(duplicate_cross, draws, monkeypatch):
         return out.index_copy_(1, self.to_target[self.shared], probs[:, self.shared])
 
     monkeypatch.setattr(CrossTokenizerDrafter, "on_target", keep_one)
-    assert law_p(duplicate_cross, draws) < 1e-6
+    assert law_p(duplicate_cross, draws, mutant=True) < 1e-6
 
 
 def test_greedy_with_duplicate_spellings_equals_plain(duplicate_cross):

@@ -115,10 +115,12 @@ def test_draft_tree_options_are_checked():
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def tree_p(draws, target, draft, prompt) -> float:
-    """The p-value of the draft model's sampled trees against the target's law."""
+def tree_p(draws, target, draft, prompt, mutant: bool = False) -> float:
+    """The p-value of the draft model's sampled trees against the target's law (a mutant's: stopped once refused)."""
     options = {"draft_tree": "tree", "draft_nodes": 6}
     tree = lambda s, generator: build_drafter("draft", s, None, target, draft, options)  # noqa: E731 (one per run)
+    if mutant:
+        return draws.mutant_p(target, prompt, SAMPLED, tree)
     counts = draws(target, prompt, SAMPLED, tree)
     return draws.p(counts, exact_law(target, prompt, SAMPLED))
 
@@ -130,4 +132,4 @@ def test_sampled_draft_trees_keep_the_targets_law(small, draws):
 def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught(small, draws, monkeypatch):
     """The mutant: after a sibling is rejected, it stays in what the next token is drawn from."""
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
-    assert tree_p(draws, *small) < 1e-6
+    assert tree_p(draws, *small, mutant=True) < 1e-6

@@ -98,9 +98,11 @@ def test_the_choice_follows_the_measured_worth(target, drafts):
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def hybrid_p(draws, target, prompt, draft=None, options=None) -> float:
-    """The p-value of the hybrid's sampled output against the target's law."""
+def hybrid_p(draws, target, prompt, draft=None, options=None, mutant: bool = False) -> float:
+    """The p-value of the hybrid's sampled output against the target's law (a mutant's: stopped once refused)."""
     hybrid = lambda s, generator: build_drafter("hybrid", s, None, target, draft, options)  # noqa: E731 (one per run)
+    if mutant:
+        return draws.mutant_p(target, prompt, SAMPLED, hybrid)
     return draws.p(draws(target, prompt, SAMPLED, hybrid), exact_law(target, prompt, SAMPLED))
 
 
@@ -123,7 +125,7 @@ def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_th
     what the next token comes from must fail the same test."""
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     target, draft, prompt = small
-    assert hybrid_p(draws, target, prompt, draft) < 1e-6
+    assert hybrid_p(draws, target, prompt, draft, mutant=True) < 1e-6
 
 
 def test_the_copy_rides_beside_the_models_tree_as_one_more_branch(target, drafts):

@@ -67,6 +67,7 @@ def venv(tmp_path_factory) -> tuple[Path, Path]:
     return env, packages
 
 
+@pytest.mark.budget(45, "the installed command and `import specviz` each start a new Python with torch")
 def test_the_installed_command_and_import_work_from_another_folder(venv, tmp_path):
     env, packages = venv
     done = elsewhere(str(env / "bin" / "specviz"), "generate", "--help", folder=tmp_path)

@@ -115,6 +115,7 @@ def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
     assert other["code"] == 2 and "--toy-offset is only used by --drafter toy, not ngram" in other["stderr"]
 
 
+@pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
 def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     shown = in_copy(with_toy, "-c", APP_MENU)
     assert shown.returncode == 0, shown.stderr[-2000:]
@@ -159,6 +160,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
     ]
 
 
+@pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
 def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):
     target, draft = pair_folders
     out = tmp_path / "bench"

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from specviz.drafters.registry import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +43,7 @@ def marks_of_every_test() -> dict[str, set[str]]:
     return {node: set(filter(None, marks.split(","))) for node, marks in rows}
 
 
+@pytest.mark.budget(60, "collects the whole suite in a new process: every test module imported")
 def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_slow_kinds():
     marks = marks_of_every_test()
     fast = [node for node, m in marks.items() if "slow" not in m]
