@@ -52,6 +52,7 @@ def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(a
     page.close()
 
 
+@pytest.mark.budget(180, "a long sweep in a browser, stopped after its first levels have run")
 def test_stop_ends_a_long_sweep_with_the_levels_run_so_far(app_server, browser):
     page = open_page(browser, app_server[0], 1280, 720)
     page.get_by_label("float32").check()

@@ -343,6 +343,7 @@ def smollm_bf16(smollm):
     set_exact(model.model, False)
 
 
+@pytest.mark.budget(240, "SmolLM2-135M in bfloat16, on a CPU without bfloat16 instructions, both ways")
 @pytest.mark.parametrize("name", ["ngram", "draft"])
 def test_a_real_model_in_bfloat16_writes_plain_decodings_tokens_only_in_exact_mode(smollm_bf16, name):
     """In the mode on this CPU's kernels; on kernels that count rows, without the mode some prompt parts and in it

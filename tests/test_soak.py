@@ -74,6 +74,7 @@ def one_run(client, pair, rng: random.Random) -> str:
     return "stopped" if summary["stopped"] else "finished"
 
 
+@pytest.mark.budget(240, "200 races from four sessions against one server, memory sampled throughout")
 def test_200_runs_from_4_sessions_are_all_answered_with_flat_memory_and_no_stray_thread(soak_server):
     proc, url, pair = soak_server
     answers, failures, lock = [], [], threading.Lock()
@@ -134,6 +135,7 @@ def wait_for_leave(proc, session: str) -> tuple[int, int]:
 SOAK_BATCHES, SOAK_VISITORS, SOAK_RUNS, SOAK_TOKENS = 3, 3, 2, 600
 
 
+@pytest.mark.budget(240, "three batches of visitors, each with two 600-token runs, memory measured after each")
 def test_visitors_with_long_runs_who_leave_leave_nothing_behind(launch_app, pair_folders, pair_heads):
     """Batches of visitors, each with long suffix runs (all remembered for drafting); when they leave, the server says
     it holds nothing of theirs, and its resident memory after the last batch is what it was after the first."""

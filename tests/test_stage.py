@@ -228,6 +228,7 @@ def workload(page) -> list[str]:
     return []
 
 
+@pytest.mark.budget(180, "every tab of the stage laid out and measured in a browser at one screen size")
 @pytest.mark.parametrize("size", list(SIZES))
 def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels, size):
     width, height, query = SIZES[size]
