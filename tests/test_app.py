@@ -63,6 +63,7 @@ def pair(app_server):
     return app_server[1]
 
 
+@pytest.mark.budget(120, "a race streamed through the real server, every metric checked: 56 s beside other slow tests")
 def test_a_run_streams_finishes_and_reports_metrics(client, pair):
     job = run(client, pair, max_new=600)
     final = job.result(timeout=300)

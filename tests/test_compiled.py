@@ -2,6 +2,7 @@
 SPECVIZ_COMPILE=1): the warm-up compiles it, a race through it is plain decoding's, and a compile that fails is
 named in one line while the static cache runs uncompiled."""
 
+import pytest
 import torch
 from test_fast_path import fresh_target, still_identical
 
@@ -9,6 +10,7 @@ from specviz.engine import compiled, fast_path
 from specviz.engine.compiled import compile_allowed
 
 
+@pytest.mark.budget(120, "torch.compile really compiles the tiny model's forward, once per shape")
 def test_a_race_through_the_compiled_forward_is_plain_decodings(tokenizer, drafts, monkeypatch, compiling):
     target, widths, real = fresh_target(tokenizer), [], torch.compile
 
