@@ -53,8 +53,8 @@ def specviz_run(pair, ids, settings, drafter="", options=None) -> tuple[float, l
     began = time.perf_counter()
     events = list(generate_named(pair.target, ids, settings, drafter or "none", pair.draft, options, explain=False))
     wall = time.perf_counter() - began
-    metrics = summarize(events)
-    return len(generated_ids(events)) / wall, generated_ids(events), metrics.mean_tokens_per_step
+    new = generated_ids(events)
+    return len(new) / wall, new, summarize(events).mean_tokens_per_step
 
 
 def main() -> int:
