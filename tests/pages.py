@@ -8,10 +8,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("SPECVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("SPECVIZ_SCREENSHOTS", ROOT / "test-artifacts"))
+# How long a page waits for the app to answer, in ms: the server shares two cores with the other test worker, which
+# may be drawing a sampling law at full speed, so an answer that takes a second alone can take ten.
+WAIT = 30_000
 
 
 def open_page(browser, url, width=1440, height=900, query=""):
     page = browser.new_page(viewport={"width": width, "height": height}, accept_downloads=True)
+    page.set_default_timeout(WAIT)
     page.goto(url + query)
     page.wait_for_selector("#sv-run")
     return page

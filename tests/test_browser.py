@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from gradio_client import Client
-from pages import open_page, shot
+from pages import WAIT, open_page, shot
 
 from specviz.drafters.registry import kinds
 
@@ -75,12 +75,12 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         assert not page.get_by_text("n-gram prompt lookup: options").is_visible()
         page.locator("#sv-drafter input").click()
         page.get_by_role("option", name="n-gram prompt lookup").click()
-        page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=10_000)
+        page.get_by_text("n-gram prompt lookup: options").wait_for(state="visible", timeout=WAIT)
         assert not page.get_by_text("Medusa heads (tree): options").is_visible()
         # and a line under the menu says how the chosen drafter drafts (history lookup: where it pays)
         page.locator("#sv-drafter input").click()
         page.get_by_role("option", name="history lookup (tree)").click()
-        page.locator("#sv-drafter-note", has_text="repeats itself").wait_for(timeout=10_000)
+        page.locator("#sv-drafter-note", has_text="repeats itself").wait_for(timeout=WAIT)
     finally:
         page.close()
 
@@ -96,7 +96,7 @@ def test_each_drafters_note_is_read_whole_in_the_sidebar(app_server, browser, wi
             page.locator("#sv-drafter input").click()
             page.get_by_role("option", name=kind.listing.label, exact=True).click()
             note = page.locator("#sv-drafter-note")
-            note.get_by_text(kind.listing.summary[1:20]).wait_for(timeout=10_000)
+            note.get_by_text(kind.listing.summary[1:20]).wait_for(timeout=WAIT)
             wide = note.evaluate("n => [n.scrollWidth, n.clientWidth]")
             sidebar = page.locator("#sv-sidebar").evaluate(
                 "s => [s, ...s.querySelectorAll('*')].some(e => e.scrollLeft > 0)"
@@ -118,14 +118,14 @@ def test_an_example_sets_the_drafter_and_gamma_measured_best_for_its_kind(app_se
     page = open_page(browser, app_server[0])
     try:
         page.locator("#sv-examples").get_by_text("Example prompts").click()
-        page.get_by_text(example.title()).wait_for(timeout=10_000)
+        page.get_by_text(example.title()).wait_for(timeout=WAIT)
         page.locator("#sv-examples").get_by_text(prompt[:40]).first.click()
-        page.wait_for_function("document.querySelector('#sv-prompt textarea').value.length > 1000", timeout=10_000)
+        page.wait_for_function("document.querySelector('#sv-prompt textarea').value.length > 1000", timeout=WAIT)
         assert page.locator("#sv-prompt textarea").input_value() == prompt
         assert page.locator("#sv-drafter input").input_value() == "suffix decoding (across runs)"
         assert page.get_by_label("number input for γ (draft length)").input_value() == str(example.gamma)
         assert page.locator("#sv-adaptive input").is_checked() == example.adaptive
-        page.get_by_text("suffix decoding (across runs): options").wait_for(state="visible", timeout=10_000)
+        page.get_by_text("suffix decoding (across runs): options").wait_for(state="visible", timeout=WAIT)
     finally:
         page.close()
 
@@ -138,7 +138,7 @@ def test_a_rejected_step_is_explained_with_p_q_and_the_residual(app_server, brow
         step = int(rejected.get_attribute("data-step")) + 1
         rejected.click()  # a click on a Figure-1 row opens its explanation
         explain = page.locator("#sv-explain")
-        explain.get_by_text(f"Step {step}").wait_for(timeout=10_000)
+        explain.get_by_text(f"Step {step}").wait_for(timeout=WAIT)
         for part in (".sv-bar-p", ".sv-bar-q", ".sv-bar-r"):
             assert explain.locator(part).count() > 0, part
         text = explain.inner_text()
@@ -146,9 +146,9 @@ def test_a_rejected_step_is_explained_with_p_q_and_the_residual(app_server, brow
         shot(page, "explain.png", full=True)
         page.locator("body").click(position={"x": 5, "y": 5})
         page.keyboard.press("ArrowRight")  # the keyboard steps through Figure 1
-        explain.get_by_text(f"Step {step + 1}").wait_for(timeout=10_000)
+        explain.get_by_text(f"Step {step + 1}").wait_for(timeout=WAIT)
         page.keyboard.press("ArrowLeft")
-        explain.get_by_text(f"Step {step}").wait_for(timeout=10_000)
+        explain.get_by_text(f"Step {step}").wait_for(timeout=WAIT)
     finally:
         page.close()
 
@@ -161,7 +161,7 @@ def test_a_tree_step_is_drawn_as_a_tree_that_fits_the_explanation(app_server, br
         tree_row.locator(".sv-step").click()
         explain = page.locator("#sv-explain")
         drawing = explain.locator("svg.sv-tree-svg")
-        drawing.wait_for(timeout=10_000)
+        drawing.wait_for(timeout=WAIT)
         assert drawing.locator("g[data-state='root']").count() == 1
         assert drawing.locator("g[data-state='accepted'], g[data-state='rejected']").count() > 0
         box, svg = explain.locator(".sv-tree-box").bounding_box(), drawing.bounding_box()
@@ -180,10 +180,10 @@ def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server
     try:
         race(page, temperature=1, done="#sv-badge .sv-badge-info", chain=True)
         page.locator("#sv-fig1 .sv-row", has=page.locator("del.sv-rej")).first.click()
-        page.locator("#sv-replay-rule input:not([disabled])").wait_for(timeout=10_000)
+        page.locator("#sv-replay-rule input:not([disabled])").wait_for(timeout=WAIT)
         page.click("#sv-replay-step")
         verdict = page.locator("#sv-replay-verdict")
-        verdict.get_by_text("follow the target's p").wait_for(timeout=10_000)
+        verdict.get_by_text("follow the target's p").wait_for(timeout=WAIT)
         assert "10,000 replays" in verdict.inner_text()
         page.wait_for_selector("#sv-replay-chart .js-plotly-plot .legendtext", timeout=30_000)
         legend = page.locator("#sv-replay-chart .legendtext").all_text_contents()
@@ -192,7 +192,7 @@ def test_a_sampled_step_is_replayed_and_a_broken_rule_fails_on_screen(app_server
         page.locator("#sv-replay-rule input").click()
         page.get_by_role("option", name=broken).click()
         page.click("#sv-replay-step")
-        verdict.get_by_text("do not follow the target's p").wait_for(timeout=10_000)
+        verdict.get_by_text("do not follow the target's p").wait_for(timeout=WAIT)
         page.locator("#sv-replay-chart").scroll_into_view_if_needed()
         box = page.locator("#sv-replay-chart").bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width
@@ -242,7 +242,7 @@ def test_a_grand_prix_of_eight_lanes_fits_the_screen_and_no_gradio_timer_covers_
     page = open_page(browser, app_server[0], width, height, query)
     try:
         if query or width < 768:  # the page's script folds the sidebar away there
-            page.wait_for_function("!document.querySelector('#sv-sidebar.open')", timeout=10_000)
+            page.wait_for_function("!document.querySelector('#sv-sidebar.open')", timeout=WAIT)
         seen = grand_prix(page, EIGHT_LANES)
         assert not seen, f"Gradio's progress showed during the race: {sorted(set(seen))[:5]}"
         lanes = boxes(page, {"lane": "#sv-gp .sv-gp-lane"})["lane"]
@@ -353,7 +353,7 @@ def test_a_downloaded_trace_replays_to_the_same_screen_and_its_snapshot_opens_of
 def test_presenter_mode_from_the_url_and_ctrl_enter_runs(app_server, browser):
     page = open_page(browser, app_server[0], 1280, 720, "?presenter=1")
     try:
-        page.wait_for_function("document.body.classList.contains('sv-presenter')", timeout=10_000)
+        page.wait_for_function("document.body.classList.contains('sv-presenter')", timeout=WAIT)
         assert "open" not in page.locator("#sv-sidebar").get_attribute("class")  # the settings fold away
         page.locator("#sv-prompt textarea").fill("w1 w2 w3")
         page.locator("#sv-prompt textarea").press("Control+Enter")
@@ -362,7 +362,7 @@ def test_presenter_mode_from_the_url_and_ctrl_enter_runs(app_server, browser):
         assert box["y"] + box["height"] <= 720
         shot(page, "presenter-1280x720.png")
         page.locator("#sv-presenter input").uncheck()
-        page.wait_for_function("!document.body.classList.contains('sv-presenter')", timeout=10_000)
+        page.wait_for_function("!document.body.classList.contains('sv-presenter')", timeout=WAIT)
         assert "presenter" not in page.url
     finally:
         page.close()
@@ -397,7 +397,7 @@ def test_a_run_queued_behind_another_visitors_says_what_it_waits_for(app_server,
     try:
         page.locator("#sv-prompt textarea").fill("w1 w2 w3")
         page.click("#sv-compare")  # a Grand Prix waits behind the other visitor's race
-        page.wait_for_selector("#sv-status:has-text('queued: 1st in line')", timeout=10_000)
+        page.wait_for_selector("#sv-status:has-text('queued: 1st in line')", timeout=WAIT)
         assert "another visitor's race has the device" in page.inner_text("#sv-status")
         page.wait_for_timeout(2500)  # the line is told again every second: never by Gradio's own timers
         assert not page.evaluate(VISIBLE_PROGRESS_JS) and "queued" in page.inner_text("#sv-status")

@@ -11,7 +11,7 @@ import contextlib
 
 import pytest
 from geometry import Box, boxes, inside, intersects, outside, overlaps
-from pages import open_page, shot
+from pages import WAIT, open_page, shot
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from specviz.drafters.registry import kinds
@@ -172,7 +172,7 @@ def chart_defects(page, width: int, chart: str) -> list[str]:
     if not open_tab(page, tab):
         return [f"{chart} chart: its tab {tab!r} is not in the strip"]
     page.locator(f"{root} .cartesianlayer .trace").first.wait_for(timeout=30_000)
-    page.wait_for_function(FITTED_JS, arg=root, timeout=10_000)  # Plotly resizes a chart to its tab once it is shown
+    page.wait_for_function(FITTED_JS, arg=root, timeout=WAIT)  # Plotly resizes a chart to its tab once it is shown
     found = boxes(page, CHART_PARTS, root)
     assert all(found[part] for part in ("svg", "plot area", "title", *needed)), (chart, found)
     problems = outside(found, [part for part in CHART_PARTS if part != "svg"], found["svg"][0], "the chart")
@@ -236,7 +236,7 @@ def test_nothing_on_the_stage_overlaps_or_is_cut(app_server, browser, tab_labels
     try:
         if query or width < NARROW:  # where the page's script folds the sidebar away (a broken fold is found below)
             with contextlib.suppress(PlaywrightTimeout):
-                page.wait_for_function("!document.querySelector('#sv-sidebar.open')", timeout=10_000)
+                page.wait_for_function("!document.querySelector('#sv-sidebar.open')", timeout=WAIT)
         page.wait_for_timeout(500)  # the fold's transition
         reach = [
             p for part in ("#sv-prompt textarea", "#sv-run", "#sv-compare", "#sv-stop") for p in unclickable(page, part)
