@@ -157,7 +157,7 @@ def greedy_answers(target, prompts: int, prompt_length: int, tokens: int, seed: 
 @pytest.fixture(scope="module")
 def trained(target):
     """A head trained on the tiny target's own greedy answers."""
-    features = read_features(target, greedy_answers(target, prompts=30, prompt_length=6, tokens=120, seed=0))
+    features = read_features(target, greedy_answers(target, prompts=20, prompt_length=6, tokens=96, seed=0))
     how = EagleTraining(
         steps=120, lr=3e-3, train_batch=8, window=48, unroll=2, shortlist=0, init="random", held_out=0.2
     )
@@ -198,14 +198,13 @@ def test_the_registry_builds_eagle_from_a_loaded_head(target, tokenizer):
     assert generated_ids(events) == plain
 
 
-@pytest.mark.parametrize("tree", ["chain", "dynamic"])
-def test_eagle_sampling_follows_the_targets_law(sensitive, draws, tree):
+def test_eagle_sampling_follows_the_targets_law(sensitive, draws):
     """Several steps of sampling with EAGLE drafts (rollback of the head's cache, the hidden rows' compaction and
     tree verification all feeding later tokens) against the target's exact law of the first tokens."""
     target, _, tok = sensitive
     prompt = tok.encode("a b c d")
     head = random_head(target, seed=2)
-    drafter = lambda s, generator: EagleDrafter(head, (-1,), tree, nodes=6)  # noqa: E731 (one per run)
+    drafter = lambda s, generator: EagleDrafter(head, (-1,), "dynamic", nodes=6)  # noqa: E731 (one per run)
     counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
     assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
     assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3
