@@ -9,6 +9,8 @@ own server fixture takes `launch_app`, so its tests are marked too):
 - compiler: torch.compile really compiles a model's forward (the `compiling` fixture);
 - thorough: a property drawn over many more examples than the fast tier's (the `thorough` fixture);
 - cluster: starts a local Ray cluster of two CPUs (the `ray_cluster` fixture);
+- process: runs Python in a process of its own, which imports torch, transformers or gradio afresh (seconds each;
+  the `new_process` fixture);
 - slow: any of the above: `python -m pytest -m "not slow"` is the fast tier.
 """
 
@@ -61,8 +63,9 @@ MARKS_BY_FIXTURE = {
     "compiling": "compiler",
     "thorough": "thorough",
     "ray_cluster": "cluster",
+    "new_process": "process",
 }
-SLOW = {"server", "browser", "model", "stats", "compiler", "thorough", "cluster"}
+SLOW = {"server", "browser", "model", "stats", "compiler", "thorough", "cluster", "process"}
 
 
 # A whole family's time budget (tests/budget.py), where every test of it needs more than the slow tier's 60 s; a test
@@ -91,6 +94,18 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def new_process():
+    """`run(*args, **kwargs)`: `python *args` in a process of its own, its output captured as text (other keywords go
+    to subprocess.run). What a test checks there: a fresh interpreter's imports, an installed command, exit codes."""
+    import subprocess
+
+    def run(*args, **kwargs):
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, **kwargs)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -197,12 +195,18 @@ def test_hub_id_without_a_reachable_hub_fails_fast(capsys, monkeypatch):
     assert_one_line_error(*run_cli(capsys, *gen("someone/some-model", "--prompt", "hi"))[::2], "not reachable")
 
 
-def test_subprocess_exit_code_and_single_line():
+def test_subprocess_exit_code_and_single_line(new_process):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "specviz", "generate", "--target", "nope", "--prompt", "hi", "--gamma", "40"],
-        capture_output=True,
-        text=True,
+    proc = new_process(
+        "-m",
+        "specviz",
+        "generate",
+        "--target",
+        "nope",
+        "--prompt",
+        "hi",
+        "--gamma",
+        "40",
         env=env,
         cwd=ROOT,
         timeout=120,

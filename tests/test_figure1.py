@@ -1,7 +1,5 @@
 """Figure-1 rendering: the right colour and cue per token, everything escaped, whitespace visible."""
 
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -96,14 +94,16 @@ def test_legend_names_every_origin():
         assert label in html
 
 
-def test_ui_never_imports_torch():
+def test_ui_never_imports_torch(new_process):
+    """The screen, its drawings (Figure 1, the tree, the production block) and what they read, in a fresh
+    interpreter: none of it brings torch in."""
     code = (
         "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
         "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
-        "specviz.drafters.options, specviz.drafters.listing; "
+        "specviz.drafters.options, specviz.drafters.listing, specviz.render.production, specviz.render.tree_view; "
         "print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = new_process("-c", code, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
 

@@ -46,12 +46,12 @@ def elsewhere(*command: str, folder: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> tuple[Path, Path]:
+def venv(tmp_path_factory, new_process) -> tuple[Path, Path]:
     """A fresh virtual environment with this checkout installed by its own pip, as `pip install .`: (the environment,
     its site-packages). It sees this environment's packages (torch and the rest), so nothing is fetched."""
     home = tmp_path_factory.mktemp("package")
     env = home / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env)], check=True, timeout=300)
+    new_process("-m", "venv", "--system-site-packages", str(env), check=True, timeout=300)
     found = elsewhere(
         str(env / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", folder=home
     )

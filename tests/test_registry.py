@@ -6,8 +6,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,9 +67,9 @@ def with_toy(tmp_path_factory):
     return root
 
 
-def in_copy(root, *args, timeout=300):
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+def in_copy(run, root, *args, timeout=300):
+    """`python *args` through `run` (the new_process fixture), in the copy and importing from it."""
+    return run(*args, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=timeout)
 
 
 # Several command lines through `python -m specviz`'s own main in one fresh process (each new process spends seconds
@@ -92,7 +90,7 @@ print(json.dumps(done))
 """
 
 
-def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
+def test_a_new_drafter_module_reaches_the_cli(new_process, with_toy, model_folder):
     base = ["generate", "--target", str(model_folder), "--prompt", "w5 w5 w5 w5", "--no-chat"]
     base += ["--max-new-tokens", "16", "--dtype", "float32", "--device", "cpu", "--json"]
     runs = [
@@ -102,7 +100,7 @@ def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
         [*base, "--drafter", "toy", "--toy-offset", "9"],
         [*base, "--drafter", "ngram", "--toy-offset", "1"],
     ]
-    done = in_copy(with_toy, "-c", CLI_RUNS, json.dumps(runs))
+    done = in_copy(new_process, with_toy, "-c", CLI_RUNS, json.dumps(runs))
     assert done.returncode == 0, done.stderr[-2000:]
     helped, plain, toy, refused, other = json.loads(done.stdout.strip().splitlines()[-1])
     assert helped["code"] == 0 and "toy" in helped["stdout"] and "--toy-offset" in helped["stdout"]
@@ -116,8 +114,8 @@ def test_a_new_drafter_module_reaches_the_cli(with_toy, model_folder):
 
 
 @pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
-def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
-    shown = in_copy(with_toy, "-c", APP_MENU)
+def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(new_process, with_toy):
+    shown = in_copy(new_process, with_toy, "-c", APP_MENU)
     assert shown.returncode == 0, shown.stderr[-2000:]
     found = json.loads(shown.stdout.strip().splitlines()[-1])
     assert ["toy: repeat the last token", "toy"] in found["menu"]
@@ -161,10 +159,11 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(with_toy):
 
 
 @pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
-def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_path):
+def test_a_new_drafter_module_reaches_the_benchmark(new_process, with_toy, pair_folders, tmp_path):
     target, draft = pair_folders
     out = tmp_path / "bench"
     ran = in_copy(
+        new_process,
         with_toy,
         "-m",
         "specviz",
@@ -197,7 +196,7 @@ def test_a_new_drafter_module_reaches_the_benchmark(with_toy, pair_folders, tmp_
     rows = json.loads((out / "bench.json").read_text())["rows"]
     assert {(r["method"], r["gamma"]) for r in rows if r["method"] == "toy"} == {("toy", 2), ("toy", "adaptive")}
     assert all(r["same_as_plain"] for r in rows if r["method"] == "toy")
-    listed = in_copy(with_toy, "-m", "specviz", "bench", "--target", str(target), "--methods", "magic")
+    listed = in_copy(new_process, with_toy, "-m", "specviz", "bench", "--target", str(target), "--methods", "magic")
     assert (
         listed.returncode == 2 and "draft,hybrid,ngram,history,suffix,medusa,eagle,dflash,toy,oracle" in listed.stderr
     )

@@ -235,12 +235,10 @@ def test_a_copied_draft_says_where_it_came_from_on_screen_and_in_the_trace(targe
     assert all("from " not in step_row(e, text_of) for e in plain_row)
 
 
-def test_an_event_whose_counts_do_not_hold_is_refused_even_under_python_O(sampled):
+def test_an_event_whose_counts_do_not_hold_is_refused_even_under_python_O(sampled, new_process):
     """Counts are checked by a typed error, not by assert (which python -O drops): a trace whose step accepted more
     drafts than it proposed is refused as damaged in one line, optimised or not."""
     import json
-    import subprocess
-    import sys
 
     data = sampled.to_json()
     data["sides"][1]["events"][0]["accepted"] = 99
@@ -249,7 +247,5 @@ def test_an_event_whose_counts_do_not_hold_is_refused_even_under_python_O(sample
         "try:\n    Trace.from_json(json.loads(sys.stdin.read()))\nexcept TraceError as e:\n    print(e)"
     )
     for flags in ([], ["-O"]):
-        done = subprocess.run(
-            [sys.executable, *flags, "-c", code], input=json.dumps(data), capture_output=True, text=True, timeout=60
-        )
+        done = new_process(*flags, "-c", code, input=json.dumps(data), timeout=60)
         assert "damaged" in done.stdout and "accepted of" in done.stdout and done.stdout.count("\n") == 1, done

@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "scripts" / "check_space.py"
 
 
-def run_check(root: Path) -> subprocess.CompletedProcess:
-    """The check as a user runs it, in a process of its own."""
-    return subprocess.run([sys.executable, str(CHECK), str(root)], capture_output=True, text=True, timeout=120)
+def run_check(run, root: Path) -> subprocess.CompletedProcess:
+    """The check as a user runs it, in a process of its own (`run`: the new_process fixture)."""
+    return run(str(CHECK), str(root), timeout=120)
 
 
 def check(root: Path) -> subprocess.CompletedProcess:
@@ -51,8 +51,8 @@ def front_matter_with(root: Path, key: str, value: str) -> None:
     readme.write_text("".join(lines), encoding="utf-8")
 
 
-def test_the_repository_is_a_space_the_hub_accepts():
-    done = run_check(ROOT)
+def test_the_repository_is_a_space_the_hub_accepts(new_process):
+    done = run_check(new_process, ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("ok: ")
 
@@ -140,21 +140,10 @@ def test_a_readme_picture_the_upload_would_not_carry_fails_the_check(space_copy)
 
 
 @pytest.mark.parametrize("hardware", ["l4x1", "zero-a10g"])
-def test_the_upload_folder_is_built_and_passes_the_check(tmp_path, hardware):
+def test_the_upload_folder_is_built_and_passes_the_check(tmp_path, hardware, new_process):
     out = tmp_path / "space"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "push_space.py"),
-            "--dry-run",
-            "--out",
-            str(out),
-            "--hardware",
-            hardware,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = new_process(
+        str(ROOT / "scripts" / "push_space.py"), "--dry-run", "--out", str(out), "--hardware", hardware, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert (out / "assets" / "medusa").is_dir() and not (out / "tests").exists()

@@ -1,9 +1,7 @@
 """The tiers hold what they promise: the fast tier (-m "not slow") keeps greedy identity with plain decoding for every
-drafter on the menu, and leaves out every test that starts a server, drives a browser, loads a real model or draws a
-sampled law, each marked by the fixture it takes (tests/conftest.py)."""
+drafter on the menu, and leaves out every test that starts a server, drives a browser, loads a real model, draws a
+sampled law or starts a new Python, each marked by the fixture it takes (tests/conftest.py)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,18 +34,22 @@ sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider
 """
 
 
-def marks_of_every_test() -> dict[str, set[str]]:
-    done = subprocess.run([sys.executable, "-c", LIST_MARKS], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def marks_of_every_test(new_process) -> dict[str, set[str]]:
+    done = new_process("-c", LIST_MARKS, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = [line.split("\t")[1:] for line in done.stdout.splitlines() if line.startswith("MARKS\t")]
     return {node: set(filter(None, marks.split(","))) for node, marks in rows}
 
 
 @pytest.mark.budget(60, "collects the whole suite in a new process: every test module imported")
-def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_slow_kinds():
-    marks = marks_of_every_test()
+def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_slow_kinds(new_process):
+    marks = marks_of_every_test(new_process)
     fast = [node for node, m in marks.items() if "slow" not in m]
-    heavy = [node for node, m in marks.items() if m & {"server", "browser", "model", "stats", "compiler", "thorough"}]
+    heavy = [
+        node
+        for node, m in marks.items()
+        if m & {"server", "browser", "model", "stats", "compiler", "thorough", "process"}
+    ]
     assert all("slow" in marks[node] for node in heavy)
     assert set(GREEDY_IDENTITY) == {k.name for k in kinds(menu_only=True)}, "name the new drafter's greedy test here"
     for name, tests in GREEDY_IDENTITY.items():
@@ -62,6 +64,8 @@ def test_the_fast_tier_keeps_every_drafters_greedy_identity_and_leaves_out_the_s
         "test_properties.py::test_a_sampled_chain_emits_the_targets_law_exactly_thoroughly",  # thorough
         "test_zero_gpu.py::test_a_race_runs_in_a_worker",  # launch_app, through the module's own fixture
         "test_mutants.py::test_each_cache_or_position_mutant_fails_the_same_test",  # draws
-        "test_vocab_edges.py::test_a_draft_with_a_padded_or_cut_vocabulary_keeps_the_targets_law",
+        "test_vocab_edges.py::test_a_draft_with_a_cut_vocabulary_keeps_the_targets_law",
+        "test_figure1.py::test_ui_never_imports_torch",  # new_process
+        "test_registry.py::test_a_new_drafter_module_reaches_the_cli",  # new_process, through in_copy's caller
     ):
         assert any(f"tests/{test}" in node for node in heavy), test

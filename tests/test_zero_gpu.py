@@ -213,18 +213,14 @@ print(json.dumps({"first": first.spec.tokens, "kept": kept, "again": again.spec.
 """
 
 
-def test_a_visitors_runs_come_back_from_the_worker(pair_folders, tmp_path):
+def test_a_visitors_runs_come_back_from_the_worker(pair_folders, tmp_path, new_process):
     """The backend with its device calls wrapped by the fake package: the suffix drafter's memory of the visitor's
     earlier runs is kept by the server, sent into each call, and the new run comes back. In a fresh process, as on a
     Space, whose server forks its workers before it has computed anything (a process that has run torch's CPU
     kernels can hang in a forked child)."""
-    import subprocess
-
     env = zero_env(tmp_path / "log")
     env["PYTHONPATH"] = os.pathsep.join([FAKE, str(Path(__file__).resolve().parent.parent)])
-    done = subprocess.run(
-        [sys.executable, "-c", VISITOR, *map(str, pair_folders)], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = new_process("-c", VISITOR, *map(str, pair_folders), env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["kept"][-1][-24:] == seen["first"]  # the run came back from the worker into the server's memory
@@ -234,11 +230,9 @@ def test_a_visitors_runs_come_back_from_the_worker(pair_folders, tmp_path):
     assert [c["task"] for c in calls(tmp_path / "log")] == ["race", "race"]
 
 
-def test_a_cpu_space_with_the_package_keeps_the_cpu_pair(tmp_path):
+def test_a_cpu_space_with_the_package_keeps_the_cpu_pair(tmp_path, new_process):
     """`spaces` importable, no CUDA, no ZeroGPU: the app's device is the CPU, so the offline CPU pair (or the smallest
     Hub pair) comes first, not the 7B GPU pair."""
-    import subprocess
-
     root = Path(__file__).resolve().parent.parent
     probe = (
         "import app, json; from specviz.app.shelf import default_pairs; from specviz.models.device import "
@@ -246,14 +240,7 @@ def test_a_cpu_space_with_the_package_keeps_the_cpu_pair(tmp_path):
         "print(json.dumps({'spaces': app.spaces is not None, 'gpu': gpu, "
         "'first': default_pairs(gpu)[0].label}))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=root,
-        env=zero_env(tmp_path / "log", zero=False),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = new_process("-c", probe, cwd=root, env=zero_env(tmp_path / "log", zero=False), timeout=120)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["spaces"] and not seen["gpu"]
     assert "Hub, GPU" not in seen["first"] and ("offline, CPU" in seen["first"] or "(Hub)" in seen["first"])
