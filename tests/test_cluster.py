@@ -24,7 +24,7 @@ from specviz.workload.run import run_workload
 DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
 LOOKUPS = [k.name for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft][:2]
 DRAFTERS = [DRAFT_MODEL, *LOOKUPS]
-PROMPTS = 40
+PROMPTS = 20
 
 
 def command(pair_folders, prompts, out, *extra):
@@ -56,19 +56,21 @@ def command(pair_folders, prompts, out, *extra):
 
 
 @pytest.fixture(scope="module")
-def forty(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cluster") / "forty.txt"
+def workload_prompts(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cluster") / "prompts.txt"
     lines = (" ".join(f"w{(i * 7 + j * (i % 5 + 1)) % 40}" for j in range(3 + i % 9)) for i in range(PROMPTS))
     path.write_text("\n".join(lines))
     return path
 
 
 @pytest.fixture(scope="module")
-def here(ray_cluster, pair_folders, forty, tmp_path_factory):
-    """The forty prompts × three drafters decoded on this machine, one after another: the reference."""
-    args = build_parser().parse_args(command(pair_folders, forty, tmp_path_factory.mktemp("here") / "r.html"))
+def here(ray_cluster, pair_folders, workload_prompts, tmp_path_factory):
+    """The PROMPTS prompts × three drafters decoded on this machine, one after another: the reference."""
+    args = build_parser().parse_args(
+        command(pair_folders, workload_prompts, tmp_path_factory.mktemp("here") / "r.html")
+    )
     prepare, _ = workload_job(args)
-    view, run_side = prepare(actors=2)  # forty prompts: two devices' bounds, as on the cluster
+    view, run_side = prepare(actors=2)  # two devices' bounds, as on the cluster
     for _ in run_workload(view, run_side, every_s=3600):
         pass
     return view
@@ -84,8 +86,10 @@ def rows(text):
     return {r["drafter"]: {k: r[k] for k in keep} for r in csv.DictReader(io.StringIO(text))}
 
 
-def test_a_workload_on_two_actors_merges_into_the_one_machine_report(ray_cluster, pair_folders, forty, here, tmp_path):
-    args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+def test_a_workload_on_two_actors_merges_into_the_one_machine_report(
+    ray_cluster, pair_folders, workload_prompts, here, tmp_path
+):
+    args = build_parser().parse_args(command(pair_folders, workload_prompts, tmp_path / "r.html", "--cluster", "local"))
     prepare = partial(workload_job(args)[0], actors=2)
     view, _ = prepare()
     for _ in fill(view, on_cluster(view, prepare, connect("local", 2)), every_s=0.2):
@@ -101,9 +105,9 @@ def test_a_workload_on_two_actors_merges_into_the_one_machine_report(ray_cluster
 
 @pytest.mark.budget(180, "an actor is killed mid-prompt and Ray restarts it before the prompt is retried")
 def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retried(
-    ray_cluster, pair_folders, forty, here, tmp_path
+    ray_cluster, pair_folders, workload_prompts, here, tmp_path
 ):
-    args = build_parser().parse_args(command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+    args = build_parser().parse_args(command(pair_folders, workload_prompts, tmp_path / "r.html", "--cluster", "local"))
     prepare = partial(workload_job(args)[0], actors=2)
     view, _ = prepare()
     run, killed = on_cluster(view, prepare, connect("local", 2)), []
@@ -111,7 +115,7 @@ def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retri
         done = sum(c.done for c in view.cells.values())
         # a task the driver still holds may have just finished: kill again until one dies mid-prompt
         running = [i for i, _ in run.pending.values() if i is not None]
-        if done >= 20 and running and not view.retried() and not run.retried and len(killed) < 4:
+        if done >= 12 and running and not view.retried() and not run.retried and len(killed) < 4:
             prompt, actor = next((i, a) for i, a in run.pending.values() if i is not None)
             killed.append(prompt)
             ray_cluster.kill(run.actors[actor], no_restart=False)  # Ray restarts it; its prompt runs again
@@ -125,10 +129,12 @@ def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retri
 
 
 def test_the_command_line_runs_on_the_cluster_with_one_progress_line_per_run(
-    ray_cluster, capsys, pair_folders, forty, here, tmp_path
+    ray_cluster, capsys, pair_folders, workload_prompts, here, tmp_path
 ):
     out = tmp_path / "r.html"
-    code, printed, err = run_cli(capsys, *command(pair_folders, forty, out, "--cluster", "local", "--actors", "2"))
+    code, printed, err = run_cli(
+        capsys, *command(pair_folders, workload_prompts, out, "--cluster", "local", "--actors", "2")
+    )
     assert code == 0, err
     assert err.count("prompt ") == PROMPTS * (1 + len(DRAFTERS)) and "[actor " in err
     table = out.with_suffix(".csv").read_text(encoding="utf-8-sig")
@@ -138,7 +144,9 @@ def test_the_command_line_runs_on_the_cluster_with_one_progress_line_per_run(
     assert "Take it to production" in page and "prompt_lookup_num_tokens=" in page  # each drafter elsewhere
 
 
-def test_without_ray_the_cluster_flag_answers_in_one_line(capsys, pair_folders, forty, tmp_path, monkeypatch):
+def test_without_ray_the_cluster_flag_answers_in_one_line(
+    capsys, pair_folders, workload_prompts, tmp_path, monkeypatch
+):
     real = builtins.__import__
 
     def no_ray(name, *args, **kwargs):
@@ -147,7 +155,7 @@ def test_without_ray_the_cluster_flag_answers_in_one_line(capsys, pair_folders, 
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    code, _, err = run_cli(capsys, *command(pair_folders, forty, tmp_path / "r.html", "--cluster", "local"))
+    code, _, err = run_cli(capsys, *command(pair_folders, workload_prompts, tmp_path / "r.html", "--cluster", "local"))
     assert_one_line_error(code, err, "--cluster", 'pip install "specviz[cluster]"')
     assert not (tmp_path / "r.html").exists()
 
