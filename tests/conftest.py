@@ -103,6 +103,7 @@ def new_process():
     import subprocess
 
     def run(*args, **kwargs):
+        kwargs["env"] = {"OMP_NUM_THREADS": "1", **kwargs.get("env", os.environ)}  # as for the server, below
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, **kwargs)
 
     return run
@@ -190,6 +191,9 @@ def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
         port = s.getsockname()[1]
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
+    # One torch thread in the server, unless the caller sets it: the server shares two cores with two test workers,
+    # and the tiny models' products gain nothing from a second thread that would take a core from the others.
+    env = {"OMP_NUM_THREADS": "1", **(os.environ if env is None else env)}
     proc = subprocess.Popen(
         [
             sys.executable,
