@@ -30,13 +30,26 @@ def wait_done(page, seconds: float = 180) -> list[int]:
     return rows
 
 
+# Every count of the table's rows the page showed, in order, recorded by the page itself as it changes: polling from
+# the test can miss a short-lived count on a busy machine.
+RECORD_ROWS = """() => {
+  window.svRowCounts = [];
+  new MutationObserver(() => {
+    const n = document.querySelectorAll('#sv-load-table tbody tr').length, seen = window.svRowCounts;
+    if (seen[seen.length - 1] !== n) { seen.push(n); }
+  }).observe(document.body, {childList: true, subtree: true});
+}"""
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(app_server, browser, size):
     width, height, query = SIZES[size]
     page = open_page(browser, app_server[0], width, height, query)
+    page.evaluate(RECORD_ROWS)
     start_sweep(page, "draft@2, ngram", "1, 2, 4", None if query else "float32")
-    seen = wait_done(page)
-    assert len(set(seen)) >= 3  # the table grew run by run, not all at once
+    wait_done(page)
+    seen = page.evaluate("window.svRowCounts")
+    assert len(set(seen)) >= 3, seen  # the table grew run by run, not all at once
     table = page.inner_text("#sv-load-table")
     assert page.locator("#sv-load-table tbody tr").count() == 9  # three lanes at three levels
     assert "parted" not in table and "every row (" in table  # every greedy row equals its prompt alone
