@@ -18,6 +18,9 @@ from specviz.settings import Settings
 # where it lives, in the fast tier, with far more draws (test_acceptance_laws.py); a law through the whole engine is
 # there for what only the loop can break, and its power is stated in docs/testing.md (test_law_power.py).
 RUNS = 1500
+# A mutant's test wants its p-value below this: ten times under the bar a sound law must clear (1e-3), on seeded
+# runs that give the same counts every time.
+REFUSED = 1e-4
 
 
 def exact_law(target, prompt: list[int], settings: Settings, horizon: int = 2) -> dict[tuple[int, ...], float]:
@@ -69,7 +72,7 @@ class Draws:
                 break
         return p
 
-    def mutant_p(self, target, prompt, settings, drafter, horizon: int = 2, below: float = 1e-6) -> float:
+    def mutant_p(self, target, prompt, settings, drafter, horizon: int = 2, below: float = REFUSED) -> float:
         """For a mutant's test: the p-value of the runs against the target's exact law, stopped once it falls below
         `below` (until_refused). The same runs and bar as the sound test, so the mutant is refused as surely."""
         law = exact_law(target, prompt, settings, horizon)

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 import torch
-from laws import RUNS, exact_law
+from laws import REFUSED, RUNS, exact_law
 from tiny import loaded, perturbed, tiny_llama
 
 from specviz.analysis.stats import chi_square_p
@@ -330,4 +330,4 @@ def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(smal
 
         drafting.propose = traded
 
-    assert min(row_p_values(small, trade, refuse_below=1e-6)) < 1e-6
+    assert min(row_p_values(small, trade, refuse_below=REFUSED)) < REFUSED

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 import torch
-from laws import exact_law
+from laws import REFUSED, exact_law
 from test_eagle import random_head
 
 import specviz.engine.verify as verify
@@ -119,7 +119,7 @@ def test_a_tree_rule_that_keeps_a_rejected_sibling_drawable_is_caught_through_th
     what the next token comes from must fail the same test."""
     monkeypatch.setattr(verify, "remove", lambda dist, x: dist)
     target, draft, prompt = small
-    assert hybrid_p(draws, target, prompt, draft, mutant=True) < 1e-6
+    assert hybrid_p(draws, target, prompt, draft, mutant=True) < REFUSED
 
 
 def test_the_copy_rides_beside_the_models_tree_as_one_more_branch(target, drafts):
