@@ -96,6 +96,13 @@ def ray_cluster():
     ray.shutdown()
 
 
+def one_thread(env: dict | None) -> dict:
+    """`env` (or this process's environment) with one torch thread, unless it names its own: a server or process a
+    test starts shares two cores with two test workers, and the tiny models' products gain nothing from a second
+    thread that would take a core from the others."""
+    return {"OMP_NUM_THREADS": "1", **(os.environ if env is None else env)}
+
+
 @pytest.fixture(scope="session")
 def new_process():
     """`run(*args, **kwargs)`: `python *args` in a process of its own, its output captured as text (other keywords go
@@ -103,7 +110,7 @@ def new_process():
     import subprocess
 
     def run(*args, **kwargs):
-        kwargs["env"] = {"OMP_NUM_THREADS": "1", **kwargs.get("env", os.environ)}  # as for the server, below
+        kwargs["env"] = one_thread(kwargs.get("env"))
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, **kwargs)
 
     return run
@@ -191,9 +198,7 @@ def serve(pair_folders, pair_heads, pair_eagle=None, extra=(), env=None):
         port = s.getsockname()[1]
     target, draft = pair_folders
     root = Path(__file__).resolve().parent.parent
-    # One torch thread in the server, unless the caller sets it: the server shares two cores with two test workers,
-    # and the tiny models' products gain nothing from a second thread that would take a core from the others.
-    env = {"OMP_NUM_THREADS": "1", **(os.environ if env is None else env)}
+    env = one_thread(env)
     proc = subprocess.Popen(
         [
             sys.executable,

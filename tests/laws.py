@@ -72,6 +72,10 @@ class Draws:
                 break
         return p
 
+    def law_p(self, target, prompt, settings, drafter, horizon: int = 2) -> float:
+        """For a sound law's test: the p-value of all the runs against the target's exact law."""
+        return self.p(self(target, prompt, settings, drafter, horizon), exact_law(target, prompt, settings, horizon))
+
     def mutant_p(self, target, prompt, settings, drafter, horizon: int = 2, below: float = REFUSED) -> float:
         """For a mutant's test: the p-value of the runs against the target's exact law, stopped once it falls below
         `below` (until_refused). The same runs and bar as the sound test, so the mutant is refused as surely."""

@@ -4,7 +4,7 @@ one line for a draft that shares no vocabulary."""
 
 import pytest
 import torch
-from laws import REFUSED, exact_law
+from laws import REFUSED
 from tiny import loaded, tiny_llama, word_tokenizer
 
 from specviz.drafters.cross_tokenizer import CrossTokenizerDrafter
@@ -95,9 +95,7 @@ def law_p(cross, draws, mutant: bool = False) -> float:
     (for a mutant, stopped once it is refused)."""
     target, draft, prompt = cross
     drafter = lambda s, generator: CrossTokenizerDrafter(draft, target, s, generator)  # noqa: E731 (one per run)
-    if mutant:
-        return draws.mutant_p(target, prompt, SAMPLED, drafter)
-    return draws.p(draws(target, prompt, SAMPLED, drafter), exact_law(target, prompt, SAMPLED))
+    return (draws.mutant_p if mutant else draws.law_p)(target, prompt, SAMPLED, drafter)
 
 
 def test_a_draft_with_no_vocabulary_in_common_is_refused_in_one_line(target):

@@ -5,7 +5,7 @@ after a rejected sibling fails that test."""
 
 import pytest
 import torch
-from laws import REFUSED, exact_law
+from laws import REFUSED
 
 import specviz.engine.verify as verify
 from specviz.drafters.draft_model import DraftModelDrafter, DraftOptions
@@ -119,10 +119,7 @@ def tree_p(draws, target, draft, prompt, mutant: bool = False) -> float:
     """The p-value of the draft model's sampled trees against the target's law (a mutant's: stopped once refused)."""
     options = {"draft_tree": "tree", "draft_nodes": 6}
     tree = lambda s, generator: build_drafter("draft", s, None, target, draft, options)  # noqa: E731 (one per run)
-    if mutant:
-        return draws.mutant_p(target, prompt, SAMPLED, tree)
-    counts = draws(target, prompt, SAMPLED, tree)
-    return draws.p(counts, exact_law(target, prompt, SAMPLED))
+    return (draws.mutant_p if mutant else draws.law_p)(target, prompt, SAMPLED, tree)
 
 
 def test_sampled_draft_trees_keep_the_targets_law(small, draws):

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 import torch
-from laws import REFUSED, exact_law
+from laws import REFUSED
 from test_eagle import random_head
 
 import specviz.engine.verify as verify
@@ -101,9 +101,7 @@ SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 def hybrid_p(draws, target, prompt, draft=None, options=None, mutant: bool = False) -> float:
     """The p-value of the hybrid's sampled output against the target's law (a mutant's: stopped once refused)."""
     hybrid = lambda s, generator: build_drafter("hybrid", s, None, target, draft, options)  # noqa: E731 (one per run)
-    if mutant:
-        return draws.mutant_p(target, prompt, SAMPLED, hybrid)
-    return draws.p(draws(target, prompt, SAMPLED, hybrid), exact_law(target, prompt, SAMPLED))
+    return (draws.mutant_p if mutant else draws.law_p)(target, prompt, SAMPLED, hybrid)
 
 
 def test_sampled_hybrid_keeps_the_targets_law(small, draws):
