@@ -6,7 +6,8 @@ record replays to the same table and its snapshot opens offline."""
 import time
 
 import pytest
-from pages import open_page, shot
+from pages import WAIT, open_page, shot
+from playwright.sync_api import expect
 
 SIZES = {"1280x720": (1280, 720, ""), "presenter-1920x1080": (1920, 1080, "?presenter=1")}
 
@@ -50,8 +51,9 @@ def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(a
     wait_done(page)
     seen = page.evaluate("window.svRowCounts")
     assert len(set(seen)) >= 3, seen  # the table grew run by run, not all at once
+    # three lanes at three levels; the status can say done a moment before the last rows are drawn
+    expect(page.locator("#sv-load-table tbody tr")).to_have_count(9, timeout=WAIT)
     table = page.inner_text("#sv-load-table")
-    assert page.locator("#sv-load-table tbody tr").count() == 9  # three lanes at three levels
     assert "parted" not in table and "every row (" in table  # every greedy row equals its prompt alone
     assert "crossover" not in table or "below plain" in table or "pays at every level" in table
     assert "num_speculative_tokens_per_batch_size" in page.inner_text("#sv-load-vllm")
