@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -35,24 +34,11 @@ settings.load_profile("specviz")
 # (auto: measured on the device) has its own tests, on injected cost tables (test_precision_choice.py).
 os.environ["SPECVIZ_DTYPE"] = os.environ.get("SPECVIZ_DTYPE") or "bfloat16"
 
-# One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
-
 # Every test's call against its tier's time budget (tests/budget.py); pytester runs pytest inside a test.
 pytest_plugins = ("budget", "pytester")
 
-from laws import Draws  # noqa: E402
-from tiny import (  # noqa: E402
-    PAIR_WORDS,
-    loaded,
-    perturbed,
-    save_pair,
-    save_random_dflash,
-    save_random_eagle,
-    save_zero_medusa,
-    tiny_llama,
-    word_tokenizer,
-)
+# What the fixtures build with (torch, transformers, specviz) is imported where tests are collected, never in the
+# xdist controller, which runs no test: importing them there costs seconds of the cores the workers start on.
 
 MARKS_BY_FIXTURE = {
     "app_server": "server",
@@ -74,6 +60,10 @@ BUDGET_BY_MARK = {"stats": (240, "thousands of whole seeded runs of the tiny mod
 
 
 def pytest_collection_modifyitems(config, items):
+    import torch
+
+    # One thread per pytest-xdist worker (two workers share the two cores), both threads in a run without workers.
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
     for item in items:
         marks = {MARKS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKS_BY_FIXTURE}
         for mark in sorted(marks | ({"slow"} if marks & SLOW else set())):
@@ -81,9 +71,6 @@ def pytest_collection_modifyitems(config, items):
         for mark in sorted(marks & set(BUDGET_BY_MARK)):
             if item.get_closest_marker("budget") is None:
                 item.add_marker(pytest.mark.budget(*BUDGET_BY_MARK[mark]))
-
-
-WORDS = PAIR_WORDS
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +116,23 @@ def compiling(monkeypatch):
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    return word_tokenizer(WORDS)
+    from tiny import PAIR_WORDS, word_tokenizer
+
+    return word_tokenizer(PAIR_WORDS)
 
 
 @pytest.fixture(scope="session")
 def target(tokenizer):
+    from tiny import loaded, tiny_llama
+
     return loaded(tiny_llama(len(tokenizer), seed=1), tokenizer, "tiny-target")
 
 
 @pytest.fixture(scope="session")
 def drafts(tokenizer, target):
     """Four drafts: the target itself, an unrelated model, a noisy copy that partly agrees, and that copy in int8."""
+    from tiny import loaded, perturbed, tiny_llama
+
     from specviz.models.quantize import int8_rows
 
     return {
@@ -162,24 +155,32 @@ def model_folder(tmp_path_factory, target, tokenizer):
 @pytest.fixture(scope="session")
 def pair_folders(tmp_path_factory):
     """A tiny target (context 4096, room for long runs to stop) and a partly agreeing draft, as folders."""
+    from tiny import save_pair
+
     return save_pair(tmp_path_factory.mktemp("tiny-pair"))
 
 
 @pytest.fixture(scope="session")
 def pair_heads(pair_folders):
     """Compact Medusa heads for the tiny pair's target that repeat its own next-token guess (zero ResBlocks)."""
+    from tiny import save_zero_medusa
+
     return save_zero_medusa(pair_folders[0], pair_folders[0].parent / "heads")
 
 
 @pytest.fixture(scope="session")
 def pair_eagle(pair_folders):
     """An EAGLE head (random weights, specviz's layout) for the tiny pair's target: drafts, rarely accepted."""
+    from tiny import save_random_eagle
+
     return save_random_eagle(pair_folders[0], pair_folders[0].parent / "eagle")
 
 
 @pytest.fixture(scope="session")
 def pair_dflash(pair_folders):
     """A DFlash drafter (random weights, the published layout) for the tiny pair's target: drafts, rarely accepted."""
+    from tiny import save_random_dflash
+
     return save_random_dflash(pair_folders[0], pair_folders[0].parent / "dflash")
 
 
@@ -277,12 +278,17 @@ def smollm():
 @pytest.fixture(scope="session")
 def draws():
     """Seeded speculative runs counted by their first tokens (tests/laws.py): what a test of the sampling law takes."""
+    from laws import Draws
+
     return Draws()
 
 
 @pytest.fixture(scope="session")
 def small():
     """Vocabulary of 8 so the joint law of two tokens has few enough cells to test: (target, draft, prompt)."""
+    import torch
+    from tiny import loaded, perturbed, tiny_llama, word_tokenizer
+
     tok = word_tokenizer(["a", "b", "c", "d", "e", "f"])
     target_model = tiny_llama(len(tok), seed=11, sharpness=0.1)  # spread-out p: max about 0.3
     with torch.no_grad():
@@ -296,6 +302,9 @@ def sensitive():
     """A vocabulary of 6 and a target whose next token depends strongly on the context and on positions (a sharper
     head and attention than `small`, fast-turning rotary positions), so a stale, missing or misplaced cache entry
     moves the law of later tokens: (target, draft, tokenizer)."""
+    import torch
+    from tiny import loaded, perturbed, tiny_llama, word_tokenizer
+
     tok = word_tokenizer(["a", "b", "c", "d"])
     target_model = tiny_llama(len(tok), seed=21, sharpness=1.5, rope_theta=2.0)  # neighbouring positions differ a lot
     with torch.no_grad():
