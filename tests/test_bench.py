@@ -106,9 +106,8 @@ def test_the_bench_runs_a_bfloat16_target_both_ways_and_says_which_way_each_row_
     assert "| ngram [exact off] | 3 |" in out and "| ngram | 3 |" in out
 
 
-@pytest.mark.budget(45, "`specviz bench` (its main, in this process): every drafter over its workload, three reports")
 def test_bench_runs_every_method_and_writes_three_reports(
-    capsys, pair_folders, pair_heads, pair_eagle, pair_dflash, tmp_path
+    thorough, capsys, pair_folders, pair_heads, pair_eagle, pair_dflash, tmp_path
 ):
     target, draft = pair_folders
     models = ["--target", str(target), "--draft", str(draft), "--medusa", str(pair_heads), "--eagle", str(pair_eagle)]

@@ -234,17 +234,40 @@ def greedy_pair(wide, tokenizer, label: str, prompt: str) -> tuple[list[int], li
     return plain, generated_ids(generate_named(target, ids, settings, name, draft, options, memory=memory))
 
 
-@pytest.mark.parametrize("label", list(PARTING))
-def test_every_drafter_writes_plain_decodings_tokens_in_exact_mode(wide, tokenizer, exact, label):
+# The fast tier's drafters: the draft model's chain and Medusa's tree; every other drafter's are in the slow tier.
+FAST_LABELS = ("draft", "medusa")
+OTHER_LABELS = [label for label in PARTING if label not in FAST_LABELS]
+
+
+@pytest.mark.parametrize("label", FAST_LABELS)
+def test_a_chain_and_a_tree_write_plain_decodings_tokens_in_exact_mode(wide, tokenizer, exact, label):
+    writes_plain_decodings_tokens(wide, tokenizer, label)
+
+
+@pytest.mark.parametrize("label", OTHER_LABELS)
+def test_every_drafter_writes_plain_decodings_tokens_in_exact_mode(thorough, wide, tokenizer, exact, label):
+    writes_plain_decodings_tokens(wide, tokenizer, label)
+
+
+def writes_plain_decodings_tokens(wide, tokenizer, label):
     for prompt in PARTING[label]:
         plain, spec = greedy_pair(wide, tokenizer, label, prompt)
         assert spec == plain, prompt
 
 
-@pytest.mark.parametrize("label", list(PARTING))
+@pytest.mark.parametrize("label", FAST_LABELS)
 def test_without_exact_mode_those_prompts_part_and_in_it_they_do_not_on_kernels_that_count_rows(
     wide, tokenizer, exact, label
 ):
+    part_only_without_exact_mode(wide, tokenizer, label)
+
+
+@pytest.mark.parametrize("label", OTHER_LABELS)
+def test_for_every_drafter_those_prompts_part_only_without_exact_mode(thorough, wide, tokenizer, exact, label):
+    part_only_without_exact_mode(wide, tokenizer, label)
+
+
+def part_only_without_exact_mode(wide, tokenizer, label):
     """The prompts above are the ones that tell: without the mode, at least one of each drafter's parts (on this
     CPU's kernels where they show the problem, on kernels that count rows always); in the mode none does."""
 
