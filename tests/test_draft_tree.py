@@ -24,12 +24,16 @@ from specviz.settings import Settings
 TREE = {"draft_tree": "tree", "draft_nodes": 10}
 
 
+# Each draft meets γ 1, 2 and 5 twice over the three prompts.
+TREE_GAMMAS = {"w1 w2 w3 w4": (1, 5), "w5 w5 w5 w5 w5 w5": (2, 5), "w33": (1, 2)}
+
+
 @pytest.mark.parametrize("which", ["same", "partial", "unrelated", "int8"])
-@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4", "w5 w5 w5 w5 w5 w5", "w33"])
+@pytest.mark.parametrize("prompt", list(TREE_GAMMAS))
 def test_greedy_draft_trees_equal_plain(target, drafts, tokenizer, which, prompt):
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
-    for gamma in (1, 2, 5):
+    for gamma in TREE_GAMMAS[prompt]:
         events = list(
             generate_named(target, ids, Settings(max_new_tokens=40, gamma=gamma), "draft", drafts[which], TREE)
         )

@@ -31,10 +31,10 @@ GAMMAS = {PROMPTS[0]: (1, 4, 7), PROMPTS[1]: (2, 5, 8), PROMPTS[2]: (3, 6), PROM
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_speculative_greedy_equals_plain(target, drafts, tokenizer, kind, prompt):
     ids = tokenizer.encode(prompt)
-    plain = generated_ids(run(target, ids, Settings(max_new_tokens=48)))
-    assert len(plain) == 48
+    plain = generated_ids(run(target, ids, Settings(max_new_tokens=32)))
+    assert len(plain) == 32
     for gamma in GAMMAS[prompt]:
-        events = run(target, ids, Settings(max_new_tokens=48, gamma=gamma), drafts[kind])
+        events = run(target, ids, Settings(max_new_tokens=32, gamma=gamma), drafts[kind])
         assert generated_ids(events) == plain, f"gamma={gamma}"
 
 

@@ -127,12 +127,16 @@ OPTIONS = [("ngram", {"ngram_min": n}) for n in (1, 2, 3)] + [
 ]
 
 
+# Each drafter meets every γ from 1 to 8 over the four prompts, two on each.
+GAMMAS = {prompt: (i + 1, i + 5) for i, prompt in enumerate(PROMPTS)}
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("kind, options", OPTIONS, ids=[f"{k}-{'-'.join(map(str, o.values()))}" for k, o in OPTIONS])
 def test_lookup_greedy_equals_plain(target, tokenizer, prompt, kind, options):
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
-    for gamma in range(1, 9):
+    for gamma in GAMMAS[prompt]:
         settings = Settings(max_new_tokens=40, gamma=gamma)
         events = list(generate(target, ids, settings, build_drafter(kind, settings, None, target, None, options)))
         assert generated_ids(events) == plain, f"gamma={gamma}"

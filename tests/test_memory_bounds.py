@@ -31,11 +31,11 @@ def test_a_visitors_memory_keeps_its_newest_runs_within_its_token_budget():
 
 
 def test_all_visitors_together_stay_within_the_total_and_under_1_gib_at_worst(monkeypatch):
-    """At an eighth of the budgets (a token's cost does not depend on them; the full ones take a minute under
+    """At a sixteenth of the budgets (a token's cost does not depend on them; the full ones take a minute under
     tracemalloc), more visitors than the total holds fill their budgets with the index's worst case; what a token
     costs, measured, times the real total is the worst a Space holds."""
     full_total = memories_module.TOTAL_TOKENS
-    visitor_tokens, total_tokens = memories_module.VISITOR_TOKENS // 8, full_total // 8
+    visitor_tokens, total_tokens = memories_module.VISITOR_TOKENS // 16, full_total // 16
     monkeypatch.setattr(memories_module, "VISITOR_TOKENS", visitor_tokens)
     monkeypatch.setattr(memories_module, "TOTAL_TOKENS", total_tokens)
     rng, memories = random.Random(1), VisitorMemories()
