@@ -17,7 +17,7 @@ from specviz.settings import Settings
 # Seeded runs per sampled law on the `small` pair, unless a test asks for more. Each acceptance rule's law is tested
 # where it lives, in the fast tier, with far more draws (test_acceptance_laws.py); a law through the whole engine is
 # there for what only the loop can break, and its power is stated in docs/testing.md (test_law_power.py).
-RUNS = 1500
+RUNS = 1000
 # A mutant's test wants its p-value below this: ten times under the bar a sound law must clear (1e-3), on seeded
 # runs that give the same counts every time.
 REFUSED = 1e-4

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 from laws import exact_law
-from test_mutants import HORIZON, RUNS
+from test_mutants import HORIZON
 from test_mutants import SETTINGS as LAW_SETTINGS
 from tiny import dflash_config, loaded, tiny_qwen3, word_tokenizer
 
@@ -471,8 +471,8 @@ def test_dflash_sampling_follows_the_targets_law(sensitive, draws):
     torch.manual_seed(4)
     draft = build_draft(dflash_config(model, 4, model.config.vocab_size - 1, target_layers=(0,)), model).eval()
     drafter = lambda s, generator: DFlashDrafter(draft, "tree", 6, width=3)  # noqa: E731 (one per run)
-    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
-    assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
+    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON)
+    assert sum(counts.values()) == draws.runs and LAW_SETTINGS.temperature == 1.0
     assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3
 
 

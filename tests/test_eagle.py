@@ -4,7 +4,7 @@ attention gives every node what its path alone gives; a trained head is accepted
 import pytest
 import torch
 from laws import exact_law
-from test_mutants import HORIZON, RUNS
+from test_mutants import HORIZON
 from test_mutants import SETTINGS as LAW_SETTINGS
 
 from specviz.drafters.eagle.eagle_checkpoint import eagle3_layers, head_config
@@ -36,14 +36,18 @@ def layers_of(target, layout):
     return eagle3_layers(target.model.config.num_hidden_layers) if layout == "eagle3" else (-1,)
 
 
+# Each layout and tree meets γ 1, 2 and 5 twice over the three prompts.
+GAMMAS = {"w1 w2 w3 w4": (1, 5), "w5 w5 w5 w5 w5 w5": (2, 5), "w33": (1, 2)}
+
+
 @pytest.mark.parametrize("layout", ["eagle1", "eagle3"])
 @pytest.mark.parametrize("tree", ["chain", "dynamic"])
-@pytest.mark.parametrize("prompt", ["w1 w2 w3 w4", "w5 w5 w5 w5 w5 w5", "w33"])
+@pytest.mark.parametrize("prompt", list(GAMMAS))
 def test_greedy_eagle_equals_plain(target, tokenizer, layout, tree, prompt):
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     head = random_head(target, layout, draft_vocab=20)
-    for gamma in (1, 2, 5):
+    for gamma in GAMMAS[prompt]:
         events = list(
             generate(
                 target,
@@ -157,10 +161,8 @@ def greedy_answers(target, prompts: int, prompt_length: int, tokens: int, seed: 
 @pytest.fixture(scope="module")
 def trained(target):
     """A head trained on the tiny target's own greedy answers."""
-    features = read_features(target, greedy_answers(target, prompts=20, prompt_length=6, tokens=96, seed=0))
-    how = EagleTraining(
-        steps=120, lr=3e-3, train_batch=8, window=48, unroll=2, shortlist=0, init="random", held_out=0.2
-    )
+    features = read_features(target, greedy_answers(target, prompts=12, prompt_length=6, tokens=64, seed=0))
+    how = EagleTraining(steps=60, lr=3e-3, train_batch=4, window=48, unroll=2, shortlist=0, init="random", held_out=0.2)
     head, report = train_eagle(target, features, how)
     return head, report, features
 
@@ -205,8 +207,8 @@ def test_eagle_sampling_follows_the_targets_law(sensitive, draws):
     prompt = tok.encode("a b c d")
     head = random_head(target, seed=2)
     drafter = lambda s, generator: EagleDrafter(head, (-1,), "dynamic", nodes=6)  # noqa: E731 (one per run)
-    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON, runs=RUNS)
-    assert sum(counts.values()) == RUNS and LAW_SETTINGS.temperature == 1.0
+    counts = draws(target, prompt, LAW_SETTINGS, drafter, horizon=HORIZON)
+    assert sum(counts.values()) == draws.runs and LAW_SETTINGS.temperature == 1.0
     assert draws.p(counts, exact_law(target, prompt, LAW_SETTINGS, HORIZON)) > 1e-3
 
 

@@ -5,15 +5,17 @@ mutant (a cache or position bug a careful reader could write) must fail the very
 import pytest
 import torch
 from laws import REFUSED, SiblingsDrafter, exact_law
+from laws import RUNS as LAW_RUNS
 
 from specviz.drafters.registry import build_drafter
 from specviz.engine.cached_lm import CachedLM
 from specviz.settings import Settings
 
 HORIZON = 4  # tokens whose joint law is tested: a step of γ 2 and the steps after it
-# Seeded runs per law: the chain's (and EAGLE's and DFlash's, on the same target) against the tree's, whose
-# compaction and position mutants move the law of the later tokens by little and need about 3,000 runs to show.
-RUNS = 2000
+# Seeded runs per law: the chain's (laws.RUNS, as EAGLE's and DFlash's on the same target; its rollback mutants show
+# within 500) against the tree's, whose compaction and position mutants move the law of the later tokens by little
+# and need about 3,000 runs to show.
+RUNS = LAW_RUNS
 TREE_RUNS = 4000
 SETTINGS = Settings(max_new_tokens=HORIZON, gamma=2, temperature=1.0)
 
