@@ -24,7 +24,7 @@ from specviz.workload.run import run_workload
 DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)
 LOOKUPS = [k.name for k in kinds(menu_only=True) if k.listing.lookup and not k.needs_draft][:2]
 DRAFTERS = [DRAFT_MODEL, *LOOKUPS]
-PROMPTS = 20
+PROMPTS = 12
 
 
 def command(pair_folders, prompts, out, *extra):
@@ -115,7 +115,7 @@ def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retri
         done = sum(c.done for c in view.cells.values())
         # a task the driver still holds may have just finished: kill again until one dies mid-prompt
         running = [i for i, _ in run.pending.values() if i is not None]
-        if done >= 12 and running and not view.retried() and not run.retried and len(killed) < 4:
+        if done >= 8 and running and not view.retried() and not run.retried and len(killed) < 4:
             prompt, actor = next((i, a) for i, a in run.pending.values() if i is not None)
             killed.append(prompt)
             ray_cluster.kill(run.actors[actor], no_restart=False)  # Ray restarts it; its prompt runs again
