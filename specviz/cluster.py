@@ -122,7 +122,8 @@ class ClusterRun:
         ray, waiting, pending = self.ray, self.waiting, self.pending
         free = deque(range(len(self.actors)))
         try:
-            while (waiting or pending) and not stopped():
+            # Until every shard has landed: a question still out to a restarting actor (None, actor) holds nothing.
+            while (waiting or any(i is not None for i, _ in pending.values())) and not stopped():
                 if not free and not pending:  # every actor is gone for good: what is left cannot run
                     while waiting:
                         yield self._given_up(waiting.popleft(), "every actor died")
