@@ -103,7 +103,6 @@ def test_a_workload_on_two_actors_merges_into_the_one_machine_report(
     assert view.retried() == []
 
 
-@pytest.mark.budget(180, "an actor is killed mid-prompt and Ray restarts it before the prompt is retried")
 def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retried(
     ray_cluster, pair_folders, workload_prompts, here, tmp_path
 ):
