@@ -108,9 +108,13 @@ class ClusterRun:
         self.asked = [0] * actors  # per actor: how often it was asked whether it is up again
         self.tries: dict[int, int] = {}  # per shard: how often an actor died under it
 
+    def running(self) -> int:
+        """Shards on an actor now (a question to a restarting actor, (None, actor) in `pending`, is not one)."""
+        return sum(i is not None for i, _ in self.pending.values())
+
     def progress(self, what: str) -> str:
         """E.g. "3 of 10 prompts done; 2 running on 2 actors"."""
-        running = sum(i is not None for i, _ in self.pending.values())
+        running = self.running()
         done = self.shards - len(self.waiting) - running
         return f"{done} of {self.shards} {what} done; {running} running on {len(self.actors)} actors"
 
@@ -122,8 +126,8 @@ class ClusterRun:
         ray, waiting, pending = self.ray, self.waiting, self.pending
         free = deque(range(len(self.actors)))
         try:
-            # Until every shard has landed: a question still out to a restarting actor (None, actor) holds nothing.
-            while (waiting or any(i is not None for i, _ in pending.values())) and not stopped():
+            # Until every shard has landed: a question still out to a restarting actor holds nothing.
+            while (waiting or self.running()) and not stopped():
                 if not free and not pending:  # every actor is gone for good: what is left cannot run
                     while waiting:
                         yield self._given_up(waiting.popleft(), "every actor died")
