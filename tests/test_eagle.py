@@ -4,6 +4,7 @@ attention gives every node what its path alone gives; a trained head is accepted
 import pytest
 import torch
 from laws import exact_law
+from test_draft_tree import TREE_GAMMAS
 from test_mutants import HORIZON
 from test_mutants import SETTINGS as LAW_SETTINGS
 
@@ -36,18 +37,14 @@ def layers_of(target, layout):
     return eagle3_layers(target.model.config.num_hidden_layers) if layout == "eagle3" else (-1,)
 
 
-# Each layout and tree meets γ 1, 2 and 5 twice over the three prompts.
-GAMMAS = {"w1 w2 w3 w4": (1, 5), "w5 w5 w5 w5 w5 w5": (2, 5), "w33": (1, 2)}
-
-
 @pytest.mark.parametrize("layout", ["eagle1", "eagle3"])
 @pytest.mark.parametrize("tree", ["chain", "dynamic"])
-@pytest.mark.parametrize("prompt", list(GAMMAS))
+@pytest.mark.parametrize("prompt", list(TREE_GAMMAS))  # each layout and tree meets γ 1, 2 and 5 twice
 def test_greedy_eagle_equals_plain(target, tokenizer, layout, tree, prompt):
     ids = tokenizer.encode(prompt)
     plain = generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     head = random_head(target, layout, draft_vocab=20)
-    for gamma in GAMMAS[prompt]:
+    for gamma in TREE_GAMMAS[prompt]:
         events = list(
             generate(
                 target,
