@@ -62,67 +62,29 @@ def sweep_chart(view: SweepView) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("acceptance", "tokens/step", "speedup"), horizontal_spacing=0.09
     )
-    fig.add_trace(
-        go.Scatter(
-            x=gammas,
-            y=[p.acceptance_rate for p in points],
-            name="acceptance (accepted/drafted)",
-            mode="lines+markers",
-            line=dict(color=SPEC_COLOUR),
-        ),
-        row=1,
-        col=1,
+    measured = (
+        ("acceptance (accepted/drafted)", [p.acceptance_rate for p in points], dict(color=SPEC_COLOUR)),
+        ("τ measured", [p.tokens_per_step for p in points], dict(color=SPEC_COLOUR)),
+        ("speedup measured", [p.speedup for p in points], dict(color=SPEC_COLOUR, width=3)),
     )
-    fig.add_trace(
-        go.Scatter(
-            x=gammas,
-            y=[p.tokens_per_step for p in points],
-            name="τ measured",
-            mode="lines+markers",
-            line=dict(color=SPEC_COLOUR),
-            showlegend=False,
-        ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=gammas,
-            y=[p.speedup for p in points],
-            name="speedup measured",
-            mode="lines+markers",
-            line=dict(color=SPEC_COLOUR, width=3),
-        ),
-        row=1,
-        col=3,
-    )
+    for col, (name, ys, line) in enumerate(measured, start=1):  # τ, in the same colour, adds no legend entry
+        shown = go.Scatter(x=gammas, y=ys, name=name, mode="lines+markers", line=line, showlegend=col != 2)
+        fig.add_trace(shown, row=1, col=col)
     if theory is not None:
         label = f"theory: α={theory.alpha:.2f}, c={theory.c:.2f}" + (" per pass" if theory.block else "")
+        dashed = dict(color=THEORY_COLOUR, dash="dash", width=3)
         fig.add_trace(
-            go.Scatter(
-                x=list(view.gammas),
-                y=list(theory.speedups),
-                name=label,
-                mode="lines",
-                line=dict(color=THEORY_COLOUR, dash="dash", width=3),
-            ),
+            go.Scatter(x=list(view.gammas), y=list(theory.speedups), name=label, mode="lines", line=dashed),
             row=1,
             col=3,
         )
         fig.add_vline(x=theory.best_gamma, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=3)
     best = view.best_measured()
     if best is not None:
+        star = dict(symbol="star", size=18, color=SPEC_COLOUR)
         top = max(p.speedup for p in points)
         fig.add_trace(
-            go.Scatter(
-                x=[best],
-                y=[top],
-                name=f"best measured γ = {best}",
-                mode="markers",
-                marker=dict(symbol="star", size=18, color=SPEC_COLOUR),
-            ),
-            row=1,
-            col=3,
+            go.Scatter(x=[best], y=[top], name=f"best measured γ = {best}", mode="markers", marker=star), row=1, col=3
         )
     fig.add_hline(y=1.0, line=dict(color=PLAIN_COLOUR, dash="dot"), row=1, col=3)
     _sweep_axes(fig, view.gammas, [p.speedup for p in points] + (list(theory.speedups) if theory is not None else []))
