@@ -6,7 +6,7 @@ first."""
 import json
 import sys
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,8 +24,22 @@ from ..training.distill import load_texts, local_texts, save_texts, self_distill
 from ..training.eagle import load_features, read_features, save_features, train_eagle
 from ..training.medusa import train_heads
 
-MEDUSA_PROMPTS = ("medusa_prompts.json",)
-EAGLE_PROMPTS = ("medusa_prompts.json", "family_prompts.json")  # code and text, then the benchmark's task families
+
+@dataclass(frozen=True)
+class TrainingText:
+    """What a trainer's text flags default to: each self-written text's length, texts per prompt, the ids read from
+    local files, what the help calls one text, and the prompt files under assets/."""
+
+    tokens: int
+    samples: int
+    local_tokens: int
+    word: str
+    prompts: tuple[str, ...]
+
+
+HEADS_TEXT = TrainingText(96, 4, 200_000, "text", ("medusa_prompts.json",))
+# Drafters that read the target's features: code and text, then the benchmark's task families.
+FEATURES_TEXT = TrainingText(224, 2, 90_000, "answer", ("medusa_prompts.json", "family_prompts.json"))
 
 Config = TypeVar("Config")
 
@@ -57,11 +71,7 @@ def _add_medusa(sub):
         "folder for config.json + medusa_lm_head.safetensors",
         MedusaTraining,
         train_batch_help="rows per training step",
-        tokens=96,
-        samples=4,
-        local_tokens=200_000,
-        text_word="text",
-        prompts=MEDUSA_PROMPTS,
+        text=HEADS_TEXT,
     )
     medusa.add_argument("--heads", type=int, default=MedusaTraining.heads)
     medusa.add_argument("--layers", type=int, default=MedusaTraining.layers)
@@ -75,11 +85,7 @@ def _add_eagle(sub):
         "folder for config.json + model.safetensors (+ head_vocab.json)",
         EagleTraining,
         train_batch_help="windows per training step",
-        tokens=224,
-        samples=2,
-        local_tokens=90_000,
-        text_word="answer",
-        prompts=EAGLE_PROMPTS,
+        text=FEATURES_TEXT,
     )
     eagle.add_argument("--window", type=int, default=EagleTraining.window, help="pairs per training window")
     eagle.add_argument(
@@ -117,11 +123,7 @@ def _add_dflash(sub):
         "folder for config.json + model.safetensors (the published DFlash layout)",
         DFlashTraining,
         train_batch_help="blocks per training step",
-        tokens=224,
-        samples=2,
-        local_tokens=90_000,
-        text_word="answer",
-        prompts=EAGLE_PROMPTS,
+        text=FEATURES_TEXT,
     )
     dflash.set_defaults(base="qwen2.5-coder-1.5b-instruct")
     dflash.add_argument("--layers", type=int, default=1, help="draft layers")
@@ -164,29 +166,30 @@ def _text_flags(
     config,
     *,
     train_batch_help: str,
-    tokens: int,
-    samples: int,
-    local_tokens: int,
-    text_word: str,
-    prompts: tuple[str, ...],
+    text: TrainingText,
 ) -> None:
     p.add_argument("--base", default="smollm2-135m-instruct", help="offline preset, folder or Hub id")
     p.add_argument("--out", required=True, help=out_help)
     p.add_argument("--steps", type=int, default=config.steps)  # defaults: the trainer's config (training/configs.py)
     p.add_argument("--lr", type=float, default=config.lr)
     p.add_argument("--train-batch", type=int, default=config.train_batch, help=train_batch_help)
-    p.add_argument("--tokens-per-prompt", type=int, default=tokens, help=f"length of each self-written {text_word}")
     p.add_argument(
-        "--samples", type=int, default=samples, help=f"{text_word}s per prompt: one greedy, the rest sampled at T=0.7"
+        "--tokens-per-prompt", type=int, default=text.tokens, help=f"length of each self-written {text.word}"
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=text.samples,
+        help=f"{text.word}s per prompt: one greedy, the rest sampled at T=0.7",
     )
     p.add_argument(
         "--prompts",
         action="append",
         metavar="FILE",
         help="JSON file: a list of prompts or {kind: [prompts]}; may be given more than once (default: "
-        f"{' and '.join('assets/' + name for name in prompts)}, none of them a benchmark prompt)",
+        f"{' and '.join('assets/' + name for name in text.prompts)}, none of them a benchmark prompt)",
     )
-    p.set_defaults(default_prompts=prompts)
+    p.set_defaults(default_prompts=text.prompts)
     if hasattr(config, "shortlist"):  # heads (or, while training, DFlash's loss) that score a shortlist of ids
         about = "score only this many token ids (0 = the whole vocabulary; DFlash: in its training loss only)"
         p.add_argument("--shortlist", type=int, default=config.shortlist, help=about)
@@ -198,7 +201,7 @@ def _text_flags(
         metavar="PATH",
         help="also read local files (*.py, *.md, *.txt; 'stdlib' = Python's own source), teacher-forced",
     )
-    p.add_argument("--local-tokens", type=int, default=local_tokens, help="how many ids of --local-text to read")
+    p.add_argument("--local-tokens", type=int, default=text.local_tokens, help="how many ids of --local-text to read")
     p.add_argument("--texts", metavar="FILE", help="keep the written texts here and reuse them when it exists")
 
 
