@@ -10,16 +10,16 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
+from ..concurrency.sweep_record import LoadRecord
+from ..concurrency.sweep_results import LoadNews
+from ..concurrency.sweep_runner import check_levels
+from ..concurrency.sweep_view import LoadView
+from ..concurrency.vllm_config import measured_tables
 from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
-from ..load.level_run import LoadNews
-from ..load.load_record import LoadRecord
-from ..load.load_sweep import check_levels
-from ..load.load_view import LoadView
-from ..load.vllm_config import measured_tables
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
 from ..trace import RunModels, Side

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..concurrency.sweep_results import LoadNews
+from ..concurrency.sweep_runner import sweep
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
-from ..load.level_run import LoadNews
-from ..load.load_sweep import sweep
 from ..models import encode_prompt
 from ..record import TokenTexts, token_ids
 from ..runs import Duel, parted

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from .. import reading
 from ..analysis.diagnosis import diagnose
+from ..concurrency.sweep_record import LoadRecord, is_load_record
 from ..drafters.options import Options
 from ..drafters.production import Ran, handoff, recording
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
-from ..load.load_record import LoadRecord, is_load_record
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
 from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
-from ..render.load_page import load_snapshot_html
+from ..render.concurrency_page import load_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..runs import Duel
 from ..runtime import quiet_transformers
@@ -26,7 +26,7 @@ from ..settings import check_prompt
 from ..trace import Trace
 from . import train
 from .bench import add_bench_options, cmd_bench
-from .concurrency import add_concurrency_command, cmd_concurrency
+from .concurrency_command import add_concurrency_command, cmd_concurrency
 from .flags import (
     add_drafter_options,
     add_exact_option,

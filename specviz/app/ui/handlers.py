@@ -26,8 +26,8 @@ from ...views.grand_prix import KIND as GRAND_PRIX
 from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
+from .concurrency_screen import LoadHandlers
 from .grand_prix_screen import GrandPrixHandlers
-from .load_screen import LoadHandlers
 from .race_screen import RaceScreen, race_update
 from .workload_screen import WorkloadHandlers
 

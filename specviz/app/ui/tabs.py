@@ -10,10 +10,10 @@ from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import legend
 from ...views.replay import SPEEDS
+from .concurrency_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
-from .load_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.

@@ -6,8 +6,8 @@ No torch here."""
 
 import gradio as gr
 
+from .concurrency_screen import load_outputs
 from .controls import in_api_order
-from .load_screen import load_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.

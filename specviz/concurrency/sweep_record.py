@@ -11,8 +11,8 @@ from pathlib import Path
 from .. import reading as read
 from ..errors import SpecvizError
 from ..trace import RunModels
-from .level_run import LevelRun, LoadNews
-from .load_view import LoadView
+from .sweep_results import LevelRun, LoadNews
+from .sweep_view import LoadView
 
 FORMAT = "specviz-load"
 VERSION = 1

@@ -7,8 +7,8 @@ import math
 
 import plotly.graph_objects as go
 
+from ..concurrency.sweep_view import LoadView
 from ..events import PLAIN
-from ..load.load_view import LoadView
 from .charts import _LAYOUT, PLAIN_COLOUR
 from .svg_charts import SERIES_COLOURS
 

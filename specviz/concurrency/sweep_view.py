@@ -14,7 +14,7 @@ from statistics import median
 
 from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
-from .level_run import LevelRun, LoadNews
+from .sweep_results import LevelRun, LoadNews
 
 
 @dataclass(frozen=True)

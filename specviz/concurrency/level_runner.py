@@ -14,7 +14,7 @@ from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
-from .level_run import BatchStep, LevelRun
+from .sweep_results import BatchStep, LevelRun
 
 MAX_ROWS = 256  # the most requests one level decodes together
 

@@ -5,12 +5,12 @@ sweep as one offline page with SVG charts. Every piece of model or user text is 
 
 from html import escape
 
+from ..concurrency.sweep_view import LoadView
+from ..concurrency.vllm_config import vllm_advice
 from ..events import PLAIN
-from ..load.load_view import LoadView
-from ..load.vllm_config import vllm_advice
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
-from .load_charts import lane_colour, series
+from .concurrency_charts import lane_colour, series
 from .svg_charts import GRID, INK, _svg, _text, nice_ticks
 
 

@@ -10,14 +10,14 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
+from specviz.concurrency import sweep_runner
+from specviz.concurrency.sweep_record import LoadRecord, LoadRecordError, replay_load
+from specviz.concurrency.sweep_results import BatchStep, LevelRun
+from specviz.concurrency.sweep_view import LoadView
+from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
-from specviz.load import load_sweep
-from specviz.load.level_run import BatchStep, LevelRun
-from specviz.load.load_record import LoadRecord, LoadRecordError, replay_load
-from specviz.load.load_view import LoadView
-from specviz.load.vllm_config import measured_tables, ranges, vllm_advice
-from specviz.render.load_page import load_snapshot_html, load_table
+from specviz.render.concurrency_page import load_snapshot_html, load_table
 from specviz.trace import RunModels
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
@@ -91,7 +91,7 @@ def test_a_damaged_record_is_refused_in_one_line(swept, tmp_path):
 
 
 def test_stop_ends_a_sweep_between_two_batch_steps(backend, monkeypatch):
-    monkeypatch.setattr(load_sweep, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
+    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
     seen = []
     for view in backend.concurrency(values(max_new_tokens=200), PROMPTS, "draft@3", "2,4", stopped=lambda: bool(seen)):
         if "tokens" in view.message:  # a level under way reported its first step

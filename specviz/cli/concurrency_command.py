@@ -13,15 +13,15 @@ import time
 
 import torch
 
+from ..concurrency.sweep_record import LoadRecord
+from ..concurrency.sweep_runner import DEFAULT_LEVELS, check_levels, sweep
+from ..concurrency.sweep_view import LoadView
+from ..concurrency.vllm_config import vllm_advice
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN
-from ..load.load_record import LoadRecord
-from ..load.load_sweep import DEFAULT_LEVELS, check_levels, sweep
-from ..load.load_view import LoadView
-from ..load.vllm_config import vllm_advice
 from ..models import encode_prompt
-from ..render.load_page import crossover_words
+from ..render.concurrency_page import crossover_words
 from ..runtime import ASSETS
 from ..workload.entrants import lane_entrants
 from ..workload.lanes import LaneRun

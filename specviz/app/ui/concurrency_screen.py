@@ -10,12 +10,12 @@ import uuid
 
 import gradio as gr
 
+from ...concurrency.sweep_record import LoadRecord, replay_load
+from ...concurrency.sweep_view import LoadView
 from ...errors import InvalidRequest
-from ...load.load_record import LoadRecord, replay_load
-from ...load.load_view import LoadView
 from ...render import panels
-from ...render.load_charts import load_chart
-from ...render.load_page import load_progress, load_snapshot_html, load_table, vllm_block
+from ...render.concurrency_charts import load_chart
+from ...render.concurrency_page import load_progress, load_snapshot_html, load_table, vllm_block
 from ...runtime import ASSETS
 from ...views.replay import SPEEDS
 from .grand_prix_screen import lanes_asked

@@ -14,8 +14,8 @@ from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
 from ..settings import Settings
-from .level_run import LoadNews
-from .levels import decode_level, rows_of
+from .level_runner import decode_level, rows_of
+from .sweep_results import LoadNews
 
 PROGRESS_EVERY_S = 0.5  # a level under way says how far it got at most this often
 
