@@ -10,10 +10,10 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
-from ..concurrency.sweep_record import LoadRecord
-from ..concurrency.sweep_results import LoadNews
+from ..concurrency.sweep_record import ConcurrencyRecord
+from ..concurrency.sweep_results import ConcurrencyNews
 from ..concurrency.sweep_runner import check_levels
-from ..concurrency.sweep_view import LoadView
+from ..concurrency.sweep_view import ConcurrencyView
 from ..concurrency.vllm_config import measured_tables
 from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
@@ -54,7 +54,7 @@ class Backend:
         self.calls = calls or DeviceCalls(shelf)
         self.line = DeviceLine(lambda: shelf.loading)
         self.memories = VisitorMemories()
-        self.swept = SweptTables()  # each visitor's last Under load sweep, for vLLM's settings
+        self.swept = SweptTables()  # each visitor's last Concurrency sweep, for vLLM's settings
 
     def _check(self, values: Mapping, session: str) -> Request:
         """A race's or a sweep's values read, once: its speculative side needs a drafter, and its pair is a preset or
@@ -332,9 +332,9 @@ class Backend:
         best: bool = True,
         stopped: Stopped = lambda: False,
         session: str = "",
-    ) -> Iterator[LoadView]:
-        """Plain decoding and each lane with every level's requests decoded together (load/load_sweep.py), in one
-        device call; a view after everything the sweep does, the last one final with its record."""
+    ) -> Iterator[ConcurrencyView]:
+        """Plain decoding and each lane with every level's requests decoded together (concurrency/sweep_runner.py), in
+        one device call; a view after everything the sweep does, the last one final with its record."""
         levels = check_levels(levels)
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         if not isinstance(rounds, int) or not 1 <= rounds <= 5:
@@ -343,7 +343,7 @@ class Backend:
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
         runs = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings)
-        view = LoadView(levels, (PLAIN, *(run.name for run in runs)), greedy=asked.settings.greedy)
+        view = ConcurrencyView(levels, (PLAIN, *(run.name for run in runs)), greedy=asked.settings.greedy)
         view.words = {e.name: e.contender.words for e in chosen}
         view.fixed = {run.name: None if run.settings.adaptive else run.settings.gamma for run in runs}
         view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
@@ -368,10 +368,10 @@ class Backend:
             finally:
                 call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
         if not view.finished:
-            view.hear(LoadNews("end", "stopped: the levels run so far stay", stopped=True))
+            view.hear(ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True))
         models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
-        view.saved = LoadRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
+        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
 
 

@@ -17,7 +17,7 @@ from .shelf import LoadedPair
 
 
 class SweptTables:
-    """Each visitor's last Under load sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
+    """Each visitor's last Concurrency sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
     the same visitor's later races on that pair hand vLLM the measured table. Bounded like the visitors' memories."""
 
     def __init__(self):

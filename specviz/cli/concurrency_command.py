@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from ..concurrency.sweep_record import LoadRecord
+from ..concurrency.sweep_record import ConcurrencyRecord
 from ..concurrency.sweep_runner import DEFAULT_LEVELS, check_levels, sweep
-from ..concurrency.sweep_view import LoadView
+from ..concurrency.sweep_view import ConcurrencyView
 from ..concurrency.vllm_config import vllm_advice
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
@@ -85,7 +85,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
     lanes = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings]
-    view = LoadView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=base.greedy)
+    view = ConcurrencyView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=base.greedy)
     view.words = {e.name: e.contender.words for e in chosen}
     view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
     view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
@@ -105,7 +105,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["concurrency"] else ["concurrency"]  # run from a shell, or in-process
         made = "python -m specviz " + shlex.join(given)
-        LoadRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
+        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
     if args.json:
         vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
         print(json.dumps({**view.to_json(texts), "models": models.__dict__, "vllm": vllm}, ensure_ascii=False))
@@ -120,12 +120,12 @@ def vllm_lines(advice) -> str:
     return "\n".join(lines)
 
 
-def table(view: LoadView) -> str:
+def table(view: ConcurrencyView) -> str:
     """One block per lane: a line per level."""
     lines = []
     for lane in view.lanes:
         if lane in view.notes:
-            lines.append(f"{lane}: does not run under load: {view.notes[lane]}")
+            lines.append(f"{lane}: cannot decode concurrent requests: {view.notes[lane]}")
             continue
         lines.append(f"{lane}" + (f" ({view.words[lane]})" if view.words.get(lane) else ""))
         lines.append("  requests  total tok/s  per request  tau   speedup  theory  gamma  identical")

@@ -1,7 +1,7 @@
 """A concurrency sweep on loaded models: at every level, plain decoding batched and each lane, `rounds` times in turn
 (so a drift of the machine reaches every lane alike), each greedy row checked against its prompt decoded alone.
-The CLI's `concurrency` and the app's device call run this; what it sends is plain data (level_run.LoadNews), which a
-LoadView (load_view.py, pure) hears."""
+The CLI's `concurrency` and the app's device call run this; what it sends is plain data
+(sweep_results.ConcurrencyNews), which a ConcurrencyView (sweep_view.py, pure) hears."""
 
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +15,7 @@ from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
 from ..settings import Settings
 from .level_runner import decode_level, rows_of
-from .sweep_results import LoadNews
+from .sweep_results import ConcurrencyNews
 
 PROGRESS_EVERY_S = 0.5  # a level under way says how far it got at most this often
 
@@ -46,7 +46,7 @@ def sweep(
     rounds: int = 1,
     stop=None,
     clock: Callable[[], float] = time.perf_counter,
-) -> Iterator[LoadNews]:
+) -> Iterator[ConcurrencyNews]:
     """Every level, plain and each lane, `rounds` times: a line before each run, the run after it, and once, for a
     lane that cannot decode a batch, why not. Refused in one line before any decoding when the largest level does not
     fit the device. A level under way says how far it got ("progress"), so the caller may stop it by closing this
@@ -59,7 +59,7 @@ def sweep(
     alone, refused = {}, set()
     if settings.greedy:  # each prompt decoded alone: what every row of it must write
         for p in sorted(set(rows_of(prompts, max(levels)))):
-            yield LoadNews("message", f"decoding prompt {p + 1} alone: the reference every row of it must equal")
+            yield ConcurrencyNews("message", f"decoding prompt {p + 1} alone: the reference every row of it must equal")
             alone[p] = generated_ids(generate(pair.target, prompts[p], settings, explain=False))
     for level in levels:
         for turn in range(rounds):
@@ -67,20 +67,22 @@ def sweep(
                 if lane.name in refused:
                     continue
                 if stop is not None and stop.is_set():
-                    yield LoadNews("end", "stopped: the levels run so far stay", stopped=True)
+                    yield ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True)
                     return
                 many = f"{level} request{'s' * (level > 1)} at once"
-                yield LoadNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
+                yield ConcurrencyNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
                 run, total, said = None, level * settings.max_new_tokens, clock()
                 try:
                     for run in decode_level(pair, prompts, lane, level, costs, stop, clock):
                         if isinstance(run, int) and clock() - said >= PROGRESS_EVERY_S:
                             said = clock()
-                            yield LoadNews("progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name)
+                            yield ConcurrencyNews(
+                                "progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name
+                            )
                 except SpecvizError as exc:  # this lane cannot decode a batch (or this one): it says why, once
                     refused.add(lane.name)
-                    yield LoadNews("note", first_line(exc), lane=lane.name)
+                    yield ConcurrencyNews("note", first_line(exc), lane=lane.name)
                     continue
                 same = tuple(list(t) == alone[p] for p, t in zip(run.prompts, run.tokens)) if alone else None
-                yield LoadNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
-    yield LoadNews("end", "done")
+                yield ConcurrencyNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
+    yield ConcurrencyNews("end", "done")
