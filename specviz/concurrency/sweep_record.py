@@ -101,7 +101,7 @@ class ConcurrencyRecord:
             raise ConcurrencyRecordError(
                 f"the sweep's version is {read.shown(data.get('version'))}; this specviz reads 1"
             )
-        try:
+        with read.damage_as(ConcurrencyRecordError, "the recorded sweep"):
             levels = read.each(read.integer, data["levels"], "levels", 1)
             lanes = read.each(read.text, data["lanes"], "lanes")
             runs = []
@@ -129,18 +129,10 @@ class ConcurrencyRecord:
                 stopped=read.flag(data.get("stopped", False), "stopped"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
             )
-        except KeyError as exc:
-            raise ConcurrencyRecordError(f"the recorded sweep is damaged (it has no {str(exc)[:60]})") from None
-        except (TypeError, ValueError) as exc:
-            raise ConcurrencyRecordError(f"the recorded sweep is damaged ({str(exc)[:160]})") from None
 
     @staticmethod
     def load(path) -> "ConcurrencyRecord":
-        try:
-            data = read.json_file(path)
-        except ValueError as exc:
-            raise ConcurrencyRecordError(f"cannot read a recorded sweep from {exc}") from None
-        return ConcurrencyRecord.from_json(data)
+        return ConcurrencyRecord.from_json(read.json_file_as(path, ConcurrencyRecordError, "a recorded sweep"))
 
 
 def is_concurrency_record(data) -> bool:
