@@ -11,6 +11,7 @@ from test_cli import assert_one_line_error, run_cli
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
 from specviz.concurrency import sweep_runner
+from specviz.concurrency.sweep_plan import ROUNDS, check_rounds
 from specviz.concurrency.sweep_record import (
     ConcurrencyRecord,
     ConcurrencyRecordError,
@@ -222,6 +223,26 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
 def test_the_command_line_refuses_bad_levels_in_one_line(capsys, pair_folders, levels, needle):
     code, _, err = run_cli(capsys, "concurrency", "--target", str(pair_folders[0]), "--levels", levels)
     assert_one_line_error(code, err, needle)
+
+
+@pytest.mark.parametrize("rounds", [0, ROUNDS[-1] + 1, 9])
+def test_the_command_line_and_the_app_refuse_rounds_outside_one_bound_in_the_same_line(capsys, pair_folders, rounds):
+    target, draft = pair_folders
+    fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    with pytest.raises(InvalidRequest) as caught:
+        next(fresh.concurrency(values(), PROMPTS, "draft", "1,2", rounds=rounds))
+    assert fresh.shelf.current() is None
+    code, _, err = run_cli(capsys, "concurrency", "--target", str(target), "--rounds", str(rounds))
+    assert_one_line_error(code, err, f"{ROUNDS[0]}..{ROUNDS[-1]}")
+    assert err.strip() == f"error: {caught.value}"
+
+
+def test_rounds_read_alike_as_a_number_a_sliders_float_or_text():
+    assert check_rounds(3) == check_rounds(3.0) == check_rounds(" 3 ") == 3
+    for bad in (True, 2.5, float("nan"), "x", None, ROUNDS[-1] + 1, "9" * 400):
+        with pytest.raises(InvalidRequest) as caught:
+            check_rounds(bad)
+        assert "\n" not in str(caught.value) and len(str(caught.value)) < 120
 
 
 def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):

@@ -10,9 +10,10 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
+from ..concurrency.sweep_plan import check_levels, check_rounds
 from ..concurrency.sweep_record import ConcurrencyRecord
 from ..concurrency.sweep_results import ConcurrencyNews
-from ..concurrency.sweep_runner import check_levels
+from ..concurrency.sweep_runner import plan_sweep
 from ..concurrency.sweep_view import ConcurrencyView
 from ..concurrency.vllm_config import measured_tables
 from ..drafters.production import recording
@@ -30,7 +31,7 @@ from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
-from ..workload.lanes import LaneRun, lane_runs
+from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
@@ -328,25 +329,19 @@ class Backend:
         prompts: list[str],
         lanes: str | list[str] | None,
         levels,
-        rounds: int = 1,
+        rounds=1,
         best: bool = True,
         stopped: Stopped = lambda: False,
         session: str = "",
     ) -> Iterator[ConcurrencyView]:
         """Plain decoding and each lane with every level's requests decoded together (concurrency/sweep_runner.py), in
         one device call; a view after everything the sweep does, the last one final with its record."""
-        levels = check_levels(levels)
+        levels, rounds = check_levels(levels), check_rounds(rounds)
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
-        if not isinstance(rounds, int) or not 1 <= rounds <= 5:
-            raise InvalidRequest(f"rounds is a number of runs of each level in 1..5, got {rounds!r}")
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
-        runs = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings)
-        view = ConcurrencyView(levels, (PLAIN, *(run.name for run in runs)), greedy=asked.settings.greedy)
-        view.words = {e.name: e.contender.words for e in chosen}
-        view.fixed = {run.name: None if run.settings.adaptive else run.settings.gamma for run in runs}
-        view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
+        view, runs = plan_sweep(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
         with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
             for line in self._load(asked):

@@ -9,32 +9,29 @@ from collections.abc import Callable, Iterator
 from ..drafters.registry import NO_DRAFTER
 from ..engine import generate
 from ..engine.load_gamma import ForwardCosts
-from ..errors import InvalidRequest, SpecvizError, first_line
+from ..errors import SpecvizError, first_line
 from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
 from ..settings import Settings
 from .level_runner import decode_level, rows_of
+from .sweep_plan import check_levels
 from .sweep_results import ConcurrencyNews
+from .sweep_view import ConcurrencyView
 
 PROGRESS_EVERY_S = 0.5  # a level under way says how far it got at most this often
 
-DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
 
-
-def check_levels(levels) -> tuple[int, ...]:
-    """Levels as given (a comma-separated text or numbers), each a number of requests, ascending and distinct."""
-    items = levels.split(",") if isinstance(levels, str) else list(levels)
-    found = []
-    for item in items:
-        text = str(item).strip()
-        if not (text.isascii() and text.lstrip("+").isdigit()):
-            raise InvalidRequest(f"a concurrency level is a whole number of requests (1, 4, 16), got {item!r}")
-        rows_of([[0]], int(text))  # the range, in one line
-        found.append(int(text))
-    if not found:
-        raise InvalidRequest("no concurrency levels given (e.g. --levels 1,4,16)")
-    return tuple(sorted(set(found)))
+def plan_sweep(levels, entrants, greedy: bool) -> tuple[ConcurrencyView, tuple[LaneRun, ...]]:
+    """What the CLI and the app both start a sweep from: the lanes that run (each of `entrants`, a
+    workload/entrants.Entrant, that these models can run, in the order asked) and the view before any run, naming
+    plain decoding and every lane, how each drafts, its fixed γ and, for an entrant that cannot run, why not."""
+    lanes = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in entrants if e.settings)
+    view = ConcurrencyView(check_levels(levels), (PLAIN, *(lane.name for lane in lanes)), greedy=greedy)
+    view.words = {e.name: e.contender.words for e in entrants}
+    view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
+    view.notes = {e.name: e.contender.note for e in entrants if not e.settings}
+    return view, lanes
 
 
 def sweep(

@@ -67,12 +67,11 @@ def concurrency_table(view: ConcurrencyView) -> str:
             )
             losing = ' class="sv-loses"' if f.speedup is not None and f.speedup < 1 else ""
             body.append(f"<tr{losing}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+    heads, rows = "".join(f"<th>{escape(h)}</th>" for h in head), "".join(body)
     drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
     crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
     return (
-        f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
         f'<ul class="sv-crossover">{crossings}</ul>{concurrency_badge(view)}'
     )
 

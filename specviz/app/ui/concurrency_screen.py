@@ -10,6 +10,7 @@ import uuid
 
 import gradio as gr
 
+from ...concurrency import sweep_plan
 from ...concurrency.sweep_record import ConcurrencyRecord, replay_concurrency
 from ...concurrency.sweep_view import ConcurrencyView
 from ...errors import InvalidRequest
@@ -22,7 +23,7 @@ from .grand_prix_screen import lanes_asked
 from .workload_screen import prompts_from
 
 EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab)"
-DEFAULT_LEVELS = "1, 2, 4, 8, 16, 32"
+DEFAULT_LEVELS = ", ".join(map(str, sweep_plan.DEFAULT_LEVELS))
 UPDATE_EVERY_S = 0.5
 PACES = {**SPEEDS, "at once": 0.0}  # a sweep on a CPU runs for many minutes: its replay may also show it whole
 
@@ -69,7 +70,7 @@ class ConcurrencyHandlers:
                     prompts,
                     lanes_asked(concurrency_lanes, concurrency_names),
                     levels,
-                    _rounds(rounds),
+                    rounds,
                     stopped=flag.is_set,
                     session=session,
                 )
@@ -124,10 +125,3 @@ class ConcurrencyHandlers:
                 yield from self.stream_concurrency(views, record.models.draft)
             except Exception as exc:
                 yield {self.screen.concurrency_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
-
-
-def _rounds(value) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise InvalidRequest(f"rounds is a number of runs of each level in 1..5, got {value!r}") from None

@@ -5,6 +5,7 @@ No torch here."""
 
 import gradio as gr
 
+from ...concurrency.sweep_plan import ROUNDS
 from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
@@ -210,7 +211,7 @@ def concurrency_tab(s, kinds) -> None:
                 [EXAMPLES, YOURS], value=EXAMPLES, label="prompts", elem_id="sv-concurrency-source"
             )
             s.concurrency_rounds = gr.Slider(
-                1, 5, value=1, step=1, label="rounds (median shown)", elem_id="sv-concurrency-rounds"
+                ROUNDS[0], ROUNDS[-1], value=1, step=1, label="rounds (median shown)", elem_id="sv-concurrency-rounds"
             )
             s.concurrency_run = gr.Button("Run concurrency sweep", variant="primary", elem_id="sv-concurrency-run")
         s.concurrency_progress = gr.HTML(elem_id="sv-concurrency-progress")
