@@ -1,5 +1,5 @@
 """What the app hands beyond itself: a race's drafter as settings for other engines (drafters/production.py), with
-the visitor's Under load measurements, and a workload as the job a Ray cluster's actors each prepare
+the visitor's Concurrency sweep measurements, and a workload as the job a Ray cluster's actors each prepare
 (workload/job.py)."""
 
 import threading
