@@ -1,6 +1,6 @@
 """The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
 
-    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix | --load SWEEP]
+    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix | --concurrency SWEEP]
 
 race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
 pair). why.png: that race's "Why this speedup" tab. explain.png: the step explanation of a rejected step of the
@@ -9,8 +9,8 @@ and a broken rule replayed. With --grand-prix, instead: grand-prix-mid.png and g
 screenful at 1280×720 of a Grand Prix of every drafter (the first code example, every setting at its default) once
 two lanes have finished, and at its end. With --production, instead: production-mid.png (1440×900, mid-race, scrolled
 to the block under the badge) and production.png and production-720.png (the block once the race has ended, at
-1440×900 and at 1280×720). With --load SWEEP (a record of `python -m specviz concurrency --trace`):
-under-load.png, the Under load tab at 1280×720 once that sweep has replayed in it (no model runs)."""
+1440×900 and at 1280×720). With --concurrency SWEEP (a record of `python -m specviz concurrency --trace`):
+concurrency.png, the Concurrency tab at 1280×720 once that sweep has replayed in it (no model runs)."""
 
 import argparse
 import shutil
@@ -28,7 +28,7 @@ def main():
     )
     p.add_argument("--timeout-s", type=int, default=600)
     p.add_argument("--grand-prix", action="store_true", help="shoot a Grand Prix of every drafter instead")
-    p.add_argument("--load", help="shoot the Under load tab replaying this recorded sweep instead")
+    p.add_argument("--concurrency", help="shoot the Concurrency tab replaying this recorded sweep instead")
     p.add_argument("--production", action="store_true", help="shoot the race's production block instead")
     args = p.parse_args()
     out = Path(args.out)
@@ -37,8 +37,8 @@ def main():
         browser = pw.chromium.launch(
             executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
         )
-        if args.load:
-            under_load(browser, args.url, out, args.load, args.timeout_s)
+        if args.concurrency:
+            concurrency(browser, args.url, out, args.concurrency, args.timeout_s)
             browser.close()
             return
         if args.grand_prix or args.production:
@@ -87,18 +87,18 @@ def main():
         browser.close()
 
 
-def under_load(browser, url: str, out: Path, record: str, timeout_s: int) -> None:
+def concurrency(browser, url: str, out: Path, record: str, timeout_s: int) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(url)
     page.wait_for_selector("#sv-run")
-    page.get_by_role("tab", name="Under load").click()
-    page.locator("#sv-load-upload input[type=file]").set_input_files(record)
-    page.locator("#sv-load-speed").get_by_label("at once").check()
-    page.click("#sv-load-replay")
-    page.wait_for_selector("#sv-status .sv-status-done:has-text('under load')", timeout=timeout_s * 1000)
-    page.locator("#sv-load-throughput").scroll_into_view_if_needed()
-    page.screenshot(path=str(out / "under-load.png"))
-    print(page.inner_text("#sv-load-table"))
+    page.get_by_role("tab", name="Concurrency").click()
+    page.locator("#sv-concurrency-upload input[type=file]").set_input_files(record)
+    page.locator("#sv-concurrency-speed").get_by_label("at once").check()
+    page.click("#sv-concurrency-replay")
+    page.wait_for_selector("#sv-status .sv-status-done:has-text('concurrency')", timeout=timeout_s * 1000)
+    page.locator("#sv-concurrency-throughput").scroll_into_view_if_needed()
+    page.screenshot(path=str(out / "concurrency.png"))
+    print(page.inner_text("#sv-concurrency-table"))
 
 
 def production(browser, url: str, out: Path, timeout_s: int) -> None:

@@ -5,6 +5,7 @@ Every reader raises ValueError with the field's name; the caller turns it into i
 
 import json
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 LARGEST = 2**53  # no count or id specviz writes comes near it; JSON readers elsewhere lose precision past it
@@ -77,3 +78,23 @@ def json_file(path) -> object:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{Path(path).name}: {str(exc)[:120]}") from None
+
+
+def json_file_as(path, error: type[Exception], what: str) -> object:
+    """json_file, with its ValueError raised as `error`: "cannot read `what` from" the file and why."""
+    try:
+        return json_file(path)
+    except ValueError as exc:
+        raise error(f"cannot read {what} from {exc}") from None
+
+
+@contextmanager
+def damage_as(error: type[Exception], what: str):
+    """While `what` (a file's JSON, as "the trace") is read field by field: a field it lacks (KeyError) or one of the
+    wrong kind or range (TypeError, ValueError) raised as `error`, in one line saying `what` is damaged."""
+    try:
+        yield
+    except KeyError as exc:
+        raise error(f"{what} is damaged (it has no {str(exc)[:60]})") from None
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} is damaged ({str(exc)[:160]})") from None

@@ -144,7 +144,7 @@ class Trace:
                 f"this trace is version {version}, written by a newer specviz; this one reads version "
                 f"{VERSION} and older"
             )
-        try:
+        with read.damage_as(TraceError, "the trace"):
             sides = [_side(s, f"sides[{i}]") for i, s in enumerate(read.listed(data["sides"], "sides"))]
             if not sides or sides[0].name != PLAIN:
                 raise ValueError("its first side is not plain decoding")
@@ -162,18 +162,10 @@ class Trace:
                 made_with=read.text(data.get("made_with", ""), "made_with"),
                 extra=_extra(data.get("extra", {})),
             )
-        except KeyError as exc:
-            raise TraceError(f"the trace is damaged (it has no {str(exc)[:60]})") from None
-        except (TypeError, ValueError) as exc:
-            raise TraceError(f"the trace is damaged ({str(exc)[:160]})") from None
 
     @staticmethod
     def load(path) -> "Trace":
-        try:
-            data = read.json_file(path)
-        except ValueError as exc:
-            raise TraceError(f"cannot read a trace from {exc}") from None
-        return Trace.from_json(data)
+        return Trace.from_json(read.json_file_as(path, TraceError, "a trace"))
 
 
 def _side(data, what: str) -> Side:

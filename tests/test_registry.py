@@ -266,7 +266,7 @@ LAYERS = (
     ("drafters",),
     ("runs", "training"),
     ("views",),
-    ("workload", "bench", "load"),
+    ("workload", "bench", "concurrency"),
     ("render",),
     ("app",),
     ("cli",),

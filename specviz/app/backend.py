@@ -10,16 +10,17 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
+from ..concurrency.sweep_plan import check_levels, check_rounds
+from ..concurrency.sweep_record import ConcurrencyRecord
+from ..concurrency.sweep_results import ConcurrencyNews
+from ..concurrency.sweep_runner import plan_sweep
+from ..concurrency.sweep_view import ConcurrencyView
+from ..concurrency.vllm_config import measured_tables
 from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
-from ..load.level_run import LoadNews
-from ..load.load_record import LoadRecord
-from ..load.load_sweep import check_levels
-from ..load.load_view import LoadView
-from ..load.vllm_config import measured_tables
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
 from ..trace import RunModels, Side
@@ -30,7 +31,7 @@ from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
-from ..workload.lanes import LaneRun, lane_runs
+from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
@@ -54,7 +55,7 @@ class Backend:
         self.calls = calls or DeviceCalls(shelf)
         self.line = DeviceLine(lambda: shelf.loading)
         self.memories = VisitorMemories()
-        self.swept = SweptTables()  # each visitor's last Under load sweep, for vLLM's settings
+        self.swept = SweptTables()  # each visitor's last Concurrency sweep, for vLLM's settings
 
     def _check(self, values: Mapping, session: str) -> Request:
         """A race's or a sweep's values read, once: its speculative side needs a drafter, and its pair is a preset or
@@ -328,25 +329,19 @@ class Backend:
         prompts: list[str],
         lanes: str | list[str] | None,
         levels,
-        rounds: int = 1,
+        rounds=1,
         best: bool = True,
         stopped: Stopped = lambda: False,
         session: str = "",
-    ) -> Iterator[LoadView]:
-        """Plain decoding and each lane with every level's requests decoded together (load/load_sweep.py), in one
-        device call; a view after everything the sweep does, the last one final with its record."""
-        levels = check_levels(levels)
+    ) -> Iterator[ConcurrencyView]:
+        """Plain decoding and each lane with every level's requests decoded together (concurrency/sweep_runner.py), in
+        one device call; a view after everything the sweep does, the last one final with its record."""
+        levels, rounds = check_levels(levels), check_rounds(rounds)
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
-        if not isinstance(rounds, int) or not 1 <= rounds <= 5:
-            raise InvalidRequest(f"rounds is a number of runs of each level in 1..5, got {rounds!r}")
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         preset = self.shelf.preset(asked.pair)
         chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
-        runs = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings)
-        view = LoadView(levels, (PLAIN, *(run.name for run in runs)), greedy=asked.settings.greedy)
-        view.words = {e.name: e.contender.words for e in chosen}
-        view.fixed = {run.name: None if run.settings.adaptive else run.settings.gamma for run in runs}
-        view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
+        view, runs = plan_sweep(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
         with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
             for line in self._load(asked):
@@ -368,10 +363,10 @@ class Backend:
             finally:
                 call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
         if not view.finished:
-            view.hear(LoadNews("end", "stopped: the levels run so far stay", stopped=True))
+            view.hear(ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True))
         models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
-        view.saved = LoadRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
+        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..concurrency.sweep_results import ConcurrencyNews
+from ..concurrency.sweep_runner import sweep
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
-from ..load.level_run import LoadNews
-from ..load.load_sweep import sweep
 from ..models import encode_prompt
 from ..record import TokenTexts, token_ids
 from ..runs import Duel, parted
@@ -46,7 +46,7 @@ class Packet:
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
     exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
-    news: LoadNews | None = None  # a concurrency sweep's "load" packet: what it did next
+    news: ConcurrencyNews | None = None  # a concurrency sweep's "concurrency" packet: what it did next
 
 
 def race_seconds(asked: Request, memory: RunMemory | None = None) -> int:
@@ -163,15 +163,15 @@ class DeviceCalls:
     def concurrency(
         self, asked: Request, lanes: tuple[LaneRun, ...], levels: tuple[int, ...], rounds: int, prompts: tuple[str, ...]
     ) -> Iterator[Packet]:
-        """A concurrency sweep (load/load_sweep.sweep) of the visitor's prompts: a "load" packet for each thing it
-        does, then the end."""
+        """A concurrency sweep (concurrency/sweep_runner.sweep) of the visitor's prompts: a "concurrency" packet for
+        each thing it does, then the end."""
         try:
             pair, exact = self._ready(asked)
             ids = [encode_prompt(pair.target, p) for p in prompts]
             yield Packet("start", exact=exact)
             with torch.inference_mode():
                 for news in sweep(pair, ids, asked.settings, list(lanes), levels, rounds):
-                    yield Packet("load", news=news)
+                    yield Packet("concurrency", news=news)
             yield Packet("end")
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))

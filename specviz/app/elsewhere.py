@@ -1,5 +1,5 @@
 """What the app hands beyond itself: a race's drafter as settings for other engines (drafters/production.py), with
-the visitor's Under load measurements, and a workload as the job a Ray cluster's actors each prepare
+the visitor's Concurrency sweep measurements, and a workload as the job a Ray cluster's actors each prepare
 (workload/job.py)."""
 
 import threading
@@ -17,7 +17,7 @@ from .shelf import LoadedPair
 
 
 class SweptTables:
-    """Each visitor's last Under load sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
+    """Each visitor's last Concurrency sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
     the same visitor's later races on that pair hand vLLM the measured table. Bounded like the visitors' memories."""
 
     def __init__(self):

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from .. import reading
 from ..analysis.diagnosis import diagnose
+from ..concurrency.sweep_record import ConcurrencyRecord, is_concurrency_record
 from ..drafters.options import Options
 from ..drafters.production import Ran, handoff, recording
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
-from ..load.load_record import LoadRecord, is_load_record
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
 from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
-from ..render.load_page import load_snapshot_html
+from ..render.concurrency_page import concurrency_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..runs import Duel
 from ..runtime import quiet_transformers
@@ -26,7 +26,7 @@ from ..settings import check_prompt
 from ..trace import Trace
 from . import train
 from .bench import add_bench_options, cmd_bench
-from .concurrency import add_concurrency_command, cmd_concurrency
+from .concurrency_command import add_concurrency_command, cmd_concurrency
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -255,8 +255,8 @@ def cmd_snapshot(args) -> int:
         data = reading.json_file(args.trace)  # read once: a trace, or a recorded sweep
     except ValueError as exc:
         return _fail(f"cannot read a trace from {exc}")
-    if is_load_record(data):  # a concurrency sweep (concurrency --trace, or the app's Under load tab)
-        page = load_snapshot_html(LoadRecord.from_json(data))
+    if is_concurrency_record(data):  # a concurrency sweep (concurrency --trace, or the app's Concurrency tab)
+        page = concurrency_snapshot_html(ConcurrencyRecord.from_json(data))
         try:
             Path(args.out).write_text(page, encoding="utf-8")
         except OSError as exc:

@@ -12,6 +12,7 @@ from ..models.loading import best_draft_dtype
 from ..runs import Pair, choose_precision, open_draft, open_target
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
+from ..workload.entrants import lane_entrants
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -212,6 +213,35 @@ def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
         raise InvalidRequest("none of the drafters can run with these models")
     if draft_given and not any(e.settings and kind(e.drafter).draft_needed(e.options) for e in chosen):
         raise InvalidRequest("--draft is not used by any of the drafters chosen")
+
+
+def add_lanes_run_options(p: argparse.ArgumentParser) -> None:
+    """What a command that runs plain decoding beside several lanes (race, concurrency) takes besides its own flags:
+    the target, the drafters' options, the chat template, the sampling settings, the models and exact mode."""
+
+    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    add_drafter_options(p, with_drafter=False)
+    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    add_sampling_options(p)
+    add_model_options(p, auto=True)
+    add_exact_option(p)
+
+
+def chosen_lanes(args, base: Settings, preferred_trees: bool) -> list:
+    """The lanes --drafters names (workload/entrants.Entrant; none named: every drafter), at --gamma where given,
+    each with the option flags given for its drafter and, with `preferred_trees`, the tree shape it measured best;
+    refused in one line where check_entrants refuses them."""
+
+    names = [n.split("@")[0].strip() for n in (args.drafters or "").split(",") if n.strip()]
+    given = given_options(args, only=set(names) if names else None)
+
+    def options(k):
+        preferred = dict(k.listing.preferred) if preferred_trees else {}
+        return k.parse({**preferred, **given.get(k.name, {})})
+
+    chosen = lane_entrants(args.drafters, base, args.gamma is not None, options, args.target, bool(args.draft))
+    check_entrants(chosen, bool(args.drafters), bool(args.draft))
+    return chosen
 
 
 def add_cluster_options(p: argparse.ArgumentParser, what: str) -> None:

@@ -23,19 +23,9 @@ from ..runs import parted
 from ..settings import check_prompt
 from ..trace import Side
 from ..views.grand_prix import KIND, starting_grid
-from ..workload.entrants import lane_entrants, lane_of, production
+from ..workload.entrants import lane_of, production
 from ..workload.lanes import lane_runs, run_lanes
-from .flags import (
-    add_drafter_options,
-    add_exact_option,
-    add_model_options,
-    add_sampling_options,
-    check_entrants,
-    given_options,
-    open_models,
-    run_models,
-    settings_from,
-)
+from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
 BAR = 20  # characters of a lane's progress bar
 REDRAW_EVERY_S = 0.2
@@ -48,13 +38,8 @@ def add_race_command(sub) -> None:
         help="the lanes, comma-separated: NAME (its measured best γ), NAME@G (a fixed γ), NAME@aG (adaptive up to G); "
         "the same drafter may race at several; default: every drafter that can run with these models",
     )
-    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
-    add_drafter_options(p, with_drafter=False)
     p.add_argument("--prompt", required=True)
-    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
-    add_sampling_options(p)
-    add_model_options(p, auto=True)
-    add_exact_option(p)
+    add_lanes_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every lane's metrics and tokens")
     p.add_argument("--trace", metavar="FILE", help="also record the race (the app replays it on the lanes' own clocks)")
 
@@ -63,21 +48,10 @@ def cmd_race(args) -> int:
     check_prompt(args.prompt)
     if args.trace and not Path(args.trace).resolve().parent.is_dir():
         raise InvalidRequest(f"--trace {args.trace}: there is no folder {str(Path(args.trace).parent)!r}")
-    fixed = args.gamma is not None
-    if args.adaptive is not None and not fixed:
+    if args.adaptive is not None and args.gamma is None:
         raise InvalidRequest("--adaptive goes with --gamma; without them each lane runs at its measured best")
     base = settings_from(args, NO_DRAFTER)
-    names = [n.split("@")[0].strip() for n in (args.drafters or "").split(",") if n.strip()]
-    given = given_options(args, only=set(names) if names else None)
-    lanes = lane_entrants(
-        args.drafters,
-        base,
-        fixed,
-        lambda k: k.parse({**dict(k.listing.preferred), **given.get(k.name, {})}),
-        args.target,
-        bool(args.draft),
-    )
-    check_entrants(lanes, bool(args.drafters), bool(args.draft))
+    lanes = chosen_lanes(args, base, preferred_trees=True)
     view, pair, prompt_ids, models = _race(args, base, lanes)
     target = pair.target
     view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat, pair.same_vocab())

@@ -169,7 +169,7 @@ def production(
 ) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
     (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
-    `swept`: vLLM's draft length per batch-size range, by drafter, where an Under load sweep measured one."""
+    `swept`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
     target, draft = production_name(target), production_name(draft)
     return tuple(
         handoff(

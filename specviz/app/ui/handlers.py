@@ -26,8 +26,8 @@ from ...views.grand_prix import KIND as GRAND_PRIX
 from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
+from .concurrency_screen import ConcurrencyHandlers
 from .grand_prix_screen import GrandPrixHandlers
-from .load_screen import LoadHandlers
 from .race_screen import RaceScreen, race_update
 from .workload_screen import WorkloadHandlers
 
@@ -100,7 +100,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-class Handlers(WorkloadHandlers, GrandPrixHandlers, LoadHandlers):
+class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 
@@ -173,7 +173,7 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, LoadHandlers):
     def waiting_workload(self, request: gr.Request):
         return self.waiting(request, 1, "workload")
 
-    def waiting_load(self, request: gr.Request):
+    def waiting_concurrency(self, request: gr.Request):
         return self.waiting(request, 1, "concurrency sweep")
 
     def queued(self, request: gr.Request):

@@ -1,19 +1,20 @@
 """The tabs below the race: Figure 1, a step explained (and its acceptance rule replayed), the charts, the drafter
-comparison, one's own prompts, many requests at once (under load), the γ sweep, the recorded runs, the run in
+comparison, one's own prompts, many requests at once (concurrency), the γ sweep, the recorded runs, the run in
 numbers and how the race is run. Each part adds its components to the screen (a namespace the layout hands round).
 No torch here."""
 
 import gradio as gr
 
+from ...concurrency.sweep_plan import ROUNDS
 from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import legend
 from ...views.replay import SPEEDS
+from .concurrency_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
-from .load_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.
@@ -38,7 +39,7 @@ def result_tabs(s, kinds) -> None:
         chart_tabs(s)
         compare_tab(s, kinds)
         workload_tab(s, kinds)
-        load_tab(s, kinds)
+        concurrency_tab(s, kinds)
         sweep_tab(s)
         recorded_tab(s)
         with gr.Tab("Run in numbers", id="numbers"):
@@ -177,54 +178,63 @@ def workload_tab(s, kinds) -> None:
         s.workload_table = gr.HTML(elem_id="sv-workload-table")
 
 
-def load_tab(s, kinds) -> None:
+def concurrency_tab(s, kinds) -> None:
     """Its controls, its charts side by side, the table, vLLM's configuration and the downloads."""
-    with gr.Tab("Under load", id="load"):
+    with gr.Tab("Concurrency", id="concurrency"):
         gr.HTML(
-            '<p class="sv-note">Many requests at once: each level decodes that many requests together (one target '
+            '<p class="sv-note">Concurrent requests: each level decodes that many requests together (one target '
             "forward per step for all of them), plain decoding first, then each drafter. Verifying γ drafts for B "
             "requests is a forward of B × (γ + 1) tokens: cheap while the device waits on memory, dear once it "
             "computes; the crossover is where a drafter stops paying.</p>"
         )
         with gr.Row(equal_height=True):
-            s.load_lanes = gr.CheckboxGroup(
+            s.concurrency_lanes = gr.CheckboxGroup(
                 [(k.listing.label, k.name) for k in kinds],
                 value=[k.name for k in kinds if k.build_batch is not None],  # those that decode a batch
                 label="drafters",
-                elem_id="sv-load-drafters",
+                elem_id="sv-concurrency-drafters",
                 scale=3,
             )
             with gr.Column(scale=2, min_width=240):
-                s.load_names = gr.Textbox(
+                s.concurrency_names = gr.Textbox(
                     "",
                     label="or lanes by name (a fixed γ: @4, adaptive: @a8)",
                     placeholder="draft@4, draft@a8, ngram",
-                    elem_id="sv-load-lanes",
+                    elem_id="sv-concurrency-lanes",
                     max_lines=1,
                 )
-                s.load_levels = gr.Textbox(
-                    DEFAULT_LEVELS, label="requests at once (levels)", elem_id="sv-load-levels", max_lines=1
+                s.concurrency_levels = gr.Textbox(
+                    DEFAULT_LEVELS, label="concurrent requests (levels)", elem_id="sv-concurrency-levels", max_lines=1
                 )
         with gr.Row(equal_height=True):
-            s.load_source = gr.Radio([EXAMPLES, YOURS], value=EXAMPLES, label="prompts", elem_id="sv-load-source")
-            s.load_rounds = gr.Slider(1, 5, value=1, step=1, label="rounds (median shown)", elem_id="sv-load-rounds")
-            s.load_run = gr.Button("Run under load", variant="primary", elem_id="sv-load-run")
-        s.load_progress = gr.HTML(elem_id="sv-load-progress")
+            s.concurrency_source = gr.Radio(
+                [EXAMPLES, YOURS], value=EXAMPLES, label="prompts", elem_id="sv-concurrency-source"
+            )
+            s.concurrency_rounds = gr.Slider(
+                ROUNDS[0], ROUNDS[-1], value=1, step=1, label="rounds (median shown)", elem_id="sv-concurrency-rounds"
+            )
+            s.concurrency_run = gr.Button("Run concurrency sweep", variant="primary", elem_id="sv-concurrency-run")
+        s.concurrency_progress = gr.HTML(elem_id="sv-concurrency-progress")
         with gr.Row():
-            s.load_throughput = chart(
-                "total tokens/s against concurrency appear here", "throughput", "sv-load-throughput", min_width=400
+            s.concurrency_throughput = chart(
+                "total tokens/s against concurrency appear here",
+                "throughput",
+                "sv-concurrency-throughput",
+                min_width=400,
             )
-            s.load_latency = chart(
-                "each request's own tokens/s against concurrency", "latency", "sv-load-latency", min_width=400
+            s.concurrency_latency = chart(
+                "each request's own tokens/s against concurrency", "latency", "sv-concurrency-latency", min_width=400
             )
-        s.load_table = gr.HTML(elem_id="sv-load-table")
-        s.load_vllm = gr.HTML(elem_id="sv-load-vllm")
+        s.concurrency_table = gr.HTML(elem_id="sv-concurrency-table")
+        s.concurrency_vllm = gr.HTML(elem_id="sv-concurrency-vllm")
         with gr.Row(equal_height=True):
-            s.load_record = gr.DownloadButton("Download sweep (JSON)", elem_id="sv-load-record")
-            s.load_snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-load-snapshot")
-            s.load_upload = gr.File(label="a recorded sweep", file_types=[".json"], elem_id="sv-load-upload")
-            s.load_speed = gr.Radio(list(PACES), value="4×", label="pace", elem_id="sv-load-speed")
-            s.load_replay = gr.Button("Replay", elem_id="sv-load-replay")
+            s.concurrency_record = gr.DownloadButton("Download sweep (JSON)", elem_id="sv-concurrency-record")
+            s.concurrency_snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-concurrency-snapshot")
+            s.concurrency_upload = gr.File(
+                label="a recorded sweep", file_types=[".json"], elem_id="sv-concurrency-upload"
+            )
+            s.concurrency_speed = gr.Radio(list(PACES), value="4×", label="pace", elem_id="sv-concurrency-speed")
+            s.concurrency_replay = gr.Button("Replay", elem_id="sv-concurrency-replay")
 
 
 def sweep_tab(s) -> None:

@@ -1,13 +1,13 @@
 """What each control sets off: the runs on the device (race, γ sweep, comparison, one's own prompts) and the replay,
 the step shown and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter
 mode). The API's endpoints are named here: /run, /sweep, /compare (the Grand Prix), /workload, /concurrency (many
-requests at once), /replay, /replay_grand_prix, /replay_load, /load, /stop, /add_pair.
+requests at once), /replay, /replay_grand_prix, /replay_concurrency, /load, /stop, /add_pair.
 No torch here."""
 
 import gradio as gr
 
+from .concurrency_screen import concurrency_outputs
 from .controls import in_api_order
-from .load_screen import load_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
@@ -90,25 +90,27 @@ def wire_runs(s, h, controls: dict) -> None:
         api_name="workload",
         **ONE_ON_THE_DEVICE,
     )
-    s.load_run.click(h.waiting_load, None, waiting, api_name=False, **AT_ONCE).then(
+    s.concurrency_run.click(h.waiting_concurrency, None, waiting, api_name=False, **AT_ONCE).then(
         h.concurrency,
         inputs_kwargs=dict(
             controls,
-            load_lanes=s.load_lanes,
-            load_names=s.load_names,
-            levels=s.load_levels,
-            source=s.load_source,
-            rounds=s.load_rounds,
+            concurrency_lanes=s.concurrency_lanes,
+            concurrency_names=s.concurrency_names,
+            levels=s.concurrency_levels,
+            source=s.concurrency_source,
+            rounds=s.concurrency_rounds,
             prompts_text=s.workload_prompts,
             prompts_file=s.workload_file,
         ),
-        outputs=load_outputs(s),
+        outputs=concurrency_outputs(s),
         api_name="concurrency",
         **ONE_ON_THE_DEVICE,
     )
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
-    s.load_replay.click(h.replay_load, [s.load_upload, s.load_speed], load_outputs(s), api_name="replay_load",
-                        **replayed)  # fmt: skip
+    replay_inputs = [s.concurrency_upload, s.concurrency_speed]
+    s.concurrency_replay.click(
+        h.replay_concurrency, replay_inputs, concurrency_outputs(s), api_name="replay_concurrency", **replayed
+    )
     s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
     s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
 

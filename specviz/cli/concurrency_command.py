@@ -3,7 +3,7 @@
 goes, then a table per lane and level (total tokens/s, each request's own, τ, speedup over plain at the same level,
 the theory's, the γ adaptive chose) and where each drafter stops paying. `--json` prints one object with every figure
 and, per row, its prompt, its token ids and whether they equal that prompt decoded alone. Bad input (a level of 0, more
-rows than the machine holds): one `error:` line, exit 2, before any decoding."""
+rows than the machine holds, rounds outside sweep_plan.ROUNDS): one `error:` line, exit 2, before any decoding."""
 
 import argparse
 import json
@@ -13,30 +13,18 @@ import time
 
 import torch
 
+from ..concurrency.sweep_plan import DEFAULT_LEVELS, ROUNDS, check_levels, check_rounds
+from ..concurrency.sweep_record import ConcurrencyRecord
+from ..concurrency.sweep_runner import plan_sweep, sweep
+from ..concurrency.sweep_view import ConcurrencyView
+from ..concurrency.vllm_config import vllm_advice
 from ..drafters.registry import NO_DRAFTER
-from ..errors import InvalidRequest
 from ..events import PLAIN
-from ..load.load_record import LoadRecord
-from ..load.load_sweep import DEFAULT_LEVELS, check_levels, sweep
-from ..load.load_view import LoadView
-from ..load.vllm_config import vllm_advice
 from ..models import encode_prompt
-from ..render.load_page import crossover_words
+from ..render.concurrency_page import crossover_words
 from ..runtime import ASSETS
-from ..workload.entrants import lane_entrants
-from ..workload.lanes import LaneRun
 from ..workload.prompts import read_prompts
-from .flags import (
-    add_drafter_options,
-    add_exact_option,
-    add_model_options,
-    add_sampling_options,
-    check_entrants,
-    given_options,
-    open_models,
-    run_models,
-    settings_from,
-)
+from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
 PROGRESS_EVERY_S = 10  # how often a level under way prints how far it got
 EXAMPLES = "code"  # the example prompts a sweep runs when none are given (assets/prompts.json)
@@ -44,8 +32,6 @@ EXAMPLES = "code"  # the example prompts a sweep runs when none are given (asset
 
 def add_concurrency_command(sub) -> None:
     p = sub.add_parser("concurrency", help="many requests at once: plain and each drafter at rising concurrency")
-    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
-    add_drafter_options(p, with_drafter=False)
     p.add_argument(
         "--drafters",
         default="draft@4,draft",
@@ -56,42 +42,28 @@ def add_concurrency_command(sub) -> None:
     )
     p.add_argument("--prompts", help="a .txt, .jsonl or .csv file; row r decodes prompt r (again from the first when "
                    f"they run out); default: the {EXAMPLES} examples")  # fmt: skip
-    p.add_argument("--rounds", type=int, default=1, help="runs of each level and lane; the figures are the median's")
-    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
-    add_sampling_options(p)
-    add_model_options(p, auto=True)
-    add_exact_option(p)
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help=f"runs of each level and lane, {ROUNDS[0]}..{ROUNDS[-1]}; the figures are the median's",
+    )
+    add_lanes_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
     p.add_argument("--trace", help="record the sweep to this file (it replays in the app and makes a snapshot page)")
 
 
 def cmd_concurrency(args: argparse.Namespace) -> int:
-    levels = check_levels(args.levels)  # everything cheap is checked before a model loads
-    if not 1 <= args.rounds <= 9:
-        raise InvalidRequest(f"--rounds must be in 1..9, got {args.rounds}")
+    levels, rounds = check_levels(args.levels), check_rounds(args.rounds)  # all that is cheap, before a model loads
     texts = read_prompts(args.prompts) if args.prompts else json.loads((ASSETS / "prompts.json").read_text())[EXAMPLES]
     base = settings_from(args, NO_DRAFTER)
-    names = [n.split("@")[0].strip() for n in args.drafters.split(",") if n.strip()]
-    given = given_options(args, only=set(names))
-    chosen = lane_entrants(
-        args.drafters,
-        base,
-        args.gamma is not None,
-        lambda k: k.parse(given.get(k.name, {})),  # a batch's drafter drafts chains: no preferred tree
-        args.target,
-        bool(args.draft),
-    )
-    check_entrants(chosen, True, bool(args.draft))
+    chosen = chosen_lanes(args, base, preferred_trees=False)  # a batch's drafter drafts chains: no preferred tree
+    view, lanes = plan_sweep(levels, chosen, base.greedy)
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
-    lanes = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings]
-    view = LoadView(levels, (PLAIN, *(lane.name for lane in lanes)), greedy=base.greedy)
-    view.words = {e.name: e.contender.words for e in chosen}
-    view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
-    view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
     began, said, progress_at = time.perf_counter(), "", 0.0
     with torch.inference_mode():
-        for news in sweep(pair, prompts, base, lanes, levels, args.rounds):
+        for news in sweep(pair, prompts, base, list(lanes), levels, rounds):
             view.hear(news)
             now = time.perf_counter() - began
             if news.kind == "progress" and now - progress_at < PROGRESS_EVERY_S:
@@ -105,7 +77,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["concurrency"] else ["concurrency"]  # run from a shell, or in-process
         made = "python -m specviz " + shlex.join(given)
-        LoadRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
+        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
     if args.json:
         vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
         print(json.dumps({**view.to_json(texts), "models": models.__dict__, "vllm": vllm}, ensure_ascii=False))
@@ -120,12 +92,12 @@ def vllm_lines(advice) -> str:
     return "\n".join(lines)
 
 
-def table(view: LoadView) -> str:
+def table(view: ConcurrencyView) -> str:
     """One block per lane: a line per level."""
     lines = []
     for lane in view.lanes:
         if lane in view.notes:
-            lines.append(f"{lane}: does not run under load: {view.notes[lane]}")
+            lines.append(f"{lane}: cannot decode concurrent requests: {view.notes[lane]}")
             continue
         lines.append(f"{lane}" + (f" ({view.words[lane]})" if view.words.get(lane) else ""))
         lines.append("  requests  total tok/s  per request  tau   speedup  theory  gamma  identical")

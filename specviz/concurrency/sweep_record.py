@@ -11,19 +11,20 @@ from pathlib import Path
 from .. import reading as read
 from ..errors import SpecvizError
 from ..trace import RunModels
-from .level_run import LevelRun, LoadNews
-from .load_view import LoadView
+from .sweep_results import ConcurrencyNews, LevelRun
+from .sweep_view import ConcurrencyView
 
-FORMAT = "specviz-load"
+FORMAT = "specviz-concurrency"
+EARLIER_FORMATS = ("specviz-load",)  # what the format was called before: such records still read
 VERSION = 1
 
 
-class LoadRecordError(SpecvizError):
+class ConcurrencyRecordError(SpecvizError):
     """A file that is not a recorded sweep, or one damaged."""
 
 
 @dataclass
-class LoadRecord:
+class ConcurrencyRecord:
     levels: tuple[int, ...]
     lanes: tuple[str, ...]  # plain first
     prompts: list[str]
@@ -39,9 +40,9 @@ class LoadRecord:
     made_with: str = ""
 
     @staticmethod
-    def of(view: LoadView, prompts: list[str], settings, models: RunModels, wall_s: float, made_with: str):
+    def of(view: ConcurrencyView, prompts: list[str], settings, models: RunModels, wall_s: float, made_with: str):
         """A finished (or stopped) sweep's view as a record."""
-        return LoadRecord(
+        return ConcurrencyRecord(
             levels=view.levels,
             lanes=view.lanes,
             prompts=list(prompts),
@@ -57,15 +58,15 @@ class LoadRecord:
             made_with=made_with,
         )
 
-    def view(self) -> LoadView:
+    def view(self) -> ConcurrencyView:
         """A view before any run: the levels, the lanes and what is known of them."""
-        view = LoadView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
+        view = ConcurrencyView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
         view.words, view.fixed, view.notes = dict(self.words), dict(self.fixed), dict(self.notes)
         view.exact = self.models.exact
         return view
 
-    def final_view(self) -> LoadView:
-        *_, view = replay_load(self, speed=0.0)
+    def final_view(self) -> ConcurrencyView:
+        *_, view = replay_concurrency(self, speed=0.0)
         return view
 
     def to_json(self) -> dict:
@@ -93,12 +94,14 @@ class LoadRecord:
         return path
 
     @staticmethod
-    def from_json(data) -> "LoadRecord":
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise LoadRecordError(f'not a recorded sweep (no "format": "{FORMAT}" in it)')
+    def from_json(data) -> "ConcurrencyRecord":
+        if not is_concurrency_record(data):
+            raise ConcurrencyRecordError(f'not a recorded sweep (no "format": "{FORMAT}" in it)')
         if data.get("version") != VERSION:
-            raise LoadRecordError(f"the sweep's version is {read.shown(data.get('version'))}; this specviz reads 1")
-        try:
+            raise ConcurrencyRecordError(
+                f"the sweep's version is {read.shown(data.get('version'))}; this specviz reads 1"
+            )
+        with read.damage_as(ConcurrencyRecordError, "the recorded sweep"):
             levels = read.each(read.integer, data["levels"], "levels", 1)
             lanes = read.each(read.text, data["lanes"], "lanes")
             runs = []
@@ -108,7 +111,7 @@ class LoadRecord:
                     raise ValueError(f"runs[{i}] is of lane {run.lane!r} at {run.rows} rows, not one the sweep names")
                 same = read.maybe(lambda v, w: read.each(read.flag, v, w), item.get("identical"), f"runs[{i}]")
                 runs.append((run, same))
-            return LoadRecord(
+            return ConcurrencyRecord(
                 levels=levels,
                 lanes=lanes,
                 prompts=list(read.each(read.text, data["prompts"], "prompts")),
@@ -126,44 +129,36 @@ class LoadRecord:
                 stopped=read.flag(data.get("stopped", False), "stopped"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
             )
-        except KeyError as exc:
-            raise LoadRecordError(f"the recorded sweep is damaged (it has no {str(exc)[:60]})") from None
-        except (TypeError, ValueError) as exc:
-            raise LoadRecordError(f"the recorded sweep is damaged ({str(exc)[:160]})") from None
 
     @staticmethod
-    def load(path) -> "LoadRecord":
-        try:
-            data = read.json_file(path)
-        except ValueError as exc:
-            raise LoadRecordError(f"cannot read a recorded sweep from {exc}") from None
-        return LoadRecord.from_json(data)
+    def load(path) -> "ConcurrencyRecord":
+        return ConcurrencyRecord.from_json(read.json_file_as(path, ConcurrencyRecordError, "a recorded sweep"))
 
 
-def is_load_record(data) -> bool:
+def is_concurrency_record(data) -> bool:
     """Whether parsed JSON names itself a recorded sweep."""
-    return isinstance(data, dict) and data.get("format") == FORMAT
+    return isinstance(data, dict) and data.get("format") in (FORMAT, *EARLIER_FORMATS)
 
 
-def replay_load(
-    record: LoadRecord,
+def replay_concurrency(
+    record: ConcurrencyRecord,
     speed: float = 1.0,
     stopped: Callable[[], bool] = lambda: False,
     sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[LoadView]:
+) -> Iterator[ConcurrencyView]:
     """The sweep again: each run appears after its own wall time (divided by `speed`; 0: at once), a view after each;
     the last one final."""
     view = record.view()
     for run, same in record.runs:
         if stopped():
-            view.hear(LoadNews("end", "replay stopped: the runs shown so far stay", stopped=True))
+            view.hear(ConcurrencyNews("end", "replay stopped: the runs shown so far stay", stopped=True))
             yield view
             return
         view.message = f"replaying {run.lane}: {run.rows} request{'s' * (run.rows > 1)} at once"
         yield view
         if speed > 0:
             sleep(run.wall_s / speed)
-        view.hear(LoadNews("run", lane=run.lane, run=run, same=same))
+        view.hear(ConcurrencyNews("run", lane=run.lane, run=run, same=same))
         yield view
-    view.hear(LoadNews("end", "stopped" if record.stopped else "done", stopped=record.stopped))
+    view.hear(ConcurrencyNews("end", "stopped" if record.stopped else "done", stopped=record.stopped))
     yield view

@@ -10,35 +10,16 @@ from ..drafters.registry import NO_DRAFTER, build_row_drafting
 from ..engine import new_generator
 from ..engine.load_gamma import ForwardCosts
 from ..engine.loop import generate_rows
-from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
-from .level_run import BatchStep, LevelRun
-
-MAX_ROWS = 256  # the most requests one level decodes together
+from .sweep_plan import check_rows
+from .sweep_results import BatchStep, LevelRun
 
 
 def rows_of(prompts: list[list[int]], rows: int) -> list[int]:
     """Which prompt each of `rows` requests decodes: the list in turn, again from its start when it runs out."""
-    if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= MAX_ROWS:
-        raise InvalidRequest(f"a concurrency level is a number of requests in 1..{MAX_ROWS}, got {rows!r}")
-    return [r % len(prompts) for r in range(rows)]
-
-
-def run_level(
-    pair: Pair,
-    prompts: list[list[int]],
-    lane: LaneRun,
-    rows: int,
-    costs: ForwardCosts | None = None,
-    stop=None,
-    clock: Callable[[], float] = time.perf_counter,
-) -> LevelRun:
-    """`rows` requests of `prompts` (in turn) decoded together under the lane's drafter; refused in one line before
-    anything is allocated when the device has no room for them."""
-    *_, run = decode_level(pair, prompts, lane, rows, costs, stop, clock)
-    return run
+    return [r % len(prompts) for r in range(check_rows(rows))]
 
 
 def decode_level(
@@ -50,8 +31,10 @@ def decode_level(
     stop=None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[int | LevelRun]:
-    """run_level as it goes: the new tokens of every row so far after each batch step, then the LevelRun (so a
-    caller can report progress, and stop the level by closing this generator between two steps)."""
+    """`rows` requests of `prompts` (in turn) decoded together under the lane's drafter, as it goes: the new tokens
+    of every row so far after each batch step, then the LevelRun (so a caller can report progress, and stop the level
+    by closing this generator between two steps). Refused in one line before anything is allocated when the device
+    has no room for them."""
     chosen = rows_of(prompts, rows)
     settings, target = lane.settings, pair.target
     context = max(len(prompts[p]) for p in chosen) + settings.max_new_tokens

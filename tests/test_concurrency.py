@@ -1,4 +1,4 @@
-"""Under load, end to end with tiny real models: the app's sweep (every level, lane and row checked against the prompt
+"""Concurrency, end to end with tiny real models: the app's sweep (every level, lane and row checked against the prompt
 decoded alone), Stop between two batch steps, bad levels refused in one line, lanes that do not batch, the packets
 crossing a GPU worker's pipe, the record and its replay, vLLM's configuration and the CLI's `concurrency`."""
 
@@ -10,14 +10,20 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
+from specviz.concurrency import sweep_runner
+from specviz.concurrency.sweep_plan import ROUNDS, check_rounds
+from specviz.concurrency.sweep_record import (
+    ConcurrencyRecord,
+    ConcurrencyRecordError,
+    is_concurrency_record,
+    replay_concurrency,
+)
+from specviz.concurrency.sweep_results import BatchStep, LevelRun
+from specviz.concurrency.sweep_view import ConcurrencyView
+from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
-from specviz.load import load_sweep
-from specviz.load.level_run import BatchStep, LevelRun
-from specviz.load.load_record import LoadRecord, LoadRecordError, replay_load
-from specviz.load.load_view import LoadView
-from specviz.load.vllm_config import measured_tables, ranges, vllm_advice
-from specviz.render.load_page import load_snapshot_html, load_table
+from specviz.render.concurrency_page import concurrency_snapshot_html, concurrency_table
 from specviz.trace import RunModels
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
@@ -68,9 +74,9 @@ def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tm
     final = swept[-1]
     record = final.saved
     path = record.save(tmp_path / "sweep.json")
-    back = LoadRecord.load(path)
+    back = ConcurrencyRecord.load(path)
     assert back.prompts == PROMPTS and back.levels == (1, 2, 4)
-    replayed = list(replay_load(back, speed=0.0))
+    replayed = list(replay_concurrency(back, speed=0.0))
     assert [len(v.order) for v in replayed][-1] == len(final.order)
     again = replayed[-1]
     assert again.finished
@@ -78,20 +84,32 @@ def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tm
     assert again.crossover("ngram") == final.crossover("ngram")
 
 
+def test_a_record_written_under_the_features_earlier_name_still_replays(swept, tmp_path):
+    """Sweeps recorded before the feature was named "concurrency" say "format": "specviz-load"."""
+    data = swept[-1].saved.to_json()
+    assert data["format"] == "specviz-concurrency"
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps({**data, "format": "specviz-load"}))
+    back = ConcurrencyRecord.load(path)
+    assert is_concurrency_record(json.loads(path.read_text()))
+    assert back.final_view().rows() == swept[-1].rows()
+    assert "<svg" in concurrency_snapshot_html(back)
+
+
 def test_a_damaged_record_is_refused_in_one_line(swept, tmp_path):
     data = json.loads(json.dumps(swept[-1].saved.to_json()))
     data["runs"][0]["tokens"] = data["runs"][0]["tokens"][:-1] + [[1, "x"]]
-    with pytest.raises(LoadRecordError, match=r"runs\[0\]\.tokens"):
-        LoadRecord.from_json(data)
-    with pytest.raises(LoadRecordError, match="not a recorded sweep"):
-        LoadRecord.from_json({"format": "specviz-trace"})
+    with pytest.raises(ConcurrencyRecordError, match=r"runs\[0\]\.tokens"):
+        ConcurrencyRecord.from_json(data)
+    with pytest.raises(ConcurrencyRecordError, match="not a recorded sweep"):
+        ConcurrencyRecord.from_json({"format": "specviz-trace"})
     (tmp_path / "bad.json").write_text("{nope")
-    with pytest.raises(LoadRecordError, match="cannot read"):
-        LoadRecord.load(tmp_path / "bad.json")
+    with pytest.raises(ConcurrencyRecordError, match="cannot read"):
+        ConcurrencyRecord.load(tmp_path / "bad.json")
 
 
 def test_stop_ends_a_sweep_between_two_batch_steps(backend, monkeypatch):
-    monkeypatch.setattr(load_sweep, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
+    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
     seen = []
     for view in backend.concurrency(values(max_new_tokens=200), PROMPTS, "draft@3", "2,4", stopped=lambda: bool(seen)):
         if "tokens" in view.message:  # a level under way reported its first step
@@ -124,7 +142,7 @@ def test_lanes_that_do_not_decode_a_batch_say_why_and_the_others_run(backend):
     assert set(final.notes) == {"hybrid", "medusa"}
     assert all(final.notes[lane] and "\n" not in final.notes[lane] for lane in final.notes)
     assert final.identical["ngram", 2] == [True, True]
-    assert "does not run under load" in load_table(final)
+    assert "cannot decode concurrent requests" in concurrency_table(final)
 
 
 def test_every_packet_of_a_sweep_crosses_a_worker_pipe(backend):
@@ -143,7 +161,7 @@ def _run(lane: str, rows: int, tokens_per_s: float, gamma: int = 0) -> LevelRun:
 
 
 def test_vllm_gets_the_fastest_draft_length_per_concurrency_range():
-    view = LoadView((1, 2, 4, 8), (PLAIN, "draft@2", "draft@4", "ngram@3"))
+    view = ConcurrencyView((1, 2, 4, 8), (PLAIN, "draft@2", "draft@4", "ngram@3"))
     view.fixed = {"draft@2": 2, "draft@4": 4, "ngram@3": 3}
     speeds = {PLAIN: (10, 20, 40, 80), "draft@2": (18, 30, 44, 60), "draft@4": (20, 32, 36, 50)}
     speeds["ngram@3"] = (8, 16, 32, 64)
@@ -161,7 +179,7 @@ def test_vllm_gets_the_fastest_draft_length_per_concurrency_range():
 
 
 def test_a_lane_vllm_lacks_is_named_with_the_reason():
-    view = LoadView((1,), (PLAIN, "history@3"))
+    view = ConcurrencyView((1,), (PLAIN, "history@3"))
     view.fixed = {"history@3": 3}
     view.add(_run(PLAIN, 1, 10))
     view.add(_run("history@3", 1, 20, 3))
@@ -172,7 +190,7 @@ def test_a_lane_vllm_lacks_is_named_with_the_reason():
 def test_the_snapshot_page_escapes_the_prompts_and_carries_the_charts(swept):
     record = swept[-1].saved
     record.prompts = ["<script>alert(1)</script> & more"]
-    page = load_snapshot_html(record)
+    page = concurrency_snapshot_html(record)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
     assert page.count("<svg") == 2 and "<script" not in page
     assert "num_speculative_tokens_per_batch_size" in page
@@ -196,7 +214,7 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
     assert [r["prompt"] for r in rows] == PROMPTS and all(r["identical"] for r in rows)
     assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
     assert "--speculative-config" in err and "crossover" in err
-    record = LoadRecord.load(tmp_path / "sweep.json")
+    record = ConcurrencyRecord.load(tmp_path / "sweep.json")
     assert record.made_with.startswith("python -m specviz concurrency")
     assert RunModels.from_json(record.models.__dict__) == record.models
 
@@ -205,6 +223,26 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
 def test_the_command_line_refuses_bad_levels_in_one_line(capsys, pair_folders, levels, needle):
     code, _, err = run_cli(capsys, "concurrency", "--target", str(pair_folders[0]), "--levels", levels)
     assert_one_line_error(code, err, needle)
+
+
+@pytest.mark.parametrize("rounds", [0, ROUNDS[-1] + 1, 9])
+def test_the_command_line_and_the_app_refuse_rounds_outside_one_bound_in_the_same_line(capsys, pair_folders, rounds):
+    target, draft = pair_folders
+    fresh = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
+    with pytest.raises(InvalidRequest) as caught:
+        next(fresh.concurrency(values(), PROMPTS, "draft", "1,2", rounds=rounds))
+    assert fresh.shelf.current() is None
+    code, _, err = run_cli(capsys, "concurrency", "--target", str(target), "--rounds", str(rounds))
+    assert_one_line_error(code, err, f"{ROUNDS[0]}..{ROUNDS[-1]}")
+    assert err.strip() == f"error: {caught.value}"
+
+
+def test_rounds_read_alike_as_a_number_a_sliders_float_or_text():
+    assert check_rounds(3) == check_rounds(3.0) == check_rounds(" 3 ") == 3
+    for bad in (True, 2.5, float("nan"), "x", None, ROUNDS[-1] + 1, "9" * 400):
+        with pytest.raises(InvalidRequest) as caught:
+            check_rounds(bad)
+        assert "\n" not in str(caught.value) and len(str(caught.value)) < 120
 
 
 def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):
@@ -217,7 +255,7 @@ def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):
         gc.collect()
         objects = gc.get_objects()
         return (
-            sum(isinstance(o, LoadView) for o in objects),
+            sum(isinstance(o, ConcurrencyView) for o in objects),
             sum(isinstance(o, LevelRun) for o in objects),
             sum(isinstance(o, torch.Tensor) for o in objects),
         )
@@ -235,7 +273,7 @@ def test_ten_sweeps_in_one_server_leave_nothing_behind(backend):
 
 
 def test_a_visitors_sweep_gives_their_later_races_vllms_measured_table(backend):
-    """A visitor's Under load sweep measures a draft length per batch-size range for the draft model and n-gram;
+    """A visitor's concurrency sweep measures a draft length per batch-size range for the draft model and n-gram;
     the same visitor's race on the same pair hands vLLM that table, another visitor's race does not."""
     sweep = list(backend.concurrency(values(), PROMPTS, "draft@2,draft@3,ngram", "1,2", session="sweeper"))[-1]
     tables = measured_tables(sweep)

@@ -5,8 +5,8 @@ the median round's.
 
 The theory at a level of B rows: a step of γ drafts yields E(α, γ) tokens a row for γ·d + V(T) + b, where T = B·(1 + γ)
 is the verify forward's tokens, against plain decoding's 1 token a row for V(B) + b; V, d and b are the seconds the
-runs at that level measured, α the lane's acceptance with the fewest rows (rows decode independently, so load does
-not change α). Its crossover is the first level where that ratio falls below 1.
+runs at that level measured, α the lane's acceptance with the fewest rows (rows decode independently, so concurrency
+does not change α). Its crossover is the first level where that ratio falls below 1.
 """
 
 from dataclasses import dataclass, field
@@ -14,7 +14,7 @@ from statistics import median
 
 from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
-from .level_run import LevelRun, LoadNews
+from .sweep_results import ConcurrencyNews, LevelRun
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,12 @@ class Figures:
 
 
 @dataclass
-class LoadView:
+class ConcurrencyView:
     levels: tuple[int, ...]
     lanes: tuple[str, ...]  # plain first
     words: dict = field(default_factory=dict)  # lane -> how it drafts, in words
     fixed: dict = field(default_factory=dict)  # lane -> its fixed γ (None: adaptive, or plain)
-    notes: dict = field(default_factory=dict)  # lane -> why it does not run under load
+    notes: dict = field(default_factory=dict)  # lane -> why it cannot decode concurrent requests
     runs: dict = field(default_factory=dict)  # (lane, level) -> [LevelRun, ...] (rounds)
     identical: dict = field(default_factory=dict)  # (lane, level) -> [bool, ...] per row of its last round
     order: list = field(default_factory=list)  # (run, each row's identity or None) in the order they ran
@@ -44,10 +44,10 @@ class LoadView:
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
-    saved: object = None  # the finished sweep as a LoadRecord (load_record.py), for its downloads
+    saved: object = None  # the finished sweep as a ConcurrencyRecord (load_record.py), for its downloads
 
-    def hear(self, news: LoadNews) -> None:
-        """What the sweep did next (load_sweep.sweep, or a device call passing it on)."""
+    def hear(self, news: ConcurrencyNews) -> None:
+        """What the sweep did next (sweep_runner.sweep, or a device call passing it on)."""
         if news.kind == "run":
             self.add(news.run, news.same)
         elif news.kind == "note":
@@ -151,7 +151,7 @@ class LoadView:
             "lanes": {
                 lane: {"words": self.words.get(lane, ""), "fixed_gamma": self.fixed.get(lane)} for lane in self.lanes
             },
-            "not_under_load": dict(self.notes),
+            "not_concurrent": dict(self.notes),  # lane -> why it cannot decode concurrent requests
             "crossover": crossover,
             "predicted_crossover": predicted,
             "greedy": self.greedy,

@@ -1,23 +1,23 @@
-"""Under load, drawn: total tokens/s and each request's own tokens/s against how many requests decode at once, plain
-decoding and every lane, the theory's throughput beside each fixed-γ lane's (dashed), and where each lane stops
-paying (a dotted line at its crossover). Plotly for the app; the snapshot page draws the same as SVG
-(load_page.py)."""
+"""Concurrent requests, drawn: total tokens/s and each request's own tokens/s against how many requests decode at
+once, plain decoding and every lane, the theory's throughput beside each fixed-γ lane's (dashed), and where each lane
+stops paying (a dotted line at its crossover). Plotly for the app; the snapshot page draws the same as SVG
+(concurrency_page.py)."""
 
 import math
 
 import plotly.graph_objects as go
 
+from ..concurrency.sweep_view import ConcurrencyView
 from ..events import PLAIN
-from ..load.load_view import LoadView
 from .charts import _LAYOUT, PLAIN_COLOUR
 from .svg_charts import SERIES_COLOURS
 
 
-def lane_colour(view: LoadView, lane: str) -> str:
+def lane_colour(view: ConcurrencyView, lane: str) -> str:
     return PLAIN_COLOUR if lane == PLAIN else SERIES_COLOURS[(view.lanes.index(lane) - 1) % len(SERIES_COLOURS)]
 
 
-def series(view: LoadView, lane: str, what: str) -> tuple[list[int], list[float]]:
+def series(view: ConcurrencyView, lane: str, what: str) -> tuple[list[int], list[float]]:
     """(levels, values) where the lane has a run: `what` is "throughput", "latency" or "theory" (the predicted
     speedup times plain decoding's throughput at that level)."""
     xs, ys = [], []
@@ -38,7 +38,7 @@ def series(view: LoadView, lane: str, what: str) -> tuple[list[int], list[float]
     return xs, ys
 
 
-def load_chart(view: LoadView, what: str = "throughput") -> go.Figure:
+def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Figure:
     """Total tokens/s ("throughput", with the theory and the crossovers) or the median request's own tokens/s
     ("latency") against concurrency, on a log-2 axis that names each level run."""
     fig = go.Figure()

@@ -11,7 +11,7 @@ from ..drafters.production import Ran, vllm_config
 from ..drafters.vllm_methods import METHODS, NOT_IN_VLLM
 from ..events import PLAIN
 from ..settings import Settings
-from .load_view import LoadView
+from .sweep_view import ConcurrencyView as LoadView
 
 
 @dataclass(frozen=True)

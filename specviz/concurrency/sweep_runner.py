@@ -1,7 +1,7 @@
 """A concurrency sweep on loaded models: at every level, plain decoding batched and each lane, `rounds` times in turn
 (so a drift of the machine reaches every lane alike), each greedy row checked against its prompt decoded alone.
-The CLI's `concurrency` and the app's device call run this; what it sends is plain data (level_run.LoadNews), which a
-LoadView (load_view.py, pure) hears."""
+The CLI's `concurrency` and the app's device call run this; what it sends is plain data
+(sweep_results.ConcurrencyNews), which a ConcurrencyView (sweep_view.py, pure) hears."""
 
 import time
 from collections.abc import Callable, Iterator
@@ -9,32 +9,29 @@ from collections.abc import Callable, Iterator
 from ..drafters.registry import NO_DRAFTER
 from ..engine import generate
 from ..engine.load_gamma import ForwardCosts
-from ..errors import InvalidRequest, SpecvizError, first_line
+from ..errors import SpecvizError, first_line
 from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
 from ..settings import Settings
-from .level_run import LoadNews
-from .levels import decode_level, rows_of
+from .level_runner import decode_level, rows_of
+from .sweep_plan import check_levels
+from .sweep_results import ConcurrencyNews
+from .sweep_view import ConcurrencyView
 
 PROGRESS_EVERY_S = 0.5  # a level under way says how far it got at most this often
 
-DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
 
-
-def check_levels(levels) -> tuple[int, ...]:
-    """Levels as given (a comma-separated text or numbers), each a number of requests, ascending and distinct."""
-    items = levels.split(",") if isinstance(levels, str) else list(levels)
-    found = []
-    for item in items:
-        text = str(item).strip()
-        if not (text.isascii() and text.lstrip("+").isdigit()):
-            raise InvalidRequest(f"a concurrency level is a whole number of requests (1, 4, 16), got {item!r}")
-        rows_of([[0]], int(text))  # the range, in one line
-        found.append(int(text))
-    if not found:
-        raise InvalidRequest("no concurrency levels given (e.g. --levels 1,4,16)")
-    return tuple(sorted(set(found)))
+def plan_sweep(levels, entrants, greedy: bool) -> tuple[ConcurrencyView, tuple[LaneRun, ...]]:
+    """What the CLI and the app both start a sweep from: the lanes that run (each of `entrants`, a
+    workload/entrants.Entrant, that these models can run, in the order asked) and the view before any run, naming
+    plain decoding and every lane, how each drafts, its fixed γ and, for an entrant that cannot run, why not."""
+    lanes = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in entrants if e.settings)
+    view = ConcurrencyView(check_levels(levels), (PLAIN, *(lane.name for lane in lanes)), greedy=greedy)
+    view.words = {e.name: e.contender.words for e in entrants}
+    view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
+    view.notes = {e.name: e.contender.note for e in entrants if not e.settings}
+    return view, lanes
 
 
 def sweep(
@@ -46,7 +43,7 @@ def sweep(
     rounds: int = 1,
     stop=None,
     clock: Callable[[], float] = time.perf_counter,
-) -> Iterator[LoadNews]:
+) -> Iterator[ConcurrencyNews]:
     """Every level, plain and each lane, `rounds` times: a line before each run, the run after it, and once, for a
     lane that cannot decode a batch, why not. Refused in one line before any decoding when the largest level does not
     fit the device. A level under way says how far it got ("progress"), so the caller may stop it by closing this
@@ -59,7 +56,7 @@ def sweep(
     alone, refused = {}, set()
     if settings.greedy:  # each prompt decoded alone: what every row of it must write
         for p in sorted(set(rows_of(prompts, max(levels)))):
-            yield LoadNews("message", f"decoding prompt {p + 1} alone: the reference every row of it must equal")
+            yield ConcurrencyNews("message", f"decoding prompt {p + 1} alone: the reference every row of it must equal")
             alone[p] = generated_ids(generate(pair.target, prompts[p], settings, explain=False))
     for level in levels:
         for turn in range(rounds):
@@ -67,20 +64,22 @@ def sweep(
                 if lane.name in refused:
                     continue
                 if stop is not None and stop.is_set():
-                    yield LoadNews("end", "stopped: the levels run so far stay", stopped=True)
+                    yield ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True)
                     return
                 many = f"{level} request{'s' * (level > 1)} at once"
-                yield LoadNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
+                yield ConcurrencyNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
                 run, total, said = None, level * settings.max_new_tokens, clock()
                 try:
                     for run in decode_level(pair, prompts, lane, level, costs, stop, clock):
                         if isinstance(run, int) and clock() - said >= PROGRESS_EVERY_S:
                             said = clock()
-                            yield LoadNews("progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name)
+                            yield ConcurrencyNews(
+                                "progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name
+                            )
                 except SpecvizError as exc:  # this lane cannot decode a batch (or this one): it says why, once
                     refused.add(lane.name)
-                    yield LoadNews("note", first_line(exc), lane=lane.name)
+                    yield ConcurrencyNews("note", first_line(exc), lane=lane.name)
                     continue
                 same = tuple(list(t) == alone[p] for p, t in zip(run.prompts, run.tokens)) if alone else None
-                yield LoadNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
-    yield LoadNews("end", "done")
+                yield ConcurrencyNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
+    yield ConcurrencyNews("end", "done")

@@ -1,16 +1,16 @@
-"""Under load in HTML: the progress line, the table (a row per lane and level: total tokens/s, each request's own,
-τ, the speedup over plain decoding batched the same way and the theory's, the γ the batch drafted, whether every row
-wrote what its prompt writes alone), each lane's crossover, the identity badge, vLLM's configuration, and the whole
-sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
+"""Concurrent requests in HTML: the progress line, the table (a row per lane and level: total tokens/s, each
+request's own, τ, the speedup over plain decoding batched the same way and the theory's, the γ the batch drafted,
+whether every row wrote what its prompt writes alone), each lane's crossover, the identity badge, vLLM's
+configuration, and the whole sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
 
 from html import escape
 
+from ..concurrency.sweep_view import ConcurrencyView
+from ..concurrency.vllm_config import vllm_advice
 from ..events import PLAIN
-from ..load.load_view import LoadView
-from ..load.vllm_config import vllm_advice
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
-from .load_charts import lane_colour, series
+from .concurrency_charts import lane_colour, series
 from .svg_charts import GRID, INK, _svg, _text, nice_ticks
 
 
@@ -22,29 +22,29 @@ def _x(value, pattern: str = "{:.2f}×") -> str:
     return "–" if value is None else pattern.format(value)
 
 
-def load_progress(view: LoadView) -> str:
+def concurrency_progress(view: ConcurrencyView) -> str:
     done = sum(len(runs) for runs in view.runs.values())
     kind = "sv-stopped" if view.stopped else "sv-done" if view.finished else "sv-busy"
     return f'<div class="sv-progress-text {kind}">{escape(view.message)} · {done} runs done</div>'
 
 
-def crossover_words(view: LoadView, lane: str) -> str:
+def crossover_words(view: ConcurrencyView, lane: str) -> str:
     """Where the lane stops paying, measured and predicted."""
     measured, predicted = view.crossover(lane), view.crossover(lane, theory=True)
     said = lambda at: "pays at every level run" if at is None else f"below plain from {requests(at)}"  # noqa: E731
     return f"{said(measured)} (theory: {said(predicted)})"
 
 
-def crossover_line(view: LoadView, lane: str) -> str:
+def crossover_line(view: ConcurrencyView, lane: str) -> str:
     return f"{lane}: {crossover_words(view, lane)}"
 
 
-def load_table(view: LoadView) -> str:
+def concurrency_table(view: ConcurrencyView) -> str:
     head = ("lane", "requests", "total tok/s", "per request", "τ", "speedup", "theory", "γ drafted", "identical")
     body = []
     for lane in view.lanes:
         if lane in view.notes:
-            note = f"does not run under load: {view.notes[lane]}"
+            note = f"cannot decode concurrent requests: {view.notes[lane]}"
             body.append(f'<tr><td>{escape(lane)}</td><td colspan="{len(head) - 1}">{escape(note)}</td></tr>')
             continue
         for level in view.levels:
@@ -67,16 +67,16 @@ def load_table(view: LoadView) -> str:
             )
             losing = ' class="sv-loses"' if f.speedup is not None and f.speedup < 1 else ""
             body.append(f"<tr{losing}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+    heads, rows = "".join(f"<th>{escape(h)}</th>" for h in head), "".join(body)
     drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
     crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
     return (
-        f'<table class="sv-metrics sv-load"><thead><tr>{heads}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<ul class="sv-crossover">{crossings}</ul>{load_badge(view)}'
+        f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+        f'<ul class="sv-crossover">{crossings}</ul>{concurrency_badge(view)}'
     )
 
 
-def load_badge(view: LoadView) -> str:
+def concurrency_badge(view: ConcurrencyView) -> str:
     """Whether every greedy row wrote what its prompt writes decoded alone, and what that rests on."""
     if not view.greedy:
         words = "sampled: each row follows the target's law; no row is compared"
@@ -103,7 +103,7 @@ def load_badge(view: LoadView) -> str:
     return f'<div class="sv-badge sv-badge-diff">{escape(words)}</div>'
 
 
-def vllm_block(view: LoadView, draft_model: str = "") -> str:
+def vllm_block(view: ConcurrencyView, draft_model: str = "") -> str:
     """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config."""
     advice = vllm_advice(view, draft_model)
     if not advice:
@@ -117,8 +117,9 @@ def vllm_block(view: LoadView, draft_model: str = "") -> str:
     return f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul></div>'
 
 
-def svg_load_chart(view: LoadView, what: str = "throughput", width: int = 720, height: int = 300) -> str:
-    """load_charts.load_chart as static SVG: a line per lane against concurrency (log-2 axis), theory dashed."""
+def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width: int = 720, height: int = 300) -> str:
+    """concurrency_charts.concurrency_chart as static SVG: a line per lane against concurrency (log-2 axis), theory
+    dashed."""
     label = "total tokens/s against concurrency" if what == "throughput" else "each request's tokens/s"
     lines = []
     for lane in view.lanes:
@@ -152,11 +153,11 @@ def svg_load_chart(view: LoadView, what: str = "throughput", width: int = 720, h
         parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
         parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
-    return _svg(width, height, label, "".join(parts), f"sv-load-{what}")
+    return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
 
 
-def load_snapshot_html(record) -> str:
-    """A recorded sweep (load_record.LoadRecord) as one self-contained page: no script, nothing fetched."""
+def concurrency_snapshot_html(record) -> str:
+    """A recorded sweep (sweep_record.ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
     m = record.models
     meta = escape(
@@ -166,11 +167,11 @@ def load_snapshot_html(record) -> str:
     prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
     css = (ASSETS / "specviz.css").read_text()
     return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: under load</title>'
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: concurrent requests</title>'
         f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
-        f'</head><body><h1 class="sv-title">specviz: under load</h1><p class="sv-meta">{meta}</p>'
-        f"<h2>Total tokens/s</h2>{svg_load_chart(view, 'throughput')}"
-        f"<h2>Each request's own tokens/s</h2>{svg_load_chart(view, 'latency')}"
-        f"<h2>Every lane and level</h2>{load_table(view)}{vllm_block(view, m.draft)}"
+        f'</head><body><h1 class="sv-title">specviz: concurrent requests</h1><p class="sv-meta">{meta}</p>'
+        f"<h2>Total tokens/s</h2>{svg_concurrency_chart(view, 'throughput')}"
+        f"<h2>Each request's own tokens/s</h2>{svg_concurrency_chart(view, 'latency')}"
+        f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(view, m.draft)}"
         f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )

@@ -1,4 +1,4 @@
-"""The Under load tab in a real browser on `python app.py` with the tiny pair, at 1280×720 and in presenter mode at
+"""The Concurrency tab in a real browser on `python app.py` with the tiny pair, at 1280×720 and in presenter mode at
 1920×1080: a sweep of three levels fills the charts and the table run by run, every row identical, vLLM's
 configuration written out, nothing off the screen's width; Stop ends a long sweep with what ran so far; the downloaded
 record replays to the same table and its snapshot opens offline."""
@@ -15,18 +15,18 @@ SIZES = {"1280x720": (1280, 720, ""), "presenter-1920x1080": (1920, 1080, "?pres
 def start_sweep(page, lanes: str, levels: str, precision: str | None = "float32") -> None:
     if precision:  # presenter mode folds the settings away: the default precision then
         page.get_by_label(precision).check()
-    page.get_by_role("tab", name="Under load").click()
-    page.locator("#sv-load-lanes input, #sv-load-lanes textarea").first.fill(lanes)
-    page.locator("#sv-load-levels input, #sv-load-levels textarea").first.fill(levels)
-    page.click("#sv-load-run")
+    page.get_by_role("tab", name="Concurrency").click()
+    page.locator("#sv-concurrency-lanes input, #sv-concurrency-lanes textarea").first.fill(lanes)
+    page.locator("#sv-concurrency-levels input, #sv-concurrency-levels textarea").first.fill(levels)
+    page.click("#sv-concurrency-run")
 
 
 def wait_done(page, seconds: float = 180) -> list[int]:
     """Until the sweep ends: the count of table rows seen on the way."""
     rows, deadline = [], time.time() + seconds
-    while not page.locator("#sv-status .sv-status-done:has-text('under load')").count():
+    while not page.locator("#sv-status .sv-status-done:has-text('concurrency')").count():
         assert time.time() < deadline, page.inner_text("#sv-status")
-        rows.append(page.locator("#sv-load-table tbody tr").count())
+        rows.append(page.locator("#sv-concurrency-table tbody tr").count())
         time.sleep(0.1)
     return rows
 
@@ -36,7 +36,7 @@ def wait_done(page, seconds: float = 180) -> list[int]:
 RECORD_ROWS = """() => {
   window.svRowCounts = [];
   new MutationObserver(() => {
-    const n = document.querySelectorAll('#sv-load-table tbody tr').length, seen = window.svRowCounts;
+    const n = document.querySelectorAll('#sv-concurrency-table tbody tr').length, seen = window.svRowCounts;
     if (seen[seen.length - 1] !== n) { seen.push(n); }
   }).observe(document.body, {childList: true, subtree: true});
 }"""
@@ -52,18 +52,18 @@ def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(a
     seen = page.evaluate("window.svRowCounts")
     assert len(set(seen)) >= 3, seen  # the table grew run by run, not all at once
     # three lanes at three levels; the status can say done a moment before the last rows are drawn
-    expect(page.locator("#sv-load-table tbody tr")).to_have_count(9, timeout=WAIT)
-    table = page.inner_text("#sv-load-table")
+    expect(page.locator("#sv-concurrency-table tbody tr")).to_have_count(9, timeout=WAIT)
+    table = page.inner_text("#sv-concurrency-table")
     assert "parted" not in table and "every row (" in table  # every greedy row equals its prompt alone
     assert "crossover" not in table or "below plain" in table or "pays at every level" in table
-    assert "num_speculative_tokens_per_batch_size" in page.inner_text("#sv-load-vllm")
-    for chart in ("#sv-load-throughput", "#sv-load-latency"):
+    assert "num_speculative_tokens_per_batch_size" in page.inner_text("#sv-concurrency-vllm")
+    for chart in ("#sv-concurrency-throughput", "#sv-concurrency-latency"):
         assert page.locator(f"{chart} .main-svg").count() >= 1
         box = page.locator(chart).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing off the screen's width
-    page.locator("#sv-load-table").scroll_into_view_if_needed()
-    shot(page, f"under-load-{size}.png")
+    page.locator("#sv-concurrency-table").scroll_into_view_if_needed()
+    shot(page, f"concurrency-{size}.png")
     page.close()
 
 
@@ -76,13 +76,13 @@ def test_stop_ends_a_long_sweep_with_the_levels_run_so_far(app_server, browser):
     page.get_by_label("number input for Max new tokens").press("Tab")
     start_sweep(page, "draft@2", "1, 2, 4, 8, 16, 32")
     deadline = time.time() + 120
-    while page.locator("#sv-load-table tbody tr").count() < 1:
+    while page.locator("#sv-concurrency-table tbody tr").count() < 1:
         assert time.time() < deadline
         time.sleep(0.1)
     page.click("#sv-stop")
     wait_done(page, 60)
-    assert "stopped" in page.inner_text("#sv-load-progress")
-    assert page.locator("#sv-load-table tbody tr").count() < 12
+    assert "stopped" in page.inner_text("#sv-concurrency-progress")
+    assert page.locator("#sv-concurrency-table tbody tr").count() < 12
     page.close()
 
 
@@ -90,28 +90,28 @@ def test_the_downloaded_sweep_replays_to_the_same_table_and_its_snapshot_opens_o
     page = open_page(browser, app_server[0], 1280, 720)
     start_sweep(page, "draft@2", "1, 3")
     wait_done(page)
-    table = page.inner_text("#sv-load-table")
+    table = page.inner_text("#sv-concurrency-table")
     files = {}
-    page.wait_for_selector("#sv-load-vllm li")  # the last update, which also sets the downloads, has landed
-    for button in ("#sv-load-record", "#sv-load-snapshot"):
+    page.wait_for_selector("#sv-concurrency-vllm li")  # the last update, which also sets the downloads, has landed
+    for button in ("#sv-concurrency-record", "#sv-concurrency-snapshot"):
         with page.expect_download(timeout=60_000) as got:
             page.click(button)
         files[button] = tmp_path / got.value.suggested_filename
         got.value.save_as(files[button])
     page.reload()
     page.wait_for_selector("#sv-run")
-    page.get_by_role("tab", name="Under load").click()
-    page.locator("#sv-load-upload input[type=file]").set_input_files(str(files["#sv-load-record"]))
-    page.click("#sv-load-replay")
+    page.get_by_role("tab", name="Concurrency").click()
+    page.locator("#sv-concurrency-upload input[type=file]").set_input_files(str(files["#sv-concurrency-record"]))
+    page.click("#sv-concurrency-replay")
     deadline = time.time() + 60
-    while page.locator("#sv-status .sv-status-done:has-text('under load')").count() == 0:
+    while page.locator("#sv-status .sv-status-done:has-text('concurrency')").count() == 0:
         assert time.time() < deadline
         time.sleep(0.1)
-    assert page.inner_text("#sv-load-table") == table
+    assert page.inner_text("#sv-concurrency-table") == table
     page.close()
     offline = browser.new_context(offline=True)
     opened = offline.new_page()
-    opened.goto(files["#sv-load-snapshot"].as_uri())
+    opened.goto(files["#sv-concurrency-snapshot"].as_uri())
     assert opened.locator("script, script[src], link[href^=http], img[src^=http]").count() == 0
     assert opened.locator("svg").count() == 2 and "draft@2" in opened.inner_text("table")
     offline.close()

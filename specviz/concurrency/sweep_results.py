@@ -1,7 +1,7 @@
 """What one level of a concurrency sweep leaves, pure Python: each row's tokens and seconds, and per batch step what
-it cost and yielded; and the news a sweep sends as it goes (a line saying what runs, a lane that cannot run under
-load, a level run). Plain data throughout, so it crosses a GPU worker's pipe and is written to and read from a
-record (load_record.py)."""
+it cost and yielded; and the news a sweep sends as it goes (a line saying what runs, a lane that cannot decode
+concurrent requests, a level run). Plain data throughout, so it crosses a GPU worker's pipe and is written to and
+read from a record (sweep_record.py)."""
 
 from dataclasses import asdict, dataclass, fields
 
@@ -104,7 +104,7 @@ class LevelRun:
 
 
 @dataclass(frozen=True)
-class LoadNews:
+class ConcurrencyNews:
     """What a sweep did next: says what runs now ("message") or how far the level under way got ("progress"), a lane
     that cannot decode a batch ("note", once), a level run ("run", with whether each greedy row equals its prompt
     decoded alone), or that it ended ("end")."""
