@@ -260,7 +260,7 @@ def _imports(path: Path, module: str) -> set[str]:
 LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
-    ("trace",),
+    ("trace", "serving"),
     ("analysis", "models", "runtime", "cluster"),
     ("engine", "record"),
     ("drafters",),

@@ -10,7 +10,6 @@ from dataclasses import replace
 from functools import partial
 
 from .. import errors
-from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
@@ -22,6 +21,7 @@ from ..load.load_view import LoadView
 from ..load.vllm_config import measured_tables
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
+from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import GrandPrixView, starting_grid

@@ -11,7 +11,7 @@ from ...events import PLAIN
 from ...render import charts, panels
 from ...render.figure1 import origin_text
 from ...render.grand_prix_lanes import grand_prix_lanes, ordinal
-from ...render.production import production_block
+from ...render.handoff_block import production_block
 from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
 

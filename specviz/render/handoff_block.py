@@ -4,7 +4,7 @@ report and the snapshot page; every text escaped."""
 
 from html import escape
 
-from ..drafters.production import Handoff
+from ..serving.handoff import Handoff
 
 LEAD = (
     "The same drafter elsewhere: a transformers script that writes these tokens, vLLM's <code>--speculative-config"
