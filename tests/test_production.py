@@ -159,3 +159,14 @@ def test_a_grand_prix_from_the_command_line_carries_every_lanes_settings(capsys,
     assert set(production) == {"draft@2", "ngram@3"}
     vllm = {h: next(e for e in production[h]["engines"] if e["engine"] == "vLLM")["text"] for h in production}
     assert '"num_speculative_tokens": 2' in vllm["draft@2"] and '"method": "ngram"' in vllm["ngram@3"]
+
+
+def test_the_block_says_once_what_every_engine_gives_up_and_copies_a_block_whole():
+    draft = kind("draft")
+    options = draft.parse({"draft_tree": "tree"})
+    h = handoff(Ran("draft", ADAPTIVE, options, "Org/Target", "Org/Draft", serving=draft.serving))
+    assert len({s.nearest for s in h.settings}) == 1  # all three engines give up the tree and adaptive γ alike
+    page, app = production_block([h]), production_block([h], copy=True)
+    assert page.count("specviz chose γ per step") == 1 and "in every engine:" in page
+    assert "sv-prod-copy" not in page and "sv-prod-select" in page  # a page without script selects in one click
+    assert app.count('class="sv-prod-copy"') == 3 and "navigator.clipboard.writeText" in app

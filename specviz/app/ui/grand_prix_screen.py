@@ -85,7 +85,7 @@ class GrandPrixHandlers:
         shows each lane's under its name)."""
         s = self.screen
         rows = view.rows()
-        table = panels.compare_table(rows) + production_block(view.production, open_first=False)
+        table = panels.compare_table(rows) + production_block(view.production, open_first=False, copy=True)
         out = {s.compare_table: table, s.compare_chart: charts.compare_chart(rows)}
         for name, box in s.compare_texts.items():
             lanes = [lane for lane in view.lanes if (lane.drafter if lane is not view.plain else PLAIN) == name]

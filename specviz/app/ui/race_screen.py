@@ -114,7 +114,7 @@ def race_update(
         screen.badge: panels.identity_badge(view),
         screen.summary: race_summary(view),
         screen.gp: "",
-        screen.production: production_block(view.production) if view.finished else "",
+        screen.production: production_block(view.production, copy=True) if view.finished else "",
     }
     if chart:
         shown[screen.race_plot] = charts.race_chart(view)
