@@ -1,7 +1,7 @@
 """A measured sweep as vLLM's `--speculative-config`: for each drafter of the sweep, the draft length that served the
 most tokens/s at each concurrency level run (0 where plain decoding served more), written as vLLM's draft length per
 range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. Pure
-Python; the registry is asked only when a sweep is written out."""
+Python; the registry and the model presets (which load torch) are asked only when a sweep is written out."""
 
 from ..events import PLAIN
 from ..serving.batch_table import VllmAdvice, per_batch_size, ranges
@@ -45,11 +45,19 @@ def _serving(drafter: str):
     return serving_of(drafter)
 
 
+def _hub_id(model: str) -> str:
+    from ..models.offline import production_name  # models/ loads torch too
+
+    return production_name(model)
+
+
 def measured_tables(view: LoadView) -> dict[str, tuple]:
     """Each drafter vLLM also has that ran at some level: its fastest draft length per range of batch sizes."""
     return {d: per_batch_size(best) for d, best in _swept(view).items() if in_vllm(_serving(d))}
 
 
 def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
-    """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's)."""
-    return [advice_for(d, _serving(d), best, draft_model) for d, best in _swept(view).items()]
+    """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, named as vLLM
+    loads it)."""
+    draft = _hub_id(draft_model)
+    return [advice_for(d, _serving(d), best, draft) for d, best in _swept(view).items()]
