@@ -187,6 +187,17 @@ def test_a_lane_vllm_lacks_is_named_with_the_reason():
     assert advice.config is None and "suffix" in advice.note
 
 
+def test_vllm_is_handed_an_offline_draft_by_its_hub_id():
+    """The concurrency sweep's vLLM line names the draft as the race's production block does: an offline preset by
+    its Hub id."""
+    view = ConcurrencyView((1,), (PLAIN, "draft@2"))
+    view.fixed = {"draft@2": 2}
+    view.add(_run(PLAIN, 1, 10))
+    view.add(_run("draft@2", 1, 20, 2))
+    [advice] = vllm_advice(view, "qwen2.5-coder-0.5b-instruct")
+    assert advice.config["model"] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+
+
 def test_the_snapshot_page_escapes_the_prompts_and_carries_the_charts(swept):
     record = swept[-1].saved
     record.prompts = ["<script>alert(1)</script> & more"]

@@ -12,12 +12,11 @@ import pytest
 from test_cli import run_cli
 from tiny import PAIR_WORDS, tiny_llama, word_tokenizer
 
-from specviz.drafters.ngram import MAX_NGRAM
-from specviz.drafters.production import ENGINES, Handoff, Ran, handoff, recorded
-from specviz.drafters.production import MAX_NGRAM as PRODUCTION_NGRAM
-from specviz.drafters.registry import kinds
-from specviz.render.production import production_block
+from specviz.drafters.registry import kind, kinds
+from specviz.render.handoff_block import production_block
 from specviz.render.snapshot import snapshot_html
+from specviz.serving.engine_settings import ENGINES, handoff
+from specviz.serving.handoff import Handoff, Ran, recorded
 from specviz.settings import Settings
 from specviz.trace import Trace
 
@@ -30,7 +29,9 @@ ADAPTIVE = Settings(gamma=4, adaptive=True)
 
 def every_kind(settings=ADAPTIVE):
     options = {k.name: k.parse(dict(k.listing.preferred)) for k in kinds()}
-    return [handoff(Ran(k.name, settings, options[k.name], "Org/Target", "Org/Draft")) for k in kinds()]
+    return [
+        handoff(Ran(k.name, settings, options[k.name], "Org/Target", "Org/Draft", serving=k.serving)) for k in kinds()
+    ]
 
 
 def test_every_drafter_kind_has_a_setting_or_a_reason_for_every_engine():
@@ -38,7 +39,6 @@ def test_every_drafter_kind_has_a_setting_or_a_reason_for_every_engine():
         assert [s.engine for s in h.settings] == list(ENGINES)
         for s in h.settings:
             assert s.text or s.nearest, (h.drafter, s.engine)  # a setting, or why there is none
-    assert PRODUCTION_NGRAM == MAX_NGRAM
 
 
 def keys_named(h: Handoff) -> set[str]:
@@ -56,7 +56,17 @@ def keys_named(h: Handoff) -> set[str]:
 
 
 def test_every_key_named_is_listed_in_the_production_page_with_its_source():
-    ran = Ran("draft", Settings(gamma=3), None, "T", "D", same_vocab=False, per_batch_size=([1, 4, 3], [5, 8, 0]))
+    table = ([1, 4, 3], [5, 8, 0])
+    ran = Ran(
+        "draft",
+        Settings(gamma=3),
+        None,
+        "T",
+        "D",
+        same_vocab=False,
+        per_batch_size=table,
+        serving=kind("draft").serving,
+    )
     named = set().union(*(keys_named(h) for h in [*every_kind(), *every_kind(Settings(temperature=0.7)), handoff(ran)]))
     assert {"num_assistant_tokens", "prompt_lookup_min", "--speculative-algorithm"} <= named
     missing = sorted(k for k in named if f"`{k}`" not in DOC)
@@ -115,7 +125,9 @@ def test_a_draft_with_another_tokenizer_is_handed_over_with_both_tokenizers(
 
 
 def test_the_block_escapes_what_it_shows_and_a_trace_carries_it_to_its_page(tmp_path):
-    h = handoff(Ran("draft", Settings(gamma=3), None, f"Org/{EVIL}", "Org/Draft", prompt=EVIL))
+    h = handoff(
+        Ran("draft", Settings(gamma=3), None, f"Org/{EVIL}", "Org/Draft", prompt=EVIL, serving=kind("draft").serving)
+    )
     html = production_block([h])
     assert EVIL not in html and "&lt;img src=x" in html and "Take it to production" in html
     assert recorded({"production": [h.to_json()]}) == (h,)
@@ -147,3 +159,14 @@ def test_a_grand_prix_from_the_command_line_carries_every_lanes_settings(capsys,
     assert set(production) == {"draft@2", "ngram@3"}
     vllm = {h: next(e for e in production[h]["engines"] if e["engine"] == "vLLM")["text"] for h in production}
     assert '"num_speculative_tokens": 2' in vllm["draft@2"] and '"method": "ngram"' in vllm["ngram@3"]
+
+
+def test_the_block_says_once_what_every_engine_gives_up_and_copies_a_block_whole():
+    draft = kind("draft")
+    options = draft.parse({"draft_tree": "tree"})
+    h = handoff(Ran("draft", ADAPTIVE, options, "Org/Target", "Org/Draft", serving=draft.serving))
+    assert len({s.nearest for s in h.settings}) == 1  # all three engines give up the tree and adaptive γ alike
+    page, app = production_block([h]), production_block([h], copy=True)
+    assert page.count("specviz chose γ per step") == 1 and "in every engine:" in page
+    assert "sv-prod-copy" not in page and "sv-prod-select" in page  # a page without script selects in one click
+    assert app.count('class="sv-prod-copy"') == 3 and "navigator.clipboard.writeText" in app

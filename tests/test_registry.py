@@ -56,15 +56,26 @@ print(json.dumps({'menu': menu['props']['choices'], 'labels': labels, 'params': 
 """
 
 
-@pytest.fixture(scope="module")
-def with_toy(tmp_path_factory):
-    """A copy of the project with one new file, specviz/drafters/toy.py, and nothing else changed."""
+# The toy again, declaring what it is in one serving engine: a vLLM method of its own, and nothing elsewhere.
+TOY_IN_VLLM = TOY.replace(
+    "from .contract import", "from ..serving.declaration import Serving, VllmMethod\nfrom .contract import"
+).replace("order=50))", 'order=50),\n              serving=Serving(vllm=VllmMethod("toy_repeat")))')
+
+
+def copy_with_toy(tmp_path_factory, source: str) -> Path:
+    """A copy of the project with one new file, specviz/drafters/toy.py (`source`), and nothing else changed."""
     root = tmp_path_factory.mktemp("with-toy")
     shutil.copytree(ROOT / "specviz", root / "specviz", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "app.py", root / "app.py")
     (root / "assets").symlink_to(ROOT / "assets")
-    (root / "specviz" / "drafters" / "toy.py").write_text(TOY)
+    (root / "specviz" / "drafters" / "toy.py").write_text(source)
     return root
+
+
+@pytest.fixture(scope="module")
+def with_toy(tmp_path_factory):
+    """A copy of the project with one new file, specviz/drafters/toy.py, and nothing else changed."""
+    return copy_with_toy(tmp_path_factory, TOY)
 
 
 def in_copy(run, root, *args, timeout=300):
@@ -111,6 +122,40 @@ def test_a_new_drafter_module_reaches_the_cli(new_process, with_toy, model_folde
     assert refused["code"] == 2
     assert refused["stderr"].strip().splitlines() == ["error: toy offset must be an integer in 0..3, got 9"]
     assert other["code"] == 2 and "--toy-offset is only used by --drafter toy, not ngram" in other["stderr"]
+
+
+def handoff_in_copy(new_process, root: Path, model_folder) -> dict:
+    """The toy's handoff as `generate --json` writes it, run in a fresh process of the copy: engine -> its setting."""
+    args = ["generate", "--target", str(model_folder), "--prompt", "w5 w5 w5", "--no-chat", "--max-new-tokens", "4"]
+    args += ["--dtype", "float32", "--device", "cpu", "--json", "--drafter", "toy", "--gamma", "3"]
+    done = in_copy(new_process, root, "-c", CLI_RUNS, json.dumps([args]))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [ran] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ran["code"] == 0, ran["stderr"]
+    return {e["engine"]: e for e in json.loads(ran["stdout"])["production"]["engines"]}
+
+
+@pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
+def test_a_new_drafter_declaring_a_vllm_method_is_handed_to_vllm_as_that_method(
+    new_process, tmp_path_factory, model_folder
+):
+    engines = handoff_in_copy(new_process, copy_with_toy(tmp_path_factory, TOY_IN_VLLM), model_folder)
+    command = engines["vLLM"]["text"]
+    assert command.startswith(f"vllm serve {model_folder} --speculative-config")
+    assert json.loads(command.split("'")[1]) == {"method": "toy_repeat", "num_speculative_tokens": 3}
+    assert engines["vLLM"]["nearest"] == ""  # vLLM runs it as specviz ran it (a chain, a fixed γ)
+    for engine in ("transformers", "SGLang"):  # declared nowhere else: no setting, and it says so
+        assert engines[engine]["text"] == "" and "no equivalent" in engines[engine]["nearest"]
+
+
+@pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
+def test_a_new_drafter_declaring_nothing_has_no_equivalent_in_any_engine(new_process, with_toy, model_folder):
+    engines = handoff_in_copy(new_process, with_toy, model_folder)
+    assert list(engines) == ["transformers", "vLLM", "SGLang"]
+    for engine, setting in engines.items():
+        assert setting["text"] == "", engine  # nothing borrowed from another kind
+        assert "no equivalent" in setting["nearest"] and "toy" in setting["nearest"], setting
+        assert "heads" not in setting["nearest"], setting
 
 
 @pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
@@ -260,7 +305,7 @@ def _imports(path: Path, module: str) -> set[str]:
 LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
-    ("trace",),
+    ("trace", "serving"),
     ("analysis", "models", "runtime", "cluster"),
     ("engine", "record"),
     ("drafters",),

@@ -16,13 +16,13 @@ from ..concurrency.sweep_results import ConcurrencyNews
 from ..concurrency.sweep_runner import plan_sweep
 from ..concurrency.sweep_view import ConcurrencyView
 from ..concurrency.vllm_config import measured_tables
-from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
+from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import GrandPrixView, starting_grid

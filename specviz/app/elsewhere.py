@@ -1,13 +1,14 @@
-"""What the app hands beyond itself: a race's drafter as settings for other engines (drafters/production.py), with
-the visitor's Concurrency sweep measurements, and a workload as the job a Ray cluster's actors each prepare
-(workload/job.py)."""
+"""What the app hands beyond itself: a race's drafter as settings for other engines (the serving package, from what
+its kind declares), with the visitor's concurrency sweep's measurements, and a workload as the job a Ray cluster's
+actors each prepare (workload/job.py)."""
 
 import threading
 from collections import OrderedDict
 
-from ..drafters.production import Ran, handoff
-from ..drafters.registry import NO_DRAFTER
+from ..drafters.registry import NO_DRAFTER, kind
 from ..models.offline import production_name
+from ..serving.engine_settings import handoff
+from ..serving.handoff import Ran
 from ..workload.entrants import production
 from ..workload.job import WorkloadJob
 from ..workload.view import WorkloadView
@@ -43,7 +44,18 @@ def race_production(asked: Request, pair: LoadedPair, swept: dict) -> tuple:
     draft = production_name(pair.preset.draft or "") if pair.draft is not None else ""
     target = production_name(pair.preset.target)
     table = swept.get(asked.drafter, ())
-    ran = Ran(asked.drafter, asked.settings, asked.options, target, draft, asked.prompt, True, pair.same_vocab(), table)
+    ran = Ran(
+        asked.drafter,
+        asked.settings,
+        asked.options,
+        target,
+        draft,
+        asked.prompt,
+        True,
+        pair.same_vocab(),
+        table,
+        serving=kind(asked.drafter).serving,
+    )
     return (handoff(ran),)
 
 

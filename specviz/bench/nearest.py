@@ -1,14 +1,15 @@
 """What taking each drafter to another engine gives up, measured on the benchmark's own prompts: specviz's drafter
-with adaptive γ (as the app runs it) beside what each engine would run in its place (drafters/production.py). vLLM and
-SGLang draft a fixed length per step, so they are stood in for by the specviz drafter nearest to their method at its
-best fixed γ here; transformers is its own counterpart as raced, at its default schedule, over its own plain
-decoding. Each figure is a speedup over plain decoding: the geometric mean over the kinds and temperatures where both
-sides ran. Pure Python over BenchRows."""
+with adaptive γ (as the app runs it) beside what each engine would run in its place (as the drafter's kind declares
+it, serving/engine_settings.py). vLLM and SGLang draft a fixed length per step, so they are stood in for by the
+specviz drafter nearest to their method at its best fixed γ here; transformers is its own counterpart as raced, at its
+default schedule, over its own plain decoding. Each figure is a speedup over plain decoding: the geometric mean over
+the kinds and temperatures where both sides ran. Pure Python over BenchRows."""
 
 import statistics
 
-from ..drafters.production import ENGINES, stand_in
 from ..events import PLAIN
+from ..serving.declaration import Serving
+from ..serving.engine_settings import ENGINES, stand_in
 from .tally import drafters, figure, groups, mean
 
 ADAPTIVE = "adaptive"
@@ -18,7 +19,8 @@ def nearest_table(rows) -> str:
     """One line per drafter (and draft model) that ran adaptive: its speedup, then each engine's nearest and its
     speedup on the same kinds and temperatures; '' when no drafter ran adaptive."""
     ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN and r.exact is not False]
-    counterparts = drafters().counterparts
+    known = drafters()
+    counterparts = known.counterparts
     speed = {}  # (kind, T, method, draft, γ) -> mean speedup over the kind's prompts
     for key, rs in groups(ours, "kind", "temperature", "method", "draft_name", "draft_dtype", "gamma").items():
         speed[key] = mean(r.speedup for r in rs)
@@ -32,7 +34,7 @@ def nearest_table(rows) -> str:
         ran = {p: speed[(*p, method, *draft, ADAPTIVE)] for p in places}
         overall, cells = _geo(ran.values()), []
         for engine in ENGINES:
-            s = stand_in(engine, method)
+            s = stand_in(engine, method, known.serving.get(method, Serving()))
             if s is None:  # the engine decodes plainly in its place
                 cells.append(f"plain decoding: 1.00x ({figure(overall and 1 / overall)})")
                 continue

@@ -4,6 +4,7 @@ registry as a report is drawn, so that importing a report loads no drafter)."""
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 ASSISTED = "transformers assisted"  # transformers' assisted generation: the model drafters' counterpart
 
@@ -19,6 +20,7 @@ class Drafters:
     lookups: tuple[str, ...]  # those that only copy, in reverse menu order: the runs-in-order table's columns
     across_runs: str | None  # of those, the one that copies from earlier runs too (suffix decoding)
     tools: tuple[str, ...]  # measuring tools run per set acceptance rate (the oracle), left out of the targets
+    serving: Mapping[str, Any]  # drafter -> what it is in the serving engines (serving/declaration.Serving)
 
 
 def drafters() -> Drafters:
@@ -36,6 +38,7 @@ def drafters() -> Drafters:
         lookups=tuple(k.name for k in lookups),
         across_runs=next((k.name for k in lookups if k.remembers), None),
         tools=tuple(k.name for k in every if k.listing.sets_alpha),
+        serving={k.name: k.serving for k in every},
     )
 
 

@@ -11,7 +11,6 @@ from .. import reading
 from ..analysis.diagnosis import diagnose
 from ..concurrency.sweep_record import ConcurrencyRecord, is_concurrency_record
 from ..drafters.options import Options
-from ..drafters.production import Ran, handoff, recording
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
@@ -22,6 +21,8 @@ from ..render.concurrency_page import concurrency_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..runs import Duel
 from ..runtime import quiet_transformers
+from ..serving.engine_settings import handoff
+from ..serving.handoff import Ran, recording
 from ..settings import check_prompt
 from ..trace import Trace
 from . import train
@@ -184,8 +185,12 @@ def cmd_generate(args) -> int:
         list(duel.plain())
     draft = production_name(args.draft or "") if pair.draft is not None else ""
     target = production_name(args.target)
-    ran = Ran(drafter_name, settings, options, target, draft, args.prompt, not args.no_chat, pair.same_vocab())
-    production = handoff(ran) if chosen else None
+    production = None
+    if chosen:  # the drafter as the serving engines run it, from what its kind declares
+        chat, same = not args.no_chat, pair.same_vocab()
+        production = handoff(
+            Ran(drafter_name, settings, options, target, draft, args.prompt, chat, same, serving=chosen.serving)
+        )
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
         extra = recording([production]) if production else None

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 
-from ..drafters.production import recording
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import summarize
@@ -20,6 +19,7 @@ from ..models import encode_prompt
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
 from ..runs import parted
+from ..serving.handoff import recording
 from ..settings import check_prompt
 from ..trace import Side
 from ..views.grand_prix import KIND, starting_grid

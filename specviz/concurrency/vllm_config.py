@@ -1,35 +1,22 @@
-"""A measured sweep written as vLLM's `--speculative-config`: for each drafter vLLM also has, the draft length that
-served the most tokens/s at each concurrency level run (0 where plain decoding served more), as the ranges of
-`num_speculative_tokens_per_batch_size` ([first batch size, last batch size, draft tokens]). Field and method names
-as vLLM's documentation gives them (`vllm.config.speculative.SpeculativeConfig`; "Dynamic Speculative Decoding").
-Pure Python."""
+"""A measured sweep as vLLM's `--speculative-config`: for each drafter of the sweep, the draft length that served the
+most tokens/s at each concurrency level run (0 where plain decoding served more), written as vLLM's draft length per
+range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. Pure
+Python; the registry and the model presets (which load torch) are asked only when a sweep is written out."""
 
-import json
-from dataclasses import dataclass
-
-from ..drafters.production import Ran, vllm_config
-from ..drafters.vllm_methods import METHODS, NOT_IN_VLLM
 from ..events import PLAIN
-from ..settings import Settings
-from .sweep_view import ConcurrencyView as LoadView
+from ..serving.batch_table import VllmAdvice, per_batch_size, ranges
+from ..serving.batch_table import vllm_advice as advice_for
+from ..serving.vllm_setting import in_vllm
+from .sweep_view import ConcurrencyView
 
-
-@dataclass(frozen=True)
-class VllmAdvice:
-    drafter: str
-    config: dict | None  # the --speculative-config object; None where vLLM has no such method
-    note: str  # how it was chosen, or why there is none
-
-    @property
-    def flag(self) -> str:
-        return "" if self.config is None else f"--speculative-config '{json.dumps(self.config)}'"
+__all__ = ["VllmAdvice", "best_gammas", "measured_tables", "ranges", "vllm_advice"]
 
 
 def drafter_of(lane: str) -> str:
     return lane.split("@")[0]
 
 
-def best_gammas(view: LoadView, drafter: str) -> dict[int, int]:
+def best_gammas(view: ConcurrencyView, drafter: str) -> dict[int, int]:
     """level -> the draft length of the fastest of plain decoding and this drafter's lanes there (0: plain)."""
     best = {}
     for level in view.levels:
@@ -46,43 +33,31 @@ def best_gammas(view: LoadView, drafter: str) -> dict[int, int]:
     return best
 
 
-def ranges(best: dict[int, int]) -> list[list[int]]:
-    """[first, last, γ] per run of levels that chose the same γ; a level's range reaches up to the next level run."""
-    levels = sorted(best)
-    out = []
-    for i, level in enumerate(levels):
-        last = levels[i + 1] - 1 if i + 1 < len(levels) else level
-        if out and out[-1][2] == best[level]:
-            out[-1][1] = last
-        else:
-            out.append([level, last, best[level]])
-    return out
-
-
-def _swept(view: LoadView) -> dict[str, dict[int, int]]:
+def _swept(view: ConcurrencyView) -> dict[str, dict[int, int]]:
     """Each drafter of the sweep that ran at some level: its best_gammas."""
     drafters = dict.fromkeys(drafter_of(lane) for lane in view.lanes if lane != PLAIN and lane not in view.notes)
     return {d: best for d in drafters if (best := best_gammas(view, d))}
 
 
-def measured_tables(view: LoadView) -> dict[str, tuple]:
+def _serving(drafter: str):
+    from ..drafters.registry import serving_of  # the kinds load torch: asked only when a sweep is written out
+
+    return serving_of(drafter)
+
+
+def _hub_id(model: str) -> str:
+    from ..models.offline import production_name  # models/ loads torch too
+
+    return production_name(model)
+
+
+def measured_tables(view: ConcurrencyView) -> dict[str, tuple]:
     """Each drafter vLLM also has that ran at some level: its fastest draft length per range of batch sizes."""
-    return {d: tuple(map(tuple, ranges(best))) for d, best in _swept(view).items() if d in METHODS}
+    return {d: per_batch_size(best) for d, best in _swept(view).items() if in_vllm(_serving(d))}
 
 
-def vllm_advice(view: LoadView, draft_model: str = "") -> list[VllmAdvice]:
-    """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, for the draft
-    model's name)."""
-    out, tables = [], measured_tables(view)
-    for drafter, best in _swept(view).items():
-        if drafter not in tables:
-            out.append(VllmAdvice(drafter, None, NOT_IN_VLLM.get(drafter, "vLLM has no such method")))
-            continue
-        ran = Ran(drafter, Settings(), draft=draft_model, per_batch_size=tables[drafter])
-        config = vllm_config(ran)  # as a race's vLLM setting is written, with the measured table
-        note = (
-            f"the fastest draft length at each level run ({', '.join(f'{b}: {k}' for b, k in sorted(best.items()))}); "
-            f"above {max(best)} requests nothing was measured"
-        )
-        out.append(VllmAdvice(drafter, config, note))
-    return out
+def vllm_advice(view: ConcurrencyView, draft_model: str = "") -> list[VllmAdvice]:
+    """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, named as vLLM
+    loads it)."""
+    draft = _hub_id(draft_model)
+    return [advice_for(d, _serving(d), best, draft) for d, best in _swept(view).items()]

@@ -16,8 +16,9 @@ through `start` to a drafter that sizes its own draft or tree.
 
 **What the registry builds it from**: a `Recipe`, declared as KIND in the kind's own module (registry.py finds
 them): its name, its options, how to build a drafter for one generation, what it needs (a draft model, earlier runs, a
-check before any model loads). How menus and the benchmark list it is its `Listing` (listing.py), apart from the
-recipe; its options are declared with options.py. Those two need no torch; this module reads the engine's types.
+check before any model loads), and what it is in the serving engines (a `Serving`, serving/declaration.py). How menus
+and the benchmark list it is its `Listing` (listing.py), apart from the recipe; its options are declared with
+options.py. Those two need no torch; this module reads the engine's types.
 """
 
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.step import BaseDrafter, Drafter, DrafterProfile, EachRow, Judges, Proposal, Provenance, Verdict
+from ..serving.declaration import Nearest, Serving
 from .listing import Listing
 from .options import Options
 
@@ -58,6 +60,9 @@ class Recipe:
     # one drafter for a batch of rows whose forwards serve them all (options, context) -> RowDrafting; None: one
     # drafter per row, side by side (engine/step.EachRow)
     build_batch: Callable[[Any, DraftContext], Any] | None = None
+    # what it is in the serving engines (transformers, vLLM, SGLang), or their nearest setting; nothing declared: the
+    # handoff says each engine has no equivalent
+    serving: Serving = Serving()
 
     def parse(self, values: Mapping | None) -> Options:
         """Its options from values that may hold other kinds' options too (missing or None: the default)."""
@@ -70,3 +75,7 @@ class Recipe:
     def check_for(self, options: Options, target_name: str) -> None:
         if self.precheck is not None:
             self.precheck(options, target_name)
+
+    def as_nearest(self, gives_up: str) -> Nearest:
+        """This kind standing in, in an engine, for another kind the engine lacks (`gives_up`: what that costs)."""
+        return Nearest(gives_up, self.name, self.serving)

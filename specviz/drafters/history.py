@@ -5,9 +5,12 @@ import random
 from dataclasses import dataclass
 
 from ..events import OUTPUT
+from ..serving.declaration import Serving
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
 from .listing import Listing
+from .ngram import KIND as NGRAM
 from .options import Options, option
+from .suffix import KIND as SUFFIX
 
 MAX_CANDIDATES = 16
 
@@ -81,5 +84,12 @@ KIND = Recipe(
         "code), rarely elsewhere",
         order=30,
         lookup=True,
+    ),
+    serving=Serving(
+        transformers=NGRAM.as_nearest(
+            "prompt lookup copies from this request only: no earlier requests' continuations"
+        ),
+        vllm=SUFFIX.as_nearest("vLLM has no lookup over a tree of earlier continuations; its nearest is `suffix`"),
+        sglang=NGRAM.as_nearest("SGLang's n-gram cache of earlier tokens, not specviz's earlier continuations"),
     ),
 )

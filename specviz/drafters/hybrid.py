@@ -27,7 +27,9 @@ import torch
 
 from ..errors import InvalidRequest
 from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
+from ..serving.declaration import Serving
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
+from .draft_model import KIND as DRAFT_MODEL
 from .draft_model import DraftOptions
 from .draft_model import build as build_draft_model
 from .eagle import KIND as EAGLE
@@ -209,4 +211,13 @@ KIND = Recipe(
     precheck=_precheck,
     remembers=True,
     build_batch=_not_for_a_batch,
+    serving=Serving(  # the draft model is its nearest everywhere: each engine runs one drafting method at a time
+        transformers=DRAFT_MODEL.as_nearest("the hybrid also copies from the text where a lookup matches"),
+        vllm=DRAFT_MODEL.as_nearest(
+            "vLLM runs one method per deployment; it cannot switch between a lookup and a model per step"
+        ),
+        sglang=DRAFT_MODEL.as_nearest(
+            "SGLang runs one algorithm per server: the draft model alone, without the lookup's copies"
+        ),
+    ),
 )

@@ -6,6 +6,7 @@ probabilities: each proposal is a point mass."""
 
 from dataclasses import dataclass
 
+from ..serving.declaration import LookupWindow, PromptLookup, Serving, SglangAlgorithm, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
 from .listing import FamilyBest, Listing
 from .options import Options, option
@@ -48,6 +49,8 @@ class NgramOptions(Options):
     )
 
 
+WINDOW = LookupWindow(MAX_NGRAM, lambda o: o.ngram_min)  # the match a copy follows, in every engine
+
 KIND = Recipe(
     "ngram",
     NgramOptions,
@@ -60,5 +63,10 @@ KIND = Recipe(
         preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
         lookup=True,
         best_for=(FamilyBest("extraction", 10, adaptive=True),),  # an earlier run (docs/benchmark-log.md)
+    ),
+    serving=Serving(
+        transformers=PromptLookup(WINDOW),
+        vllm=VllmMethod("ngram", window=WINDOW),
+        sglang=SglangAlgorithm("NGRAM", window=WINDOW, block=True),
     ),
 )

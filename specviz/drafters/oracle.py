@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import InvalidRequest
+from ..serving.declaration import Nearest, Serving
 from .contract import BaseDrafter, Proposal, Recipe
 from .listing import Listing
 from .options import Options, option
@@ -56,6 +57,8 @@ def _build(options, ctx) -> OracleDrafter:
     return OracleDrafter(options.reference, options.alpha, ctx.target.vocab_size, ctx.settings.seed)
 
 
+NOT_A_DRAFTER = Nearest("the oracle is a stand-in with a set acceptance, not a drafter")  # in no engine
+
 KIND = Recipe(
     "oracle",
     OracleOptions,
@@ -67,4 +70,5 @@ KIND = Recipe(
         menu=False,
         sets_alpha=True,
     ),
+    serving=Serving(transformers=NOT_A_DRAFTER, vllm=NOT_A_DRAFTER, sglang=NOT_A_DRAFTER),
 )

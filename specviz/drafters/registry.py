@@ -10,6 +10,7 @@ import pkgutil
 from collections.abc import Iterator
 
 from ..errors import InvalidRequest
+from ..serving.declaration import Serving
 from .contract import DraftContext, EachRow, Recipe
 from .listing import FamilyBest
 from .options import OptionSpec
@@ -59,6 +60,11 @@ def kind(name: str) -> Recipe:
             return k
     names = ", ".join(k.name for k in kinds(menu_only=True))
     raise InvalidRequest(f"unknown drafter {name!r}; choose one of: {NO_DRAFTER}, {names}")
+
+
+def serving_of(name: str) -> Serving:
+    """What kind `name` is in the serving engines; a name no kind declares (an older record's) declares nothing."""
+    return next((k.serving for k in kinds() if k.name == name), Serving())
 
 
 def option_owners() -> Iterator[tuple[tuple[Recipe, ...], object]]:

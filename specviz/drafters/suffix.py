@@ -7,8 +7,10 @@ candidate is a point mass."""
 
 from dataclasses import dataclass
 
+from ..serving.declaration import CacheLimits, Serving, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe, Verdict
 from .listing import FamilyBest, Listing
+from .ngram import KIND as NGRAM
 from .options import Options, option
 from .suffix_index import RunMemory, draft_depth, frequent_tree, longest_match
 
@@ -107,4 +109,12 @@ KIND = Recipe(
         ),
     ),
     remembers=True,
+    serving=Serving(
+        transformers=NGRAM.as_nearest(
+            "prompt lookup copies from this request only, one chain: no tree, no earlier requests"
+        ),
+        vllm=VllmMethod("suffix", cache=CacheLimits(lambda o: o.suffix_factor, lambda o: o.suffix_runs)),
+        sglang=NGRAM.as_nearest("SGLang's n-gram cache (earlier requests' tokens too), not a suffix tree"),
+        tree=True,
+    ),
 )

@@ -16,7 +16,7 @@ from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
 from ..workload.view import WorkloadRow, WorkloadView, duration
 from .figure1 import ORIGIN_CLASS, origin_text
-from .production import production_block
+from .handoff_block import production_block
 from .svg_charts import acceptance_lines, speedup_bars
 
 LEGEND = (

@@ -4,9 +4,9 @@ and every piece of model or user text is escaped as on the screen."""
 
 from html import escape
 
-from ..drafters.production import recorded
 from ..events import PLAIN
 from ..runtime import ASSETS
+from ..serving.handoff import recorded
 from ..trace import Trace
 from ..views.grand_prix import KIND as GRAND_PRIX
 from ..views.grand_prix import from_trace
@@ -15,7 +15,7 @@ from ..views.replay import replay
 from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
 from .figure1 import legend, origin_text, step_rows
-from .production import production_block
+from .handoff_block import production_block
 
 PAGE_CSS = """body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5rem auto; padding: 0 1rem; }
 .sv-lanes { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from ..drafters.production import recorded as recorded_handoffs
 from ..events import PLAIN, StepEvent, summarize
+from ..serving.handoff import recorded as recorded_handoffs
 from ..settings import Settings
 from ..trace import Divergence, Trace
 from .race import Lane
@@ -66,7 +66,7 @@ class GrandPrixView:
     lossy: bool = False
     exact: str = ""
     trace: Trace | None = None
-    production: tuple = ()  # each lane's settings in other engines (drafters/production.Handoff)
+    production: tuple = ()  # each lane's settings in other engines (serving/handoff.Handoff)
 
     @property
     def plain(self) -> RaceLane:

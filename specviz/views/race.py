@@ -49,7 +49,7 @@ class RaceView:
     lossy: bool = False  # typical acceptance while sampling: no distribution guarantee
     exact: str = ""  # whether the target ran in exact mode, in one line (trace.EXACT_ON when it did)
     trace: Trace | None = None  # the finished run, recorded
-    production: tuple = ()  # the drafter's settings in other engines (drafters/production.Handoff)
+    production: tuple = ()  # the drafter's settings in other engines (serving/handoff.Handoff)
     precision: str = ""  # how the target's precision was chosen on this device, where it was measured
 
 

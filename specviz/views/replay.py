@@ -3,8 +3,8 @@
 import time
 from collections.abc import Callable, Iterator
 
-from ..drafters.production import recorded
 from ..events import PLAIN
+from ..serving.handoff import recorded
 from ..trace import Trace
 from .race import SPEC, Lane, RaceView, interleave
 

@@ -8,10 +8,11 @@ from types import MappingProxyType
 
 from ..drafters.contract import Recipe
 from ..drafters.options import Options
-from ..drafters.production import Ran, handoff
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.offline import production_name
+from ..serving.engine_settings import handoff
+from ..serving.handoff import Ran
 from ..settings import Settings, mode_text
 from ..views.grand_prix import RaceLane
 from .view import Contender
@@ -167,7 +168,7 @@ def production(
     same_vocab: bool = True,
     swept: Mapping[str, tuple] = MappingProxyType({}),
 ) -> tuple:
-    """Every runnable entrant's settings for transformers, vLLM and SGLang (drafters/production.py), the models
+    """Every runnable entrant's settings for transformers, vLLM and SGLang (as its kind declares them), the models
     (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
     `swept`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
     target, draft = production_name(target), production_name(draft)
@@ -184,6 +185,7 @@ def production(
                 same_vocab,
                 swept.get(e.drafter, ()),
                 name=e.contender.name,
+                serving=kind(e.drafter).serving,
             )
         )
         for e in chosen

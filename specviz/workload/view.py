@@ -67,7 +67,7 @@ class WorkloadView:
     finished: bool = False
     stopped: bool = False
     wall_s: float = 0.0
-    production: tuple = ()  # each drafter's settings elsewhere (drafters/production.Handoff)
+    production: tuple = ()  # each drafter's settings elsewhere (serving/handoff.Handoff)
 
     @property
     def sides(self) -> list[str]:

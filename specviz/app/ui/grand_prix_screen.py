@@ -11,7 +11,7 @@ from ...events import PLAIN
 from ...render import charts, panels
 from ...render.figure1 import origin_text
 from ...render.grand_prix_lanes import grand_prix_lanes, ordinal
-from ...render.production import production_block
+from ...render.handoff_block import production_block
 from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
 
@@ -85,7 +85,7 @@ class GrandPrixHandlers:
         shows each lane's under its name)."""
         s = self.screen
         rows = view.rows()
-        table = panels.compare_table(rows) + production_block(view.production, open_first=False)
+        table = panels.compare_table(rows) + production_block(view.production, open_first=False, copy=True)
         out = {s.compare_table: table, s.compare_chart: charts.compare_chart(rows)}
         for name, box in s.compare_texts.items():
             lanes = [lane for lane in view.lanes if (lane.drafter if lane is not view.plain else PLAIN) == name]

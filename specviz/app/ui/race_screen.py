@@ -9,7 +9,7 @@ import gradio as gr
 from ...events import PLAIN, summarize
 from ...render import charts, panels
 from ...render.figure1 import step_rows
-from ...render.production import production_block
+from ...render.handoff_block import production_block
 from ...views.race import RaceView
 
 MAX_ROWS = 300  # Figure-1 rows kept on screen; earlier ones are summarised in one line
@@ -114,7 +114,7 @@ def race_update(
         screen.badge: panels.identity_badge(view),
         screen.summary: race_summary(view),
         screen.gp: "",
-        screen.production: production_block(view.production) if view.finished else "",
+        screen.production: production_block(view.production, copy=True) if view.finished else "",
     }
     if chart:
         shown[screen.race_plot] = charts.race_chart(view)

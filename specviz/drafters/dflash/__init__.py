@@ -5,6 +5,7 @@ target's own continuations."""
 
 from dataclasses import dataclass
 
+from ...serving.declaration import Nearest, Serving, SglangAlgorithm, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for
 from ..listing import Listing
@@ -85,4 +86,10 @@ KIND = Recipe(
         preferred=(("gamma", 15), ("adaptive", True)),
     ),
     precheck=_precheck,
+    serving=Serving(
+        transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
+        vllm=Nearest("vLLM's documentation names no DFlash method"),
+        sglang=SglangAlgorithm("DFLASH", weights=Weights(lambda o: o.dflash, "DFLASH_DRAFT"), block=True),
+        tree=lambda o: o.dflash_tree != "chain",
+    ),
 )

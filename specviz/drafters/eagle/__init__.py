@@ -4,6 +4,7 @@ and specviz's own). specviz/training/eagle.py trains one by self-distillation on
 
 from dataclasses import dataclass
 
+from ...serving.declaration import Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for
 from ..listing import Listing
@@ -70,6 +71,8 @@ def _precheck(options: EagleOptions, target_name: str) -> None:
         _location(options, target_name)
 
 
+HEAD = Weights(lambda o: o.eagle, "EAGLE_HEAD")  # its `eagle` option, where vLLM and SGLang load it
+
 KIND = Recipe(
     "eagle",
     EagleOptions,
@@ -84,4 +87,10 @@ KIND = Recipe(
         order=45,
     ),
     precheck=_precheck,
+    serving=Serving(
+        transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
+        vllm=VllmMethod("eagle", weights=HEAD),
+        sglang=SglangAlgorithm("EAGLE", weights=HEAD),
+        tree=lambda o: o.eagle_tree != "chain",
+    ),
 )

@@ -4,6 +4,7 @@ specviz/training/medusa.py trains them by self-distillation."""
 
 from dataclasses import dataclass
 
+from ...serving.declaration import Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for
 from ..listing import Listing
@@ -70,4 +71,10 @@ KIND = Recipe(
         order=40,
     ),
     precheck=_precheck,
+    serving=Serving(
+        transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
+        vllm=VllmMethod("medusa", weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS")),
+        sglang=Nearest("SGLang has no Medusa heads: an EAGLE head trained for the target is its nearest"),
+        tree=lambda o: o.medusa_tree != "chain",
+    ),
 )

@@ -1,0 +1,92 @@
+"""What specviz ran, as each serving engine's setting: the kind's own way there, written with its options; or, where
+the engine has no such method, the stand-in's setting (or none) and what that gives up; or, where the kind declares
+nothing for an engine, that it has no equivalent there. What every engine's single chain of fixed length gives up
+beside specviz (a tree, adaptive γ) is said here once for all three."""
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from . import sglang_flags, transformers_script, vllm_setting
+from .declaration import Nearest, Serving
+from .handoff import EngineSetting, Handoff, Ran
+
+PLAIN_DECODING = "plain decoding (the same tokens, none of the speedup)"
+
+
+@dataclass(frozen=True)
+class _Engine:
+    name: str  # as Serving.declared takes it
+    kind: str  # as EngineSetting.kind
+    writer: ModuleType  # write(ran, way or None, own) -> its text; gives_up(its own way, options) -> beyond the chain
+
+
+_ENGINES = (
+    _Engine("transformers", "python", transformers_script),
+    _Engine("vLLM", "json", vllm_setting),
+    _Engine("SGLang", "flags", sglang_flags),
+)
+ENGINES = tuple(e.name for e in _ENGINES)
+
+
+def handoff(ran: Ran) -> Handoff:
+    """The drafter's setting in every engine."""
+    return Handoff(ran.name or ran.drafter, ran.drafter, tuple(_setting(engine, ran) for engine in _ENGINES))
+
+
+def _setting(engine: _Engine, ran: Ran) -> EngineSetting:
+    declared = ran.serving.declared(engine.name)
+    if declared is None:
+        return EngineSetting(engine.name, engine.kind, "", no_equivalent(engine.name, ran.drafter))
+    if isinstance(declared, Nearest):
+        return _nearest(engine, ran, declared)
+    notes = [_tree(ran), engine.writer.gives_up(declared, ran.options), _adaptive(ran)]
+    return EngineSetting(engine.name, engine.kind, engine.writer.write(ran, declared, True), _joined(notes))
+
+
+def _nearest(engine: _Engine, ran: Ran, nearest: Nearest) -> EngineSetting:
+    """The stand-in's setting, at its defaults, with what it gives up; plain decoding; or nothing, and why."""
+    if nearest.plain:
+        return EngineSetting(
+            engine.name, engine.kind, engine.writer.write(ran, None, False), f"{nearest.gives_up}: {PLAIN_DECODING}"
+        )
+    way = nearest.of.declared(engine.name) if nearest.of is not None else None
+    if way is None or isinstance(way, Nearest):
+        return EngineSetting(engine.name, engine.kind, "", nearest.gives_up)
+    text = engine.writer.write(ran, way, False)
+    return EngineSetting(engine.name, engine.kind, text, _joined([nearest.gives_up, _adaptive(ran)]))
+
+
+def no_equivalent(engine: str, drafter: str) -> str:
+    return f"no equivalent in {engine}: specviz's {drafter} drafter names no setting there, nor a nearest one"
+
+
+def why_none(engine: str, ran: Ran) -> str:
+    """Why `engine` has no method of the drafter's own (what its declaration says, or that it says nothing)."""
+    declared = ran.serving.declared(engine)
+    return declared.gives_up if isinstance(declared, Nearest) else no_equivalent(engine, ran.drafter)
+
+
+def stand_in(engine: str, drafter: str, serving: Serving) -> str | None:
+    """The specviz drafter nearest to what `engine` runs for `drafter` (itself where the engine has it; None: the
+    engine decodes plainly, or runs nothing), so that a benchmark can measure what taking it there gives up. For
+    transformers, the drafter whose counterpart (assisted generation, prompt lookup) the script runs."""
+    declared = serving.declared(engine)
+    if declared is None:
+        return None
+    return declared.stand_in if isinstance(declared, Nearest) else drafter
+
+
+def _tree(ran: Ran) -> str:
+    return (
+        "specviz verifies a tree of candidates in one forward; this drafts one chain"
+        if ran.serving.drafts_a_tree(ran.options)
+        else ""
+    )
+
+
+def _adaptive(ran: Ran) -> str:
+    return f"specviz chose γ per step (up to {ran.settings.gamma}) from measured costs" if ran.settings.adaptive else ""
+
+
+def _joined(notes) -> str:
+    return "; ".join(filter(None, notes))
