@@ -261,7 +261,7 @@ LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
     ("trace",),
-    ("analysis", "models", "runtime", "cluster"),
+    ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),
     ("runs", "training"),

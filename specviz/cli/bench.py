@@ -13,11 +13,11 @@ from ..bench.bench_report import html_report, markdown_report
 from ..bench.plan import DraftModel, Plan, load_prompts, parse_gammas, parse_numbers
 from ..bench.rows import BenchMeta, BenchRow
 from ..bench.suite import Bench, brought
-from ..cluster import ClusterRun, connect
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..runtime import quiet_transformers
 from ..settings import Settings
+from ..workload.ray_shards import ClusterRun, connect
 from .flags import PRECISIONS, add_cluster_options, add_model_options, add_option_flags, given_options
 
 

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 INSTALL = 'this needs Ray: pip install "specviz[cluster]"'
 RESTARTS = 3  # times Ray restarts one actor that died before the run gives up on it
