@@ -137,7 +137,7 @@ def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
             notes.append(f"{kind} given up ({done.failed})")
             say(f"[{kind}] {done.failed}")
             continue
-        say(f"[{done.where.split(' on ')[0]}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
+        say(f"[actor {done.actor}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
         for row in done.result.rows:
             row.ran_on = done.where
         landed[done.shard] = done.result
