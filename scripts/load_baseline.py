@@ -1,4 +1,6 @@
-"""Batched plain decoding against transformers' own batched `generate`, the same prompts decoded together.
+"""The README's many-requests figure, batched plain against transformers; run by anyone reproducing it.
+
+Batched plain decoding against transformers' own batched `generate`, the same prompts decoded together.
 
     python scripts/load_baseline.py [--rows 8] [--tokens 64] [--rounds 3] [--dtype bfloat16] [--no-exact]
 
