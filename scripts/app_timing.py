@@ -1,4 +1,6 @@
-"""Measure the app: seconds from `python app.py` to the first finished side-by-side run, the UI's overhead (each
+"""The app's own timings (start-up, UI overhead, first token in a browser); run by whoever changes the app.
+
+Measure the app: seconds from `python app.py` to the first finished side-by-side run, the UI's overhead (each
 side's decode time inside the app vs the same run through the CLI), and on request the time from a click on Run to
 the first token on screen in a real browser (--browser), the wall time of "Compare all" (--compare), and a workload
 of one's own prompts as a product manager runs it (--workload FILE: pasted into "Your prompts" in chromium, every

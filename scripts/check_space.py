@@ -1,4 +1,6 @@
-"""Would the Hugging Face Hub accept this repository as a Space, and would the Space start? One line per problem.
+"""Would the Hub take this repository as a Space; run before a push (push_space.py) and by test_space.py.
+
+Would the Hugging Face Hub accept this repository as a Space, and would the Space start? One line per problem.
 
     python scripts/check_space.py [ROOT]        # exit 0: nothing found; exit 1: one line per problem
 

@@ -1,4 +1,6 @@
-"""specviz against transformers on this machine, same models, same prompt, same run: transformers' plain decoding and
+"""The README's CPU headline, specviz against transformers here; run by anyone reproducing that figure.
+
+specviz against transformers on this machine, same models, same prompt, same run: transformers' plain decoding and
 assisted generation in bfloat16 and float32, and specviz's plain and speculative decoding at `--dtype auto` (the
 precision measured best here) with the CLI's default drafter settings and at γ 4, and specviz's plain decoding on
 transformers' own bfloat16 and float32 models. Greedy; every cell on one clock, the prompt's prefill included; each
@@ -8,7 +10,7 @@ specviz's plain ones.
     python scripts/cpu_race.py [--max-new-tokens 128] [--rounds 3] [--kind code]
 
 Prints the device line, the precision chosen and why, one line per cell (tokens/s, τ where it applies), and the ratios
-the issue asks about. Run it alone: single runs on a 2-core CPU move 10-30%.
+the README quotes. Run it alone: single runs on a 2-core CPU move 10-30%.
 """
 
 import argparse

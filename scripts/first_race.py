@@ -1,4 +1,6 @@
-"""The app's first race as a visitor sees it: `python app.py` on the default pair, the code example with every setting
+"""The README's first-race figure, the app's default race through /run; run by anyone reproducing it.
+
+The app's first race as a visitor sees it: `python app.py` on the default pair, the code example with every setting
 at its default, through the public /run API; then the same with each override given, e.g.
 
     python scripts/first_race.py draft_dtype=int8 adaptive=true draft_tree=tree,adaptive=true

@@ -1,4 +1,6 @@
-"""The app on a GPU, end to end: `python app.py --device cuda` serving the tiny pair (with Medusa, EAGLE and DFlash
+"""The app served on a GPU, every drafter raced through /run; the team runs it when a GPU is lent.
+
+The app on a GPU, end to end: `python app.py --device cuda` serving the tiny pair (with Medusa, EAGLE and DFlash
 heads), its warm-up on the GPU (static caches, CUDA graphs) read from its log, then a race with every drafter on the
 menu through the /run endpoint, greedy and sampled, in each precision the app offers there.
 

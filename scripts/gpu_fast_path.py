@@ -1,4 +1,6 @@
-"""GPU fast path figures: plain decoding against the bandwidth roofline, and speculative speedups, for the
+"""The GPU fast path's roofline and speedups per cache path; the team runs it when a GPU is lent.
+
+GPU fast path figures: plain decoding against the bandwidth roofline, and speculative speedups, for the
 dynamic cache, the static cache run eagerly, the static cache with CUDA graphs, and the same with its forward
 torch.compile'd first (`compiled`, what SPECVIZ_COMPILE=1 asks for).
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The browser tests drive Debian's chromium (Playwright's own browser download does not work here).
+# Install Debian's chromium, which the browser tests drive; CI (.ci/run) and the README's test setup run it.
+# Playwright's own browser download does not work here.
 set -euo pipefail
 command -v chromium >/dev/null && exit 0
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)

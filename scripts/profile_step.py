@@ -1,4 +1,6 @@
-"""Where a decode step's time goes: model forwards vs everything else, and host copies per step.
+"""Where a decode step's time goes (forwards, the rest, host copies); run by a developer chasing overhead.
+
+Where a decode step's time goes: model forwards vs everything else, and host copies per step.
 
     python scripts/profile_step.py [--target M] [--drafter draft|ngram|history|suffix|medusa|none] [--gamma 4]
                                    [--tokens 32] [--context N]

@@ -1,4 +1,6 @@
-"""Build the folder a Hugging Face Space is made from, check it, and (with a token) create the Space and upload it.
+"""Build, check and upload the Space's folder; run by whoever publishes the Space.
+
+Build the folder a Hugging Face Space is made from, check it, and (with a token) create the Space and upload it.
 
     python scripts/push_space.py --out build/space --dry-run                 # build and check only
     python scripts/push_space.py --repo you/specviz --hardware l4x1          # an L4 Space (the suggested hardware)

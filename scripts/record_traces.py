@@ -1,4 +1,6 @@
-"""Record the traces the app offers as "recorded runs" (assets/traces/), one per example prompt kind, with the
+"""Record assets/traces/, the app's recorded runs; run by a maintainer when traces must be made again.
+
+Record the traces the app offers as "recorded runs" (assets/traces/), one per example prompt kind, with the
 offline Qwen2.5-Coder 1.5B ← 0.5B pair on this machine's CPU in bfloat16:
 
     python scripts/record_traces.py            # about 3 minutes on 2 cores

@@ -1,4 +1,6 @@
-"""The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
+"""The README's and docs' pictures, from a running app; run by a maintainer when the screen changes.
+
+The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
 
     python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix | --concurrency SWEEP]
 

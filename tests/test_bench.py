@@ -18,7 +18,8 @@ from specviz.bench.bench_report import markdown_report
 from specviz.bench.measure import Run, typical
 from specviz.bench.rows import BenchMeta, BenchRow, at_rate
 from specviz.bench.tally import overlap, unsettled
-from specviz.cli import main
+from specviz.cli import build_parser, main
+from specviz.cli.bench import plan_from
 from specviz.drafters.registry import build_drafter, kinds
 from specviz.engine import generate, new_generator
 from specviz.errors import InvalidRequest
@@ -104,6 +105,14 @@ def test_the_bench_runs_a_bfloat16_target_both_ways_and_says_which_way_each_row_
     assert all(r["same_as_plain"] for r in ours if r["exact"] and r["method"] != "plain")
     assert found["meta"]["exact"] == "exact mode; exact mode off"
     assert "| ngram [exact off] | 3 |" in out and "| ngram | 3 |" in out
+
+
+def test_the_bench_drafts_in_int8_on_a_cpu_as_every_command_does_unless_told_otherwise(pair_folders):
+    target, draft = pair_folders
+    flags = ["bench", "--target", str(target), "--draft", str(draft), "--methods", "draft", "--device", "cpu"]
+    assert [d.precision for d in plan_from(build_parser().parse_args(flags)).drafts] == ["int8"]
+    asked = build_parser().parse_args([*flags, "--draft-dtype", "bfloat16,float32"])
+    assert [d.precision for d in plan_from(asked).drafts] == ["bfloat16", "float32"]
 
 
 def test_bench_runs_every_method_and_writes_three_reports(

@@ -14,11 +14,11 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.cli import build_parser
 from specviz.cli.workload import workload_job
-from specviz.cluster import connect
 from specviz.drafters.registry import kinds
 from specviz.events import PLAIN
 from specviz.render.report import report_csv
 from specviz.workload.cluster import fill, on_cluster
+from specviz.workload.ray_shards import connect
 from specviz.workload.run import run_workload
 
 DRAFT_MODEL = next(k.name for k in kinds(menu_only=True) if k.needs_draft is True)

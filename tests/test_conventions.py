@@ -1,8 +1,10 @@
 """Conventions the code keeps that no linter checks: a drafter's name is spelled only in its own module (and the
-registry), everyone else asks the registry what a drafter declares; and no function is longer than a reader can
-hold at once."""
+registry), everyone else asks the registry what a drafter declares; no function or module is longer than a reader can
+hold at once; no two modules share a file name; the top of the package holds only the few types everything stands
+on; and every script says in one line, in scripts/README.md too, what it is for and who runs it."""
 
 import ast
+import re
 from pathlib import Path
 
 from specviz.drafters.registry import kinds
@@ -113,3 +115,119 @@ def test_exact_mode_is_switched_only_through_the_pair():
 def test_the_exact_mode_check_finds_a_switch(tmp_path):
     (tmp_path / "bench.py").write_text("from specviz.models.exact import set_exact\nset_exact(m, True)\n")
     assert exact_switched_at(tmp_path / "bench.py", tmp_path) == ["bench.py:2: set_exact", "bench.py:1: set_exact"]
+
+
+def modules(root: Path) -> list[Path]:
+    return sorted((root / "specviz").rglob("*.py"))
+
+
+def shared_file_names(root: Path) -> list[str]:
+    """Each file name (`__init__.py` aside) that more than one module of specviz/ has, with where they are: a name in
+    a traceback or a search should say which module it is."""
+    where: dict[str, list[str]] = {}
+    for path in modules(root):
+        if path.name != "__init__.py":
+            where.setdefault(path.name, []).append(path.relative_to(root).as_posix())
+    return [f"{name}: {', '.join(paths)}" for name, paths in sorted(where.items()) if len(paths) > 1]
+
+
+def test_no_two_modules_share_a_file_name():
+    found = shared_file_names(ROOT)
+    assert not found, "rename one of each (the name should say which it is):\n" + "\n".join(found)
+
+
+def test_the_file_name_check_finds_a_shared_name(tmp_path):
+    for rel in (
+        "specviz/__init__.py",
+        "specviz/a/__init__.py",
+        "specviz/a/view.py",
+        "specviz/b/view.py",
+        "specviz/c.py",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert shared_file_names(tmp_path) == ["view.py: specviz/a/view.py, specviz/b/view.py"]
+
+
+MOST_AT_THE_TOP = 8  # modules directly in specviz/, __init__.py and __main__.py aside
+
+
+def top_modules(root: Path) -> list[str]:
+    """The modules directly in specviz/ (the types everything stands on), `__init__.py` and `__main__.py` aside."""
+    return sorted(p.name for p in (root / "specviz").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+
+
+def test_the_top_of_the_package_holds_at_most_eight_modules():
+    found = top_modules(ROOT)
+    assert len(found) <= MOST_AT_THE_TOP, f"{len(found)} modules at the top of specviz/; move a service down: {found}"
+
+
+def test_the_top_count_leaves_the_package_files_and_subpackages_out(tmp_path):
+    for rel in ("__init__.py", "__main__.py", "events.py", "settings.py", "engine/loop.py"):
+        (tmp_path / "specviz" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "specviz" / rel).write_text("")
+    assert top_modules(tmp_path) == ["events.py", "settings.py"]
+
+
+LONGEST_MODULE = 400  # lines
+
+
+def long_modules(root: Path, longest: int = LONGEST_MODULE) -> list[str]:
+    """file (length) of every module of specviz/ over `longest` lines."""
+    lengths = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in modules(root)}
+    return [f"{where} ({n} lines)" for where, n in lengths.items() if n > longest]
+
+
+def test_no_module_is_longer_than_400_lines():
+    found = long_modules(ROOT)
+    assert not found, "split these by what they do:\n" + "\n".join(found)
+
+
+def test_the_module_length_check_counts_a_long_module(tmp_path):
+    (tmp_path / "specviz").mkdir()
+    (tmp_path / "specviz" / "long.py").write_text("x = 1\n" * 401)
+    (tmp_path / "specviz" / "short.py").write_text("x = 1\n" * 400)
+    assert long_modules(tmp_path) == ["specviz/long.py (401 lines)"]
+
+
+def script_summary(path: Path) -> str:
+    """A script's one line: its docstring's first line, or a shell script's first comment."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return (ast.get_docstring(ast.parse(text)) or "").split("\n", 1)[0]
+    comments = [line[1:].strip() for line in text.splitlines()[1:] if line.startswith("#")]
+    return comments[0] if comments else ""
+
+
+def unlisted_scripts(root: Path) -> list[str]:
+    """Each script with no one line of its own, or not listed in scripts/README.md with it; and each script the README
+    lists that is gone."""
+    folder = root / "scripts"
+    listed = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", (folder / "README.md").read_text(encoding="utf-8"), re.M))
+    scripts = {p.name: p for p in folder.iterdir() if p.is_file() and p.name != "README.md"}
+    problems = [f"{name}: no one line saying what it is for" for name, p in scripts.items() if not script_summary(p)]
+    problems += [
+        f"{name}: not listed with its one line" for name, p in scripts.items() if listed.get(name) != script_summary(p)
+    ]
+    return sorted(problems + [f"{name}: listed but gone" for name in listed if name not in scripts])
+
+
+def test_scripts_readme_lists_every_script_with_its_one_line():
+    found = unlisted_scripts(ROOT)
+    assert not found, "scripts/README.md and the scripts disagree:\n" + "\n".join(found)
+
+
+def test_the_scripts_check_finds_a_missing_line_and_a_gone_script(tmp_path):
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "kept.py").write_text('"""Kept: run by CI."""\n')
+    (folder / "bare.py").write_text("x = 1\n")
+    (folder / "tool.sh").write_text("#!/bin/sh\n# A tool: run by hand.\n")
+    (folder / "README.md").write_text(
+        "| `kept.py` | Kept: run by CI. |\n| `tool.sh` | A tool: run by hand. |\n| `old.py` | Old. |\n"
+    )
+    assert unlisted_scripts(tmp_path) == [
+        "bare.py: no one line saying what it is for",
+        "bare.py: not listed with its one line",
+        "old.py: listed but gone",
+    ]

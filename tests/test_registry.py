@@ -306,7 +306,7 @@ LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
     ("trace", "serving"),
-    ("analysis", "models", "runtime", "cluster"),
+    ("analysis", "models", "runtime"),
     ("engine", "record"),
     ("drafters",),
     ("runs", "training"),

@@ -13,12 +13,20 @@ from ..bench.bench_report import html_report, markdown_report
 from ..bench.plan import DraftModel, Plan, load_prompts, parse_gammas, parse_numbers
 from ..bench.rows import BenchMeta, BenchRow
 from ..bench.suite import Bench, brought
-from ..cluster import ClusterRun, connect
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
+from ..models.device import resolve_device
 from ..runtime import quiet_transformers
 from ..settings import Settings
-from .flags import PRECISIONS, add_cluster_options, add_model_options, add_option_flags, given_options
+from ..workload.ray_shards import ClusterRun, connect
+from .flags import (
+    PRECISIONS,
+    add_cluster_options,
+    add_model_options,
+    add_option_flags,
+    draft_dtype,
+    given_options,
+)
 
 
 def add_bench_options(p) -> None:
@@ -84,7 +92,8 @@ def plan_from(args) -> Plan:
                 raise
             methods.remove(k)  # not asked for by name: left out, and said so
             print(f"{k.name}: left out: {exc}", file=sys.stderr, flush=True)
-    draft_dtypes = [d.strip() for d in (args.draft_dtype or args.dtype).split(",") if d.strip()]
+    asked = draft_dtype(args, resolve_device(args.device))  # int8 on a CPU, as every command, unless given
+    draft_dtypes = [d.strip() for d in asked.split(",") if d.strip()]
     if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
         raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")
     drafts = [DraftModel(name.strip(), d) for name in args.draft.split(",") if name.strip() for d in draft_dtypes]
@@ -137,7 +146,7 @@ def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
             notes.append(f"{kind} given up ({done.failed})")
             say(f"[{kind}] {done.failed}")
             continue
-        say(f"[{done.where.split(' on ')[0]}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
+        say(f"[actor {done.actor}] {kind}: {cluster.progress('prompt kinds')}" + ", retried" * done.retried)
         for row in done.result.rows:
             row.ran_on = done.where
         landed[done.shard] = done.result

@@ -28,16 +28,15 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, 
             "precision whose verify forward is cheapest here (int8 on an AVX2 CPU, bfloat16 with AMX or on a GPU); "
             "int8 (CPU) is an int8 target, another model, exact in its own right"
             if auto
-            else "the target's precision (and the draft's, unless --draft-dtype): int8 (CPU) is an int8 target"
+            else "the target's precision (off a CPU the draft's too, unless --draft-dtype): int8 (CPU) is an int8 "
+            "target"
         ),
     )
     p.add_argument(
         "--draft-dtype",
         choices=None if several_drafts else list(PRECISIONS),
-        help="the draft model's precision (default: "
-        + ("--dtype" if several_drafts else "int8 on a CPU, where it measured fastest, else --dtype")
-        + "); an int8 draft costs less per token, and the "
-        "target alone still decides the output"
+        help="the draft model's precision (default, as for every command: int8 on a CPU, where it measured "
+        "fastest, else --dtype); an int8 draft costs less per token, and the target alone still decides the output"
         + ("; several, comma-separated, run the draft model at each" if several_drafts else ""),
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -156,11 +155,11 @@ def settings_from(args, drafter: str) -> Settings:
     )
 
 
-def draft_dtype(args, target) -> str:
+def draft_dtype(args, device) -> str:
     """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
-    target's."""
+    target's. Every command takes this default (bench's list of several among them)."""
 
-    return args.draft_dtype or best_draft_dtype(target.device) or args.dtype
+    return args.draft_dtype or best_draft_dtype(device) or args.dtype
 
 
 def open_models(args, with_draft: bool):
@@ -173,7 +172,7 @@ def open_models(args, with_draft: bool):
         choice = choose_precision(args.target, args.draft if with_draft else "", args.device, say)
         args.dtype = choice.dtype
     target = open_target(args.target, args.dtype, args.device)
-    draft = open_draft(target, args.draft, draft_dtype(args, target), args.device) if with_draft else None
+    draft = open_draft(target, args.draft, draft_dtype(args, target.device), args.device) if with_draft else None
     pair = Pair(target, draft, choice=choice)
     pair.choose_exact(exact_wanted(args, choice))
     return pair
@@ -194,7 +193,7 @@ def run_models(args, pair):
         draft=(args.draft or "") if with_draft else "",
         pair=f"{args.target} ← {args.draft}" if with_draft else args.target,
         precision=args.dtype,
-        draft_precision=draft_dtype(args, target) if with_draft else "",
+        draft_precision=draft_dtype(args, target.device) if with_draft else "",
         device=target.device.type,
         exact=pair.exact,
     )

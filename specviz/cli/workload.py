@@ -11,7 +11,6 @@ from pathlib import Path
 
 import torch
 
-from ..cluster import connect
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN, summarize
@@ -21,6 +20,7 @@ from ..workload.cluster import Prepare, run_on_cluster
 from ..workload.entrants import drafter_names, entrants, setting_words
 from ..workload.job import WorkloadJob, prepare
 from ..workload.prompts import read_prompts
+from ..workload.ray_shards import connect
 from ..workload.run import run_workload
 from ..workload.view import duration
 from .flags import (

@@ -1,13 +1,13 @@
-"""A workload on a Ray cluster (specviz/cluster.py): each actor prepares the workload as one machine would (models
-loaded once) and decodes whole prompts, plain decoding then every drafter; each finished prompt's runs merge into the
-one view the report, the CSV and the progress lines read, saying which actor ran them and whether an actor died under
-them first."""
+"""A workload on a Ray cluster (ray_shards.py): each actor prepares the workload as one machine would (models loaded
+once) and decodes whole prompts, plain decoding then every drafter; each finished prompt's runs merge into the one view
+the report, the CSV and the progress lines read, saying which actor ran them and whether an actor died under them
+first."""
 
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from ..cluster import ClusterRun, connect
+from .ray_shards import ClusterRun, connect
 from .run import RunSide, run_prompt
 from .view import Cell, WorkloadView
 

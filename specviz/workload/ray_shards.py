@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 INSTALL = 'this needs Ray: pip install "specviz[cluster]"'
 RESTARTS = 3  # times Ray restarts one actor that died before the run gives up on it
@@ -61,7 +61,7 @@ class ShardWorker:
 
         torch.set_num_threads(max(1, threads))
         self.run_shard, self.news, self.number = make(), news, number
-        self.where = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
+        self.node = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
 
     def say(self, line: str) -> None:
         self.news.put_nowait(f"[actor {self.number}] {line}")
@@ -74,7 +74,7 @@ class ShardWorker:
         import torch
 
         with torch.inference_mode():
-            return self.where, self.run_shard(i, self.say)
+            return self.node, self.run_shard(i, self.say)
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,16 @@ class Landed:
     """One shard's end: its result and the actor that ran it, or why it was given up."""
 
     shard: int
-    where: str  # "actor N on HOST (node ID)"; "" when it was given up
+    actor: int  # the number of the actor that ran it (1 for the first); 0 when it was given up
+    node: str  # "HOST (node ID)" of that actor; "" when it was given up
     result: object  # None when it was given up
     retried: bool  # an actor died under it before, and another ran it again
     failed: str = ""  # why it was given up
+
+    @property
+    def where(self) -> str:
+        """As reports show it, "actor N on HOST (node ID)"; "" when it was given up."""
+        return f"actor {self.actor} on {self.node}" if self.actor else ""
 
 
 class ClusterRun:
@@ -160,8 +166,8 @@ class ClusterRun:
         free.append(a)
         if i is None:  # the actor is up again
             return None
-        where, result = answer
-        return Landed(i, f"actor {a + 1} on {where}", result, i in self.retried)
+        node, result = answer
+        return Landed(i, a + 1, node, result, i in self.retried)
 
     def _revive(self, a: int, died: bool) -> None:
         """Ask a dead actor whether Ray has brought it back, unless it died more often than Ray restarts one."""
@@ -172,4 +178,4 @@ class ClusterRun:
             self.pending[self.actors[a].ready.remote()] = (None, a)
 
     def _given_up(self, i: int, why: str) -> Landed:
-        return Landed(i, "", None, i in self.retried, f"failed: {why}")
+        return Landed(i, 0, "", None, i in self.retried, f"failed: {why}")

@@ -1,6 +1,8 @@
-"""Batched plain decoding against transformers' own batched `generate`, the same prompts decoded together.
+"""The README's many-requests figure, batched plain against transformers; run by anyone reproducing it.
 
-    python scripts/load_baseline.py [--rows 8] [--tokens 64] [--rounds 3] [--dtype bfloat16] [--no-exact]
+Batched plain decoding against transformers' own batched `generate`, the same prompts decoded together.
+
+    python scripts/concurrency_baseline.py [--rows 8] [--tokens 64] [--rounds 3] [--dtype bfloat16] [--no-exact]
 
 The offline pair's target (qwen2.5-coder-1.5b-instruct) on this machine, the code examples of assets/prompts.json
 (row r decodes example r, again from the first when they run out). transformers decodes the rows left-padded, greedy,
