@@ -7,7 +7,7 @@ shapes, not the values. Random weights agree on nothing, so acceptance comes fro
 (each row's own greedy continuation, proposed at a set α, at no drafting cost), and the draft model contributes its
 measured cost per drafted token to the prediction. At each level B, every row decodes together
 (engine/loop.generate_rows): plain, the oracle at each fixed γ, and the oracle under adaptive γ for a batch
-(engine/load_gamma.py). Printed per level: total tokens/s, the speedup over plain at the same B, τ, the speedup the
+(engine/batch_gamma.py). Printed per level: total tokens/s, the speedup over plain at the same B, τ, the speedup the
 formula predicts from this level's measured forward costs, E(α, γ) / (γ·c_B + V_B(B(γ+1)) / V_B(B)), and the γ
 adaptive chose. `--layers N` keeps N layers of each model (to check the script on a CPU).
 """
@@ -27,8 +27,8 @@ import torch  # noqa: E402
 from specviz.analysis.theory import expected_tokens_per_step  # noqa: E402
 from specviz.drafters.oracle import OracleDrafter  # noqa: E402
 from specviz.drafters.registry import build_row_drafting, kinds  # noqa: E402
+from specviz.engine.batch_gamma import ForwardCosts  # noqa: E402
 from specviz.engine.batched_lm import BatchedLM, Feed  # noqa: E402
-from specviz.engine.load_gamma import ForwardCosts  # noqa: E402
 from specviz.engine.loop import generate_rows  # noqa: E402
 from specviz.engine.step import EachRow  # noqa: E402
 from specviz.settings import Settings  # noqa: E402

@@ -18,8 +18,8 @@ from ..events import StepDetail, StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
 from .adaptive import GammaController
+from .batch_gamma import BatchGamma, ForwardCosts
 from .batch_rows import open_rows
-from .load_gamma import ForwardCosts, LoadGamma
 from .sampling import probabilities, typical_distribution
 from .step import Drafter, EachRow, Judges, Proposal, RowDrafting, Verdict
 from .step_detail import step_detail
@@ -178,7 +178,7 @@ def _gammas(controller, settings: Settings, drafting: RowDrafting | None, rows: 
     """Each row's γ this step: none without a drafter, the set γ, or what adaptive chose (under load, per row)."""
     if drafting is None:
         return [0] * len(rows)
-    if isinstance(controller, LoadGamma):
+    if isinstance(controller, BatchGamma):
         return controller.next_gammas(rows)
     return [controller.next_gamma(rows) if controller else settings.gamma] * len(rows)
 
@@ -189,7 +189,7 @@ def _controller(settings: Settings, drafting: RowDrafting | None, rows: int, cos
     if not settings.adaptive or drafting is None:
         return None
     if rows > 1 or costs is not None:  # a sweep's batch of one is priced like its batches, by the costs it measured
-        return LoadGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
+        return BatchGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
     return GammaController.for_drafter(settings.gamma, drafting.profile)
 
 
@@ -204,7 +204,7 @@ def _judges(controller, drafting: RowDrafting) -> Judges | None:
 def _tell(controller, rows: list[int], steps: list[Checked], gamma: int, batch_tokens: int, **seconds: float) -> None:
     """What adaptive γ learns from a finished step: the depth drafted, the forward's width, what held, the costs."""
     shown = [s.tree.paths[s.verdict.winner] if s.tree.paths else () for s in steps]
-    if isinstance(controller, LoadGamma):
+    if isinstance(controller, BatchGamma):
         held = [
             (r, len(s.tree.tokens), s.verdict.accepted, s.verdict.accepted < len(w))
             for r, s, w in zip(rows, steps, shown)

@@ -1,4 +1,4 @@
-"""Adaptive γ under load: one γ per step for a batch of rows, chosen from what the whole batch's step would cost.
+"""Adaptive γ for a batch: one γ per step for all its rows, chosen from what the whole batch's step would cost.
 
 A step of B rows drafts γ tokens for each and verifies them in one target forward over T = Σ_b (1 + n_b) tokens
 (n_b: the nodes row b sends, γ for a chain). Row b yields E_b(γ) tokens: (1 − α_b^(γ+1)) / (1 − α_b) for a drafter
@@ -57,7 +57,7 @@ class ForwardCosts:
 
 
 @dataclass
-class LoadGamma:
+class BatchGamma:
     """Adaptive γ for a batch: the γ with the most expected tokens per second for the rows still decoding."""
 
     max_gamma: int
@@ -79,7 +79,7 @@ class LoadGamma:
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
 
     @classmethod
-    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "LoadGamma":
+    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
         return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
 
     def alpha(self, row: int) -> float:
