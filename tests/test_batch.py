@@ -268,6 +268,20 @@ def test_forward_costs_interpolate_between_and_extend_past_what_was_measured():
     assert costs.at(16, 8) == pytest.approx(0.3) and costs.at(40, 8) == pytest.approx(0.6)
 
 
+def test_forward_costs_past_what_was_measured_never_fall_nor_go_below_zero():
+    """Past the ends a measured cost is extended along the nearest two widths, but a forward over more tokens never
+    costs less, and none costs less than nothing (the line through two noisy timings could say either)."""
+    costs = ForwardCosts()
+    costs.note(8, 0.4)
+    costs.note(16, 0.2)  # the wider forward happened to measure faster
+    assert costs.at(16, 8) == 0.2 and costs.at(12, 8) == pytest.approx(0.3)
+    assert costs.at(64, 8) == 0.2 and costs.at(2, 8) == 0.4
+    steep = ForwardCosts()
+    steep.note(8, 0.1)
+    steep.note(16, 0.5)
+    assert steep.at(2, 8) == 0.0 and steep.at(24, 8) == pytest.approx(0.9)
+
+
 # -- the law of every row, sampled --
 
 

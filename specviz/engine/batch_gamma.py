@@ -13,10 +13,9 @@ back as finished rows leave. When plain steps win, every `probe_after` steps one
 can recover: the probe widens the forward by γ tokens, not B·γ, which a compute-bound batch would pay for in full.
 """
 
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from ..analysis.theory import expected_tokens_per_step
+from ..analysis.theory import expected_tokens_per_step, interpolate
 from .adaptive import count_positions, tokens_by_position
 from .step import DrafterProfile
 
@@ -37,23 +36,15 @@ class ForwardCosts:
         self.seconds[tokens] = seconds if old is None else (1 - self.smoothing) * old + self.smoothing * seconds
 
     def at(self, tokens: float, rows: int) -> float | None:
-        """V(T): between two measured widths, on the line through them; past the widest, along the last two (or,
-        with one measured, a slope of PRIOR_SLOPE per row's share); None before anything was measured."""
-        known = sorted(self.seconds)
-        if not known:
+        """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
+        ends along the nearest two, never falling); with one width measured, a slope of PRIOR_SLOPE per row's share;
+        None before anything was measured."""
+        if not self.seconds:
             return None
-        if tokens in self.seconds:
-            return self.seconds[tokens]
-        i = bisect_left(known, tokens)
-        if 0 < i < len(known):
-            a, b = known[i - 1], known[i]
-            return self.seconds[a] + (self.seconds[b] - self.seconds[a]) * (tokens - a) / (b - a)
-        if len(known) == 1:
-            base = known[0]
-            return self.seconds[base] * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
-        a, b = (known[0], known[1]) if i == 0 else (known[-2], known[-1])
-        slope = max(0.0, (self.seconds[b] - self.seconds[a]) / (b - a))
-        return max(0.0, self.seconds[b if i else a] + slope * (tokens - (b if i else a)))
+        if len(self.seconds) == 1:
+            ((base, seconds),) = self.seconds.items()
+            return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
+        return interpolate(self.seconds, tokens, rising=True)
 
 
 @dataclass
