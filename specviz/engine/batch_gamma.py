@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step, interpolate
 from .adaptive import count_positions, tokens_by_position
-from .step import DrafterProfile
+from .step import Checked, DrafterProfile
 
 PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
@@ -121,6 +121,26 @@ class BatchGamma:
             self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)
         self.chosen.append((len(rows), max(gammas)))
         return gammas
+
+    # GammaPolicy (gamma_policy.py): what the decode loop asks, of the whole batch
+
+    def judges(self) -> None:
+        """Nothing: in a batch γ is the batch's, so no row's drafter sizes its own draft."""
+        return None
+
+    def learn(
+        self,
+        rows: list[int],
+        steps: list[Checked],
+        gamma: int,
+        padded_tokens: int,
+        draft_s: float,
+        verify_s: float,
+        bookkeeping_s: float,
+    ) -> None:
+        """The step as observe takes it: each row's nodes sent, drafts held and whether one was rejected."""
+        verdicts = [(r, len(s.tree.tokens), s.verdict.accepted, s.rejected) for r, s in zip(rows, steps)]
+        self.observe(gamma, verdicts, padded_tokens, draft_s, verify_s, bookkeeping_s)
 
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float

@@ -17,7 +17,7 @@ from .tree import TokenTree, TreeShape, build_tree, fill_shape
 if TYPE_CHECKING:
     import torch
 
-    from ..events import Trial
+    from ..events import StepDetail, Trial
     from .cached_lm import CachedLM
 
 
@@ -79,6 +79,22 @@ class Verdict:
     @property
     def accepted(self) -> int:
         return len(self.path)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One step of one row: its draft and what the target's verification made of it."""
+
+    proposal: Proposal | None  # None: a plain step
+    tree: TokenTree
+    verdict: Verdict
+    detail: StepDetail | None  # for the screen
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the target turned down a draft of the shown candidate (not when it held whole or none was made)."""
+        shown = self.tree.paths[self.verdict.winner] if self.tree.paths else ()
+        return self.verdict.accepted < len(shown)
 
 
 KeepDrafting = Callable[[list[float]], bool]  # the draft's own probabilities so far -> whether one more token pays
