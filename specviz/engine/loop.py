@@ -21,7 +21,7 @@ from .batch_gamma import ForwardCosts
 from .batch_rows import open_rows
 from .gamma_policy import gamma_policy
 from .sampling import probabilities, typical_distribution
-from .step import Checked, Drafter, EachRow, Proposal, RowDrafting
+from .step import Checked, Drafter, EachRow, Judges, Proposal, RowDrafting
 from .step_detail import step_detail
 from .tree import EMPTY, TokenTree
 from .verify import verify
@@ -92,23 +92,18 @@ def generate_rows(
     clock, rows = make_clock(target.device), list(range(len(prompts)))
     if generators is None:
         generators = [new_generator(target.device, settings.seed + r) for r in rows]
-    lm, budgets = _open_rows(target, prompts, settings, drafting)
+    lm, limits = _open_rows(target, prompts, settings, drafting)
     policy = gamma_policy(settings, drafting, len(prompts), costs)
-    # Prefill: every prompt into the target's cache; the drafter starts, lent adaptive γ's judges if any.
-    began = clock()
-    lm.start(prompts)
-    if drafting is not None:
-        drafting.start(prompts, lm.drafters_read, policy.judges())
-    prefill_s = clock() - began
+    prefill_s = _prefill(lm, prompts, drafting, policy.judges(), clock)
 
-    tokens, produced, index = [list(p) for p in prompts], [0] * len(rows), [0] * len(rows)
+    tokens, index = [list(p) for p in prompts], [0] * len(rows)  # each row's text so far, and its steps so far
     while rows and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
         #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step); it shrinks near a row's
         #    budget so no step overshoots.
         wanted = policy.next_gammas(rows)
-        gamma, gammas = max(wanted), [max(0, min(g, budgets[r] - produced[r] - 1)) for g, r in zip(wanted, rows)]
+        gamma, gammas = max(wanted), [max(0, min(g, limits[r] - len(tokens[r]) - 1)) for g, r in zip(wanted, rows)]
         proposals = drafting.propose([tokens[r] for r in rows], gammas) if drafting else [None] * len(rows)
         trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
@@ -120,7 +115,7 @@ def generate_rows(
         checked = check_rows(logits, trees, proposals, [generators[r] for r in rows], settings, explain)
         # 3. Roll back: each row's cache keeps its root and accepted path, as if only they had ever been fed; rows
         #    that finished leave the batch. Adaptive γ learns what held and what the step cost.
-        events = [_event(index[r], c, target.eos_ids, budgets[r] - produced[r]) for c, r in zip(checked, rows)]
+        events = [_event(index[r], c, target.eos_ids, limits[r] - len(tokens[r])) for c, r in zip(checked, rows)]
         staying = [i for i, e in enumerate(events) if not e.finish]
         lm.keep([len(tokens[r]) for r in rows], [list(c.verdict.path) for c in checked], staying)
         if drafting is not None:
@@ -133,7 +128,6 @@ def generate_rows(
         shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
         for r, event, width, g in zip(rows, events, widths, gammas):
             tokens[r].extend(event.tokens)
-            produced[r] += len(event.tokens)
             first = prefill_s if index[r] == 0 else 0.0
             yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=first, **shared)
             index[r] += 1
@@ -141,17 +135,26 @@ def generate_rows(
 
 
 def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings, drafting: RowDrafting | None):
-    """The target's cache for the prompts, with room for each row's budget of new tokens (also returned: the
-    settings' max_new_tokens, or less where the context would end first) and the widest verify forward."""
+    """The target's cache for the prompts, and how long each row's text may grow: its prompt and max_new_tokens, or
+    up to the context's end if that comes first. The cache has room for that and for the widest verify forward."""
     for prompt in prompts:
         target.check_readable(prompt)
-    budgets = [min(settings.max_new_tokens, target.context_length - len(p)) for p in prompts]
+    limits = [min(len(p) + settings.max_new_tokens, target.context_length) for p in prompts]
     widest = 1 + (drafting.max_nodes(settings.gamma) if drafting else 0)  # the most one verify forward adds a row
     reads = drafting.profile.hidden_layers if drafting else ()  # the target's hidden states the drafter reads
     if reads and len(prompts) > 1:
         raise InvalidRequest("a drafter that reads the target's hidden states does not decode a batch yet")
-    capacity = max(len(p) + b for p, b in zip(prompts, budgets)) + widest
-    return open_rows(target.model, capacity, len(prompts), reads), budgets
+    return open_rows(target.model, max(limits) + widest, len(prompts), reads), limits
+
+
+def _prefill(lm, prompts: list[list[int]], drafting: RowDrafting | None, judges: Judges | None, clock) -> float:
+    """Every prompt into the target's cache, then the drafter started (lent adaptive γ's judges, if any); the
+    seconds it took."""
+    began = clock()
+    lm.start(prompts)
+    if drafting is not None:
+        drafting.start(prompts, lm.drafters_read, judges)
+    return clock() - began
 
 
 def check_rows(logits, trees, proposals, generators, settings: Settings, explain: bool = False) -> list[Checked]:
