@@ -18,7 +18,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step
-from .step import Checked, DrafterProfile, Judges
+from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
 
@@ -144,28 +144,19 @@ class GammaController:
     def next_gammas(self, rows: list[int]) -> list[int]:
         return [self.next_gamma(rows)] * len(rows)
 
-    def learn(
-        self,
-        rows: list[int],
-        steps: list[Checked],
-        gamma: int,
-        padded_tokens: int,
-        draft_s: float,
-        verify_s: float,
-        bookkeeping_s: float,
-    ) -> None:
+    def learn(self, step: FinishedStep) -> None:
         """The row's step as observe takes it: the depth its longest candidate reached (γ on a plain step), the
         forward's width, what held, and the draft's own probabilities where they decided its length."""
-        (step,) = steps  # the one row
-        proposal, tree, verdict = step.proposal, step.tree, step.verdict
+        (row,) = step.checked
+        proposal, tree, verdict = row.proposal, row.tree, row.verdict
         self.observe(
-            gamma=max(map(len, proposal.candidates)) if proposal else gamma,
+            gamma=max(map(len, proposal.candidates)) if proposal else step.gamma,
             forward_tokens=1 + len(tree.tokens),
             accepted=verdict.accepted,
-            rejected=step.rejected,
-            draft_s=draft_s,
-            verify_s=verify_s,
-            bookkeeping_s=bookkeeping_s,
+            rejected=row.rejected,
+            draft_s=step.draft_s,
+            verify_s=step.verify_s,
+            bookkeeping_s=step.bookkeeping_s,
             confidences=proposal.confidence if proposal else None,
             held=proposal.first_held(tree, verdict) if proposal else 0,
         )

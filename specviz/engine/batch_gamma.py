@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step, interpolate
 from .adaptive import count_positions, tokens_by_position
-from .step import Checked, DrafterProfile
+from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
@@ -128,19 +128,10 @@ class BatchGamma:
         """Nothing: in a batch γ is the batch's, so no row's drafter sizes its own draft."""
         return None
 
-    def learn(
-        self,
-        rows: list[int],
-        steps: list[Checked],
-        gamma: int,
-        padded_tokens: int,
-        draft_s: float,
-        verify_s: float,
-        bookkeeping_s: float,
-    ) -> None:
+    def learn(self, step: FinishedStep) -> None:
         """The step as observe takes it: each row's nodes sent, drafts held and whether one was rejected."""
-        verdicts = [(r, len(s.tree.tokens), s.verdict.accepted, s.rejected) for r, s in zip(rows, steps)]
-        self.observe(gamma, verdicts, padded_tokens, draft_s, verify_s, bookkeeping_s)
+        verdicts = [(r, len(c.tree.tokens), c.verdict.accepted, c.rejected) for r, c in zip(step.rows, step.checked)]
+        self.observe(step.gamma, verdicts, step.padded_tokens, step.draft_s, step.verify_s, step.bookkeeping_s)
 
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float

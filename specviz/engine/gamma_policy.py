@@ -2,7 +2,7 @@
 
     judges()            once, before decoding: what it lends a drafter that sizes its own draft or tree (or None)
     next_gammas(rows)   before each step: each row's γ, 0 being a plain step for that row
-    learn(...)          after each step: what the rows' verdicts and the step's timings teach it
+    learn(step)         after each step: what its rows' verdicts and its timings teach it (a FinishedStep)
 
 Three kinds speak it: FixedGamma (the set γ, or 0 without a drafter; it learns nothing), GammaController (adaptive.py:
 one row, priced by its own V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of
@@ -15,7 +15,7 @@ from typing import Protocol
 from ..settings import Settings
 from .adaptive import GammaController
 from .batch_gamma import BatchGamma, ForwardCosts
-from .step import Checked, Judges, RowDrafting
+from .step import FinishedStep, Judges, RowDrafting
 
 
 class GammaPolicy(Protocol):
@@ -25,18 +25,8 @@ class GammaPolicy(Protocol):
     def next_gammas(self, rows: list[int]) -> list[int]:
         """Each row's γ for this step (`rows`: the ids of the rows still decoding, in the batch's order)."""
 
-    def learn(
-        self,
-        rows: list[int],
-        steps: list[Checked],
-        gamma: int,
-        padded_tokens: int,
-        draft_s: float,
-        verify_s: float,
-        bookkeeping_s: float,
-    ) -> None:
-        """A finished step: each row's draft and verdict, the batch's γ (the largest row's, before the budget cut it),
-        the positions the verify forward computed (every row padded to the widest), and its three timings."""
+    def learn(self, step: FinishedStep) -> None:
+        """What a finished step teaches: each row's draft and verdict, and what the step cost."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +41,7 @@ class FixedGamma:
     def next_gammas(self, rows: list[int]) -> list[int]:
         return [self.gamma] * len(rows)
 
-    def learn(self, rows, steps, gamma, padded_tokens, draft_s, verify_s, bookkeeping_s) -> None:
+    def learn(self, step: FinishedStep) -> None:
         pass
 
 

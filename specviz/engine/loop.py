@@ -21,7 +21,7 @@ from .batch_gamma import ForwardCosts
 from .batch_rows import open_rows
 from .gamma_policy import gamma_policy
 from .sampling import probabilities, typical_distribution
-from .step import Checked, Drafter, EachRow, Judges, Proposal, RowDrafting
+from .step import Checked, Drafter, EachRow, FinishedStep, Judges, Proposal, RowDrafting
 from .step_detail import step_detail
 from .tree import EMPTY, TokenTree
 from .verify import verify
@@ -123,7 +123,7 @@ def generate_rows(
         t3 = clock()
         widths = [1 + len(t.tokens) for t in trees]  # each row's root and nodes; the forward pads all to the widest
         seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1)
-        policy.learn(rows, checked, gamma, len(rows) * max(widths), **seconds, bookkeeping_s=t3 - t2)
+        policy.learn(FinishedStep(rows, checked, gamma, len(rows) * max(widths), **seconds, bookkeeping_s=t3 - t2))
         # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
         shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
         for r, event, width, g in zip(rows, events, widths, gammas):

@@ -97,6 +97,19 @@ class Checked:
         return self.verdict.accepted < len(shown)
 
 
+@dataclass(frozen=True)
+class FinishedStep:
+    """A step of the whole batch as adaptive γ learns from it (gamma_policy.py's learn)."""
+
+    rows: list[int]  # the ids of the rows that decoded it, in the batch's order
+    checked: list[Checked]  # each row's draft and verdict
+    gamma: int  # the batch's γ: the largest any row was given, before a row's budget cut it
+    padded_tokens: int  # the positions the verify forward computed: every row padded to the widest
+    draft_s: float
+    verify_s: float  # the verify forward alone
+    bookkeeping_s: float  # the rest: the acceptance rule, the cache rollback, the drafter's update
+
+
 KeepDrafting = Callable[[list[float]], bool]  # the draft's own probabilities so far -> whether one more token pays
 TreeSize = Callable[[list[list[float]], int], int]  # each node's path chances, best first, and depth -> nodes that pay
 
