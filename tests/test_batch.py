@@ -12,9 +12,9 @@ from specviz.analysis.stats import chi_square_p
 from specviz.drafters.draft_batch import BatchedDraftModel
 from specviz.drafters.registry import build_drafter, build_row_drafting
 from specviz.engine import generate, new_generator
+from specviz.engine.batch_gamma import BatchGamma, ForwardCosts
 from specviz.engine.batched_lm import BatchedLM, Feed
 from specviz.engine.cached_lm import CachedLM
-from specviz.engine.load_gamma import ForwardCosts, LoadGamma
 from specviz.engine.loop import generate_rows
 from specviz.engine.step import BaseDrafter, DrafterProfile, EachRow, Proposal
 from specviz.engine.tree import build_tree
@@ -185,7 +185,7 @@ def test_adaptive_gamma_backs_off_as_the_batch_grows_and_comes_back_as_it_shrink
     costs = ForwardCosts()
     for tokens in (1, 2, 4, 8, 16, 32, 64, 128, 256):
         costs.note(tokens, 1.0 if tokens <= 16 else tokens / 16)
-    controller = LoadGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0)
+    controller = BatchGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0)
     for row in range(32):
         controller.accepted[row], controller.tested[row] = 7.0, 10.0  # α 0.7 for every row
     small, large = controller.next_gamma(list(range(2))), controller.next_gamma(list(range(32)))
@@ -200,7 +200,7 @@ def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance
     costs = ForwardCosts()
     for tokens in (1, 4, 8, 16, 32, 64):
         costs.note(tokens, max(1.0, tokens / 16))
-    controller = LoadGamma(8, costs, draft_per_token=0.2, bookkeeping=0.0, probe_after=3)
+    controller = BatchGamma(8, costs, draft_per_token=0.2, bookkeeping=0.0, probe_after=3)
     rows = list(range(4))
     for row in rows:
         controller.accepted[row], controller.tested[row] = 1.0, 10.0  # α 0.1
@@ -217,7 +217,7 @@ def test_no_probe_where_drafts_that_all_held_would_not_pay():
     costs = ForwardCosts()
     for tokens in (1, 16, 32, 64, 128):
         costs.note(tokens, tokens / 16)
-    controller = LoadGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0, probe_after=3)
+    controller = BatchGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0, probe_after=3)
     assert not any(any(controller.next_gammas(list(range(16)))) for _ in range(20))
 
 
@@ -235,7 +235,7 @@ def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
         k = next(turn)
         return [3 if k % 2 and r == rows[k // 2 % len(rows)] else 0 for r in rows]
 
-    monkeypatch.setattr(LoadGamma, "next_gammas", probe)
+    monkeypatch.setattr(BatchGamma, "next_gammas", probe)
     generators = [new_generator(target.device, settings.seed + r) for r in range(len(prompts))]
     drafting = build_row_drafting(drafter, settings, generators, target, draft, under_load=True)
     events = list(generate_rows(target, prompts, settings, drafting, generators, costs=ForwardCosts()))
@@ -252,7 +252,7 @@ def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
 
 
 def test_a_probing_row_teaches_only_its_own_acceptance():
-    controller = LoadGamma(4, ForwardCosts(), draft_per_token=0.05, bookkeeping=0.0)
+    controller = BatchGamma(4, ForwardCosts(), draft_per_token=0.05, bookkeeping=0.0)
     verdicts = [(0, 0, 0, False), (1, 4, 4, False), (2, 0, 0, False)]
     controller.observe(4, verdicts, batch_tokens=7, draft_s=0.2, verify_s=1.0, bookkeeping_s=0.0)
     assert controller.nodes_per_gamma == pytest.approx(1.0)  # one row sent γ nodes: a full chain, not a third of one
@@ -266,6 +266,20 @@ def test_forward_costs_interpolate_between_and_extend_past_what_was_measured():
     assert costs.at(8, 8) == 0.2 and costs.at(16, 8) > 0.2  # one width: a prior slope
     costs.note(24, 0.4)
     assert costs.at(16, 8) == pytest.approx(0.3) and costs.at(40, 8) == pytest.approx(0.6)
+
+
+def test_forward_costs_past_what_was_measured_never_fall_nor_go_below_zero():
+    """Past the ends a measured cost is extended along the nearest two widths, but a forward over more tokens never
+    costs less, and none costs less than nothing (the line through two noisy timings could say either)."""
+    costs = ForwardCosts()
+    costs.note(8, 0.4)
+    costs.note(16, 0.2)  # the wider forward happened to measure faster
+    assert costs.at(16, 8) == 0.2 and costs.at(12, 8) == pytest.approx(0.3)
+    assert costs.at(64, 8) == 0.2 and costs.at(2, 8) == 0.4
+    steep = ForwardCosts()
+    steep.note(8, 0.1)
+    steep.note(16, 0.5)
+    assert steep.at(2, 8) == 0.0 and steep.at(24, 8) == pytest.approx(0.9)
 
 
 # -- the law of every row, sampled --

@@ -62,13 +62,20 @@ def best_gamma(alpha: float, c: float, gammas: Iterable[int], block: bool = Fals
     return max(gammas, key=lambda g: expected_speedup(alpha, g, c, block))
 
 
-def interpolate(costs: dict[int, float], k: float) -> float:
-    """V(k) from measured points: linear between them, extended along the last segment past the ends."""
+def interpolate(costs: dict[int, float], k: float, rising: bool = False) -> float:
+    """V(k) from measured points: a measured k is its own point, linear between them, extended along the nearest
+    segment past the ends. `rising`: a cost that cannot fall as k grows, so past the ends a falling segment is taken
+    as flat, and V is never below 0 (what a few noisy timings would otherwise extend into)."""
+    if k in costs:
+        return costs[k]
     ks = sorted(costs)
     if len(ks) == 1:
         return costs[ks[0]]
     lo = max([x for x in ks[:-1] if x <= k], default=ks[0])
     hi = ks[ks.index(lo) + 1]
+    if rising and not lo <= k <= hi:  # past an end: from that end, along the nearest segment
+        end, slope = (hi if k > hi else lo), max(0.0, (costs[hi] - costs[lo]) / (hi - lo))
+        return max(0.0, costs[end] + slope * (k - end))
     return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
 
 

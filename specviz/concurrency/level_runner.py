@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from ..drafters.registry import NO_DRAFTER, build_row_drafting
 from ..engine import new_generator
-from ..engine.load_gamma import ForwardCosts
+from ..engine.batch_gamma import ForwardCosts
 from ..engine.loop import generate_rows
 from ..events import StepEvent
 from ..models.device import check_batch_fits

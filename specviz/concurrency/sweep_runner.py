@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from ..drafters.registry import NO_DRAFTER
 from ..engine import generate
-from ..engine.load_gamma import ForwardCosts
+from ..engine.batch_gamma import ForwardCosts
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits

@@ -18,7 +18,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step
-from .step import DrafterProfile
+from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
 
@@ -134,6 +134,32 @@ class GammaController:
             return self.max_gamma if self.stops_early else best
         self.plain_run += 1
         return 0
+
+    # GammaPolicy (gamma_policy.py): what the decode loop asks, of its one row
+
+    def judges(self) -> Judges:
+        """Lent to the drafter: tree_size, and keep_drafting to a drafter that stops early."""
+        return Judges(self.tree_size, self.keep_drafting if self.stops_early else None)
+
+    def next_gammas(self, rows: list[int]) -> list[int]:
+        return [self.next_gamma(rows)] * len(rows)
+
+    def learn(self, step: FinishedStep) -> None:
+        """The row's step as observe takes it: the depth its longest candidate reached (γ on a plain step), the
+        forward's width, what held, and the draft's own probabilities where they decided its length."""
+        (row,) = step.checked
+        proposal, tree, verdict = row.proposal, row.tree, row.verdict
+        self.observe(
+            gamma=max(map(len, proposal.candidates)) if proposal else step.gamma,
+            forward_tokens=1 + len(tree.tokens),
+            accepted=verdict.accepted,
+            rejected=row.rejected,
+            draft_s=step.draft_s,
+            verify_s=step.verify_s,
+            bookkeeping_s=step.bookkeeping_s,
+            confidences=proposal.confidence if proposal else None,
+            held=proposal.first_held(tree, verdict) if proposal else 0,
+        )
 
     def keep_drafting(self, confidences: list[float]) -> bool:
         """Decided while drafting: after n drafts with these probabilities (the draft's own), whether drafting on

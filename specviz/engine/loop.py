@@ -8,20 +8,20 @@ batch of one, run by the same loop.
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 import torch
 
 from ..errors import InvalidRequest
-from ..events import StepDetail, StepEvent
+from ..events import StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
-from .adaptive import GammaController
+from .batch_gamma import ForwardCosts
 from .batch_rows import open_rows
-from .load_gamma import ForwardCosts, LoadGamma
+from .gamma_policy import gamma_policy
 from .sampling import probabilities, typical_distribution
-from .step import Drafter, EachRow, Judges, Proposal, RowDrafting, Verdict
+from .step import Checked, Drafter, EachRow, FinishedStep, Judges, Proposal, RowDrafting
 from .step_detail import step_detail
 from .tree import EMPTY, TokenTree
 from .verify import verify
@@ -54,16 +54,6 @@ def new_generator(device: torch.device, seed: int) -> torch.Generator:
 #   depth d    a draft token d places after the root, at position len(tokens) - 1 + d (tree.draft_position).
 #              Row 0 of the verify forward follows the root, row 1 + i follows tree node i (tree.row_after).
 #   accepted   how many draft tokens of the shown candidate the target kept: 0 .. its length.
-
-
-@dataclass(frozen=True)
-class Checked:
-    """One step's draft and what the target's verification made of it."""
-
-    proposal: Proposal | None  # None: a plain step
-    tree: TokenTree
-    verdict: Verdict
-    detail: StepDetail | None  # for the screen
 
 
 def generate(
@@ -99,33 +89,21 @@ def generate_rows(
     own generator (default: seeded with the settings' seed + r), so each row follows the target's law; under greedy
     settings each row writes what it writes decoded alone. `costs`: the forward costs measured so far on this model
     (kept by the caller across runs), which adaptive γ prices a batch's step with."""
-    for prompt in prompts:
-        target.check_readable(prompt)
     clock, rows = make_clock(target.device), list(range(len(prompts)))
     if generators is None:
         generators = [new_generator(target.device, settings.seed + r) for r in rows]
-    budgets = [min(settings.max_new_tokens, target.context_length - len(p)) for p in prompts]
-    widest = 1 + (drafting.max_nodes(settings.gamma) if drafting else 0)  # the most one verify forward adds a row
-    reads = drafting.profile.hidden_layers if drafting else ()  # the target's hidden states the drafter reads
-    if reads and len(prompts) > 1:
-        raise InvalidRequest("a drafter that reads the target's hidden states does not decode a batch yet")
-    lm = open_rows(target.model, max(len(p) + b for p, b in zip(prompts, budgets)) + widest, len(prompts), reads)
+    lm, limits = _open_rows(target, prompts, settings, drafting)
+    policy = gamma_policy(settings, drafting, len(prompts), costs)
+    prefill_s = _prefill(lm, prompts, drafting, policy.judges(), clock)
 
-    began = clock()
-    lm.start(prompts)
-    controller = _controller(settings, drafting, len(prompts), costs)
-    if drafting is not None:
-        drafting.start(prompts, lm.drafters_read, _judges(controller, drafting))
-    prefill_s = clock() - began
-
-    tokens, produced, index = [list(p) for p in prompts], [0] * len(rows), [0] * len(rows)
+    tokens, index = [list(p) for p in prompts], [0] * len(rows)  # each row's text so far, and its steps so far
     while rows and not (stop is not None and stop.is_set()):
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
-        #    with the most expected tokens per second for the whole batch (adaptive.py; 0 = a plain step); it shrinks
-        #    near a row's budget so no step overshoots.
-        wanted = _gammas(controller, settings, drafting, rows)
-        gamma, gammas = max(wanted), [max(0, min(g, budgets[r] - produced[r] - 1)) for g, r in zip(wanted, rows)]
+        #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step); it shrinks near a row's
+        #    budget so no step overshoots.
+        wanted = policy.next_gammas(rows)
+        gamma, gammas = max(wanted), [max(0, min(g, limits[r] - len(tokens[r]) - 1)) for g, r in zip(wanted, rows)]
         proposals = drafting.propose([tokens[r] for r in rows], gammas) if drafting else [None] * len(rows)
         trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
@@ -136,29 +114,47 @@ def generate_rows(
         t2 = clock()  # the verify forward alone; what follows is the step's bookkeeping
         checked = check_rows(logits, trees, proposals, [generators[r] for r in rows], settings, explain)
         # 3. Roll back: each row's cache keeps its root and accepted path, as if only they had ever been fed; rows
-        #    that finished leave the batch.
-        events = [_event(index[r], c, target.eos_ids, budgets[r] - produced[r]) for c, r in zip(checked, rows)]
+        #    that finished leave the batch. Adaptive γ learns what held and what the step cost.
+        events = [_event(index[r], c, target.eos_ids, limits[r] - len(tokens[r])) for c, r in zip(checked, rows)]
         staying = [i for i, e in enumerate(events) if not e.finish]
         lm.keep([len(tokens[r]) for r in rows], [list(c.verdict.path) for c in checked], staying)
         if drafting is not None:
             drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
         t3 = clock()
-        batch, batch_tokens = len(rows), sum(1 + len(t.tokens) for t in trees)
-        if controller is not None:  # what the forward computed: every row padded to the widest row's positions
-            seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1, bookkeeping_s=t3 - t2)
-            _tell(controller, rows, checked, gamma, batch * max(1 + len(t.tokens) for t in trees), **seconds)
+        widths = [1 + len(t.tokens) for t in trees]  # each row's root and nodes; the forward pads all to the widest
+        seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1)
+        policy.learn(FinishedStep(rows, checked, gamma, len(rows) * max(widths), **seconds, bookkeeping_s=t3 - t2))
         # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
-        step_s = clock() - t0
-        for r, event, tree, g in zip(rows, events, trees, gammas):
+        shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
+        for r, event, width, g in zip(rows, events, widths, gammas):
             tokens[r].extend(event.tokens)
-            produced[r] += len(event.tokens)
-            timing = dict(
-                draft_s=t1 - t0, verify_s=t2 - t1, step_s=step_s, prefill_s=prefill_s if index[r] == 0 else 0.0
-            )
-            shape = dict(gamma=g, forward_tokens=1 + len(tree.tokens), batch=batch, batch_tokens=batch_tokens)
-            yield r, replace(event, **shape, **timing)
+            first = prefill_s if index[r] == 0 else 0.0
+            yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=first, **shared)
             index[r] += 1
         rows = [rows[i] for i in staying]
+
+
+def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings, drafting: RowDrafting | None):
+    """The target's cache for the prompts, and how long each row's text may grow: its prompt and max_new_tokens, or
+    up to the context's end if that comes first. The cache has room for that and for the widest verify forward."""
+    for prompt in prompts:
+        target.check_readable(prompt)
+    limits = [min(len(p) + settings.max_new_tokens, target.context_length) for p in prompts]
+    widest = 1 + (drafting.max_nodes(settings.gamma) if drafting else 0)  # the most one verify forward adds a row
+    reads = drafting.profile.hidden_layers if drafting else ()  # the target's hidden states the drafter reads
+    if reads and len(prompts) > 1:
+        raise InvalidRequest("a drafter that reads the target's hidden states does not decode a batch yet")
+    return open_rows(target.model, max(limits) + widest, len(prompts), reads), limits
+
+
+def _prefill(lm, prompts: list[list[int]], drafting: RowDrafting | None, judges: Judges | None, clock) -> float:
+    """Every prompt into the target's cache, then the drafter started (lent adaptive γ's judges, if any); the
+    seconds it took."""
+    began = clock()
+    lm.start(prompts)
+    if drafting is not None:
+        drafting.start(prompts, lm.drafters_read, judges)
+    return clock() - began
 
 
 def check_rows(logits, trees, proposals, generators, settings: Settings, explain: bool = False) -> list[Checked]:
@@ -172,55 +168,6 @@ def _check(logits, tree: TokenTree, proposal: Proposal | None, settings: Setting
     q = proposal.q if proposal else None
     verdict = verify(p, tree, q, settings, generator, typical_distribution(logits, settings))
     return Checked(proposal, tree, verdict, step_detail(p, tree, verdict, q, settings) if explain else None)
-
-
-def _gammas(controller, settings: Settings, drafting: RowDrafting | None, rows: list[int]) -> list[int]:
-    """Each row's γ this step: none without a drafter, the set γ, or what adaptive chose (under load, per row)."""
-    if drafting is None:
-        return [0] * len(rows)
-    if isinstance(controller, LoadGamma):
-        return controller.next_gammas(rows)
-    return [controller.next_gamma(rows) if controller else settings.gamma] * len(rows)
-
-
-def _controller(settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None):
-    """Adaptive γ's controller for the drafter its profile describes (for a batch: γ priced by the whole batch's step);
-    None under a fixed γ or plain decoding."""
-    if not settings.adaptive or drafting is None:
-        return None
-    if rows > 1 or costs is not None:  # a sweep's batch of one is priced like its batches, by the costs it measured
-        return LoadGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
-    return GammaController.for_drafter(settings.gamma, drafting.profile)
-
-
-def _judges(controller, drafting: RowDrafting) -> Judges | None:
-    """What the controller lends a drafter of a single row that sizes its own draft (stops_early) or tree while
-    drafting; in a batch γ is the batch's."""
-    if not isinstance(controller, GammaController):
-        return None
-    return Judges(controller.tree_size, controller.keep_drafting if drafting.profile.stops_early else None)
-
-
-def _tell(controller, rows: list[int], steps: list[Checked], gamma: int, batch_tokens: int, **seconds: float) -> None:
-    """What adaptive γ learns from a finished step: the depth drafted, the forward's width, what held, the costs."""
-    shown = [s.tree.paths[s.verdict.winner] if s.tree.paths else () for s in steps]
-    if isinstance(controller, LoadGamma):
-        held = [
-            (r, len(s.tree.tokens), s.verdict.accepted, s.verdict.accepted < len(w))
-            for r, s, w in zip(rows, steps, shown)
-        ]
-        return controller.observe(gamma, held, batch_tokens, **seconds)
-    (step,), (path,) = steps, shown
-    proposal, tree, verdict = step.proposal, step.tree, step.verdict
-    controller.observe(
-        gamma=max(map(len, proposal.candidates)) if proposal else gamma,
-        forward_tokens=1 + len(tree.tokens),
-        accepted=verdict.accepted,
-        rejected=verdict.accepted < len(path),
-        **seconds,
-        confidences=proposal.confidence if proposal else None,
-        held=proposal.first_held(tree, verdict) if proposal else 0,
-    )
 
 
 def _event(index: int, step: Checked, eos, room: int) -> StepEvent:

@@ -17,7 +17,7 @@ from .tree import TokenTree, TreeShape, build_tree, fill_shape
 if TYPE_CHECKING:
     import torch
 
-    from ..events import Trial
+    from ..events import StepDetail, Trial
     from .cached_lm import CachedLM
 
 
@@ -79,6 +79,35 @@ class Verdict:
     @property
     def accepted(self) -> int:
         return len(self.path)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One step of one row: its draft and what the target's verification made of it."""
+
+    proposal: Proposal | None  # None: a plain step
+    tree: TokenTree
+    verdict: Verdict
+    detail: StepDetail | None  # for the screen
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the target turned down a draft of the shown candidate (not when it held whole or none was made)."""
+        shown = self.tree.paths[self.verdict.winner] if self.tree.paths else ()
+        return self.verdict.accepted < len(shown)
+
+
+@dataclass(frozen=True)
+class FinishedStep:
+    """A step of the whole batch as adaptive γ learns from it (gamma_policy.py's learn)."""
+
+    rows: list[int]  # the ids of the rows that decoded it, in the batch's order
+    checked: list[Checked]  # each row's draft and verdict
+    gamma: int  # the batch's γ: the largest any row was given, before a row's budget cut it
+    padded_tokens: int  # the positions the verify forward computed: every row padded to the widest
+    draft_s: float
+    verify_s: float  # the verify forward alone
+    bookkeeping_s: float  # the rest: the acceptance rule, the cache rollback, the drafter's update
 
 
 KeepDrafting = Callable[[list[float]], bool]  # the draft's own probabilities so far -> whether one more token pays

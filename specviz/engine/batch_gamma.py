@@ -1,4 +1,4 @@
-"""Adaptive γ under load: one γ per step for a batch of rows, chosen from what the whole batch's step would cost.
+"""Adaptive γ for a batch: one γ per step for all its rows, chosen from what the whole batch's step would cost.
 
 A step of B rows drafts γ tokens for each and verifies them in one target forward over T = Σ_b (1 + n_b) tokens
 (n_b: the nodes row b sends, γ for a chain). Row b yields E_b(γ) tokens: (1 − α_b^(γ+1)) / (1 − α_b) for a drafter
@@ -13,12 +13,11 @@ back as finished rows leave. When plain steps win, every `probe_after` steps one
 can recover: the probe widens the forward by γ tokens, not B·γ, which a compute-bound batch would pay for in full.
 """
 
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from ..analysis.theory import expected_tokens_per_step
+from ..analysis.theory import expected_tokens_per_step, interpolate
 from .adaptive import count_positions, tokens_by_position
-from .step import DrafterProfile
+from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
@@ -37,27 +36,19 @@ class ForwardCosts:
         self.seconds[tokens] = seconds if old is None else (1 - self.smoothing) * old + self.smoothing * seconds
 
     def at(self, tokens: float, rows: int) -> float | None:
-        """V(T): between two measured widths, on the line through them; past the widest, along the last two (or,
-        with one measured, a slope of PRIOR_SLOPE per row's share); None before anything was measured."""
-        known = sorted(self.seconds)
-        if not known:
+        """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
+        ends along the nearest two, never falling); with one width measured, a slope of PRIOR_SLOPE per row's share;
+        None before anything was measured."""
+        if not self.seconds:
             return None
-        if tokens in self.seconds:
-            return self.seconds[tokens]
-        i = bisect_left(known, tokens)
-        if 0 < i < len(known):
-            a, b = known[i - 1], known[i]
-            return self.seconds[a] + (self.seconds[b] - self.seconds[a]) * (tokens - a) / (b - a)
-        if len(known) == 1:
-            base = known[0]
-            return self.seconds[base] * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
-        a, b = (known[0], known[1]) if i == 0 else (known[-2], known[-1])
-        slope = max(0.0, (self.seconds[b] - self.seconds[a]) / (b - a))
-        return max(0.0, self.seconds[b if i else a] + slope * (tokens - (b if i else a)))
+        if len(self.seconds) == 1:
+            ((base, seconds),) = self.seconds.items()
+            return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
+        return interpolate(self.seconds, tokens, rising=True)
 
 
 @dataclass
-class LoadGamma:
+class BatchGamma:
     """Adaptive γ for a batch: the γ with the most expected tokens per second for the rows still decoding."""
 
     max_gamma: int
@@ -79,7 +70,7 @@ class LoadGamma:
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
 
     @classmethod
-    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "LoadGamma":
+    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
         return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
 
     def alpha(self, row: int) -> float:
@@ -130,6 +121,17 @@ class LoadGamma:
             self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)
         self.chosen.append((len(rows), max(gammas)))
         return gammas
+
+    # GammaPolicy (gamma_policy.py): what the decode loop asks, of the whole batch
+
+    def judges(self) -> None:
+        """Nothing: in a batch γ is the batch's, so no row's drafter sizes its own draft."""
+        return None
+
+    def learn(self, step: FinishedStep) -> None:
+        """The step as observe takes it: each row's nodes sent, drafts held and whether one was rejected."""
+        verdicts = [(r, len(c.tree.tokens), c.verdict.accepted, c.rejected) for r, c in zip(step.rows, step.checked)]
+        self.observe(step.gamma, verdicts, step.padded_tokens, step.draft_s, step.verify_s, step.bookkeeping_s)
 
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float

@@ -1,0 +1,58 @@
+"""How the decode loop gets each step's γ: one protocol, whatever chooses it, so the loop never asks which it has.
+
+    judges()            once, before decoding: what it lends a drafter that sizes its own draft or tree (or None)
+    next_gammas(rows)   before each step: each row's γ, 0 being a plain step for that row
+    learn(step)         after each step: what its rows' verdicts and its timings teach it (a FinishedStep)
+
+Three kinds speak it: FixedGamma (the set γ, or 0 without a drafter; it learns nothing), GammaController (adaptive.py:
+one row, priced by its own V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of
+one, priced by the measured forward over T tokens).
+"""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..settings import Settings
+from .adaptive import GammaController
+from .batch_gamma import BatchGamma, ForwardCosts
+from .step import FinishedStep, Judges, RowDrafting
+
+
+class GammaPolicy(Protocol):
+    def judges(self) -> Judges | None:
+        """What adaptive γ lends a drafter that decides while drafting (start's `judges`); None: γ is all it gets."""
+
+    def next_gammas(self, rows: list[int]) -> list[int]:
+        """Each row's γ for this step (`rows`: the ids of the rows still decoding, in the batch's order)."""
+
+    def learn(self, step: FinishedStep) -> None:
+        """What a finished step teaches: each row's draft and verdict, and what the step cost."""
+
+
+@dataclass(frozen=True)
+class FixedGamma:
+    """γ as set: every row drafts `gamma` each step (0: plain decoding), whatever the steps show."""
+
+    gamma: int
+
+    def judges(self) -> None:
+        return None
+
+    def next_gammas(self, rows: list[int]) -> list[int]:
+        return [self.gamma] * len(rows)
+
+    def learn(self, step: FinishedStep) -> None:
+        pass
+
+
+def gamma_policy(
+    settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None
+) -> GammaPolicy:
+    """The policy for a run: the set γ (0 without a drafter), or adaptive γ for the drafter its profile describes,
+    priced by the whole batch's step when several rows decode or the caller keeps the forward costs (a sweep's batch
+    of one is priced like its batches)."""
+    if not settings.adaptive or drafting is None:
+        return FixedGamma(0 if drafting is None else settings.gamma)
+    if rows > 1 or costs is not None:
+        return BatchGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
+    return GammaController.for_drafter(settings.gamma, drafting.profile)
