@@ -88,28 +88,12 @@ class Backend:
                 production=race_production(asked, pair, self.swept.of(session, asked.pair)),
                 precision=pair.choice.reason if pair.choice else "",
             )
-            lanes, began, prompt_ids, compared = {PLAIN: view.plain, SPEC: view.spec}, time.perf_counter(), [], False
-            call = self.calls.race(asked, None if memory is None else memory.copy())
-            try:
-                for packet in call:
-                    ended = _take(packet, texts)
-                    if packet.kind == "start":
-                        prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
-                        view.message = pair.prompt_line(len(prompt_ids), view.exact)
-                        continue
-                    if packet.kind == "step":
-                        lanes[packet.lane].add(packet.event)
-                    elif ended:
-                        view.divergence, compared = packet.divergence, True
-                        break
-                    view.wall_s = time.perf_counter() - began
-                    yield view
-                    if stopped():
-                        break
-            finally:
-                call.close()  # under ZeroGPU this ends the worker at its next step
+            began, call = time.perf_counter(), self.calls.race(asked, None if memory is None else memory.copy())
+            prompt_ids, end = yield from _relay(call, view, texts, pair, (began, stopped), view.hear)
             view.stopped = not (view.plain.done and view.spec.done)
-            if not compared and settings.greedy:  # stopped before the device compared the two sides
+            if end is not None:
+                view.divergence = end.divergence
+            elif settings.greedy:  # stopped before the device compared the two sides
                 view.divergence = self._parted(asked, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 self.memories.remember(session, prompt_ids, view.spec.tokens)
@@ -207,26 +191,10 @@ class Backend:
             swept = self.swept.of(session, asked.pair)
             view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, swept, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
-            began, prompt_ids, compared = time.perf_counter(), [], False
-            call = self.calls.grand_prix(asked, runs, memory)
-            try:
-                for packet in call:
-                    if _take(packet, view.text_of):
-                        compared = True
-                        break
-                    if packet.kind == "start":
-                        prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
-                        view.message = pair.prompt_line(len(prompt_ids), view.exact)
-                        continue
-                    view.hear(packet)
-                    view.wall_s = time.perf_counter() - began
-                    yield view
-                    if stopped():
-                        break
-            finally:
-                call.close()  # under ZeroGPU this ends the worker at its next step
+            began, call = time.perf_counter(), self.calls.grand_prix(asked, runs, memory)
+            prompt_ids, end = yield from _relay(call, view, view.text_of, pair, (began, stopped), view.hear)
             view.stopped = bool(view.running())
-            if not compared and settings.greedy:  # stopped before the device compared the lanes with plain
+            if end is None and settings.greedy:  # stopped before the device compared the lanes with plain
                 for lane in view.drafted:
                     if lane.runs and lane.events:
                         lane.divergence = self._parted(asked, prompt_ids, view.plain.tokens, lane.tokens)
@@ -368,6 +336,31 @@ class Backend:
         self.swept.keep(session, asked.pair, measured_tables(view))
         view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
+
+
+def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hear: Callable[[Packet], None]):
+    """A device call's packets taken into `view` (the prompt's line when the call starts, every other packet by
+    `hear`), the view yielded after each, until the call ends or `stopped()`; returns the prompt's ids and the call's
+    end packet (None: stopped first). The call is closed either way: under ZeroGPU that ends the worker at its next
+    step."""
+    began, stopped = clock
+    prompt_ids = []
+    try:
+        for packet in call:
+            if _take(packet, texts):
+                return prompt_ids, packet
+            if packet.kind == "start":
+                prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
+                view.message = pair.prompt_line(len(prompt_ids), view.exact)
+                continue
+            hear(packet)
+            view.wall_s = time.perf_counter() - began
+            yield view
+            if stopped():
+                break
+    finally:
+        call.close()
+    return prompt_ids, None
 
 
 def _take(packet: Packet, texts: TextTable) -> bool:

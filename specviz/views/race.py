@@ -52,6 +52,11 @@ class RaceView:
     production: tuple = ()  # the drafter's settings in other engines (serving/handoff.Handoff)
     precision: str = ""  # how the target's precision was chosen on this device, where it was measured
 
+    def hear(self, packet) -> None:
+        """One packet of the device call (app/device_calls.Packet): a step goes to its side, by the side's name."""
+        if packet.kind == "step":
+            {side.name: side for side in (self.plain, self.spec)}[packet.lane].add(packet.event)
+
 
 def interleave(
     sides: dict[str, Iterator[StepEvent]], lanes: dict[str, Lane], stopped: Callable[[], bool] = lambda: False
