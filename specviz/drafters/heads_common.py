@@ -1,6 +1,7 @@
-"""What heads on a frozen target share (Medusa, EAGLE): where their folder comes from (shipped, local or the Hub),
-the checks on what it names, and the vocabulary shortlist that lets them score only some rows of the LM head.
-Each kind names its own files, words and error class."""
+"""What weights read beside a frozen target share (Medusa and EAGLE heads, a DFlash drafter): where their folder
+comes from (shipped, local or the Hub), how they load once per target, the checks on what it names, and the
+vocabulary shortlist that lets heads score only some rows of the LM head. Each kind names its own files, words and
+error class."""
 
 import json
 from pathlib import Path
@@ -31,6 +32,23 @@ def heads_for(given, shipped: Path | None, target_name: str, what: str, flag: st
             f"({flag} FOLDER_OR_HUB_ID, or a pair that brings one) or train one with {trainer}"
         )
     return where
+
+
+def kept_with_target(ctx, kind: str, where, load):
+    """The weights at `where`, read by `load(where, target)` once per target and location and kept with the target."""
+    return ctx.target.companion((kind, str(where)), lambda: load(where, ctx.target))
+
+
+def location_check(field: str, locate):
+    """A kind's precheck: weights named by a location (the option `field`, as text) are found by `locate(options,
+    target_name)` before any model loads, so a wrong folder or Hub id fails in one line; weights already loaded (as
+    tests pass them) need no check."""
+
+    def precheck(options, target_name: str) -> None:
+        if isinstance(getattr(options, field), str):
+            locate(options, target_name)
+
+    return precheck
 
 
 def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -> Path:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, SglangAlgorithm, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for
+from ..heads_common import heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 
@@ -61,14 +61,8 @@ def _build(options: DFlashOptions, ctx):
     if not isinstance(draft, DFlashDraft):  # a location: loaded once per target and kept with it
         from .dflash_checkpoint import load_dflash
 
-        where = _location(options, ctx.target.name)
-        draft = ctx.target.companion(("dflash", str(where)), lambda: load_dflash(where, ctx.target))
+        draft = kept_with_target(ctx, "dflash", _location(options, ctx.target.name), load_dflash)
     return DFlashDrafter(draft, options.dflash_tree, options.dflash_nodes)
-
-
-def _precheck(options: DFlashOptions, target_name: str) -> None:
-    if isinstance(options.dflash, str):
-        _location(options, target_name)
 
 
 KIND = Recipe(
@@ -85,7 +79,7 @@ KIND = Recipe(
         order=47,
         preferred=(("gamma", 15), ("adaptive", True)),
     ),
-    precheck=_precheck,
+    precheck=location_check("dflash", _location),
     serving=Serving(
         transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
         vllm=Nearest("vLLM's documentation names no DFlash method"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for
+from ..heads_common import heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 
@@ -61,14 +61,8 @@ def _build(options: EagleOptions, ctx):
     elif isinstance(options.eagle, EagleHead):
         head, layers = options.eagle, (-1,)
     else:  # a location: loaded once per target and kept with it
-        where = _location(options, ctx.target.name)
-        head, layers = ctx.target.companion(("eagle", str(where)), lambda: load_eagle(where, ctx.target))
+        head, layers = kept_with_target(ctx, "eagle", _location(options, ctx.target.name), load_eagle)
     return EagleDrafter(head, layers, options.eagle_tree, options.eagle_nodes)
-
-
-def _precheck(options: EagleOptions, target_name: str) -> None:
-    if isinstance(options.eagle, str):
-        _location(options, target_name)
 
 
 HEAD = Weights(lambda o: o.eagle, "EAGLE_HEAD")  # its `eagle` option, where vLLM and SGLang load it
@@ -86,7 +80,7 @@ KIND = Recipe(
         ),
         order=45,
     ),
-    precheck=_precheck,
+    precheck=location_check("eagle", _location),
     serving=Serving(
         transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
         vllm=VllmMethod("eagle", weights=HEAD),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for
+from ..heads_common import heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 from .medusa_drafter import TREES, MedusaDrafter, medusa_tree
@@ -49,14 +49,8 @@ def _build(options: MedusaOptions, ctx) -> MedusaDrafter:
 
     heads = options.medusa
     if not isinstance(heads, MedusaHeads):  # a location: loaded once per target and kept with it
-        where = _location(options, ctx.target.name)
-        heads = ctx.target.companion(("medusa", str(where)), lambda: load_medusa(where, ctx.target))
+        heads = kept_with_target(ctx, "medusa", _location(options, ctx.target.name), load_medusa)
     return MedusaDrafter(heads, medusa_tree(options.medusa_tree))
-
-
-def _precheck(options: MedusaOptions, target_name: str) -> None:
-    if isinstance(options.medusa, str):
-        _location(options, target_name)
 
 
 KIND = Recipe(
@@ -70,7 +64,7 @@ KIND = Recipe(
         describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
         order=40,
     ),
-    precheck=_precheck,
+    precheck=location_check("medusa", _location),
     serving=Serving(
         transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
         vllm=VllmMethod("medusa", weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS")),
