@@ -29,7 +29,7 @@ from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
-from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
+from ..workload.entrants import EntryRules, drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
 from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
@@ -219,7 +219,7 @@ class Backend:
         """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
         device's part of it: each runnable lane as it runs (its drafter, settings and options)."""
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
+        chosen = lane_entrants(lanes, asked.settings, not best, _rules(asked, preset))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
         return view, chosen, tuple(lane_runs(chosen))
 
@@ -260,9 +260,7 @@ class Backend:
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         base, preset = asked.settings, self.shelf.preset(asked.pair)
-        chosen = entrants(
-            drafter_names(drafters), base, fixed_gamma, asked.options_for, preset.target, bool(preset.draft)
-        )
+        chosen = entrants(drafter_names(drafters), base, fixed_gamma, _rules(asked, preset))
         view = WorkloadView(
             prompts=prompts,
             contenders=[e.contender for e in chosen],
@@ -308,7 +306,7 @@ class Backend:
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, asked.options_for, preset.target, bool(preset.draft))
+        chosen = lane_entrants(lanes, asked.settings, not best, _rules(asked, preset))
         view, runs = plan_sweep(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
         with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
@@ -336,6 +334,11 @@ class Backend:
         self.swept.keep(session, asked.pair, measured_tables(view))
         view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
         yield view
+
+
+def _rules(asked: Request, preset) -> EntryRules:
+    """Each entrant read with the request's options, checked against the preset's target and draft."""
+    return EntryRules(asked.options_for, preset.target, bool(preset.draft))
 
 
 def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hear: Callable[[Packet], None]):

@@ -12,7 +12,7 @@ from ..models.loading import best_draft_dtype
 from ..runs import Pair, choose_precision, open_draft, open_target
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
-from ..workload.entrants import lane_entrants
+from ..workload.entrants import EntryRules, lane_entrants
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -238,7 +238,9 @@ def chosen_lanes(args, base: Settings, preferred_trees: bool) -> list:
         preferred = dict(k.listing.preferred) if preferred_trees else {}
         return k.parse({**preferred, **given.get(k.name, {})})
 
-    chosen = lane_entrants(args.drafters, base, args.gamma is not None, options, args.target, bool(args.draft))
+    chosen = lane_entrants(
+        args.drafters, base, args.gamma is not None, EntryRules(options, args.target, bool(args.draft))
+    )
     check_entrants(chosen, bool(args.drafters), bool(args.draft))
     return chosen
 

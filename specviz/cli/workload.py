@@ -17,7 +17,7 @@ from ..events import PLAIN, summarize
 from ..render.report import write_report
 from ..trace import RunModels
 from ..workload.cluster import Prepare, run_on_cluster
-from ..workload.entrants import drafter_names, entrants, setting_words
+from ..workload.entrants import EntryRules, drafter_names, entrants, setting_words
 from ..workload.job import WorkloadJob, prepare
 from ..workload.prompts import read_prompts
 from ..workload.ray_shards import connect
@@ -83,14 +83,11 @@ def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
     if args.adaptive is not None and not fixed:
         raise InvalidRequest("--adaptive goes with --gamma; without them each drafter runs at its measured best")
     base = settings_from(args, NO_DRAFTER)  # plain decoding's; each drafter's own follow
-    chosen = entrants(
-        names,
-        base,
-        fixed,
-        lambda k: k.parse({**dict(k.listing.preferred), **given.get(k.name, {})}),
-        args.target,
-        bool(args.draft),
-    )
+
+    def preferred(k):  # each drafter at the settings it measured best, under the options given
+        return k.parse({**dict(k.listing.preferred), **given.get(k.name, {})})
+
+    chosen = entrants(names, base, fixed, EntryRules(preferred, args.target, bool(args.draft)))
     check_entrants(chosen, args.drafters is not None, bool(args.draft))
     job = WorkloadJob(
         target=args.target,

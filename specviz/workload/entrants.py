@@ -33,6 +33,16 @@ class Entrant:
         return self.contender.name
 
 
+@dataclass(frozen=True)
+class EntryRules:
+    """What every entrant is read and checked by: its options (`options_of(kind)`), the target it must fit (by name)
+    and whether the pair brings a draft model."""
+
+    options_of: Callable[[Recipe], Options]
+    target_name: str
+    has_draft: bool
+
+
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
     """Drafter names from a comma-separated list (or a list), every one checked; none given: every drafter offered."""
     offered = [k.name for k in kinds(menu_only=True)]
@@ -51,15 +61,13 @@ def entrants(
     names: Sequence[str],
     base: Settings,
     fixed_gamma: bool,
-    options_of: Callable[[Recipe], Options],
-    target_name: str,
-    has_draft: bool,
+    rules: EntryRules,
 ) -> list[Entrant]:
     """Every drafter named, in menu order: its settings (base, or base with the γ and adaptive choice it measured
     best), its options (`options_of`) and its mode line; one that needs a draft model when there is none, or whose
     checks refuse the target, gets the reason instead."""
     return [
-        entrant(k, k.name, base if fixed_gamma else best_settings(k, base), options_of, target_name, has_draft)
+        entrant(k, k.name, base if fixed_gamma else best_settings(k, base), rules)
         for k in sorted((kind(n) for n in names), key=lambda k: k.listing.order)
     ]
 
@@ -68,16 +76,14 @@ def entrant(
     k: Recipe,
     name: str,
     settings: Settings,
-    options_of: Callable[[Recipe], Options],
-    target_name: str,
-    has_draft: bool,
+    rules: EntryRules,
 ) -> Entrant:
     """One drafter at `settings` under the name `name`, or the reason it cannot run with these models."""
     try:
-        options = options_of(k)
-        if k.draft_needed(options) and not has_draft:
+        options = rules.options_of(k)
+        if k.draft_needed(options) and not rules.has_draft:
             raise InvalidRequest("it needs a draft model (--draft)")
-        k.check_for(options, target_name)
+        k.check_for(options, rules.target_name)
     except SpecvizError as exc:
         return Entrant(Contender(name, k.listing.label, f"not available: {exc}"), drafter=k.name)
     return Entrant(Contender(name, mode_words(k.listing.words(options), settings)), settings, options, k.name)
@@ -87,15 +93,13 @@ def lane_entrants(
     text: str | Sequence[str] | None,
     base: Settings,
     fixed_gamma: bool,
-    options_of: Callable[[Recipe], Options],
-    target_name: str,
-    has_draft: bool,
+    rules: EntryRules,
 ) -> list[Entrant]:
     """The lanes of a Grand Prix, in the order given: `NAME` (at its measured best, or at `base` when `fixed_gamma`),
     `NAME@G` (a fixed γ G) or `NAME@aG` (adaptive γ up to G), comma-separated; none given: every drafter offered, in
     menu order. The same drafter may race at several settings; a lane named twice is refused."""
     if text is None or (isinstance(text, str) and not text.strip()) or (not isinstance(text, str) and not text):
-        return entrants(drafter_names(None), base, fixed_gamma, options_of, target_name, has_draft)
+        return entrants(drafter_names(None), base, fixed_gamma, rules)
     items = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     lanes, seen = [], set()
     for item in items:
@@ -115,7 +119,7 @@ def lane_entrants(
         if label in seen:
             raise InvalidRequest(f"lane {label!r} is named twice")
         seen.add(label)
-        lanes.append(entrant(k, label, settings, options_of, target_name, has_draft))
+        lanes.append(entrant(k, label, settings, rules))
     if len(lanes) > MAX_LANES:
         raise InvalidRequest(f"{len(lanes)} lanes: a Grand Prix races at most {MAX_LANES} beside plain decoding")
     return lanes
