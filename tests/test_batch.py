@@ -26,10 +26,10 @@ from specviz.settings import Settings
 LOOKUPS = ("ngram", "history", "suffix")
 
 
-def batch(target, prompts, settings, drafter="none", draft=None, under_load=False):
+def batch(target, prompts, settings, drafter="none", draft=None, concurrent=False):
     """Each row's tokens, and every event's (row, batch) in the order they came, decoding all prompts together."""
     generators = [new_generator(target.device, settings.seed + r) for r in range(len(prompts))]
-    drafting = build_row_drafting(drafter, settings, generators, target, draft, under_load=under_load)
+    drafting = build_row_drafting(drafter, settings, generators, target, draft, concurrent=concurrent)
     out, seen = {r: [] for r in range(len(prompts))}, []
     for row, event in generate_rows(target, prompts, settings, drafting, generators):
         out[row].extend(event.tokens)
@@ -92,7 +92,7 @@ def test_every_row_of_a_bfloat16_batch_writes_its_prompts_tokens_bit_for_bit_in_
 
 
 @pytest.mark.parametrize("drafter", ["none", *LOOKUPS])
-def test_every_drafter_under_load_in_bfloat16_writes_its_prompts_tokens_in_exact_mode(
+def test_every_drafter_of_a_batch_in_bfloat16_writes_its_prompts_tokens_in_exact_mode(
     bf16, tokenizer, reference, thorough, drafter
 ):
     target, draft = bf16
@@ -126,7 +126,7 @@ def test_rows_that_finish_leave_the_batch_and_the_others_go_on(tokenizer):
         assert sorted(last, key=last.get) == [3, 2, 1, 0]  # the one with the least room leaves first
 
 
-def test_the_draft_model_under_load_drafts_every_row_in_the_same_forwards(target, drafts, tokenizer):
+def test_the_draft_model_of_a_batch_drafts_every_row_in_the_same_forwards(target, drafts, tokenizer):
     prompts, settings = prompts_of(tokenizer, 4), Settings(max_new_tokens=12, gamma=4)
     generators = [new_generator(target.device, r) for r in range(4)]
     drafting = build_row_drafting("draft", settings, generators, target, drafts["partial"])
@@ -237,7 +237,7 @@ def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
 
     monkeypatch.setattr(BatchGamma, "next_gammas", probe)
     generators = [new_generator(target.device, settings.seed + r) for r in range(len(prompts))]
-    drafting = build_row_drafting(drafter, settings, generators, target, draft, under_load=True)
+    drafting = build_row_drafting(drafter, settings, generators, target, draft, concurrent=True)
     events = list(generate_rows(target, prompts, settings, drafting, generators, costs=ForwardCosts()))
     out, probes, at = {r: [] for r in range(len(prompts))}, [], 0
     while at < len(events):  # a step's events come together, one per row of its batch
@@ -291,7 +291,7 @@ def batched_draws(target, draft, prompts, settings, seeds, mutate=None):
     for seed in seeds:
         s = Settings(**{**settings.__dict__, "seed": seed * len(prompts)})
         generators = [new_generator(target.device, s.seed + r) for r in range(len(prompts))]
-        drafting = build_row_drafting("draft", s, generators, target, draft, under_load=True)
+        drafting = build_row_drafting("draft", s, generators, target, draft, concurrent=True)
         if mutate is not None:
             mutate(drafting)
         out = {r: [] for r in range(len(prompts))}

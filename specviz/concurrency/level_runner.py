@@ -43,7 +43,7 @@ def decode_level(
     if pair.draft is not None and lane.drafter != NO_DRAFTER:
         check_batch_fits(pair.draft.model, rows, context, 1, f"{rows} requests' drafts")
     generators = [new_generator(target.device, settings.seed + r) for r in range(rows)]
-    drafting = build_row_drafting(lane.drafter, settings, generators, target, pair.draft, lane.options, under_load=True)
+    drafting = build_row_drafting(lane.drafter, settings, generators, target, pair.draft, lane.options, concurrent=True)
     tokens, seconds = [[] for _ in chosen], [0.0] * rows
     steps, prefill_s, began = [], 0.0, clock()
     for step in _steps(

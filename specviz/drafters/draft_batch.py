@@ -1,9 +1,9 @@
-"""The draft model under load: it drafts a chain for every row of a batch at once, one draft forward per position for
-all rows (its own BatchedLM), each row sampling from its own distribution with its own generator (the one its
-verification draws from), so each row's q goes to the rejection rule with its tokens as a draft model's chain does
-alone. The first forward of a step feeds each row what was committed since its last one (the target's token, and the
-last draft when every draft held), so rows feed one or two tokens; the drafts each row keeps are re-aligned once, after
-the verdicts."""
+"""The draft model for concurrent requests: it drafts a chain for every row of a batch at once, one draft forward per
+position for all rows (its own BatchedLM), each row sampling from its own distribution with its own generator (the
+one its verification draws from), so each row's q goes to the rejection rule with its tokens as a draft model's chain
+does alone. The first forward of a step feeds each row what was committed since its last one (the target's token, and
+the last draft when every draft held), so rows feed one or two tokens; the drafts each row keeps are re-aligned once,
+after the verdicts."""
 
 import torch
 

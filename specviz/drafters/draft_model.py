@@ -166,7 +166,7 @@ class DraftOptions(Options):
 
 def build_batch(options: DraftOptions, ctx):
     """The draft model for a batch: chains for every row at once (a tree, a window or another tokenizer are a single
-    prompt's; under load the draft model drafts plain chains of the same vocabulary)."""
+    prompt's; in a batch the draft model drafts plain chains of the same vocabulary)."""
     if ctx.draft is None:
         raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
     if not same_vocabulary(ctx.target, ctx.draft):

@@ -114,15 +114,15 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
 
 
 def build_row_drafting(
-    name: str, settings, generators: list, target, draft=None, options=None, memory=None, under_load: bool = False
+    name: str, settings, generators: list, target, draft=None, options=None, memory=None, concurrent: bool = False
 ):
     """The drafting of a batch of len(generators) rows (row i drawing from generators[i]): the kind's drafter for a
     batch where it declares one (its forwards serve every row), else one drafter per row side by side; None for
-    plain decoding. `under_load`: the batch's drafter even for one row (a level of a concurrency sweep)."""
+    plain decoding. `concurrent`: the batch's drafter even for one row (a level of a concurrency sweep)."""
     if name == NO_DRAFTER:
         return None
     k = kind(name)
     options = k.parse(options)
-    if k.build_batch is not None and (len(generators) > 1 or under_load):
+    if k.build_batch is not None and (len(generators) > 1 or concurrent):
         return k.build_batch(options, DraftContext(target, settings, generators, draft, memory))
     return EachRow([k.build(options, DraftContext(target, settings, g, draft, memory)) for g in generators])

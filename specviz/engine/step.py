@@ -158,7 +158,7 @@ class Drafter(Protocol):
 class RowDrafting(Protocol):
     """A batch's drafting, as the loop calls it: a proposal for every row still decoding each step, then their
     verdicts. Per-row drafters side by side (EachRow), or one drafter whose forwards serve every row at once (a draft
-    model under load). A batch of one is a single Drafter in EachRow."""
+    model in a batch). A batch of one is a single Drafter in EachRow."""
 
     profile: DrafterProfile
 
