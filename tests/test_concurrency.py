@@ -96,6 +96,23 @@ def test_a_record_written_under_the_features_earlier_name_still_replays(swept, t
     assert "<svg" in concurrency_snapshot_html(back)
 
 
+def test_a_record_carries_the_vllm_advice_its_sweep_wrote_and_older_ones_show_none(swept, tmp_path):
+    """The advice is written where the sweep ran (it asks the drafters' kinds) and recorded, so a replay or a snapshot
+    page shows it with no kind loaded; a record from before it was kept shows no vLLM block rather than failing."""
+    record = swept[-1].saved
+    advice = {a.drafter: a for a in record.vllm}
+    assert set(advice) == {"draft", "ngram"} and advice["draft"].config["method"] == "draft_model"
+    back = ConcurrencyRecord.load(record.save(tmp_path / "sweep.json"))
+    assert back.vllm == record.vllm and "num_speculative_tokens_per_batch_size" in concurrency_snapshot_html(back)
+    older = {k: v for k, v in record.to_json().items() if k != "vllm"}
+    assert ConcurrencyRecord.from_json(older).vllm == () and 'class="sv-vllm"' not in concurrency_snapshot_html(
+        ConcurrencyRecord.from_json(older)
+    )
+    damaged = {**record.to_json(), "vllm": [{"drafter": "draft", "config": [1], "note": ""}]}
+    with pytest.raises(ConcurrencyRecordError, match=r"vllm\[0\]\.config"):
+        ConcurrencyRecord.from_json(damaged)
+
+
 def test_a_damaged_record_is_refused_in_one_line(swept, tmp_path):
     data = json.loads(json.dumps(swept[-1].saved.to_json()))
     data["runs"][0]["tokens"] = data["runs"][0]["tokens"][:-1] + [[1, "x"]]

@@ -15,7 +15,7 @@ from ..concurrency.sweep_record import ConcurrencyRecord
 from ..concurrency.sweep_results import ConcurrencyNews
 from ..concurrency.sweep_runner import plan_sweep
 from ..concurrency.sweep_view import ConcurrencyView
-from ..concurrency.vllm_config import measured_tables
+from ..concurrency.vllm_config import measured_tables, vllm_advice
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
@@ -332,7 +332,8 @@ class Backend:
             view.hear(ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True))
         models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
-        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, time.perf_counter() - began, "the app")
+        wall_s, vllm = time.perf_counter() - began, vllm_advice(view, models.draft)
+        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, wall_s, "the app", vllm)
         yield view
 
 

@@ -77,7 +77,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["concurrency"] else ["concurrency"]  # run from a shell, or in-process
         made = "python -m specviz " + shlex.join(given)
-        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
+        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made, advice).save(args.trace)
     if args.json:
         vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
         print(json.dumps({**view.to_json(texts), "models": models.__dict__, "vllm": vllm}, ensure_ascii=False))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import reading as read
 from ..errors import SpecvizError
+from ..serving.batch_table import VllmAdvice
 from ..trace import RunModels
 from .sweep_results import ConcurrencyNews, LevelRun
 from .sweep_view import ConcurrencyView
@@ -38,10 +39,13 @@ class ConcurrencyRecord:
     wall_s: float = 0.0
     stopped: bool = False
     made_with: str = ""
+    vllm: tuple[VllmAdvice, ...] = ()  # what the sweep measured, as vLLM's draft lengths (none in older records)
 
     @staticmethod
-    def of(view: ConcurrencyView, prompts: list[str], settings, models: RunModels, wall_s: float, made_with: str):
-        """A finished (or stopped) sweep's view as a record."""
+    def of(
+        view: ConcurrencyView, prompts: list[str], settings, models: RunModels, wall_s: float, made_with: str, vllm=()
+    ):
+        """A finished (or stopped) sweep's view as a record, with the advice for vLLM written from it."""
         return ConcurrencyRecord(
             levels=view.levels,
             lanes=view.lanes,
@@ -56,6 +60,7 @@ class ConcurrencyRecord:
             wall_s=wall_s,
             stopped=view.stopped,
             made_with=made_with,
+            vllm=tuple(vllm),
         )
 
     def view(self) -> ConcurrencyView:
@@ -86,6 +91,7 @@ class ConcurrencyRecord:
             "wall_s": self.wall_s,
             "stopped": self.stopped,
             "made_with": self.made_with,
+            "vllm": [advice.__dict__ for advice in self.vllm],
         }
 
     def save(self, path) -> Path:
@@ -128,11 +134,18 @@ class ConcurrencyRecord:
                 wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
                 stopped=read.flag(data.get("stopped", False), "stopped"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
+                vllm=tuple(_advice(a, f"vllm[{i}]") for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))),
             )
 
     @staticmethod
     def load(path) -> "ConcurrencyRecord":
         return ConcurrencyRecord.from_json(read.json_file_as(path, ConcurrencyRecordError, "a recorded sweep"))
+
+
+def _advice(data, where: str) -> VllmAdvice:
+    data = read.mapping(data, where)
+    config = read.maybe(lambda v, w: dict(read.mapping(v, w)), data.get("config"), f"{where}.config")
+    return VllmAdvice(read.text(data["drafter"], f"{where}.drafter"), config, read.text(data["note"], f"{where}.note"))
 
 
 def is_concurrency_record(data) -> bool:

@@ -1,9 +1,12 @@
 """A measured sweep as vLLM's `--speculative-config`: for each drafter of the sweep, the draft length that served the
 most tokens/s at each concurrency level run (0 where plain decoding served more), written as vLLM's draft length per
-range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. Pure
-Python; the registry and the model presets (which load torch) are asked only when a sweep is written out."""
+range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. It asks
+the registry, so it is written where the sweep ran (the CLI, the app's backend) and recorded with it: the screen and
+the snapshot page only show it."""
 
+from ..drafters.registry import serving_of
 from ..events import PLAIN
+from ..models.offline import production_name
 from ..serving.batch_table import VllmAdvice, per_batch_size, ranges
 from ..serving.batch_table import vllm_advice as advice_for
 from ..serving.vllm_setting import in_vllm
@@ -39,25 +42,13 @@ def _swept(view: ConcurrencyView) -> dict[str, dict[int, int]]:
     return {d: best for d in drafters if (best := best_gammas(view, d))}
 
 
-def _serving(drafter: str):
-    from ..drafters.registry import serving_of  # the kinds load torch: asked only when a sweep is written out
-
-    return serving_of(drafter)
-
-
-def _hub_id(model: str) -> str:
-    from ..models.offline import production_name  # models/ loads torch too
-
-    return production_name(model)
-
-
 def measured_tables(view: ConcurrencyView) -> dict[str, tuple]:
     """Each drafter vLLM also has that ran at some level: its fastest draft length per range of batch sizes."""
-    return {d: per_batch_size(best) for d, best in _swept(view).items() if in_vllm(_serving(d))}
+    return {d: per_batch_size(best) for d, best in _swept(view).items() if in_vllm(serving_of(d))}
 
 
 def vllm_advice(view: ConcurrencyView, draft_model: str = "") -> list[VllmAdvice]:
     """One piece of advice per drafter of the sweep that ran at some level (`draft_model`: the run's, named as vLLM
     loads it)."""
-    draft = _hub_id(draft_model)
-    return [advice_for(d, _serving(d), best, draft) for d, best in _swept(view).items()]
+    draft = production_name(draft_model)
+    return [advice_for(d, serving_of(d), best, draft) for d, best in _swept(view).items()]

@@ -6,7 +6,6 @@ configuration, and the whole sweep as one offline page with SVG charts. Every pi
 from html import escape
 
 from ..concurrency.sweep_view import ConcurrencyView
-from ..concurrency.vllm_config import vllm_advice
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
@@ -103,9 +102,9 @@ def concurrency_badge(view: ConcurrencyView) -> str:
     return f'<div class="sv-badge sv-badge-diff">{escape(words)}</div>'
 
 
-def vllm_block(view: ConcurrencyView, draft_model: str = "") -> str:
-    """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config."""
-    advice = vllm_advice(view, draft_model)
+def vllm_block(advice) -> str:
+    """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config (the
+    serving package's VllmAdvice, written where the sweep ran)."""
     if not advice:
         return ""
     items = "".join(
@@ -172,6 +171,6 @@ def concurrency_snapshot_html(record) -> str:
         f'</head><body><h1 class="sv-title">specviz: concurrent requests</h1><p class="sv-meta">{meta}</p>'
         f"<h2>Total tokens/s</h2>{svg_concurrency_chart(view, 'throughput')}"
         f"<h2>Each request's own tokens/s</h2>{svg_concurrency_chart(view, 'latency')}"
-        f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(view, m.draft)}"
+        f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(record.vllm)}"
         f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )

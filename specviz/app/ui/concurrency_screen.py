@@ -78,17 +78,17 @@ class ConcurrencyHandlers:
             except Exception as exc:  # one line in the tab and the status box; the server keeps serving
                 yield {s.concurrency_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
-    def stream_concurrency(self, views, draft_model: str = ""):
+    def stream_concurrency(self, views, vllm=()):
         """Every view that lands a run, with its charts; in between, the progress line at most every
         UPDATE_EVERY_S."""
         shown, runs = 0.0, -1
         for view in views:
             done = len(view.order)
             if view.finished or done != runs or time.perf_counter() - shown >= UPDATE_EVERY_S:
-                yield self.concurrency_outputs(view, draft_model, charts=view.finished or done != runs)
+                yield self.concurrency_outputs(view, vllm, charts=view.finished or done != runs)
                 shown, runs = time.perf_counter(), done
 
-    def concurrency_outputs(self, view: ConcurrencyView, draft_model: str = "", charts: bool = True) -> dict:
+    def concurrency_outputs(self, view: ConcurrencyView, vllm=(), charts: bool = True) -> dict:
         s = self.screen
         kind = "done" if view.finished else "busy"
         out = {
@@ -103,7 +103,7 @@ class ConcurrencyHandlers:
             }
         if view.finished:
             record = view.saved
-            out[s.concurrency_vllm] = vllm_block(view, record.models.draft if record else draft_model)
+            out[s.concurrency_vllm] = vllm_block(record.vllm if record else vllm)  # a replay shows what its record says
             if record is not None:
                 stem = self.files / f"specviz-concurrency-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
                 record.save(stem.with_suffix(".json"))
@@ -122,6 +122,6 @@ class ConcurrencyHandlers:
                 path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
                 record = ConcurrencyRecord.load(path)
                 views = replay_concurrency(record, PACES.get(speed, 1.0), flag.is_set)
-                yield from self.stream_concurrency(views, record.models.draft)
+                yield from self.stream_concurrency(views, record.vllm)
             except Exception as exc:
                 yield {self.screen.concurrency_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
