@@ -314,6 +314,13 @@ def test_a_downloaded_trace_replays_to_the_same_screen_and_its_snapshot_opens_of
         assert all(engine in production for engine in ("transformers", "vLLM", "SGLang")), production
         assert "assistant_model=assistant" in production and "draft_model" in production and "STANDALONE" in production
         assert page.locator("#sv-production img, #sv-production script").count() == 0
+        # each block of code keeps its lines whole (scrolling sideways), and its button copies the block's text
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        code = page.locator("#sv-production .sv-prod-code").first
+        assert code.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
+        page.locator("#sv-production .sv-prod-copy").first.click()
+        page.wait_for_selector("#sv-production .sv-prod-copy:has-text('copied')")
+        assert page.evaluate("navigator.clipboard.readText()") == code.evaluate("e => e.textContent")
         page.get_by_role("tab", name="Recorded runs").click()
         files = {}
         for button in ("#sv-download", "#sv-snapshot"):

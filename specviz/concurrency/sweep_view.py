@@ -44,7 +44,7 @@ class ConcurrencyView:
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
-    saved: object = None  # the finished sweep as a ConcurrencyRecord (load_record.py), for its downloads
+    saved: object = None  # the finished sweep as a ConcurrencyRecord (sweep_record.py), for its downloads
 
     def hear(self, news: ConcurrencyNews) -> None:
         """What the sweep did next (sweep_runner.sweep, or a device call passing it on)."""
