@@ -62,6 +62,33 @@ def test_the_check_finds_a_name_and_allows_only_the_other_meanings(tmp_path):
     assert "specviz/cli/__init__.py:2: 'draft'" not in found and "specviz/bench/new.py:2: 'draft'" in found
 
 
+MOST_NAMES = 4  # kind names one module may spell: a kind's own module names itself and the kinds it holds
+
+
+def names_listed(path: Path, names: set[str]) -> set[str]:
+    """The drafter names `path` spells as string literals (a list of the kinds is a second registry)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in names}
+
+
+def test_no_module_lists_the_drafters_but_the_registry():
+    names = {k.name for k in kinds()}
+    own = {ROOT / "specviz" / "drafters" / "registry.py"}
+    listed = {
+        path.relative_to(ROOT).as_posix(): sorted(found)
+        for path in (ROOT / "specviz").rglob("*.py")
+        if path not in own and len(found := names_listed(path, names)) > MOST_NAMES
+    }
+    assert not listed, f"modules that list the drafters by name (declare it in each kind instead): {listed}"
+
+
+def test_the_listing_check_counts_the_names_a_module_spells(tmp_path):
+    names = {k.name for k in kinds()}
+    listing = tmp_path / "methods.py"
+    listing.write_text(f"METHODS = {dict.fromkeys(sorted(names), 1)!r}\nOTHER = 'no drafter'\n")
+    assert names_listed(listing, names) == names and len(names) > MOST_NAMES
+
+
 LONGEST_FUNCTION = 80  # lines, as ruff formats them, docstring included
 
 
