@@ -23,7 +23,8 @@ from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
-from specviz.render.concurrency_page import concurrency_snapshot_html, concurrency_table
+from specviz.render.concurrency_page import concurrency_snapshot_html, concurrency_table, crossover_words
+from specviz.settings import Settings
 from specviz.trace import RunModels
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
@@ -175,6 +176,34 @@ def test_every_packet_of_a_sweep_crosses_a_worker_pipe(backend):
 def _run(lane: str, rows: int, tokens_per_s: float, gamma: int = 0) -> LevelRun:
     step = BatchStep(rows, gamma, rows * (1 + gamma), 0.0, 0.1, 1.0, rows * gamma, rows * gamma // 2, rows)
     return LevelRun(lane, rows, (0,) * rows, ((1,) * int(tokens_per_s / rows),) * rows, (1.0,) * rows, (step,), 0, 1)
+
+
+def test_a_lane_has_no_verdict_before_it_runs_and_no_theory_where_none_was_priced():
+    view = ConcurrencyView((1, 2), (PLAIN, "draft@2", "draft"))
+    view.fixed = {"draft@2": 2}  # "draft" is adaptive: its γ moves, so no theory prices it
+    assert crossover_words(view, "draft@2") == crossover_words(view, "draft") == "not run yet"
+    for lane, tps in {PLAIN: (10, 20), "draft@2": (15, 16), "draft": (12, 24)}.items():
+        for level, value in zip(view.levels, tps):
+            view.add(_run(lane, level, value * level, 2))
+    assert crossover_words(view, "draft@2").startswith("below plain from 2 requests (theory: ")
+    assert crossover_words(view, "draft") == "pays at every level run"  # measured only: no theory claimed
+
+
+def test_only_lanes_that_decode_concurrent_requests_are_ticked_and_the_others_say_why():
+    from specviz.app.ui.layout import build_app
+    from specviz.drafters.registry import build_row_drafting, kinds
+
+    menu = kinds(menu_only=True)
+    demo = build_app(object(), ["pair A"], menu, ["bfloat16", "float32"], 64, "same")
+    [lanes] = [
+        c for c in demo.get_config_file()["components"] if c["props"].get("elem_id") == "sv-concurrency-drafters"
+    ]
+    ticked = set(lanes["props"]["value"])
+    assert ticked and not [k.name for k in menu if k.name in ticked and k.unbatched]
+    for k in (k for k in menu if k.unbatched):  # refused in one line, before any model is asked for anything
+        with pytest.raises(InvalidRequest, match=f"^{k.name} does not decode a batch yet: ") as caught:
+            build_row_drafting(k.name, Settings(), [None, None], target=None)
+        assert "\n" not in str(caught.value)
 
 
 def test_vllm_gets_the_fastest_draft_length_per_concurrency_range():

@@ -60,6 +60,7 @@ class Recipe:
     # one drafter for a batch of rows whose forwards serve them all (options, context) -> RowDrafting; None: one
     # drafter per row, side by side (engine/step.EachRow)
     build_batch: Callable[[Any, DraftContext], Any] | None = None
+    unbatched: str = ""  # why it cannot decode concurrent requests in one batch yet; "": it can
     # what it is in the serving engines (transformers, vLLM, SGLang), or their nearest setting; nothing declared: the
     # handoff says each engine has no equivalent
     serving: Serving = Serving()

@@ -12,6 +12,8 @@ from ..errors import InvalidRequest, first_line
 from ..models.loading import linear_weight
 
 SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads score
+# why weights that read the target's hidden states do not decode concurrent requests together yet
+READS_HIDDEN = "it reads the target's hidden states, which a batch's cache does not keep yet"
 
 
 def shipped_folder(root: Path, base_name: str) -> Path | None:

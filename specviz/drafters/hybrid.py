@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..errors import InvalidRequest
 from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
 from ..serving.declaration import Serving
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
@@ -184,10 +183,6 @@ def _precheck(options: HybridOptions, target_name: str) -> None:
         EAGLE.check_for(EagleOptions(eagle=options.eagle), target_name)
 
 
-def _not_for_a_batch(options, ctx):
-    raise InvalidRequest("the hybrid does not decode a batch yet: its model would draft row by row")
-
-
 KIND = Recipe(
     "hybrid",
     HybridOptions,
@@ -210,7 +205,7 @@ KIND = Recipe(
     needs_draft=lambda o: o.hybrid_model == "draft",
     precheck=_precheck,
     remembers=True,
-    build_batch=_not_for_a_batch,
+    unbatched="its model would draft row by row",
     serving=Serving(  # the draft model is its nearest everywhere: each engine runs one drafting method at a time
         transformers=DRAFT_MODEL.as_nearest("the hybrid also copies from the text where a lookup matches"),
         vllm=DRAFT_MODEL.as_nearest(

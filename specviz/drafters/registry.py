@@ -123,6 +123,8 @@ def build_row_drafting(
         return None
     k = kind(name)
     options = k.parse(options)
+    if k.unbatched and (len(generators) > 1 or concurrent):
+        raise InvalidRequest(f"{name} does not decode a batch yet: {k.unbatched}")
     if k.build_batch is not None and (len(generators) > 1 or concurrent):
         return k.build_batch(options, DraftContext(target, settings, generators, draft, memory))
     return EachRow([k.build(options, DraftContext(target, settings, g, draft, memory)) for g in generators])

@@ -28,10 +28,19 @@ def concurrency_progress(view: ConcurrencyView) -> str:
 
 
 def crossover_words(view: ConcurrencyView, lane: str) -> str:
-    """Where the lane stops paying, measured and predicted."""
-    measured, predicted = view.crossover(lane), view.crossover(lane, theory=True)
-    said = lambda at: "pays at every level run" if at is None else f"below plain from {requests(at)}"  # noqa: E731
-    return f"{said(measured)} (theory: {said(predicted)})"
+    """Where the lane stops paying: measured, and predicted where the theory priced a level (adaptive γ has none);
+    no verdict before a level has run."""
+    ran = [f for level in view.levels if (f := view.figures(lane, level)) is not None]
+    if not ran:
+        return "not run yet"
+    words = _stops(view.crossover(lane))
+    if any(f.predicted is not None for f in ran):
+        words += f" (theory: {_stops(view.crossover(lane, theory=True))})"
+    return words
+
+
+def _stops(level: int | None) -> str:
+    return "pays at every level run" if level is None else f"below plain from {requests(level)}"
 
 
 def crossover_line(view: ConcurrencyView, lane: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, SglangAlgorithm, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for, kept_with_target, location_check
+from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 
@@ -80,6 +80,7 @@ KIND = Recipe(
         preferred=(("gamma", 15), ("adaptive", True)),
     ),
     precheck=location_check("dflash", _location),
+    unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
         vllm=Nearest("vLLM's documentation names no DFlash method"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for, kept_with_target, location_check
+from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 
@@ -81,6 +81,7 @@ KIND = Recipe(
         order=45,
     ),
     precheck=location_check("eagle", _location),
+    unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
         vllm=VllmMethod("eagle", weights=HEAD),

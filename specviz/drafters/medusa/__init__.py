@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for, kept_with_target, location_check
+from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
 from ..options import Options, option
 from .medusa_drafter import TREES, MedusaDrafter, medusa_tree
@@ -65,6 +65,7 @@ KIND = Recipe(
         order=40,
     ),
     precheck=location_check("medusa", _location),
+    unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
         vllm=VllmMethod("medusa", weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS")),
