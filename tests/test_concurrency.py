@@ -23,7 +23,12 @@ from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
-from specviz.render.concurrency_page import concurrency_snapshot_html, concurrency_table, crossover_words
+from specviz.render.concurrency_page import (
+    concurrency_snapshot_html,
+    concurrency_table,
+    crossover_words,
+    svg_concurrency_chart,
+)
 from specviz.settings import Settings
 from specviz.trace import RunModels
 
@@ -187,6 +192,8 @@ def test_a_lane_has_no_verdict_before_it_runs_and_no_theory_where_none_was_price
             view.add(_run(lane, level, value * level, 2))
     assert crossover_words(view, "draft@2").startswith("below plain from 2 requests (theory: ")
     assert crossover_words(view, "draft") == "pays at every level run"  # measured only: no theory claimed
+    chart = svg_concurrency_chart(view)  # the snapshot page's chart names only the lines it draws
+    assert "draft@2: theory" in chart and "draft: theory" not in chart
 
 
 def test_only_lanes_that_decode_concurrent_requests_are_ticked_and_the_others_say_why():

@@ -134,8 +134,9 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
         if lane in view.notes:
             continue
         lines.append((lane, series(view, lane, what), lane_colour(view, lane), ""))
-        if what == "throughput" and lane != PLAIN:
-            lines.append((f"{lane}: theory", series(view, lane, "theory"), lane_colour(view, lane), "6 3"))
+        theory = series(view, lane, "theory") if what == "throughput" and lane != PLAIN else ((), ())
+        if theory[0]:  # adaptive lanes have no theory: no legend names a line that is not drawn
+            lines.append((f"{lane}: theory", theory, lane_colour(view, lane), "6 3"))
     top_value = max([y for _, (_, ys), _, _ in lines for y in ys] + [1e-9])
     ticks = nice_ticks(top_value * 1.05)
     left, right, top, bottom = 60, 170, 14, height - 40
