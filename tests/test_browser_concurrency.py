@@ -62,6 +62,9 @@ def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(a
         box = page.locator(chart).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing off the screen's width
+    intro = page.locator("p.sv-note", has_text="Concurrent requests")  # the tab's opening sentence wraps, whole
+    fits = "e => e.scrollWidth <= e.clientWidth + 1 && e.getBoundingClientRect().right <= window.innerWidth + 1"
+    assert intro.evaluate(fits) and intro.bounding_box()["height"] > 30, intro.bounding_box()
     page.locator("#sv-concurrency-table").scroll_into_view_if_needed()
     shot(page, f"concurrency-{size}.png")
     page.close()
