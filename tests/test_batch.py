@@ -12,6 +12,7 @@ from specviz.analysis.stats import chi_square_p
 from specviz.drafters.draft_batch import BatchedDraftModel
 from specviz.drafters.registry import build_drafter, build_row_drafting
 from specviz.engine import generate, new_generator
+from specviz.engine.admission import Admission
 from specviz.engine.batch_gamma import BatchGamma, ForwardCosts
 from specviz.engine.batched_lm import BatchedLM, Feed
 from specviz.engine.cached_lm import CachedLM
@@ -285,8 +286,9 @@ def test_forward_costs_past_what_was_measured_never_fall_nor_go_below_zero():
 # -- the law of every row, sampled --
 
 
-def batched_draws(target, draft, prompts, settings, seeds, mutate=None):
-    """Seeded batches of `prompts` under the batched draft model, one per seed, each row's first two tokens counted."""
+def batched_draws(target, draft, prompts, settings, seeds, mutate=None, max_rows=None):
+    """Seeded batches of `prompts` under the batched draft model, one per seed, each row's first two tokens counted;
+    with `max_rows`, the requests beyond it join the batch as others finish."""
     counts = [Counter() for _ in prompts]
     for seed in seeds:
         s = Settings(**{**settings.__dict__, "seed": seed * len(prompts)})
@@ -295,7 +297,8 @@ def batched_draws(target, draft, prompts, settings, seeds, mutate=None):
         if mutate is not None:
             mutate(drafting)
         out = {r: [] for r in range(len(prompts))}
-        for row, event in generate_rows(target, prompts, s, drafting, generators):
+        queue = Admission([0.0] * len(prompts), max_rows or len(prompts))
+        for row, event in generate_rows(target, prompts, s, drafting, generators, admission=queue):
             out[row].extend(event.tokens)
         for r, tokens in out.items():
             counts[r][tuple(tokens[:2])] += 1
@@ -305,7 +308,7 @@ def batched_draws(target, draft, prompts, settings, seeds, mutate=None):
 SAMPLED = Settings(max_new_tokens=3, gamma=2, temperature=1.0)
 
 
-def row_p_values(small, mutate=None, runs=RUNS, refuse_below=None, every=250):
+def row_p_values(small, mutate=None, runs=RUNS, refuse_below=None, every=250, max_rows=None):
     """Each row's p-value against its prompt's exact law over `runs` seeded batches; with `refuse_below`, stopped as
     soon as one row's falls below it (a broken engine's test needs no more)."""
     target, draft, prompt = small
@@ -315,7 +318,7 @@ def row_p_values(small, mutate=None, runs=RUNS, refuse_below=None, every=250):
     counts = [Counter() for _ in prompts]
     for start in range(0, runs, every if refuse_below is not None else runs):
         seeds = range(start, min(runs, start + (every if refuse_below is not None else runs)))
-        for total, more in zip(counts, batched_draws(target, draft, prompts, SAMPLED, seeds, mutate)):
+        for total, more in zip(counts, batched_draws(target, draft, prompts, SAMPLED, seeds, mutate, max_rows)):
             total.update(more)
         done = min(runs, seeds.stop)
         p_values = [chi_square_p(c, law, done) for c, law in zip(counts, laws)]
@@ -324,11 +327,14 @@ def row_p_values(small, mutate=None, runs=RUNS, refuse_below=None, every=250):
     return p_values
 
 
-def test_every_row_of_a_sampled_batch_follows_the_targets_law(small, draws):
-    assert min(row_p_values(small)) > 1e-3
+@pytest.mark.parametrize("max_rows", [None, 2], ids=["together", "joining"])
+def test_every_row_of_a_sampled_batch_follows_the_targets_law(small, draws, max_rows):
+    """`joining`: two rows at most, so the third request joins the batch when a row finishes."""
+    assert min(row_p_values(small, max_rows=max_rows)) > 1e-3
 
 
-def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(small, draws):
+@pytest.mark.parametrize("max_rows", [None, 2], ids=["together", "joining"])
+def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(small, draws, max_rows):
     """A batch bug: each row's tokens verified against the next row's q."""
 
     def trade(drafting):
@@ -344,4 +350,4 @@ def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(smal
 
         drafting.propose = traded
 
-    assert min(row_p_values(small, trade, refuse_below=REFUSED)) < REFUSED
+    assert min(row_p_values(small, trade, refuse_below=REFUSED, max_rows=max_rows)) < REFUSED

@@ -19,7 +19,9 @@ class BatchedDraftModel:
     profile = DrafterProfile()  # γ is the batch's: rows do not stop early on their own
 
     def __init__(self, model: torch.nn.Module, settings: Settings, generators: list, vocab_size: int):
-        self.model, self.settings, self.generators, self.vocab_size = model, settings, list(generators), vocab_size
+        self.model, self.settings, self.vocab_size = model, settings, vocab_size
+        self.by_row = list(generators)  # row r's generator, from when it starts
+        self.generators: list = []  # the rows decoding now, in the batch's order
         self.lm: BatchedLM | None = None
         self.caught: list[int] = []  # per row, the committed tokens its last step's first forward fed
         self.drafted: list[int] = []  # per row, the drafts of its last proposal
@@ -27,9 +29,15 @@ class BatchedDraftModel:
     def max_nodes(self, gamma: int) -> int:
         return gamma
 
-    def start(self, prompts: list[list[int]], target=None, judges=None) -> None:
-        self.lm = BatchedLM(self.model)
-        self.lm.start(prompts)
+    def start(self, prompts: list[list[int]], target=None, judges=None, rows: list[int] | None = None) -> None:
+        """The rows' prompts into the draft's own batch: a new one, or rows joining between two steps."""
+        if self.lm is None:
+            self.lm = BatchedLM(self.model)
+        rows = range(len(self.generators), len(self.generators) + len(prompts)) if rows is None else rows
+        self.lm.start(prompts, list(rows))
+        self.generators += [self.by_row[r] for r in rows]
+        self.caught += [0] * len(prompts)
+        self.drafted += [0] * len(prompts)
 
     @torch.inference_mode()
     def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:

@@ -1,6 +1,6 @@
 """The target's cache as the decode loop sees it: one row (a CachedLM, or the GPU fast path's StaticLM) or several
 decoded together (a BatchedLM). Both read prompts, verify one proposal tree per row in one forward and keep each row's
-root and accepted path; a batch also lets the rows that finished leave.
+root and accepted path; a batch also lets the rows that finished leave, and new rows join between two steps.
 """
 
 import torch
@@ -18,7 +18,7 @@ class OneRow:
         self.lm = lm
         self.drafters_read = lm  # a drafter of this row reads the target's cache (heads: its hidden states)
 
-    def start(self, prompts: list[list[int]]) -> None:
+    def start(self, prompts: list[list[int]], rows: list[int] | None = None) -> None:
         (prompt,) = prompts
         if len(prompt) > 1:  # the cache holds every token but the last, which each step feeds
             self.lm.extend(torch.tensor(prompt[:-1]), last_only=True)
@@ -38,8 +38,9 @@ class ManyRows:
         self.lm = lm
         self.drafters_read = None  # no row's drafter reads the batch's cache
 
-    def start(self, prompts: list[list[int]]) -> None:
-        self.lm.start(prompts)
+    def start(self, prompts: list[list[int]], rows: list[int] | None = None) -> None:
+        """The prompts' rows into the batch: all of them at first, or rows joining between two steps."""
+        self.lm.start(prompts, rows)
 
     def verify(self, roots: list[int], trees: list[TokenTree]) -> list[torch.Tensor]:
         return self.lm.extend([Feed.verify(root, tree) for root, tree in zip(roots, trees)])

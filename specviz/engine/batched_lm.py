@@ -6,7 +6,8 @@ of columns q to every row (a row with fewer tokens pads its block; the padding s
 After a verify forward each row keeps its root and accepted path and the cache is re-aligned in one gather per layer
 (`keep`): rows that accepted fewer tokens than others get more padding, and rows that finished leave the batch. A
 drafter that feeds several forwards before the verdict (a draft model drafting token by token) marks the columns it
-keeps seeing (`hold`) and re-aligns once per step.
+keeps seeing (`hold`) and re-aligns once per step. Between two steps new rows may join (`start` again): the rows there
+are padded at the left to the widest, and the new ones appended.
 
 Every row is computed as it would be alone: its queries see exactly its own entries (a 4D mask per row), at its own
 positions, and under exact mode each query row's attention is its own one-query call over those entries
@@ -60,18 +61,25 @@ class BatchedLM:
     @torch.inference_mode()
     def start(self, prompts: list[list[int]], rows: list[int] | None = None) -> None:
         """Every prompt but its last token into the cache, each by a forward of its own (as plain decoding reads
-        it), then side by side."""
+        it), then side by side: a new batch, or rows joining the one decoding (at a step boundary, after `keep`)."""
         alone = []
         for prompt in prompts:
             lm = CachedLM(self.model)
             if len(prompt) > 1:
                 lm.extend(torch.tensor(prompt[:-1]), last_only=True)
             alone.append(lm)
-        self.lengths = [lm.length for lm in alone]
-        self.rows = list(range(len(prompts))) if rows is None else list(rows)
-        self.width = self.columns = max(self.lengths, default=0)
-        self.held = [[] for _ in prompts]
-        self.kv = KVCache.stacked(self.model, [lm.kv for lm in alone], self.lengths, self.width)
+        lengths = [lm.length for lm in alone]
+        rows = list(range(len(self.rows), len(self.rows) + len(prompts))) if rows is None else list(rows)
+        if not self.rows:
+            self.width = max(lengths, default=0)
+            self.kv = KVCache.stacked(self.model, [lm.kv for lm in alone], lengths, self.width)
+        else:
+            assert self.columns == self.width and not any(self.held), "rows join between steps"
+            self.width = max(self.width, *lengths)
+            self.kv.add_rows([lm.kv for lm in alone], lengths, self.width)
+        self.columns = self.width
+        self.rows, self.lengths = self.rows + rows, self.lengths + lengths
+        self.held += [[] for _ in prompts]
 
     def row_length(self, i: int) -> int:
         """Entries batch row i has committed and holds: its position for the next token fed."""

@@ -78,6 +78,24 @@ class KVCache:
             stacked.update(keys, values, index)
         return cls(stacked)
 
+    def add_rows(self, alone: list["KVCache"], lengths: list[int], width: int) -> None:
+        """Append rows from caches of one row each (row b's `lengths[b]` entries right-aligned at `width`); the rows
+        already here are padded at the left to `width` columns, which must be at least as many as they have."""
+        for index, layer in enumerate(self._layers()):
+            keys, values = layer.keys, layer.values
+            pad = width - keys.shape[2]
+            assert pad >= 0, "rows join a batch at least as wide as its widest row"
+            new_keys = keys.new_zeros(len(alone), keys.shape[1], width, keys.shape[3])
+            new_values = torch.zeros_like(new_keys)
+            for b, cache in enumerate(alone):
+                if lengths[b]:
+                    source = cache._layers()[index]
+                    new_keys[b, :, width - lengths[b] :] = source.keys[0, :, : lengths[b]]
+                    new_values[b, :, width - lengths[b] :] = source.values[0, :, : lengths[b]]
+            padding = keys.new_zeros(keys.shape[0], keys.shape[1], pad, keys.shape[3])
+            layer.keys = torch.cat([torch.cat([padding, keys], dim=2), new_keys])
+            layer.values = torch.cat([torch.cat([padding, values], dim=2), new_values])
+
     def realign(self, rows: torch.Tensor, columns: torch.Tensor) -> None:
         """Keep the batch rows `rows` ([r]) and, for row i of them, the entries at columns[i] ([r, width]) in that
         order: one gather per layer of keys and values."""

@@ -17,6 +17,7 @@ from ..errors import InvalidRequest
 from ..events import StepEvent
 from ..models import LoadedModel
 from ..settings import Settings
+from .admission import Admission
 from .batch_gamma import ForwardCosts
 from .batch_rows import open_rows
 from .gamma_policy import gamma_policy
@@ -83,21 +84,24 @@ def generate_rows(
     stop: StopFlag | None = None,
     explain: bool = True,
     costs: ForwardCosts | None = None,
+    admission: Admission | None = None,
 ) -> Iterator[tuple[int, StepEvent]]:
-    """Several prompts decoded together: every step is one target forward for all rows still decoding, and each row
-    accepts, rolls back and finishes on its own. Yield (row, its StepEvent) as each step ends. Row r draws from its
-    own generator (default: seeded with the settings' seed + r), so each row follows the target's law; under greedy
-    settings each row writes what it writes decoded alone. `costs`: the forward costs measured so far on this model
-    (kept by the caller across runs), which adaptive γ prices a batch's step with."""
-    clock, rows = make_clock(target.device), list(range(len(prompts)))
-    if generators is None:
-        generators = [new_generator(target.device, settings.seed + r) for r in rows]
+    """Several prompts decoded together: every step is one target forward for all rows decoding, and each row
+    accepts, rolls back and finishes on its own; yield (row, its StepEvent) as each step ends. Row r draws from its
+    own generator (default: the settings' seed + r), so each row follows the target's law and, greedy, writes what it
+    writes alone. `costs`: the forward costs measured on this model so far (the caller keeps them across runs), which
+    adaptive γ prices a step with. `admission`: when each request joins (admission.py; default: all at the start)."""
+    clock, admission, n = make_clock(target.device), admission or Admission.together(len(prompts)), len(prompts)
+    generators = generators or [new_generator(target.device, settings.seed + r) for r in range(n)]
     lm, limits = _open_rows(target, prompts, settings, drafting)
-    policy = gamma_policy(settings, drafting, len(prompts), costs)
-    prefill_s = _prefill(lm, prompts, drafting, policy.judges(), clock)
-
-    tokens, index = [list(p) for p in prompts], [0] * len(rows)  # each row's text so far, and its steps so far
-    while rows and not (stop is not None and stop.is_set()):
+    policy = gamma_policy(settings, drafting, n, costs)
+    tokens, index, prefill_s = [list(p) for p in prompts], [0] * n, [0.0] * n  # each row's text, steps, prompt read
+    rows = []  # the rows decoding, in the batch's order
+    while not (stop is not None and stop.is_set()):
+        # 0. Admit: requests that arrived join at this step boundary, their prompts read first (prefill).
+        rows += _admit(admission.due(len(rows), stop), prompts, lm, drafting, policy.judges(), clock, prefill_s)
+        if not rows:
+            break
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
         #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step); it shrinks near a row's
@@ -128,8 +132,7 @@ def generate_rows(
         shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
         for r, event, width, g in zip(rows, events, widths, gammas):
             tokens[r].extend(event.tokens)
-            first = prefill_s if index[r] == 0 else 0.0
-            yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=first, **shared)
+            yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=prefill_s[r] * (index[r] == 0), **shared)
             index[r] += 1
         rows = [rows[i] for i in staying]
 
@@ -147,13 +150,21 @@ def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings
     return open_rows(target.model, max(limits) + widest, len(prompts), reads), limits
 
 
-def _prefill(lm, prompts: list[list[int]], drafting: RowDrafting | None, judges: Judges | None, clock) -> float:
-    """Every prompt into the target's cache, then the drafter started (lent adaptive γ's judges, if any); the
-    seconds it took."""
+def _admit(joining: list[int], prompts, lm, drafting, judges: Judges | None, clock, prefill_s: list[float]):
+    """The requests joining now into the batch; each one's prefill seconds noted in `prefill_s`."""
+    if joining:
+        read_s = _prefill(lm, [prompts[r] for r in joining], joining, drafting, judges, clock)
+        prefill_s[:] = [read_s if r in joining else s for r, s in enumerate(prefill_s)]
+    return joining
+
+
+def _prefill(lm, prompts, rows: list[int], drafting: RowDrafting | None, judges: Judges | None, clock) -> float:
+    """The rows' prompts into the target's cache, then their drafting started (lent adaptive γ's judges, if any);
+    the seconds it took."""
     began = clock()
-    lm.start(prompts)
+    lm.start(prompts, rows)
     if drafting is not None:
-        drafting.start(prompts, lm.drafters_read, judges)
+        drafting.start(prompts, lm.drafters_read, judges, rows)
     return clock() - began
 
 

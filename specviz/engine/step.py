@@ -164,7 +164,11 @@ class RowDrafting(Protocol):
 
     def max_nodes(self, gamma: int) -> int: ...
 
-    def start(self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None) -> None: ...
+    def start(
+        self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None, rows: list[int] | None = None
+    ) -> None:
+        """The rows `rows` (default 0, 1, ...: the batch's ids, each with its own generator) begin with these
+        prompts: every row when the batch opens, or rows joining it between two steps (appended to its order)."""
 
     def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
         """Row i guesses up to gammas[i] tokens after tokens[i] (0: a plain step for that row, None back)."""
@@ -175,18 +179,24 @@ class RowDrafting(Protocol):
 
 
 class EachRow:
-    """One drafter per row, side by side: each proposes for its own row and observes its own verdict."""
+    """One drafter per row, side by side: each proposes for its own row and observes its own verdict. `drafters[r]`
+    is row r's, used from when that row starts."""
 
     def __init__(self, drafters: list[Drafter]):
-        self.drafters = list(drafters)
-        self.profile = self.drafters[0].profile
+        self.pool = list(drafters)
+        self.drafters: list[Drafter] = []  # the rows decoding now, in the batch's order
+        self.profile = self.pool[0].profile
 
     def max_nodes(self, gamma: int) -> int:
-        return max(d.max_nodes(gamma) for d in self.drafters)
+        return max(d.max_nodes(gamma) for d in self.pool)
 
-    def start(self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None) -> None:
-        for drafter, prompt in zip(self.drafters, prompts):
-            drafter.start(prompt, target, judges)
+    def start(
+        self, prompts: list[list[int]], target: CachedLM | None, judges: Judges | None, rows: list[int] | None = None
+    ) -> None:
+        rows = range(len(self.drafters), len(self.drafters) + len(prompts)) if rows is None else rows
+        for row, prompt in zip(rows, prompts):
+            self.pool[row].start(prompt, target, judges)
+            self.drafters.append(self.pool[row])
 
     def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
         return [d.propose(t, g) if g > 0 else None for d, t, g in zip(self.drafters, tokens, gammas)]
