@@ -312,6 +312,7 @@ LAYERS = (
     ("runs", "training"),
     ("views",),
     ("workload", "bench", "concurrency"),
+    ("traffic",),
     ("render",),
     ("app",),
     ("cli",),

@@ -39,6 +39,7 @@ from .flags import (
     settings_from,
 )
 from .race_command import add_race_command, cmd_race
+from .traffic_command import add_traffic_command, cmd_traffic
 from .train import add_train_commands
 from .workload import NAMES as WORKLOAD
 from .workload import add_workload_command, cmd_workload
@@ -105,6 +106,7 @@ def build_parser() -> Parser:
     add_race_command(sub)
 
     add_concurrency_command(sub)
+    add_traffic_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
     snap.add_argument("trace", help="a trace file (generate --trace, concurrency --trace, or downloaded from the app)")
@@ -147,6 +149,8 @@ def main(argv=None) -> int:
             return cmd_race(args)
         if args.command == "concurrency":
             return cmd_concurrency(args)
+        if args.command == "traffic":
+            return cmd_traffic(args)
 
         if args.command in WORKLOAD:
             return cmd_workload(args)

@@ -46,14 +46,14 @@ def decode_level(
     drafting = build_row_drafting(lane.drafter, settings, generators, target, pair.draft, lane.options, concurrent=True)
     tokens, seconds = [[] for _ in chosen], [0.0] * rows
     steps, prefill_s, began = [], 0.0, clock()
-    for step in _steps(
+    for step in by_step(
         generate_rows(target, [prompts[p] for p in chosen], settings, drafting, generators, stop, False, costs)
     ):
         prefill_s = max(prefill_s, max(e.prefill_s for _, e in step))
         for row, event in step:
             tokens[row].extend(event.tokens)
             seconds[row] += event.step_s
-        steps.append(_batch_step(step))
+        steps.append(batch_step(step))
         yield sum(map(len, tokens))
     wall = clock() - began
     stopped = stop is not None and stop.is_set()
@@ -70,7 +70,7 @@ def decode_level(
     )
 
 
-def _steps(events: Iterator[tuple[int, StepEvent]]) -> Iterator[list[tuple[int, StepEvent]]]:
+def by_step(events: Iterator[tuple[int, StepEvent]]) -> Iterator[list[tuple[int, StepEvent]]]:
     """The rows' events grouped by the batch step they came from (a step yields one event per row it decoded)."""
     step = []
     for row, event in events:
@@ -80,7 +80,7 @@ def _steps(events: Iterator[tuple[int, StepEvent]]) -> Iterator[list[tuple[int, 
             step = []
 
 
-def _batch_step(step: list[tuple[int, StepEvent]]) -> BatchStep:
+def batch_step(step: list[tuple[int, StepEvent]]) -> BatchStep:
     first = step[0][1]
     return BatchStep(
         rows=len(step),

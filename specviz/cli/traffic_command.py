@@ -1,0 +1,125 @@
+"""`python -m specviz traffic --target T --draft D --drafters draft@4,draft --rates 0.1,0.2,0.4 --requests 24
+--prompts FILE --slo-ttft S --slo-tpot S`: requests arriving at each rate (a seeded Poisson process, or the times of
+--arrivals FILE) served by continuous batching, plain and with each drafter, a progress line as it goes; then per rate
+and lane tokens/s, p50/p90/p99 of TTFT and TPOT, goodput against the SLO, each lane's capacity and where each drafter
+stops paying. `--json` prints every figure and, per request, its prompt, token ids, whether they equal that prompt
+decoded alone, and its timing. Bad rates, SLOs, counts and arrival files: one `error:` line, exit 2, before any model
+loads."""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from ..concurrency.sweep_plan import ROUNDS, check_rounds
+from ..drafters.registry import NO_DRAFTER
+from ..events import PLAIN
+from ..models import encode_prompt
+from ..runs import LaneRun
+from ..runtime import ASSETS
+from ..traffic.traffic_plan import (
+    MAX_REQUESTS,
+    MAX_ROWS,
+    check_count,
+    check_rates,
+    check_slo,
+    poisson_arrivals,
+    read_arrivals,
+)
+from ..traffic.traffic_runner import traffic
+from ..traffic.traffic_view import TrafficView
+from ..workload.prompts import read_prompts
+from .flags import add_lanes_run_options, chosen_lanes, open_models, settings_from
+
+PROGRESS_EVERY_S = 10
+EXAMPLES = "code"
+
+
+def add_traffic_command(sub) -> None:
+    p = sub.add_parser("traffic", help="requests arriving at a rate, served by continuous batching, against an SLO")
+    p.add_argument(
+        "--drafters", default="draft@4,draft@a4", help="the lanes, as for concurrency: NAME, NAME@G, NAME@aG"
+    )
+    p.add_argument("--rates", default="0.1,0.2,0.4", help="request rates to run, requests per second, e.g. 0.1,0.2,0.4")
+    p.add_argument("--requests", default="24", help=f"requests per rate, 1..{MAX_REQUESTS}")
+    p.add_argument("--arrivals", help="a file of arrival times (seconds, one per line or a JSON list): a recorded "
+                   "trace, run instead of --rates")  # fmt: skip
+    p.add_argument("--max-rows", default="8", help=f"the most requests decoding together, 1..{MAX_ROWS}")
+    p.add_argument("--slo-ttft", default="10", help="the time-to-first-token objective, seconds")
+    p.add_argument("--slo-tpot", default="0.5", help="the time-per-output-token objective, seconds")
+    p.add_argument("--prompts", help=f"a .txt, .jsonl or .csv file; default: the {EXAMPLES} examples")
+    p.add_argument("--rounds", type=int, default=1, help=f"runs of each rate and lane, {ROUNDS[0]}..{ROUNDS[-1]}")
+    add_lanes_run_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
+
+
+def cmd_traffic(args: argparse.Namespace) -> int:
+    # Everything cheap first, before a model loads.
+    slo, rounds = check_slo(args.slo_ttft, args.slo_tpot), check_rounds(args.rounds)
+    max_rows = check_count(args.max_rows, "--max-rows", MAX_ROWS)
+    if args.arrivals:
+        times = read_arrivals(args.arrivals)
+        mean_rate = (len(times) - 1) / times[-1] if len(times) > 1 and times[-1] > 0 else 1.0
+        schedules = {round(mean_rate, 4): times}
+    else:
+        requests = check_count(args.requests, "--requests", MAX_REQUESTS)
+        schedules = {rate: poisson_arrivals(rate, requests, args.seed) for rate in check_rates(args.rates)}
+    texts = read_prompts(args.prompts) if args.prompts else json.loads((ASSETS / "prompts.json").read_text())[EXAMPLES]
+    base = settings_from(args, NO_DRAFTER)
+    chosen = chosen_lanes(args, base, preferred_trees=False)
+    lanes = [e for e in chosen if e.settings]
+    runs = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in lanes]
+    view = TrafficView(tuple(schedules), (PLAIN, *(r.name for r in runs)), slo, rounds)
+    view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
+    pair = open_models(args, bool(args.draft))
+    prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
+    began, said, progress_at = time.perf_counter(), "", 0.0
+    with torch.inference_mode():
+        for news in traffic(pair, prompts, base, runs, schedules, max_rows, rounds):
+            view.hear(news)
+            now = time.perf_counter() - began
+            if news.kind == "progress" and now - progress_at < PROGRESS_EVERY_S:
+                continue
+            if view.message != said:
+                said, progress_at = view.message, now
+                print(f"[{now:6.0f} s] {said}", file=sys.stderr, flush=True)
+    print(table(view), file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps({**view.to_json(), "prompts": texts}, ensure_ascii=False))
+    return 0
+
+
+def table(view: TrafficView) -> str:
+    """One block per lane: a line per rate."""
+    lines = [f"SLO: TTFT <= {view.slo.ttft_s:g} s and TPOT <= {view.slo.tpot_s:g} s; rounds: {view.rounds}"]
+    for lane in view.lanes:
+        if lane in view.notes:
+            lines.append(f"{lane}: cannot serve concurrent requests: {view.notes[lane]}")
+            continue
+        lines.append(lane)
+        lines.append("  req/s  tok/s  TTFT p50/p90/p99 s    TPOT p50/p90/p99 s   goodput  vs plain  SLO  identical")
+        for rate in view.rates:
+            f = view.figures(lane, rate)
+            if f is None:
+                continue
+            ratio = view.versus_plain(lane, rate, lambda x: x.goodput)
+            cells = [
+                f"{rate:5g}",
+                f"{f.tokens_per_s:5.1f}",
+                "/".join(f"{v:.2f}" for v in f.ttft).rjust(20),
+                "/".join(f"{v:.3f}" for v in f.tpot).rjust(20),
+                f"{f.goodput:7.3f}",
+                "        " if ratio is None or lane == PLAIN else f"{ratio:7.2f}x",
+                " met" if f.meets_slo else "miss",
+                {None: "", True: "yes", False: "NO"}[view.identical(lane, rate)],
+            ]
+            lines.append("  " + "  ".join(cells))
+        cap = view.capacity(lane)
+        lines.append(
+            f"  capacity under the SLO: {'below the lowest rate run' if cap is None else f'{cap:g} requests/s'}"
+        )
+        if lane != PLAIN:
+            lines.append(f"  {view.paying_words(lane)}")
+    return "\n".join(lines)

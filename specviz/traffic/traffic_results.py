@@ -1,0 +1,61 @@
+"""What a traffic run leaves, pure Python: per request its prompt, tokens and timing, per batch step what it cost
+and yielded, each prefill's seconds; and what the runner sends as it goes. Plain data throughout, so it crosses a
+worker's pipe and is written to a record."""
+
+from dataclasses import asdict, dataclass
+
+from ..concurrency.sweep_results import BatchStep
+from .latency import RateFigures, RequestTiming
+from .traffic_plan import Slo
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """The prompts read together at one step boundary: their tokens, how many, and the seconds it took."""
+
+    tokens: int
+    prompts: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TrafficRun:
+    """One lane served one arrival schedule once."""
+
+    lane: str
+    rate: float  # requests per second offered (0.0: a recorded trace's own times)
+    turn: int  # which round, from 0
+    max_rows: int
+    timings: tuple[RequestTiming, ...]  # per request, in arrival order of the schedule
+    tokens: tuple[tuple[int, ...], ...]  # what each request wrote
+    steps: tuple[BatchStep, ...]
+    prefills: tuple[Prefill, ...]
+    stopped: bool = False
+
+    def figures(self, slo: Slo) -> RateFigures:
+        return RateFigures.of(self.rate, list(self.timings), slo)
+
+    def to_json(self) -> dict:
+        return {
+            "lane": self.lane,
+            "rate": self.rate,
+            "round": self.turn,
+            "max_rows": self.max_rows,
+            "stopped": self.stopped,
+            "requests": [{**t.to_json(), "token_ids": list(ids)} for t, ids in zip(self.timings, self.tokens)],
+            "steps": [asdict(s) for s in self.steps],
+            "prefills": [asdict(p) for p in self.prefills],
+        }
+
+
+@dataclass(frozen=True)
+class TrafficNews:
+    """What the runner sends: "message" (what starts now), "progress" (tokens so far), "note" (a lane that cannot
+    run, once), "run" (a TrafficRun, with `same`: per request whether it wrote its prompt's tokens alone; None where
+    sampled), "end"."""
+
+    kind: str
+    text: str = ""
+    lane: str | None = None
+    run: TrafficRun | None = None
+    same: tuple[bool, ...] | None = None

@@ -1,0 +1,130 @@
+"""What a traffic run shows, pure Python: per lane and rate the median figures over rounds with their spread, each
+lane's capacity under the SLO and the rate where it stops paying against plain decoding, whether every greedy request
+wrote what its prompt writes alone, and, where the simulator ran, its figures beside the measured ones."""
+
+from dataclasses import dataclass, field
+
+from ..events import PLAIN
+from .latency import RateFigures, capacity, median_figures, stops_paying
+from .traffic_plan import Slo
+from .traffic_results import TrafficNews
+
+
+@dataclass
+class TrafficView:
+    rates: tuple[float, ...]
+    lanes: tuple[str, ...]  # plain first
+    slo: Slo
+    rounds: int = 1
+    runs: dict = field(default_factory=dict)  # (lane, rate) -> [TrafficRun] over rounds
+    same: dict = field(default_factory=dict)  # (lane, rate) -> [bool] over every request of every round
+    notes: dict = field(default_factory=dict)  # lane -> why it cannot run
+    simulated: dict = field(default_factory=dict)  # (lane, rate) -> RateFigures the simulator gave
+    message: str = "waiting to start"
+
+    def hear(self, news: TrafficNews) -> None:
+        if news.kind in ("message", "progress", "end"):
+            self.message = news.text
+        elif news.kind == "note":
+            self.notes[news.lane] = news.text
+        elif news.kind == "run":
+            key = (news.lane, news.run.rate)
+            self.runs.setdefault(key, []).append(news.run)
+            if news.same is not None:
+                self.same.setdefault(key, []).extend(news.same)
+
+    def rounds_of(self, lane: str, rate: float) -> list[RateFigures]:
+        return [run.figures(self.slo) for run in self.runs.get((lane, rate), []) if not run.stopped]
+
+    def figures(self, lane: str, rate: float) -> RateFigures | None:
+        """The median round's figures (each figure's own median), None before a whole run."""
+        done = self.rounds_of(lane, rate)
+        return median_figures(done) if done else None
+
+    def spread(self, lane: str, rate: float, pick) -> tuple[float, float] | None:
+        """The lowest and highest of one figure (`pick` of a RateFigures) over the rounds run; None under two."""
+        values = [pick(f) for f in self.rounds_of(lane, rate)]
+        return (min(values), max(values)) if len(values) > 1 else None
+
+    def measured(self, lane: str) -> list[RateFigures]:
+        return [f for f in (self.figures(lane, r) for r in self.rates) if f is not None]
+
+    def capacity(self, lane: str) -> float | None:
+        return capacity(self.measured(lane))
+
+    def stops_paying(self, lane: str) -> float | None:
+        return stops_paying(self.measured(lane), self.measured(PLAIN))
+
+    def identical(self, lane: str, rate: float) -> bool | None:
+        """Whether every greedy request of every round wrote its prompt's tokens alone (None: sampled, or none ran)."""
+        found = self.same.get((lane, rate))
+        return None if not found else all(found)
+
+    def versus_plain(self, lane: str, rate: float, pick) -> float | None:
+        """A figure of the lane over plain's at the same rate (goodput, tokens/s), None where either is missing."""
+        mine, base = self.figures(lane, rate), self.figures(PLAIN, rate)
+        if mine is None or base is None or not pick(base):
+            return None
+        return pick(mine) / pick(base)
+
+    def paying_words(self, lane: str) -> str:
+        """Where the lane stops paying, in a product manager's words."""
+        if not self.measured(lane):
+            return "not run yet"
+        where = self.stops_paying(lane)
+        if where is None:
+            return (
+                f"faster than plain at every rate run (up to {max(f.rate for f in self.measured(lane)):g} requests/s)"
+            )
+        if where == min(self.rates):
+            return f"no faster than plain even at {where:g} requests/s, the lowest rate run"
+        return f"faster than plain below {where:g} requests/s; from there on, plain serves as well or better"
+
+    def to_json(self) -> dict:
+        out = {"slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s}, "rounds": self.rounds, "rates": []}
+        for rate in self.rates:
+            lanes = {}
+            for lane in self.lanes:
+                f = self.figures(lane, rate)
+                if f is None:
+                    continue
+                sim = self.simulated.get((lane, rate))
+                lanes[lane] = {
+                    **_figures_json(f),
+                    "identical": self.identical(lane, rate),
+                    "goodput_vs_plain": self.versus_plain(lane, rate, lambda x: x.goodput),
+                    "simulated": None if sim is None else {**_figures_json(sim), **_errors(f, sim)},
+                    "runs": [run.to_json() for run in self.runs[(lane, rate)]],
+                }
+            out["rates"].append({"rate": rate, "lanes": lanes})
+        out["lanes"] = {
+            lane: {"capacity": self.capacity(lane), "stops_paying": None if lane == PLAIN else self.stops_paying(lane)}
+            for lane in self.lanes
+        }
+        out["notes"] = dict(self.notes)
+        return out
+
+
+def _figures_json(f: RateFigures) -> dict:
+    return {
+        "tokens_per_s": f.tokens_per_s,
+        "goodput": f.goodput,
+        "good": f.good,
+        "requests": f.requests,
+        "meets_slo": f.meets_slo,
+        "ttft_s": dict(zip(("p50", "p90", "p99"), f.ttft)),
+        "tpot_s": dict(zip(("p50", "p90", "p99"), f.tpot)),
+        "duration_s": f.duration_s,
+    }
+
+
+def error_of(simulated: float, measured: float) -> float | None:
+    """The simulator's relative error against the measurement."""
+    return None if not measured else (simulated - measured) / measured
+
+
+def _errors(measured: RateFigures, simulated: RateFigures) -> dict:
+    return {
+        "error_tokens_per_s": error_of(simulated.tokens_per_s, measured.tokens_per_s),
+        "error_tpot_p50": error_of(simulated.tpot[0], measured.tpot[0]),
+    }

@@ -1,0 +1,153 @@
+"""Traffic: requests that arrive at a rate (a seeded Poisson process or a recorded trace), served by continuous
+batching, each one's TTFT and TPOT measured and summed up per lane and rate against an SLO; the command line's
+checks before any model loads, and a whole run on the tiny pair where every greedy request equals its prompt alone."""
+
+import json
+import math
+import statistics
+
+import pytest
+from test_cli import assert_one_line_error, run_cli
+
+from specviz.errors import InvalidRequest
+from specviz.events import PLAIN
+from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
+from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
+
+PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
+
+
+def test_poisson_arrivals_are_seeded_and_their_gaps_average_one_over_the_rate():
+    times = poisson_arrivals(2.0, 4000, seed=7)
+    assert times == poisson_arrivals(2.0, 4000, seed=7) and times != poisson_arrivals(2.0, 4000, seed=8)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert times[0] == 0.0 and all(g >= 0 for g in gaps)
+    assert statistics.fmean(gaps) == pytest.approx(0.5, rel=0.05)
+    assert statistics.stdev(gaps) == pytest.approx(0.5, rel=0.08)  # exponential: the spread equals the mean
+
+
+def test_rates_are_read_sorted_and_distinct():
+    assert check_rates("0.4, 0.1,0.2,0.1") == (0.1, 0.2, 0.4) and check_rates([1, 3]) == (1.0, 3.0)
+
+
+@pytest.mark.parametrize("rates", ["0", "-1", "abc", "nan", "inf", "", "0.1,,x", "5000"])
+def test_a_rate_that_is_not_a_positive_number_is_refused_in_one_line(rates):
+    with pytest.raises(InvalidRequest) as refused:
+        check_rates(rates)
+    assert "\n" not in str(refused.value)
+
+
+def test_an_slo_of_zero_or_not_a_number_is_refused():
+    assert check_slo("2", 0.25) == Slo(2.0, 0.25)
+    for ttft, tpot in (("0", "1"), ("1", "-2"), ("x", "1"), ("1", "nan")):
+        with pytest.raises(InvalidRequest):
+            check_slo(ttft, tpot)
+
+
+def test_a_trace_of_arrival_times_is_read_as_lines_or_json_and_starts_at_zero(tmp_path):
+    lines = tmp_path / "times.txt"
+    lines.write_text("# seconds\n12.5\n\n10\n11.25\n")
+    assert read_arrivals(lines) == (0.0, 1.25, 2.5)
+    listed = tmp_path / "times.json"
+    listed.write_text("[3, 1, 2.5]")
+    assert read_arrivals(listed) == (0.0, 1.5, 2.0)
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [("", "no arrival times"), ("1\nsoon\n", "line 2"), ("[1, -1]", "item 2"), ('{"a": 1}', "JSON list"),
+     ("[1, true]", "item 2"), ("1\nnan\n", "line 2"), (b"\xff\xfe1", "UTF-8")],
+)  # fmt: skip
+def test_a_bad_arrivals_file_is_refused_in_one_line_naming_where(tmp_path, content, said):
+    path = tmp_path / "times.txt"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(InvalidRequest, match=said) as refused:
+        read_arrivals(path)
+    assert "\n" not in str(refused.value)
+
+
+def timing(arrival, first, last, tokens, admitted=None):
+    return RequestTiming(0, arrival, arrival if admitted is None else admitted, first, last, tokens)
+
+
+def test_each_requests_latencies_follow_from_its_times():
+    t = timing(1.0, 3.0, 7.0, 5, admitted=2.0)
+    assert (t.queue_s, t.ttft_s, t.tpot_s, t.e2e_s) == (1.0, 2.0, 1.0, 6.0)
+    assert timing(0.0, 1.0, 1.0, 1).tpot_s is None  # one token: no time per output token
+
+
+def test_percentiles_interpolate_between_ranks():
+    assert percentile([4, 1, 3, 2], 50) == 2.5 and percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
+    assert percentile([7], 99) == 7 and percentile([], 50) is None
+
+
+def test_goodput_counts_the_requests_that_met_both_objectives_over_the_runs_duration():
+    slo = Slo(ttft_s=2.0, tpot_s=0.5)
+    timings = [timing(0, 1, 5, 9), timing(1, 4, 6, 5), timing(2, 3, 9, 5), timing(3, 4, 4, 1)]
+    # ttft 1, 3, 1, 1; tpot 0.5, 0.5, 1.5, none: the first and the last met both
+    f = RateFigures.of(0.5, timings, slo)
+    assert f.good == 2 and f.duration_s == 9 and f.goodput == pytest.approx(2 / 9)
+    assert f.tokens_per_s == pytest.approx(20 / 9) and not f.meets_slo
+    assert f.ttft[0] == 1.0 and f.tpot[0] == 0.5
+
+
+def figures(rate, tpot50, goodput, meets=True, good=None):
+    good = good if good is not None else 10 if meets else 5
+    return RateFigures(rate, 10, 10.0, 1.0, (1, 1, 1), (tpot50, tpot50, tpot50), good, goodput)
+
+
+def test_capacity_is_the_highest_rate_before_the_first_that_missed_the_slo():
+    runs = [figures(0.1, 0.2, 0.1), figures(0.2, 0.3, 0.2), figures(0.4, 0.9, 0.2, meets=False)]
+    assert capacity(runs) == 0.2 and capacity(runs[2:]) is None and capacity(runs[:2]) == 0.2
+
+
+def test_a_drafter_stops_paying_where_its_requests_are_no_faster_than_plains():
+    plain = [figures(0.1, 0.30, 0.1), figures(0.2, 0.32, 0.2), figures(0.4, 0.40, 0.3)]
+    lane = [figures(0.1, 0.20, 0.1), figures(0.2, 0.33, 0.2), figures(0.4, 0.30, 0.3)]
+    assert stops_paying(lane, plain) == 0.2
+    assert stops_paying([figures(0.1, 0.2, 0.05, good=9)], plain[:1]) == 0.1  # faster, but fewer met the SLO
+    assert stops_paying([figures(0.1, 0.2, 0.09)], plain[:1]) is None  # as many good, a little later done
+    assert stops_paying(plain[:1], [figures(0.1, 0.5, 0.1)]) is None
+
+
+def test_the_median_round_takes_each_figures_own_median():
+    rounds = [figures(0.1, t, g) for t, g in ((0.3, 0.1), (0.1, 0.3), (0.2, 0.2))]
+    mid = median_figures(rounds)
+    assert mid.tpot[0] == 0.2 and mid.goodput == 0.2 and median_figures(rounds[:1]) == rounds[0]
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [(("--rates", "0"), "above 0"), (("--rates", "-0.5"), "above 0"), (("--rates", "fast"), "fast"),
+     (("--slo-ttft", "0"), "TTFT"), (("--slo-tpot", "x"), "TPOT"), (("--requests", "0"), "--requests"),
+     (("--max-rows", "0"), "--max-rows"), (("--arrivals", "/no/such/file"), "arrivals")],
+)  # fmt: skip
+def test_the_command_line_refuses_bad_traffic_before_any_model_loads(capsys, flags, needle):
+    code, _, err = run_cli(capsys, "traffic", "--target", "/no/such/model", *flags)
+    assert_one_line_error(code, err, needle)
+
+
+def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_prompt_alone(
+    capsys, pair_folders, tmp_path
+):
+    target, draft = pair_folders
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS))
+    code, out, err = run_cli(
+        capsys,
+        *("traffic", "--target", str(target), "--draft", str(draft), "--dtype", "float32", "--device", "cpu"),
+        *("--drafters", "draft@2,ngram@a3", "--rates", "20,200", "--requests", "7", "--max-rows", "3"),
+        *("--prompts", str(prompts), "--max-new-tokens", "8", "--no-chat", "--json"),
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["rate"] for r in data["rates"]] == [20.0, 200.0]
+    for at in data["rates"]:
+        assert set(at["lanes"]) == {PLAIN, "draft@2", "ngram@a3"}
+        for lane in at["lanes"].values():
+            (run,) = lane["runs"]
+            assert lane["identical"] is True and len(run["requests"]) == 7
+            assert all(r["token_ids"] and r["ttft_s"] >= r["queue_s"] >= 0 for r in run["requests"])
+            assert math.isfinite(lane["tpot_s"]["p99"]) and lane["good"] <= 7
+            assert max(s["rows"] for s in run["steps"]) <= 3
+    assert "capacity under the SLO" in err and "TTFT" in err
