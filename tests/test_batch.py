@@ -197,7 +197,9 @@ def test_adaptive_gamma_backs_off_as_the_batch_grows_and_comes_back_as_it_shrink
 
 def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance_came_back():
     """Forwards that cost alike up to 16 positions, drafts that rarely hold and cost a fifth of a forward: plain steps
-    win for 4 rows, but all-held drafts would pay, so every few steps one row (each in turn) drafts, the others not."""
+    win for 4 rows, but all-held drafts would pay, so now and then one row (each in turn) drafts, the others not; each
+    probe that did not bring drafting back doubles the wait for the next (a probe pads the whole batch), up to a cap;
+    once drafting pays again, the wait is back to probe_after."""
     costs = ForwardCosts()
     for tokens in (1, 4, 8, 16, 32, 64):
         costs.note(tokens, max(1.0, tokens / 16))
@@ -205,11 +207,14 @@ def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance
     rows = list(range(4))
     for row in rows:
         controller.accepted[row], controller.tested[row] = 1.0, 10.0  # α 0.1
-    steps = [controller.next_gammas(rows) for _ in range(8)]
-    probes = [s for s in steps if any(s)]
-    assert [sum(g > 0 for g in s) for s in probes] == [1, 1]
-    assert [s.index(max(s)) for s in probes] == [0, 1]  # each row in turn
-    assert steps[:3] == [[0] * 4] * 3 and controller.next_gamma(rows) == 0
+    steps = [controller.next_gammas(rows) for _ in range(80)]
+    probes = [i for i, s in enumerate(steps) if any(s)]
+    assert probes == [3, 10, 23, 48, 73]  # waits of 3, 6, 12, then 24 = 8 × probe_after each time
+    assert all(sum(g > 0 for g in steps[i]) == 1 for i in probes)
+    assert [steps[i].index(max(steps[i])) for i in probes] == [0, 1, 2, 3, 0]  # each row in turn
+    for row in rows:
+        controller.accepted[row], controller.tested[row] = 9.0, 10.0  # acceptance came back: drafting pays
+    assert controller.next_gamma(rows) > 0 and controller.probe_gap is None
 
 
 def test_no_probe_where_drafts_that_all_held_would_not_pay():
@@ -250,6 +255,19 @@ def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
         at += len(step)
     assert [out[r] for r in range(len(prompts))] == reference(target, prompts, Settings(max_new_tokens=24))
     assert [0, 0, 0, 3] in probes  # one row drafted, three did not
+
+
+def test_what_a_drafted_position_costs_is_kept_with_the_forward_costs_for_the_next_run():
+    """A run's adaptive γ starts from the draft cost earlier runs on the model measured, by batch size, rather than a
+    guess of a tenth of a forward it would draft on while it learns."""
+    costs = ForwardCosts()
+    first = BatchGamma(4, costs, bookkeeping=0.0)
+    first.observe(4, [(r, 4, 2, True) for r in range(4)], batch_tokens=20, draft_s=2.0, verify_s=1.0, bookkeeping_s=0)
+    assert costs.draft_at(4) == pytest.approx(0.5) and costs.draft_at(8) == pytest.approx(0.5)
+    costs.note(4, 1.0)
+    rows, told = list(range(4)), BatchGamma(4, ForwardCosts(dict(costs.seconds)), draft_per_token=0.5, bookkeeping=0.0)
+    later, guessing = BatchGamma(4, costs, bookkeeping=0.0), BatchGamma(4, ForwardCosts(dict(costs.seconds)))
+    assert later.rate(2, rows) == pytest.approx(told.rate(2, rows)) and later.rate(2, rows) < guessing.rate(2, rows)
 
 
 def test_a_probing_row_teaches_only_its_own_acceptance():

@@ -19,6 +19,8 @@ from ..events import PLAIN
 from ..models import encode_prompt
 from ..runs import LaneRun
 from ..runtime import ASSETS
+from ..traffic.latency import capacity, stops_paying
+from ..traffic.simulator import held_out, projected, rate_grid
 from ..traffic.traffic_plan import (
     MAX_REQUESTS,
     MAX_ROWS,
@@ -29,7 +31,7 @@ from ..traffic.traffic_plan import (
     read_arrivals,
 )
 from ..traffic.traffic_runner import traffic
-from ..traffic.traffic_view import TrafficView
+from ..traffic.traffic_view import TrafficView, error_of
 from ..workload.prompts import read_prompts
 from .flags import add_lanes_run_options, chosen_lanes, open_models, settings_from
 
@@ -51,6 +53,8 @@ def add_traffic_command(sub) -> None:
     p.add_argument("--slo-tpot", default="0.5", help="the time-per-output-token objective, seconds")
     p.add_argument("--prompts", help=f"a .txt, .jsonl or .csv file; default: the {EXAMPLES} examples")
     p.add_argument("--rounds", type=int, default=1, help=f"runs of each rate and lane, {ROUNDS[0]}..{ROUNDS[-1]}")
+    p.add_argument("--simulate", default="0", help="then simulate this many requests at rates around those run, "
+                   f"calibrated on the runs (1..{MAX_REQUESTS}; 0: only check it on the rates run)")  # fmt: skip
     add_lanes_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
 
@@ -59,6 +63,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     # Everything cheap first, before a model loads.
     slo, rounds = check_slo(args.slo_ttft, args.slo_tpot), check_rounds(args.rounds)
     max_rows = check_count(args.max_rows, "--max-rows", MAX_ROWS)
+    simulate = 0 if str(args.simulate).strip() == "0" else check_count(args.simulate, "--simulate", MAX_REQUESTS)
     if args.arrivals:
         times = read_arrivals(args.arrivals)
         mean_rate = (len(times) - 1) / times[-1] if len(times) > 1 and times[-1] > 0 else 1.0
@@ -85,6 +90,12 @@ def cmd_traffic(args: argparse.Namespace) -> int:
             if view.message != said:
                 said, progress_at = view.message, now
                 print(f"[{now:6.0f} s] {said}", file=sys.stderr, flush=True)
+    tokens = {p: len(ids) for p, ids in enumerate(prompts)}
+    held_out(view, tokens, schedules, max_rows)  # each rate run, predicted from the others
+    if simulate:
+        began = time.perf_counter()
+        view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
+        view.projection_s = time.perf_counter() - began
     print(table(view), file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps({**view.to_json(), "prompts": texts}, ensure_ascii=False))
@@ -116,10 +127,33 @@ def table(view: TrafficView) -> str:
                 {None: "", True: "yes", False: "NO"}[view.identical(lane, rate)],
             ]
             lines.append("  " + "  ".join(cells))
+            sim = view.simulated.get((lane, rate))
+            if sim is not None:
+                lines.append(f"         simulated from the other rates: {sim.tokens_per_s:.1f} tok/s "
+                             f"({_error(sim.tokens_per_s, f.tokens_per_s)}), TPOT p50 {sim.tpot[0]:.3f} s "
+                             f"({_error(sim.tpot[0], f.tpot[0])})")  # fmt: skip
         cap = view.capacity(lane)
         lines.append(
             f"  capacity under the SLO: {'below the lowest rate run' if cap is None else f'{cap:g} requests/s'}"
         )
         if lane != PLAIN:
             lines.append(f"  {view.paying_words(lane)}")
+        if lane in view.projection:
+            lines.append("  " + projection_words(view, lane))
     return "\n".join(lines)
+
+
+def projection_words(view: TrafficView, lane: str) -> str:
+    found = view.projection[lane]
+    cap, where = capacity(found), stops_paying(found, view.projection.get(PLAIN, []))
+    rates = f"{found[0].rate:.3g}..{found[-1].rate:.3g} requests/s"
+    said = f"simulated, {found[0].requests} requests at {len(found)} rates ({rates}, {view.projection_s:.1f} s): "
+    said += "meets the SLO at none" if cap is None else f"capacity {cap:.3g} requests/s"
+    if lane != PLAIN:
+        said += "; pays at every rate" if where is None else f"; stops paying at {where:.3g} requests/s"
+    return said
+
+
+def _error(simulated: float, measured: float) -> str:
+    error = error_of(simulated, measured)
+    return "error –" if error is None else f"error {error * 100:+.0f}%"

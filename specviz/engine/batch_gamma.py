@@ -9,8 +9,10 @@ whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·
 and the step takes γ* = argmax rate. V(T) is the target's forward over T tokens as measured (ForwardCosts keeps what
 every run on the model measured, by T): cheap while the device is memory-bound, so γ stays long for a small batch; once
 T makes the forward compute-bound V grows with it, and γ backs off to 0, plain decoding, as the batch grows, and comes
-back as finished rows leave. When plain steps win, every `probe_after` steps one row (each in turn) drafts, so its α
-can recover: the probe widens the forward by γ tokens, not B·γ, which a compute-bound batch would pay for in full.
+back as finished rows leave. When plain steps win, after `probe_after` plain steps one row (each in turn) drafts, so
+its α can recover; the forward pads every row to the probe's width, so a probe costs the whole batch, and each probe
+that did not bring drafting back doubles the wait before the next (up to LONGEST_PROBE_GAP). What a drafted position
+costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on the model measured.
 """
 
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
+LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
 
 
 @dataclass
@@ -30,10 +33,20 @@ class ForwardCosts:
 
     seconds: dict[int, float] = field(default_factory=dict)
     smoothing: float = 0.3
+    draft: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
 
     def note(self, tokens: int, seconds: float) -> None:
-        old = self.seconds.get(tokens)
-        self.seconds[tokens] = seconds if old is None else (1 - self.smoothing) * old + self.smoothing * seconds
+        self.seconds[tokens] = self._blend(self.seconds.get(tokens), seconds)
+
+    def note_draft(self, rows: int, seconds: float) -> None:
+        self.draft[rows] = self._blend(self.draft.get(rows), seconds)
+
+    def draft_at(self, rows: int) -> float | None:
+        """d_B as measured at B rows, between and past measured B along the nearest; None before any was."""
+        return interpolate(self.draft, rows, rising=True) if self.draft else None
+
+    def _blend(self, old: float | None, new: float) -> float:
+        return new if old is None else (1 - self.smoothing) * old + self.smoothing * new
 
     def at(self, tokens: float, rows: int) -> float | None:
         """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
@@ -62,6 +75,7 @@ class BatchGamma:
     bookkeeping: float | None = None
     nodes_per_gamma: float = 1.0
     plain_run: int = 0
+    probe_gap: int | None = None  # plain steps before the next probe: probe_after, doubled by each failed probe
     probes: int = 0  # probes so far: which row probes next
     accepted: dict = field(default_factory=dict)  # row -> decayed accepted drafts
     tested: dict = field(default_factory=dict)
@@ -96,7 +110,8 @@ class BatchGamma:
         else:
             tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
         tokens += batch - len(drafting)
-        d = 0.1 * self.verify_cost(batch) if self.draft_per_token is None else self.draft_per_token
+        d = self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
+        d = 0.1 * self.verify_cost(batch) if d is None else d
         return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
 
     def next_gamma(self, rows: list[int]) -> int:
@@ -110,12 +125,14 @@ class BatchGamma:
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
+        gap = self.probe_gap or self.probe_after
         if self.rate(best, rows) > plain:
-            self.plain_run, gammas = 0, [best] * len(rows)
-        elif self.plain_run >= self.probe_after and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
+            self.plain_run, self.probe_gap, gammas = 0, None, [best] * len(rows)
+        elif self.plain_run >= gap and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
             probe = rows[self.probes % len(rows)]
             gamma = max(drafts, key=lambda g: self.rate(g, rows, [probe]))
             self.plain_run, self.probes = 0, self.probes + 1
+            self.probe_gap = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
             gammas = [gamma if r == probe else 0 for r in rows]
         else:
             self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)
@@ -145,6 +162,7 @@ class BatchGamma:
         if gamma == 0 or not drafted:
             return
         self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
+        self.costs.note_draft(len(verdicts), draft_s / gamma)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:
             self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted

@@ -19,7 +19,11 @@ class TrafficView:
     runs: dict = field(default_factory=dict)  # (lane, rate) -> [TrafficRun] over rounds
     same: dict = field(default_factory=dict)  # (lane, rate) -> [bool] over every request of every round
     notes: dict = field(default_factory=dict)  # lane -> why it cannot run
-    simulated: dict = field(default_factory=dict)  # (lane, rate) -> RateFigures the simulator gave
+    simulated: dict = field(
+        default_factory=dict
+    )  # (lane, rate) -> RateFigures the simulator gave, not calibrated there
+    projection: dict = field(default_factory=dict)  # lane -> [RateFigures] simulated at many rates, many requests
+    projection_s: float = 0.0  # the seconds the projection took
     message: str = "waiting to start"
 
     def hear(self, news: TrafficNews) -> None:
@@ -102,6 +106,15 @@ class TrafficView:
             for lane in self.lanes
         }
         out["notes"] = dict(self.notes)
+        out["projection"] = {
+            lane: {
+                "seconds": self.projection_s,
+                "capacity": capacity(found),
+                "stops_paying": None if lane == PLAIN else stops_paying(found, self.projection.get(PLAIN, [])),
+                "rates": [{"rate": f.rate, **_figures_json(f)} for f in found],
+            }
+            for lane, found in self.projection.items()
+        }
         return out
 
 

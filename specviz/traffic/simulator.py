@@ -1,0 +1,178 @@
+"""A discrete-event simulator of the scheduler the traffic runs measure, pure Python, calibrated from those runs.
+
+The scheduler is the decode loop's: at each step boundary the requests that have arrived join, up to max_rows, after
+their prompts are read; every decoding row drafts γ and the target verifies all rows in one forward padded to the
+widest; each row leaves when it has its tokens. A step's seconds and tokens come from what was measured:
+
+    prefill(P)     = a + b·P                          P: the tokens of the prompts read together (least squares)
+    step(B, γ)     = draft(B, γ) + V(B·(1 + γ)) + rest(B)
+    tokens(γ)      = the new tokens a row got per step at that γ, on average
+    γ(B)           = the lane's γ; adaptive: the γ it chose most often at B rows (its measured schedule)
+
+V, draft and rest are read between measured points as theory.interpolate reads them (rising, never below 0). So the
+simulator says what this device would do at rates and request counts nobody ran, and it is held to the runs it was
+not calibrated on: its error is shown beside each figure.
+"""
+
+import heapq
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from statistics import fmean
+
+from ..analysis.theory import interpolate
+from .latency import RateFigures, RequestTiming
+from .traffic_plan import Slo, poisson_arrivals
+from .traffic_results import TrafficRun
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One lane on one device, as measured: what a step and a prefill cost, and what a step yields."""
+
+    verify_s: dict  # padded forward tokens -> seconds
+    draft_s: dict  # (rows, γ) -> seconds, γ > 0
+    rest_s: dict  # rows -> seconds of a step besides its draft and verify
+    prefill: tuple[float, float]  # a, b of a + b·tokens
+    tokens_at: dict  # γ -> mean new tokens per row per step
+    gamma_at: dict  # rows -> the γ the lane chose most often there
+    lengths: dict  # prompt -> the tokens a request of it wrote
+    prompt_tokens: dict  # prompt -> its tokens
+
+    @classmethod
+    def of(cls, runs: list[TrafficRun], prompt_tokens: dict) -> "Calibration":
+        verify, draft, rest, yields, chosen = (defaultdict(list) for _ in range(5))
+        for run in runs:
+            for s in run.steps:
+                verify[s.rows * (1 + s.gamma)].append(s.verify_s)
+                rest[s.rows].append(max(0.0, s.step_s - s.draft_s - s.verify_s))
+                yields[s.gamma].append(s.new_tokens / s.rows)
+                chosen[s.rows].append(s.gamma)
+                if s.gamma:
+                    draft[(s.rows, s.gamma)].append(s.draft_s)
+        lengths = {t.prompt: t.tokens for run in runs for t in run.timings}
+        typical = round(fmean(lengths.values())) if lengths else 1
+        lengths |= {p: typical for p in prompt_tokens if p not in lengths}  # a prompt no calibration run asked
+        return cls(
+            verify_s={k: fmean(v) for k, v in verify.items()},
+            draft_s={k: fmean(v) for k, v in draft.items()},
+            rest_s={k: fmean(v) for k, v in rest.items()},
+            prefill=_line([(p.tokens, p.seconds) for run in runs for p in run.prefills]),
+            tokens_at={k: fmean(v) for k, v in yields.items()},
+            gamma_at={k: Counter(v).most_common(1)[0][0] for k, v in chosen.items()},
+            lengths=lengths,
+            prompt_tokens=dict(prompt_tokens),
+        )
+
+    def gamma(self, rows: int) -> int:
+        near = min(self.gamma_at, key=lambda b: (abs(b - rows), b))
+        return self.gamma_at[near]
+
+    def step_s(self, rows: int, gamma: int) -> float:
+        seconds = interpolate(self.verify_s, rows * (1 + gamma), rising=True)
+        seconds += interpolate(self.rest_s, rows, rising=True)
+        if gamma:
+            at = {b: s for (b, g), s in self.draft_s.items() if g == gamma}
+            seconds += interpolate(at, rows, rising=True) if at else 0.0
+        return seconds
+
+    def new_tokens(self, gamma: int) -> float:
+        if gamma in self.tokens_at:
+            return self.tokens_at[gamma]
+        return interpolate(self.tokens_at, gamma) if self.tokens_at else 1.0
+
+    def prefill_s(self, tokens: int) -> float:
+        a, b = self.prefill
+        return max(0.0, a + b * tokens)
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares a + b·x; one point (or one x): a line through 0 and it."""
+    if not points:
+        return 0.0, 0.0
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = fmean(xs), fmean(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    if spread == 0:
+        return 0.0, my / mx if mx else 0.0
+    b = sum((x - mx) * (y - my) for x, y in points) / spread
+    return my - b * mx, b
+
+
+def simulate(
+    calibration: Calibration, arrivals: tuple[float, ...], prompts: list[int], max_rows: int
+) -> list[RequestTiming]:
+    """Request r (asking prompt prompts[r], arriving at arrivals[r]) served as the decode loop serves it."""
+    order = sorted(range(len(arrivals)), key=lambda r: (arrivals[r], r))
+    queue, now, decoding, at = [], 0.0, [], 0  # decoding: [request, tokens so far (fractional), first token]
+    admitted, first, last = {}, {}, {}
+    while at < len(order) or queue or decoding:
+        while at < len(order) and arrivals[order[at]] <= now:
+            heapq.heappush(queue, (arrivals[order[at]], order[at]))
+            at += 1
+        if not decoding and not queue:
+            now = arrivals[order[at]]
+            continue
+        joining = [heapq.heappop(queue)[1] for _ in range(min(len(queue), max_rows - len(decoding)))]
+        if joining:
+            admitted.update(dict.fromkeys(joining, now))
+            now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
+            decoding += [[r, 0.0] for r in joining]
+        gamma = calibration.gamma(len(decoding))
+        now += calibration.step_s(len(decoding), gamma)
+        gained, staying = calibration.new_tokens(gamma), []
+        for row in decoding:
+            r = row[0]
+            row[1] = min(row[1] + gained, calibration.lengths[prompts[r]])
+            first.setdefault(r, now)
+            last[r] = now
+            if row[1] < calibration.lengths[prompts[r]]:
+                staying.append(row)
+        decoding = staying
+    return [
+        RequestTiming(prompts[r], arrivals[r], admitted[r], first[r], last[r], calibration.lengths[prompts[r]])
+        for r in range(len(arrivals))
+    ]
+
+
+def simulated_figures(
+    calibration: Calibration, rate: float, arrivals: tuple[float, ...], prompts: list[int], max_rows: int, slo: Slo
+) -> RateFigures:
+    return RateFigures.of(rate, simulate(calibration, arrivals, prompts, max_rows), slo)
+
+
+def held_out(view, prompt_tokens: dict, schedules: dict, max_rows: int) -> None:
+    """For each lane and rate run: the simulator calibrated on that lane's runs at the other rates only, on the same
+    arrivals, its figures put beside the measured ones (view.simulated) so the error can be read off."""
+    for lane in view.lanes:
+        for rate, arrivals in schedules.items():
+            others = [run for (name, r), runs in view.runs.items() if name == lane and r != rate for run in runs]
+            others = [run for run in others if not run.stopped]
+            if not others or not view.rounds_of(lane, rate):
+                continue
+            calibration = Calibration.of(others, prompt_tokens)
+            asked = [r % len(prompt_tokens) for r in range(len(arrivals))]
+            view.simulated[(lane, rate)] = simulated_figures(calibration, rate, arrivals, asked, max_rows, view.slo)
+
+
+def projected(view, prompt_tokens: dict, rates: list[float], requests: int, max_rows: int, seed: int) -> dict:
+    """Each lane calibrated on all its runs, then `requests` simulated at each of `rates`: lane -> [RateFigures]."""
+    out = {}
+    for lane in view.lanes:
+        runs = [run for (name, _), found in view.runs.items() if name == lane for run in found if not run.stopped]
+        if not runs:
+            continue
+        calibration = Calibration.of(runs, prompt_tokens)
+        asked = [r % len(prompt_tokens) for r in range(requests)]
+        out[lane] = [
+            simulated_figures(calibration, rate, poisson_arrivals(rate, requests, seed), asked, max_rows, view.slo)
+            for rate in rates
+        ]
+    return out
+
+
+def rate_grid(measured: tuple[float, ...], points: int = 16) -> list[float]:
+    """Rates to simulate: from half the lowest measured to twice the highest, evenly on a log scale."""
+    low, high = min(measured) / 2, max(measured) * 2
+    if points < 2 or low == high:
+        return [low]
+    return [low * (high / low) ** (i / (points - 1)) for i in range(points)]
