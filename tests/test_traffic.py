@@ -5,14 +5,18 @@ checks before any model loads, and a whole run on the tiny pair where every gree
 import json
 import math
 import statistics
+import time
 
 import pytest
 from test_cli import assert_one_line_error, run_cli
 
+from specviz.concurrency.sweep_results import BatchStep
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
 from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
+from specviz.traffic.simulator import Calibration, simulate
 from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
+from specviz.traffic.traffic_results import Prefill, TrafficRun
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
 
@@ -151,3 +155,60 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
             assert math.isfinite(lane["tpot_s"]["p99"]) and lane["good"] <= 7
             assert max(s["rows"] for s in run["steps"]) <= 3
     assert "capacity under the SLO" in err and "TTFT" in err
+
+
+# -- the simulator --
+
+
+def calibration(step=1.0, per_row=0.0, gained=2.0, gamma=3, length=9, prefill=(0.5, 0.0)):
+    """A lane whose every step costs `step` (+ `per_row` a row) and gives each row `gained` tokens, γ always `gamma`."""
+    verify = {t: step + per_row * t / (1 + gamma) for t in (1, 4, 8, 16, 32, 64)}
+    return Calibration(
+        verify_s=verify, draft_s={}, rest_s={1: 0.0}, prefill=prefill, tokens_at={gamma: gained},
+        gamma_at={1: gamma}, lengths={0: length}, prompt_tokens={0: 5},
+    )  # fmt: skip
+
+
+def test_one_request_alone_takes_its_prefill_then_a_step_per_share_of_its_tokens():
+    (t,) = simulate(calibration(), (0.0,), [0], max_rows=4)
+    # prefill 0.5 s, then steps of 1 s giving 2 tokens: 9 tokens in 5 steps, the first after 1.5 s
+    assert (t.admitted, t.first_token, t.last_token, t.tokens) == (0.0, 1.5, 5.5, 9)
+    assert t.ttft_s == 1.5 and t.tpot_s == pytest.approx(0.5)
+
+
+def test_with_one_row_requests_wait_in_arrival_order_and_queueing_adds_to_their_ttft():
+    timings = simulate(calibration(), (0.0, 0.1, 0.2), [0, 0, 0], max_rows=1)
+    assert [t.admitted for t in timings] == [0.0, 5.5, 11.0]  # each joins when the one before it is done
+    assert [round(t.queue_s, 6) for t in timings] == [0.0, 5.4, 10.8]
+    assert [t.ttft_s for t in timings] == pytest.approx([1.5, 6.9, 12.3])
+
+
+def test_requests_that_arrive_while_others_decode_join_them_at_a_step_boundary():
+    timings = simulate(calibration(), (0.0, 2.0), [0, 0], max_rows=4)
+    # the second arrives during the first's step ending at 2.5, joins there, reads its prompt until 3.0
+    assert timings[1].admitted == 2.5 and timings[1].first_token == 4.0
+    assert timings[0].last_token == 5.5 + 0.5  # the prefill between its steps held it up
+
+
+def test_an_idle_simulator_jumps_to_the_next_arrival():
+    late = simulate(calibration(), (0.0, 100.0), [0, 0], max_rows=4)[1]
+    assert late.admitted == 100.0 and late.ttft_s == 1.5
+
+
+def test_calibration_reads_the_costs_and_yields_a_run_measured():
+    steps = [BatchStep(2, 3, 8, 0.3, 1.0, 1.4, 6, 4, 6), BatchStep(1, 0, 1, 0.0, 0.5, 0.6, 0, 0, 1)]
+    timings = (RequestTiming(0, 0.0, 0.0, 1.0, 3.0, 7), RequestTiming(1, 0.5, 0.5, 1.0, 3.0, 4))
+    run = TrafficRun("draft@3", 0.2, 0, 4, timings, ((1,) * 7, (1,) * 4), tuple(steps),
+                     (Prefill(10, 1, 0.3), Prefill(30, 2, 0.7)))  # fmt: skip
+    c = Calibration.of([run], {0: 10, 1: 10})
+    assert c.verify_s == {8: 1.0, 1: 0.5} and c.tokens_at == {3: 3.0, 0: 1.0} and c.gamma_at == {2: 3, 1: 0}
+    assert c.prefill == pytest.approx((0.1, 0.02)) and c.lengths == {0: 7, 1: 4}
+    assert c.step_s(2, 3) == pytest.approx(0.3 + 1.0 + 0.1) and c.step_s(1, 0) == pytest.approx(0.5 + 0.1)
+
+
+def test_ten_thousand_simulated_requests_take_seconds_not_minutes():
+    c = calibration(per_row=0.05)
+    began = time.perf_counter()
+    timings = simulate(c, poisson_arrivals(0.5, 10_000, seed=1), [0] * 10_000, max_rows=8)
+    assert len(timings) == 10_000 and time.perf_counter() - began < 30  # a generous bound; about 1 s here
+    assert all(t.first_token > t.admitted >= t.arrival for t in timings)
