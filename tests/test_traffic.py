@@ -13,9 +13,11 @@ from test_cli import assert_one_line_error, run_cli
 from specviz.concurrency.sweep_results import BatchStep
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
+from specviz.trace import RunModels
 from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
 from specviz.traffic.simulator import Calibration, simulate
 from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
+from specviz.traffic.traffic_record import TrafficRecord, TrafficRecordError
 from specviz.traffic.traffic_results import Prefill, TrafficRun
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
@@ -142,9 +144,12 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
         *("traffic", "--target", str(target), "--draft", str(draft), "--dtype", "float32", "--device", "cpu"),
         *("--drafters", "draft@2,ngram@a3", "--rates", "20,200", "--requests", "7", "--max-rows", "3"),
         *("--prompts", str(prompts), "--max-new-tokens", "8", "--no-chat", "--json"),
+        *("--trace", str(tmp_path / "traffic.json")),
     )
     assert code == 0, err
     data = json.loads(out)
+    replayed = TrafficRecord.load(tmp_path / "traffic.json").view().to_json()  # no model: the same figures back
+    assert json.loads(json.dumps(replayed)) == {k: v for k, v in data.items() if k != "prompts"}
     assert [r["rate"] for r in data["rates"]] == [20.0, 200.0]
     for at in data["rates"]:
         assert set(at["lanes"]) == {PLAIN, "draft@2", "ngram@a3"}
@@ -212,3 +217,24 @@ def test_ten_thousand_simulated_requests_take_seconds_not_minutes():
     timings = simulate(c, poisson_arrivals(0.5, 10_000, seed=1), [0] * 10_000, max_rows=8)
     assert len(timings) == 10_000 and time.perf_counter() - began < 30  # a generous bound; about 1 s here
     assert all(t.first_token > t.admitted >= t.arrival for t in timings)
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [(lambda d: d.pop("runs"), "no 'runs'"), (lambda d: d.update(version=9), "version"),
+     (lambda d: d["runs"][0].update(rate=-1), "rate"),
+     (lambda d: d["runs"][0]["requests"][0].update(prompt=99), "prompt"),
+     (lambda d: d.update(format="other"), "not a recorded traffic run")],
+)  # fmt: skip
+def test_a_damaged_traffic_record_is_refused_in_one_line(tmp_path, damage, said):
+    timings = (RequestTiming(0, 0.0, 0.0, 1.0, 2.0, 3),)
+    run = TrafficRun("plain", 0.5, 0, 2, timings, ((5, 6, 7),), (BatchStep(1, 0, 1, 0.0, 0.5, 0.6, 0, 0, 1),),
+                     (Prefill(4, 1, 0.2),))  # fmt: skip
+    record = TrafficRecord((0.5,), (PLAIN,), Slo(2.0, 0.5), 1, 2, ["a"], [4], {}, RunModels("t", "", "t", "float32",
+                           "", "cpu", ""), [(run, (True,))])  # fmt: skip
+    data = json.loads(json.dumps(record.to_json()))
+    assert TrafficRecord.from_json(data).view().figures(PLAIN, 0.5) == run.figures(Slo(2.0, 0.5))
+    damage(data)
+    with pytest.raises(TrafficRecordError, match=said) as refused:
+        TrafficRecord.from_json(data)
+    assert "\n" not in str(refused.value)

@@ -8,6 +8,7 @@ loads."""
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -30,10 +31,11 @@ from ..traffic.traffic_plan import (
     poisson_arrivals,
     read_arrivals,
 )
+from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_runner import traffic
 from ..traffic.traffic_view import TrafficView, error_of
 from ..workload.prompts import read_prompts
-from .flags import add_lanes_run_options, chosen_lanes, open_models, settings_from
+from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
 PROGRESS_EVERY_S = 10
 EXAMPLES = "code"
@@ -57,6 +59,7 @@ def add_traffic_command(sub) -> None:
                    f"calibrated on the runs (1..{MAX_REQUESTS}; 0: only check it on the rates run)")  # fmt: skip
     add_lanes_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
+    p.add_argument("--trace", help="record the run to this file (it reads back with no model loaded)")
 
 
 def cmd_traffic(args: argparse.Namespace) -> int:
@@ -97,6 +100,12 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
         view.projection_s = time.perf_counter() - began
     print(table(view), file=sys.stderr if args.json else sys.stdout)
+    if args.trace:
+        given = sys.argv[1:] if sys.argv[1:2] == ["traffic"] else ["traffic"]  # run from a shell, or in-process
+        made = "python -m specviz " + shlex.join(given)
+        wall = time.perf_counter() - began
+        lengths = [len(p) for p in prompts]
+        TrafficRecord.of(view, texts, lengths, max_rows, base, run_models(args, pair), wall, made).save(args.trace)
     if args.json:
         print(json.dumps({**view.to_json(), "prompts": texts}, ensure_ascii=False))
     return 0

@@ -22,6 +22,16 @@ class BatchStep:
     accepted: int
     new_tokens: int
 
+    @staticmethod
+    def from_json(data, what: str) -> "BatchStep":
+        """A step as asdict wrote it, every field checked (ValueError naming the field)."""
+        data = read.mapping(data, what)
+        values = {}
+        for f in fields(BatchStep):
+            reader = read.integer if f.type in (int, "int") else read.number
+            values[f.name] = reader(data[f.name], f"{what}.{f.name}")
+        return BatchStep(**values)
+
 
 @dataclass(frozen=True)
 class LevelRun:
@@ -73,14 +83,10 @@ class LevelRun:
     def from_json(data, what: str = "run") -> "LevelRun":
         """A run as to_json wrote it, every field checked (ValueError naming the field)."""
         data = read.mapping(data, what)
-        steps = []
-        for i, step in enumerate(read.listed(data["steps"], f"{what}.steps")):
-            step = read.mapping(step, f"{what}.steps[{i}]")
-            values = {}
-            for f in fields(BatchStep):
-                reader = read.integer if f.type in (int, "int") else read.number
-                values[f.name] = reader(step[f.name], f"{what}.steps[{i}].{f.name}")
-            steps.append(BatchStep(**values))
+        steps = [
+            BatchStep.from_json(s, f"{what}.steps[{i}]")
+            for i, s in enumerate(read.listed(data["steps"], f"{what}.steps"))
+        ]
         rows = read.integer(data["rows"], f"{what}.rows", 1)
         prompts = read.each(read.integer, data["prompts"], f"{what}.prompts")
         tokens = tuple(

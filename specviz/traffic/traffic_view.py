@@ -19,6 +19,7 @@ class TrafficView:
     runs: dict = field(default_factory=dict)  # (lane, rate) -> [TrafficRun] over rounds
     same: dict = field(default_factory=dict)  # (lane, rate) -> [bool] over every request of every round
     notes: dict = field(default_factory=dict)  # lane -> why it cannot run
+    order: list = field(default_factory=list)  # (run, same) in the order they ran, as a record keeps them
     simulated: dict = field(
         default_factory=dict
     )  # (lane, rate) -> RateFigures the simulator gave, not calibrated there
@@ -33,6 +34,7 @@ class TrafficView:
             self.notes[news.lane] = news.text
         elif news.kind == "run":
             key = (news.lane, news.run.rate)
+            self.order.append((news.run, news.same))
             self.runs.setdefault(key, []).append(news.run)
             if news.same is not None:
                 self.same.setdefault(key, []).extend(news.same)
