@@ -369,3 +369,13 @@ def test_the_row_law_test_catches_rows_that_trade_their_draft_probabilities(smal
         drafting.propose = traded
 
     assert min(row_p_values(small, trade, refuse_below=REFUSED, max_rows=max_rows)) < REFUSED
+
+
+def test_plain_and_fixed_runs_keep_the_shared_forward_costs_fresh(target, tokenizer):
+    """Adaptive γ avoids a width it believes dear, so it never measures it again; the runs that decode at that width
+    anyway (plain decoding of a batch, a fixed γ) note what it really costs, in the table every run shares."""
+    costs = ForwardCosts({3: 100.0})  # one slow measurement of a plain step of three rows
+    prompts, settings = prompts_of(tokenizer, 3), Settings(max_new_tokens=6)
+    for _ in generate_rows(target, prompts, settings, costs=costs):
+        pass
+    assert costs.seconds[3] < 100.0 * 0.7**3  # every plain step of the three rows pulled it back toward the truth

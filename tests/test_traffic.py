@@ -18,7 +18,9 @@ from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median
 from specviz.traffic.simulator import Calibration, simulate
 from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
 from specviz.traffic.traffic_record import TrafficRecord, TrafficRecordError
-from specviz.traffic.traffic_results import Prefill, TrafficRun
+from specviz.traffic.traffic_results import Prefill, TrafficNews, TrafficRun
+from specviz.traffic.traffic_view import TrafficView
+from specviz.traffic.vllm_table import MIN_STEPS, best_gammas, disable_above, traffic_vllm_advice
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
 
@@ -149,7 +151,8 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
     assert code == 0, err
     data = json.loads(out)
     replayed = TrafficRecord.load(tmp_path / "traffic.json").view().to_json()  # no model: the same figures back
-    assert json.loads(json.dumps(replayed)) == {k: v for k, v in data.items() if k != "prompts"}
+    assert json.loads(json.dumps(replayed)) == {k: v for k, v in data.items() if k not in ("prompts", "vllm")}
+    assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
     assert [r["rate"] for r in data["rates"]] == [20.0, 200.0]
     for at in data["rates"]:
         assert set(at["lanes"]) == {PLAIN, "draft@2", "ngram@a3"}
@@ -207,7 +210,7 @@ def test_calibration_reads_the_costs_and_yields_a_run_measured():
                      (Prefill(10, 1, 0.3), Prefill(30, 2, 0.7)))  # fmt: skip
     c = Calibration.of([run], {0: 10, 1: 10})
     assert c.verify_s == {8: 1.0, 1: 0.5} and c.tokens_at == {3: 3.0, 0: 1.0} and c.gamma_at == {2: 3, 1: 0}
-    assert c.prefill == pytest.approx((0.1, 0.02)) and c.lengths == {0: 7, 1: 4}
+    assert c.prefill == pytest.approx((0.0, (0.03 + 0.7 / 30) / 2)) and c.lengths == {0: 7, 1: 4}  # the median ratio
     assert c.step_s(2, 3) == pytest.approx(0.3 + 1.0 + 0.1) and c.step_s(1, 0) == pytest.approx(0.5 + 0.1)
 
 
@@ -238,3 +241,28 @@ def test_a_damaged_traffic_record_is_refused_in_one_line(tmp_path, damage, said)
     with pytest.raises(TrafficRecordError, match=said) as refused:
         TrafficRecord.from_json(data)
     assert "\n" not in str(refused.value)
+
+
+# -- into production --
+
+
+def lane_run(lane, steps, rate=0.5):
+    timings = (RequestTiming(0, 0.0, 0.0, 1.0, 2.0, 3),)
+    return TrafficRun(lane, rate, 0, 4, timings, ((5, 6, 7),), tuple(steps), ())
+
+
+def test_the_fastest_draft_length_at_each_batch_size_is_written_as_vllms_table():
+    """Alone the draft at γ 4 served more tokens per second than plain; at 4 rows plain did: vLLM is told γ 4 up to
+    3 rows and 0 from 4, and engines without a table to turn speculation off where it stopped paying."""
+    plain = [BatchStep(1, 0, 1, 0.0, 0.2, 0.2, 0, 0, 1)] * 5 + [BatchStep(4, 0, 4, 0.0, 0.5, 0.5, 0, 0, 4)] * 5
+    draft = [BatchStep(1, 4, 5, 0.1, 0.2, 0.3, 4, 2, 3)] * 5 + [BatchStep(4, 4, 20, 0.4, 1.2, 1.6, 16, 4, 8)] * 5
+    few = [BatchStep(8, 4, 40, 0.1, 0.2, 0.3, 4, 2, 30)] * (MIN_STEPS - 1)  # too few steps at 8 rows to judge
+    view = TrafficView((0.5,), (PLAIN, "draft@4"), Slo(10.0, 1.0))
+    for lane, steps in ((PLAIN, plain), ("draft@4", draft + few)):
+        view.hear(TrafficNews("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
+    assert best_gammas(view, "draft") == {1: 4, 4: 0}
+    (advice,) = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    assert advice.config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 4, 0]]
+    assert advice.config["method"] == "draft_model"
+    (line,) = disable_above(view)
+    assert line.startswith("draft@4: ")

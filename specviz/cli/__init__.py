@@ -19,12 +19,14 @@ from ..models.exact import EXACT_ON
 from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
 from ..render.concurrency_page import concurrency_snapshot_html
 from ..render.snapshot import snapshot_html
+from ..render.traffic_page import traffic_snapshot_html
 from ..runs import Duel
 from ..runtime import quiet_transformers
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran, recording
 from ..settings import check_prompt
 from ..trace import Trace
+from ..traffic.traffic_record import TrafficRecord, is_traffic_record
 from . import train
 from .bench import add_bench_options, cmd_bench
 from .concurrency_command import add_concurrency_command, cmd_concurrency
@@ -109,7 +111,7 @@ def build_parser() -> Parser:
     add_traffic_command(sub)
 
     snap = sub.add_parser("snapshot", help="a recorded trace as one self-contained HTML page")
-    snap.add_argument("trace", help="a trace file (generate --trace, concurrency --trace, or downloaded from the app)")
+    snap.add_argument("trace", help="a trace file (generate, concurrency or traffic --trace, or from the app)")
     snap.add_argument("--out", required=True, help="the HTML page to write")
     snap.add_argument(
         "--side", help="the drafter to show against plain decoding (a comparison trace; default: the first)"
@@ -261,11 +263,15 @@ def _print_summary(duel, shown: str) -> None:
 
 def cmd_snapshot(args) -> int:
     try:
-        data = reading.json_file(args.trace)  # read once: a trace, or a recorded sweep
+        data = reading.json_file(args.trace)  # read once: a trace, a recorded sweep or a recorded traffic run
     except ValueError as exc:
         return _fail(f"cannot read a trace from {exc}")
+    page = None
     if is_concurrency_record(data):  # a concurrency sweep (concurrency --trace, or the app's Concurrency tab)
         page = concurrency_snapshot_html(ConcurrencyRecord.from_json(data))
+    elif is_traffic_record(data):  # a traffic run (traffic --trace)
+        page = traffic_snapshot_html(TrafficRecord.from_json(data))
+    if page is not None:
         try:
             Path(args.out).write_text(page, encoding="utf-8")
         except OSError as exc:

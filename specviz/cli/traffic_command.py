@@ -34,6 +34,7 @@ from ..traffic.traffic_plan import (
 from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_runner import traffic
 from ..traffic.traffic_view import TrafficView, error_of
+from ..traffic.vllm_table import disable_above, traffic_vllm_advice
 from ..workload.prompts import read_prompts
 from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
@@ -99,15 +100,18 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         began = time.perf_counter()
         view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
         view.projection_s = time.perf_counter() - began
-    print(table(view), file=sys.stderr if args.json else sys.stdout)
+    models = run_models(args, pair)
+    advice = traffic_vllm_advice(view, models.draft)
+    print(table(view) + "\n" + production_lines(view, advice), file=sys.stderr if args.json else sys.stdout)
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["traffic"] else ["traffic"]  # run from a shell, or in-process
         made = "python -m specviz " + shlex.join(given)
         wall = time.perf_counter() - began
         lengths = [len(p) for p in prompts]
-        TrafficRecord.of(view, texts, lengths, max_rows, base, run_models(args, pair), wall, made).save(args.trace)
+        TrafficRecord.of(view, texts, lengths, max_rows, base, models, wall, made).save(args.trace)
     if args.json:
-        print(json.dumps({**view.to_json(), "prompts": texts}, ensure_ascii=False))
+        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
+        print(json.dumps({**view.to_json(), "prompts": texts, "vllm": vllm}, ensure_ascii=False))
     return 0
 
 
@@ -150,6 +154,15 @@ def table(view: TrafficView) -> str:
         if lane in view.projection:
             lines.append("  " + projection_words(view, lane))
     return "\n".join(lines)
+
+
+def production_lines(view: TrafficView, advice) -> str:
+    """Into production: vLLM's draft length per batch size as these runs measured it; a rate to turn it off."""
+    lines = ["for vLLM (the fastest draft length at each batch size the runs' steps went through):"]
+    for a in advice:
+        lines.append(f"  {a.drafter}: {a.flag}" if a.config else f"  {a.drafter}: no vLLM equivalent: {a.note}")
+    lines.append("for engines without a per-batch-size table:")
+    return "\n".join(lines + [f"  {line}" for line in disable_above(view)])
 
 
 def projection_words(view: TrafficView, lane: str) -> str:

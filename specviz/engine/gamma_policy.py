@@ -31,9 +31,12 @@ class GammaPolicy(Protocol):
 
 @dataclass(frozen=True)
 class FixedGamma:
-    """γ as set: every row drafts `gamma` each step (0: plain decoding), whatever the steps show."""
+    """γ as set: every row drafts `gamma` each step (0: plain decoding), whatever the steps show. Given the caller's
+    forward costs, it notes what each step's verify forward cost: a cost that adaptive γ stopped paying for (a plain
+    step of a large batch, once one slow measurement made it look dear) is kept fresh by the runs that still pay it."""
 
     gamma: int
+    costs: ForwardCosts | None = None
 
     def judges(self) -> None:
         return None
@@ -42,7 +45,8 @@ class FixedGamma:
         return [self.gamma] * len(rows)
 
     def learn(self, step: FinishedStep) -> None:
-        pass
+        if self.costs is not None:
+            self.costs.note(step.padded_tokens, step.verify_s)
 
 
 def gamma_policy(
@@ -52,7 +56,7 @@ def gamma_policy(
     priced by the whole batch's step when several rows decode or the caller keeps the forward costs (a sweep's batch
     of one is priced like its batches)."""
     if not settings.adaptive or drafting is None:
-        return FixedGamma(0 if drafting is None else settings.gamma)
+        return FixedGamma(0 if drafting is None else settings.gamma, costs)
     if rows > 1 or costs is not None:
         return BatchGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
     return GammaController.for_drafter(settings.gamma, drafting.profile)

@@ -4,8 +4,8 @@ The scheduler is the decode loop's: at each step boundary the requests that have
 their prompts are read; every decoding row drafts γ and the target verifies all rows in one forward padded to the
 widest; each row leaves when it has its tokens. A step's seconds and tokens come from what was measured:
 
-    prefill(P)     = a + b·P                          P: the tokens of the prompts read together (least squares)
-    step(B, γ)     = draft(B, γ) + V(B·(1 + γ)) + rest(B)
+    prefill(P)     = b·P                              P: the tokens of the prompts read together; b the median ratio
+    step(B, γ)     = draft(B, γ) + V(B·(1 + γ)) + rest(B)      past what was measured: a least-squares line
     tokens(γ)      = the new tokens a row got per step at that γ, on average
     γ(B)           = the lane's γ; adaptive: the γ it chose most often at B rows (its measured schedule)
 
@@ -17,7 +17,7 @@ not calibrated on: its error is shown beside each figure.
 import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import fmean, median
 
 from ..analysis.theory import interpolate
 from .latency import RateFigures, RequestTiming
@@ -32,31 +32,38 @@ class Calibration:
     verify_s: dict  # padded forward tokens -> seconds
     draft_s: dict  # (rows, γ) -> seconds, γ > 0
     rest_s: dict  # rows -> seconds of a step besides its draft and verify
-    prefill: tuple[float, float]  # a, b of a + b·tokens
+    prefill: tuple[float, float]  # a, b of a + b·tokens (a is 0 as calibrated: the median seconds per token)
     tokens_at: dict  # γ -> mean new tokens per row per step
     gamma_at: dict  # rows -> the γ the lane chose most often there
     lengths: dict  # prompt -> the tokens a request of it wrote
     prompt_tokens: dict  # prompt -> its tokens
 
     @classmethod
-    def of(cls, runs: list[TrafficRun], prompt_tokens: dict) -> "Calibration":
-        verify, draft, rest, yields, chosen = (defaultdict(list) for _ in range(5))
+    def of(cls, runs: list[TrafficRun], prompt_tokens: dict, device_runs: list[TrafficRun] | None = None):
+        """From a lane's runs; the target's own costs (its verify forward, the rest of a step, the prefill), which
+        are the device's and no lane's, from `device_runs` where given (every lane's: more steps at more widths)."""
+        yields, chosen = defaultdict(list), defaultdict(list)
+        device_runs = runs if device_runs is None else device_runs
+        verify = _voted(device_runs, lambda s: (s.rows * (1 + s.gamma), s.verify_s))
+        rest = _voted(device_runs, lambda s: (s.rows, max(0.0, s.step_s - s.draft_s - s.verify_s)))
+        draft = _voted(runs, lambda s: ((s.rows, s.gamma), s.draft_s) if s.gamma else None)
         for run in runs:
             for s in run.steps:
-                verify[s.rows * (1 + s.gamma)].append(s.verify_s)
-                rest[s.rows].append(max(0.0, s.step_s - s.draft_s - s.verify_s))
                 yields[s.gamma].append(s.new_tokens / s.rows)
                 chosen[s.rows].append(s.gamma)
-                if s.gamma:
-                    draft[(s.rows, s.gamma)].append(s.draft_s)
         lengths = {t.prompt: t.tokens for run in runs for t in run.timings}
         typical = round(fmean(lengths.values())) if lengths else 1
         lengths |= {p: typical for p in prompt_tokens if p not in lengths}  # a prompt no calibration run asked
         return cls(
-            verify_s={k: fmean(v) for k, v in verify.items()},
-            draft_s={k: fmean(v) for k, v in draft.items()},
-            rest_s={k: fmean(v) for k, v in rest.items()},
-            prefill=_line([(p.tokens, p.seconds) for run in runs for p in run.prefills]),
+            verify_s=verify,
+            draft_s=draft,
+            rest_s=rest,
+            prefill=(
+                0.0,
+                median(ratios)
+                if (ratios := [p.seconds / p.tokens for run in device_runs for p in run.prefills if p.tokens])
+                else 0.0,
+            ),
             tokens_at={k: fmean(v) for k, v in yields.items()},
             gamma_at={k: Counter(v).most_common(1)[0][0] for k, v in chosen.items()},
             lengths=lengths,
@@ -68,11 +75,10 @@ class Calibration:
         return self.gamma_at[near]
 
     def step_s(self, rows: int, gamma: int) -> float:
-        seconds = interpolate(self.verify_s, rows * (1 + gamma), rising=True)
-        seconds += interpolate(self.rest_s, rows, rising=True)
+        seconds = read_cost(self.verify_s, rows * (1 + gamma)) + read_cost(self.rest_s, rows)
         if gamma:
             at = {b: s for (b, g), s in self.draft_s.items() if g == gamma}
-            seconds += interpolate(at, rows, rising=True) if at else 0.0
+            seconds += read_cost(at, rows) if at else 0.0
         return seconds
 
     def new_tokens(self, gamma: int) -> float:
@@ -83,6 +89,32 @@ class Calibration:
     def prefill_s(self, tokens: int) -> float:
         a, b = self.prefill
         return max(0.0, a + b * tokens)
+
+
+def _voted(runs: list[TrafficRun], read) -> dict:
+    """key -> seconds, from `read(step)` = (key, seconds) or None: each run's median at the key, then the median of
+    the runs' (one vote a run), so a run the machine stalled for a while moves no cost."""
+    votes = defaultdict(list)
+    for run in runs:
+        mine = defaultdict(list)
+        for step in run.steps:
+            if (found := read(step)) is not None:
+                mine[found[0]].append(found[1])
+        for key, seconds in mine.items():
+            votes[key].append(median(seconds))
+    return {key: median(v) for key, v in votes.items()}
+
+
+def read_cost(costs: dict, x: float) -> float:
+    """A measured cost at x: between measured points as theory.interpolate reads them; past the largest measured, on
+    the least-squares line through all of them (never below the largest's own), not along the last two points, which
+    a few noisy timings can tilt far off."""
+    if not costs:
+        return 0.0
+    if x <= max(costs) or len(costs) < 3:
+        return interpolate(costs, x, rising=True)
+    a, b = _line(list(costs.items()))
+    return max(costs[max(costs)], a + b * x)
 
 
 def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -141,15 +173,15 @@ def simulated_figures(
 
 
 def held_out(view, prompt_tokens: dict, schedules: dict, max_rows: int) -> None:
-    """For each lane and rate run: the simulator calibrated on that lane's runs at the other rates only, on the same
-    arrivals, its figures put beside the measured ones (view.simulated) so the error can be read off."""
+    """For each lane and rate run: the simulator calibrated on runs at the other rates only (the lane's, and every
+    lane's for the device's costs), on the same arrivals, its figures put beside the measured ones (view.simulated)."""
     for lane in view.lanes:
         for rate, arrivals in schedules.items():
-            others = [run for (name, r), runs in view.runs.items() if name == lane and r != rate for run in runs]
-            others = [run for run in others if not run.stopped]
+            elsewhere = [run for (_, r), runs in view.runs.items() if r != rate for run in runs if not run.stopped]
+            others = [run for run in elsewhere if run.lane == lane]
             if not others or not view.rounds_of(lane, rate):
                 continue
-            calibration = Calibration.of(others, prompt_tokens)
+            calibration = Calibration.of(others, prompt_tokens, elsewhere)
             asked = [r % len(prompt_tokens) for r in range(len(arrivals))]
             view.simulated[(lane, rate)] = simulated_figures(calibration, rate, arrivals, asked, max_rows, view.slo)
 
@@ -158,10 +190,11 @@ def projected(view, prompt_tokens: dict, rates: list[float], requests: int, max_
     """Each lane calibrated on all its runs, then `requests` simulated at each of `rates`: lane -> [RateFigures]."""
     out = {}
     for lane in view.lanes:
-        runs = [run for (name, _), found in view.runs.items() if name == lane for run in found if not run.stopped]
+        every = [run for found in view.runs.values() for run in found if not run.stopped]
+        runs = [run for run in every if run.lane == lane]
         if not runs:
             continue
-        calibration = Calibration.of(runs, prompt_tokens)
+        calibration = Calibration.of(runs, prompt_tokens, every)
         asked = [r % len(prompt_tokens) for r in range(requests)]
         out[lane] = [
             simulated_figures(calibration, rate, poisson_arrivals(rate, requests, seed), asked, max_rows, view.slo)

@@ -1,0 +1,154 @@
+"""A traffic run on the page: the verdict in words (where each drafter stops paying, each lane's capacity), the table
+of every lane and rate with the simulator's figure and its error beside the measured one, and static SVG charts of
+TPOT and goodput against the request rate, the simulator's points dashed and the stop-paying rate marked. No script;
+every name and number escaped."""
+
+from html import escape
+
+from ..events import PLAIN
+from ..runtime import ASSETS
+from ..traffic.traffic_view import TrafficView, error_of
+from .svg_charts import GRID, INK, SERIES_COLOURS, _svg, _text, nice_ticks
+
+CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
+    "tpot50": ("median time per output token", lambda f: f.tpot[0], "s"),
+    "tpot99": ("p99 time per output token", lambda f: f.tpot[2], "s"),
+    "goodput": ("goodput: requests per second that met the SLO", lambda f: f.goodput, "req/s"),
+}
+
+
+def lane_colour(view: TrafficView, lane: str) -> str:
+    return "#000000" if lane == PLAIN else SERIES_COLOURS[(view.lanes.index(lane) - 1) % len(SERIES_COLOURS)]
+
+
+def traffic_verdict(view: TrafficView) -> str:
+    """The sentences a product manager needs: per drafter, where it stops paying; per lane, its capacity."""
+    items = []
+    for lane in view.lanes:
+        if lane in view.notes:
+            items.append(f"<li><b>{escape(lane)}</b> cannot serve concurrent requests: {escape(view.notes[lane])}</li>")
+            continue
+        if not view.measured(lane):
+            continue
+        cap = view.capacity(lane)
+        capacity = "meets the SLO at none of the rates run" if cap is None else f"meets the SLO up to {cap:g} req/s"
+        words = capacity if lane == PLAIN else f"{view.paying_words(lane)}; {capacity}"
+        items.append(f"<li><b>{escape(lane)}</b>: {escape(words)}</li>")
+    rounds = "one round: a verdict needs three" if view.rounds == 1 else f"medians of {view.rounds} rounds"
+    slo = f"SLO: first token within {view.slo.ttft_s:g} s, then {view.slo.tpot_s:g} s per token; {rounds}"
+    return f'<div class="sv-traffic-verdict"><p>{escape(slo)}</p><ul>{"".join(items)}</ul></div>'
+
+
+def traffic_table(view: TrafficView) -> str:
+    head = (
+        "<tr><th>lane</th><th>req/s</th><th>tok/s</th><th>TTFT p50 / p99 s</th><th>TPOT p50 / p99 s</th>"
+        "<th>goodput</th><th>vs plain</th><th>SLO</th><th>identical</th><th>simulated tok/s · TPOT p50</th></tr>"
+    )
+    rows = []
+    for lane in view.lanes:
+        for rate in view.rates:
+            f = view.figures(lane, rate)
+            if f is None:
+                continue
+            ratio = view.versus_plain(lane, rate, lambda x: x.goodput)
+            sim = view.simulated.get((lane, rate))
+            simulated = "–" if sim is None else (
+                f"{sim.tokens_per_s:.1f} ({_pct(error_of(sim.tokens_per_s, f.tokens_per_s))}) · "
+                f"{sim.tpot[0]:.3f} ({_pct(error_of(sim.tpot[0], f.tpot[0]))})"
+            )  # fmt: skip
+            spread = view.spread(lane, rate, lambda x: x.tpot[0])
+            tpot = f"{f.tpot[0]:.3f} / {f.tpot[2]:.3f}" + (
+                "" if spread is None else f" ({spread[0]:.3f}–{spread[1]:.3f})"
+            )
+            cells = [
+                lane,
+                f"{rate:g}",
+                f"{f.tokens_per_s:.1f}",
+                f"{f.ttft[0]:.2f} / {f.ttft[2]:.2f}",
+                tpot,
+                f"{f.goodput:.3f}",
+                "" if lane == PLAIN or ratio is None else f"{ratio:.2f}×",
+                "met" if f.meets_slo else "missed",
+                {None: "–", True: "yes", False: "NO"}[view.identical(lane, rate)],
+                simulated,
+            ]
+            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    return f'<table class="sv-traffic-table">{head}{"".join(rows)}</table>'
+
+
+def _pct(error: float | None) -> str:
+    return "–" if error is None else f"{error * 100:+.0f}%"
+
+
+def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720, height: int = 300) -> str:
+    """One figure against the request rate: a solid line per lane as measured, the simulator's points (each rate
+    predicted from the others) dashed, and a dotted line where each drafter stops paying, labelled."""
+    title, pick, unit = CHARTS[what]
+    series = []
+    for lane in view.lanes:
+        measured = [(f.rate, pick(f)) for f in view.measured(lane)]
+        if not measured:
+            continue
+        simulated = [(r, pick(s)) for r in view.rates if (s := view.simulated.get((lane, r))) is not None]
+        series.append((lane, measured, simulated))
+    values = [y for _, m, s in series for _, y in m + s]
+    ticks = nice_ticks(max(values + [1e-9]) * 1.05)
+    left, right, top, bottom = 64, 190, 16, height - 42
+    rates = list(view.rates)
+
+    def at(rate, value):
+        i = rates.index(rate)
+        x = left + (0.5 if len(rates) == 1 else i / (len(rates) - 1)) * (width - left - right)
+        return x, bottom - value / ticks[-1] * (bottom - top)
+
+    parts = []
+    for t in ticks:
+        y = at(rates[0], t)[1]
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
+        parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
+    parts += [_text(at(r, 0)[0], bottom + 18, f"{r:g}", "middle") for r in rates]
+    parts.append(_text(left + (width - left - right) / 2, bottom + 36, f"requests per second ({unit} up)", "middle"))
+    legend = 0
+    for lane, measured, simulated in series:
+        colour = lane_colour(view, lane)
+        for points, dash, name in ((measured, "", lane), (simulated, "5 4", f"{lane}: simulated")):
+            if not points:
+                continue
+            xy = [at(x, y) for x, y in points]
+            dashed = f' stroke-dasharray="{dash}"' if dash else ""
+            if len(xy) > 1:
+                line = " ".join(f"{px:.1f},{py:.1f}" for px, py in xy)
+                parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2.5"{dashed}/>')
+            fill = "#fff" if dash else colour
+            parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{fill}" stroke="{colour}"/>' for px, py in xy]
+            parts.append(_text(width - right + 12, top + 14 + 18 * legend, name, extra=f' fill="{colour}"', tip=name))
+            legend += 1
+        where = None if lane == PLAIN else view.stops_paying(lane)
+        if where is not None:
+            x = at(where, 0)[0]
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-dasharray="2 3"/>'
+            )
+            parts.append(_text(x + 4, top + 12, f"{lane} stops paying", extra=f' fill="{colour}"'))
+    parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
+    return _svg(width, height, f"{title} against the request rate", "".join(parts), f"sv-traffic-{what}")
+
+
+def traffic_snapshot_html(record) -> str:
+    """A recorded traffic run (traffic_record.TrafficRecord) as one self-contained page: no script, nothing fetched."""
+    view = record.view()
+    m = record.models
+    meta = escape(
+        f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "
+        f"{record.settings.get('max_new_tokens')} new tokens per request · at most {record.max_rows} rows at once"
+    )
+    prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
+    charts = "".join(f"<h2>{escape(CHARTS[w][0].capitalize())}</h2>{svg_traffic_chart(view, w)}" for w in CHARTS)
+    css = (ASSETS / "specviz.css").read_text()
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: traffic</title>'
+        f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
+        f'</head><body><h1 class="sv-title">specviz: requests arriving at a rate</h1><p class="sv-meta">{meta}</p>'
+        f"{traffic_verdict(view)}{charts}<h2>Every lane and rate</h2>{traffic_table(view)}"
+        f"<h2>The prompts (request r asks prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
+    )
