@@ -18,7 +18,7 @@ from specviz.concurrency.sweep_record import (
     is_concurrency_record,
     replay_concurrency,
 )
-from specviz.concurrency.sweep_results import BatchStep, LevelRun
+from specviz.concurrency.sweep_results import BatchStep, ConcurrencyNews, LevelRun
 from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
@@ -74,6 +74,54 @@ def test_the_view_grows_run_by_run_and_says_what_runs(backend):
     counts = [n for n, _ in seen]
     assert counts == sorted(counts) and counts[-1] == 2 * 2 and len(set(counts)) == 5
     assert any("alone" in message for _, message in seen) and seen[-1][1] == "done"
+
+
+def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(backend, monkeypatch):
+    """Before a level's first tokens its prompts are read into the target's cache (and the draft model's, for a lane
+    that drafts with one), which on a CPU can take a minute: the line says so as the level starts, then how far it
+    got, never the last level's count meanwhile."""
+    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)
+    said = []
+    for view in backend.concurrency(values(), PROMPTS, "draft@3,ngram", "1,2"):
+        if view.message != (said[-1] if said else None):
+            said.append(view.message)
+    for level, many in ((1, "1 request at once"), (2, "2 requests at once")):
+        prompts = "the prompt" if level == 1 else "the 2 prompts, a forward each,"
+        for lane, caches in ((PLAIN, "the target's cache"), ("draft@3", "the target's cache, then the draft model's"),
+                             ("ngram", "the target's cache")):  # fmt: skip
+            where = f"{lane} · {many} · round 1/1"
+            opening = f"{where}: reading {prompts} into {caches}, then the first step…"
+            assert opening in said, said
+            after = said[said.index(opening) + 1]
+            assert after.startswith(f"{where}: ") and after.endswith(f"/{level * 12} tokens"), (opening, after)
+
+
+def test_a_line_said_right_after_a_run_landed_is_shown(swept):
+    """The screen draws at most every UPDATE_EVERY_S how far a level got, but never holds back a line that says what
+    runs next: the next lane's prompts being read come right after a run lands and may stand for a minute."""
+    from specviz.app.ui.concurrency_screen import ConcurrencyHandlers
+
+    class Screen(ConcurrencyHandlers):
+        def concurrency_outputs(self, view, vllm=(), charts=True):
+            return view.message
+
+    run = swept[-1].runs[PLAIN, 1][0]
+    news = [
+        ConcurrencyNews("message", "plain · 1 request at once · round 1/1: reading the prompt…"),
+        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 6/12 tokens"),
+        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 12/12 tokens"),
+        ConcurrencyNews("run", lane=PLAIN, run=run),
+        ConcurrencyNews("message", "draft@3 · 1 request at once · round 1/1: reading the prompt…"),
+    ]
+
+    def views():
+        view = ConcurrencyView((1,), (PLAIN, "draft@3"))
+        for item in news:
+            view.hear(item)
+            yield view
+
+    shown = list(Screen().stream_concurrency(views()))
+    assert shown[0] == news[0].message and shown[-1] == news[-1].message
 
 
 def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tmp_path):

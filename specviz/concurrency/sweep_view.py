@@ -41,6 +41,7 @@ class ConcurrencyView:
     order: list = field(default_factory=list)  # (run, each row's identity or None) in the order they ran
     greedy: bool = True
     message: str = ""
+    said: int = 0  # lines heard that say what the sweep does next (not how far a level got): each is worth showing
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
@@ -54,6 +55,7 @@ class ConcurrencyView:
             self.notes[news.lane] = news.message
         else:
             self.message = news.message
+            self.said += news.kind != "progress"
         if news.kind == "end":
             self.finished, self.stopped = True, news.stopped
 

@@ -79,14 +79,15 @@ class ConcurrencyHandlers:
                 yield {s.concurrency_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
     def stream_concurrency(self, views, vllm=()):
-        """Every view that lands a run, with its charts; in between, the progress line at most every
-        UPDATE_EVERY_S."""
-        shown, runs = 0.0, -1
+        """Every view that lands a run, with its charts, and every one that says what the sweep does next (the next
+        lane's prompts being read can take a minute: a line held back then would leave the last one standing); in
+        between, how far a level got at most every UPDATE_EVERY_S."""
+        shown, runs, said = 0.0, -1, -1
         for view in views:
             done = len(view.order)
-            if view.finished or done != runs or time.perf_counter() - shown >= UPDATE_EVERY_S:
+            if view.finished or done != runs or view.said != said or time.perf_counter() - shown >= UPDATE_EVERY_S:
                 yield self.concurrency_outputs(view, vllm, charts=view.finished or done != runs)
-                shown, runs = time.perf_counter(), done
+                shown, runs, said = time.perf_counter(), done, view.said
 
     def concurrency_outputs(self, view: ConcurrencyView, vllm=(), charts: bool = True) -> dict:
         s = self.screen
