@@ -10,6 +10,7 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
+from specviz.cli.concurrency_command import table
 from specviz.concurrency import sweep_runner
 from specviz.concurrency.sweep_plan import ROUNDS, check_rounds
 from specviz.concurrency.sweep_record import (
@@ -27,7 +28,9 @@ from specviz.render.concurrency_page import (
     concurrency_snapshot_html,
     concurrency_table,
     crossover_words,
+    ratio_words,
     svg_concurrency_chart,
+    vllm_block,
 )
 from specviz.settings import Settings
 from specviz.trace import RunModels
@@ -67,6 +70,8 @@ def test_a_sweep_runs_every_level_and_lane_and_every_row_writes_what_its_prompt_
     assert max(gammas) == 3  # a fixed γ (shorter only where a row nears its budget)
     assert final.figures("draft@3", 2).predicted is not None  # a fixed γ has a theory
     assert final.figures("draft@a4", 2).predicted is None  # adaptive has none
+    spread = final.figures("ngram", 4).spread  # two rounds: the speedup's lowest and highest, the median between
+    assert spread[0] <= final.figures("ngram", 4).speedup <= spread[1] and final.fewest_rounds() == 2
 
 
 def test_the_view_grows_run_by_run_and_says_what_runs(backend):
@@ -238,10 +243,53 @@ def test_a_lane_has_no_verdict_before_it_runs_and_no_theory_where_none_was_price
     for lane, tps in {PLAIN: (10, 20), "draft@2": (15, 16), "draft": (12, 24)}.items():
         for level, value in zip(view.levels, tps):
             view.add(_run(lane, level, value * level, 2))
-    assert crossover_words(view, "draft@2").startswith("below plain from 2 requests (theory: ")
-    assert crossover_words(view, "draft") == "pays at every level run"  # measured only: no theory claimed
+    assert crossover_words(view, "draft@2").startswith("below plain from 2 requests: 0.80× there (one round); theory: ")
+    assert crossover_words(view, "draft") == "pays at every level run: 1.20× at 2 requests (one round)"  # no theory
     chart = svg_concurrency_chart(view)  # the snapshot page's chart names only the lines it draws
     assert "draft@2: theory" in chart and "draft: theory" not in chart
+
+
+def _rounds_view(rounds: dict) -> ConcurrencyView:
+    """A sweep whose lanes ran `rounds` (lane -> per round, tokens/s per level), in turn as a sweep runs them."""
+    view = ConcurrencyView((1, 2, 4), tuple(rounds))
+    for turn in range(max(len(r) for r in rounds.values())):
+        for lane, per_round in rounds.items():
+            for level, value in zip(view.levels, per_round[turn] if turn < len(per_round) else ()):
+                view.add(_run(lane, level, value * level, 0 if lane == PLAIN else 2))
+    return view
+
+
+def test_each_speedup_carries_its_spread_over_the_rounds_and_a_verdict_its_rounds():
+    """Round i of a lane is set against round i of plain decoding, which ran just before it; the median is shown with
+    the lowest and the highest, and a level whose rounds fall on both sides of 1× is named as not settled."""
+    plain = [(10, 20, 40), (11, 19, 42), (10, 21, 38)]
+    view = _rounds_view({PLAIN: plain, "draft@2": [(15, 21, 30), (16, 18, 33), (14, 22, 31)]})
+    f = view.figures("draft@2", 2)
+    assert f.rounds == 3 and f.speedup == pytest.approx(21 / 20)
+    assert f.spread == pytest.approx((18 / 19, 21 / 20)) and view.fewest_rounds() == 3
+    words = crossover_words(view, "draft@2")
+    assert words.startswith("below plain from 4 requests: 0.78× there (0.75–0.82 over 3 rounds)")
+    assert words.endswith("not settled at 2 requests: its rounds fall on both sides of 1×")
+    html = concurrency_table(view)
+    assert "<th>speedup (range, 3 rounds)</th>" in html and "<td>1.05× (0.95–1.05)</td>" in html
+    assert "verdict needs" not in html  # three rounds: the spread is said, no warning
+    assert "0.95-1.05, 3" in table(view) and "verdict needs" not in table(view)
+    data = view.to_json()
+    assert data["fewest_rounds"] == 3 and data["levels"][1]["lanes"]["draft@2"]["spread"] == pytest.approx(f.spread)
+
+
+def test_a_sweep_of_one_round_says_a_verdict_needs_three_on_screen_and_in_the_cli():
+    view = _rounds_view({PLAIN: [(10, 20, 40)], "draft@2": [(15, 21, 30)]})
+    assert view.figures("draft@2", 1).spread == (1.5, 1.5) and view.fewest_rounds() == 1
+    assert ratio_words(view, "draft@2", 1) == "1.50× (one round)"
+    html, text = concurrency_table(view), table(view)
+    assert "<th>speedup (1 round)</th>" in html and "One round: each figure is a single run" in html
+    assert "a verdict needs at least 3 rounds (set rounds to 3)." in html
+    assert text.startswith("One round: each figure is a single run") and "(--rounds 3)." in text
+    assert "(1 round)" in text and "0.75× there (one round)" in crossover_words(view, "draft@2")
+    assert "from one round: these lengths may change" in vllm_block(vllm_advice(view), view.fewest_rounds())
+    two = _rounds_view({PLAIN: [(10, 20, 40)] * 2, "draft@2": [(15, 21, 30)] * 2})
+    assert "2 rounds: each figure is the median of 2 runs" in concurrency_table(two)
 
 
 def test_only_lanes_that_decode_concurrent_requests_are_ticked_and_the_others_say_why():
@@ -326,6 +374,7 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
     assert [r["prompt"] for r in rows] == PROMPTS and all(r["identical"] for r in rows)
     assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
     assert "--speculative-config" in err and "crossover" in err
+    assert "a verdict needs at least 3 rounds (--rounds 3)" in err and data["fewest_rounds"] == 1  # one round
     record = ConcurrencyRecord.load(tmp_path / "sweep.json")
     assert record.made_with.startswith("python -m specviz concurrency")
     assert RunModels.from_json(record.models.__dict__) == record.models

@@ -1,9 +1,10 @@
 """Concurrent requests, drawn: total tokens/s and each request's own tokens/s against how many requests decode at
-once, plain decoding and every lane, the theory's throughput beside each fixed-γ lane's (dashed), and where each lane
-stops paying (a dotted line at its crossover). Plotly for the app; the snapshot page draws the same as SVG
-(concurrency_page.py)."""
+once, plain decoding and every lane (with a bar from the lowest to the highest of its rounds), the theory's
+throughput beside each fixed-γ lane's (dashed), and where each lane stops paying (a dotted line at its crossover).
+Plotly for the app; the snapshot page draws the same as SVG (concurrency_page.py)."""
 
 import math
+from statistics import median
 
 import plotly.graph_objects as go
 
@@ -38,6 +39,17 @@ def series(view: ConcurrencyView, lane: str, what: str) -> tuple[list[int], list
     return xs, ys
 
 
+def round_range(view: ConcurrencyView, lane: str, what: str) -> tuple[list[float], list[float]]:
+    """The lowest and the highest of the lane's rounds at each level of series(view, lane, what) ("throughput" or
+    "latency")."""
+    lows, highs = [], []
+    for level in series(view, lane, what)[0]:
+        values = [r.throughput if what == "throughput" else median(r.row_speeds) for r in view.runs[lane, level]]
+        lows.append(round(min(values), 3))
+        highs.append(round(max(values), 3))
+    return lows, highs
+
+
 def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Figure:
     """Total tokens/s ("throughput", with the theory and the crossovers) or the median request's own tokens/s
     ("latency") against concurrency, on a log-2 axis that names each level run."""
@@ -48,7 +60,19 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
         colour = lane_colour(view, lane)
         xs, ys = series(view, lane, what)
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, name=lane, mode="lines+markers", line=dict(color=colour, width=3)))
+            lows, highs = round_range(view, lane, what)
+            bars = dict(type="data", symmetric=False, color=colour, thickness=1.5, width=5)
+            bars |= dict(array=[h - y for h, y in zip(highs, ys)], arrayminus=[y - lo for lo, y in zip(lows, ys)])
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    name=lane,
+                    mode="lines+markers",
+                    line=dict(color=colour, width=3),
+                    error_y=bars if any(h > lo for lo, h in zip(lows, highs)) else None,
+                )
+            )
         if what == "throughput" and lane != PLAIN:
             txs, tys = series(view, lane, "theory")
             if txs:

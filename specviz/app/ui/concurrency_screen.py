@@ -104,7 +104,8 @@ class ConcurrencyHandlers:
             }
         if view.finished:
             record = view.saved
-            out[s.concurrency_vllm] = vllm_block(record.vllm if record else vllm)  # a replay shows what its record says
+            advice = record.vllm if record else vllm  # a replay shows what its record says
+            out[s.concurrency_vllm] = vllm_block(advice, view.fewest_rounds())
             if record is not None:
                 stem = self.files / f"specviz-concurrency-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
                 record.save(stem.with_suffix(".json"))
