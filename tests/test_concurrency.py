@@ -24,6 +24,7 @@ from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
+from specviz.render.concurrency_charts import concurrency_chart
 from specviz.render.concurrency_page import (
     concurrency_snapshot_html,
     concurrency_table,
@@ -290,6 +291,23 @@ def test_a_sweep_of_one_round_says_a_verdict_needs_three_on_screen_and_in_the_cl
     assert "from one round: these lengths may change" in vllm_block(vllm_advice(view), view.fewest_rounds())
     two = _rounds_view({PLAIN: [(10, 20, 40)] * 2, "draft@2": [(15, 21, 30)] * 2})
     assert "2 rounds: each figure is the median of 2 runs" in concurrency_table(two)
+
+
+def test_the_chart_labels_each_crossover_where_it_is_drawn():
+    """A dotted line alone says nothing: its words sit beside it, inside the axis (on a log axis an annotation's x is
+    the level's logarithm), the lane's name escaped; the snapshot page's chart draws and labels it too."""
+    import math
+
+    lane = "draft@2<b>"
+    view = _rounds_view({PLAIN: [(10, 20, 40)], lane: [(15, 21, 30)]})
+    fig = concurrency_chart(view, "throughput")
+    [note] = fig.layout.annotations
+    low, high = fig.layout.xaxis.range
+    assert low < note.x < high and note.x == pytest.approx(math.log10(4))
+    assert note.text == "<b>draft@2&lt;b&gt;</b>: speculation<br>stops paying ≈ 4 requests"
+    assert not concurrency_chart(view, "latency").layout.annotations
+    svg = svg_concurrency_chart(view)
+    assert 'stroke-dasharray="2 3"' in svg and "draft@2&lt;b&gt;: speculation" in svg and "stops paying ≈ 4" in svg
 
 
 def test_only_lanes_that_decode_concurrent_requests_are_ticked_and_the_others_say_why():

@@ -10,7 +10,7 @@ from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
-from .concurrency_charts import lane_colour, series
+from .concurrency_charts import crossover_label, lane_colour, series
 from .svg_charts import GRID, INK, _svg, _text, nice_ticks
 
 
@@ -225,7 +225,30 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
         parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
         parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
+    if what == "throughput":
+        parts += _svg_crossovers(view, at, levels, top, bottom)
     return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
+
+
+def _svg_crossovers(view: ConcurrencyView, at, levels: list[int], top: float, bottom: float) -> list[str]:
+    """Each lane's crossover as a dotted line, labelled with what it is on two lines, the n-th label two rows
+    lower."""
+    parts, n = [], 0
+    for lane in view.lanes:
+        level = None if lane == PLAIN or lane in view.notes else view.crossover(lane)
+        if level is None:
+            continue
+        x, colour = at(level, 0)[0], lane_colour(view, lane)
+        dots = f'stroke="{colour}" stroke-width="2" stroke-dasharray="2 3"'
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
+        right = levels.index(level) < len(levels) / 2
+        label = crossover_label(lane, level)
+        side = (x + 5, "start") if right else (x - 5, "end")
+        for row, words in enumerate(label.split(" stops", 1)):  # two short lines fit beside the line
+            words = words if row == 0 else f"stops{words}"
+            parts.append(_text(side[0], top + 12 + 16 * (2 * n + row), words, side[1], f' fill="{colour}"', label))
+        n += 1
+    return parts
 
 
 def concurrency_snapshot_html(record) -> str:

@@ -1,8 +1,9 @@
 """The "Concurrency" tab at work: plain decoding and the chosen drafters with 1, 2, 4 … requests decoded together, on
-the code examples or the visitor's own prompts. As each level runs, the charts draw total throughput and each
-request's own speed against concurrency (the theory dashed, each drafter's crossover marked), and the table, the
-identity badge and vLLM's configuration fill in; the sweep can be downloaded as a record and a snapshot page, and a
-record replays. No torch here."""
+the code examples or the visitor's own prompts. The progress line says what the sweep does, the prompts being read
+between two lanes too; as each level runs, the charts draw total throughput and each request's own speed against
+concurrency (the theory dashed, each round's spread a bar, each drafter's crossover marked and labelled), and the
+verdicts, the table, the identity badge and vLLM's configuration fill in; the sweep can be downloaded as a record and a
+snapshot page, and a record replays. No torch here."""
 
 import json
 import time
