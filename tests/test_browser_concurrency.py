@@ -1,7 +1,9 @@
 """The Concurrency tab in a real browser on `python app.py` with the tiny pair, at 1280×720 and in presenter mode at
 1920×1080: a sweep of three levels fills the charts and the table run by run, every row identical, vLLM's
-configuration written out, nothing off the screen's width; Stop ends a long sweep with what ran so far; the downloaded
-record replays to the same table and its snapshot opens offline."""
+configuration written out, the progress line saying when a level reads its prompts, each crossover labelled on the
+chart, the verdicts and vLLM's lines no smaller than the table in presenter mode, nothing off the screen's width; Stop
+ends a long sweep with what ran so far; the downloaded record replays to the same table and its snapshot opens
+offline."""
 
 import time
 
@@ -31,15 +33,55 @@ def wait_done(page, seconds: float = 180) -> list[int]:
     return rows
 
 
-# Every count of the table's rows the page showed, in order, recorded by the page itself as it changes: polling from
-# the test can miss a short-lived count on a busy machine.
+# Every count of the table's rows the page showed, and every progress line, in order, recorded by the page itself as
+# they change: polling from the test can miss a short-lived one on a busy machine.
 RECORD_ROWS = """() => {
   window.svRowCounts = [];
+  window.svProgress = [];
   new MutationObserver(() => {
     const n = document.querySelectorAll('#sv-concurrency-table tbody tr').length, seen = window.svRowCounts;
     if (seen[seen.length - 1] !== n) { seen.push(n); }
-  }).observe(document.body, {childList: true, subtree: true});
+    const line = document.querySelector('#sv-concurrency-progress .sv-progress-text'), said = window.svProgress;
+    if (line && said[said.length - 1] !== line.textContent) { said.push(line.textContent); }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
 }"""
+
+# The PM's sentences and vLLM's lines (selector -> what it is), sized against the table's text.
+READ_FROM_AFAR = {
+    "#sv-concurrency-table .sv-crossover li": "a lane's verdict",
+    "#sv-concurrency-table .sv-rounds": "the one-round warning",
+    "#sv-concurrency-vllm li": "a vLLM line",
+    "#sv-concurrency-vllm code": "vLLM's flag",
+    "#sv-concurrency-vllm small": "a vLLM line's note",
+}
+FONT_PX = "e => parseFloat(getComputedStyle(e).fontSize)"
+FITS = "e => e.scrollWidth <= e.clientWidth + 1 && e.getBoundingClientRect().right <= window.innerWidth + 1"
+
+
+def check_the_words_read_and_fit(page, presenter: bool) -> None:
+    """In presenter mode the verdicts and vLLM's lines are at least the table's size; at any size each fits the
+    screen's width; the sweep of one round says that a verdict needs three."""
+    table_px = page.locator("#sv-concurrency-table tbody td").first.evaluate(FONT_PX)
+    for selector, what in READ_FROM_AFAR.items():
+        found = page.locator(selector)
+        assert found.count(), f"no {what} on the page"
+        for i in range(found.count()):
+            words = found.nth(i)
+            if presenter:
+                assert words.evaluate(FONT_PX) >= table_px, (what, words.evaluate(FONT_PX), table_px)
+            assert words.evaluate(FITS), (what, words.bounding_box())
+    assert "a verdict needs at least 3 rounds" in page.inner_text("#sv-concurrency-table")
+
+
+def check_each_crossover_is_labelled(page) -> None:
+    """As many labels on the throughput chart as lanes that stop paying, each inside the chart."""
+    crossing = page.locator("#sv-concurrency-table .sv-crossover li", has_text="below plain from").count()
+    labels = page.locator("#sv-concurrency-throughput .annotation-text", has_text="stops paying")
+    expect(labels).to_have_count(crossing)
+    chart = page.locator("#sv-concurrency-throughput").bounding_box()
+    for i in range(crossing):
+        box = labels.nth(i).bounding_box()
+        assert box and chart["x"] <= box["x"] and box["x"] + box["width"] <= chart["x"] + chart["width"] + 1, box
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -57,6 +99,10 @@ def test_a_sweep_fills_the_charts_and_table_level_by_level_and_fits_the_screen(a
     assert "parted" not in table and "every row (" in table  # every greedy row equals its prompt alone
     assert "crossover" not in table or "below plain" in table or "pays at every level" in table
     assert "num_speculative_tokens_per_batch_size" in page.inner_text("#sv-concurrency-vllm")
+    said = page.evaluate("window.svProgress")  # between two lanes: the next level's prompts being read, said
+    assert any("· round 1/1: reading the" in line for line in said), said
+    check_each_crossover_is_labelled(page)
+    check_the_words_read_and_fit(page, presenter=bool(query))
     for chart in ("#sv-concurrency-throughput", "#sv-concurrency-latency"):
         assert page.locator(f"{chart} .main-svg").count() >= 1
         box = page.locator(chart).bounding_box()

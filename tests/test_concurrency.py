@@ -10,6 +10,7 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
+from specviz.cli.concurrency_command import table
 from specviz.concurrency import sweep_runner
 from specviz.concurrency.sweep_plan import ROUNDS, check_rounds
 from specviz.concurrency.sweep_record import (
@@ -18,16 +19,19 @@ from specviz.concurrency.sweep_record import (
     is_concurrency_record,
     replay_concurrency,
 )
-from specviz.concurrency.sweep_results import BatchStep, LevelRun
+from specviz.concurrency.sweep_results import BatchStep, ConcurrencyNews, LevelRun
 from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
+from specviz.render.concurrency_charts import concurrency_chart
 from specviz.render.concurrency_page import (
     concurrency_snapshot_html,
     concurrency_table,
     crossover_words,
+    ratio_words,
     svg_concurrency_chart,
+    vllm_block,
 )
 from specviz.settings import Settings
 from specviz.trace import RunModels
@@ -67,6 +71,8 @@ def test_a_sweep_runs_every_level_and_lane_and_every_row_writes_what_its_prompt_
     assert max(gammas) == 3  # a fixed γ (shorter only where a row nears its budget)
     assert final.figures("draft@3", 2).predicted is not None  # a fixed γ has a theory
     assert final.figures("draft@a4", 2).predicted is None  # adaptive has none
+    spread = final.figures("ngram", 4).spread  # two rounds: the speedup's lowest and highest, the median between
+    assert spread[0] <= final.figures("ngram", 4).speedup <= spread[1] and final.fewest_rounds() == 2
 
 
 def test_the_view_grows_run_by_run_and_says_what_runs(backend):
@@ -74,6 +80,54 @@ def test_the_view_grows_run_by_run_and_says_what_runs(backend):
     counts = [n for n, _ in seen]
     assert counts == sorted(counts) and counts[-1] == 2 * 2 and len(set(counts)) == 5
     assert any("alone" in message for _, message in seen) and seen[-1][1] == "done"
+
+
+def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(backend, monkeypatch):
+    """Before a level's first tokens its prompts are read into the target's cache (and the draft model's, for a lane
+    that drafts with one), which on a CPU can take a minute: the line says so as the level starts, then how far it
+    got, never the last level's count meanwhile."""
+    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)
+    said = []
+    for view in backend.concurrency(values(), PROMPTS, "draft@3,ngram", "1,2"):
+        if view.message != (said[-1] if said else None):
+            said.append(view.message)
+    for level, many in ((1, "1 request at once"), (2, "2 requests at once")):
+        prompts = "the prompt" if level == 1 else "the 2 prompts, a forward each,"
+        for lane, caches in ((PLAIN, "the target's cache"), ("draft@3", "the target's cache, then the draft model's"),
+                             ("ngram", "the target's cache")):  # fmt: skip
+            where = f"{lane} · {many} · round 1/1"
+            opening = f"{where}: reading {prompts} into {caches}, then the first step…"
+            assert opening in said, said
+            after = said[said.index(opening) + 1]
+            assert after.startswith(f"{where}: ") and after.endswith(f"/{level * 12} tokens"), (opening, after)
+
+
+def test_a_line_said_right_after_a_run_landed_is_shown(swept):
+    """The screen draws at most every UPDATE_EVERY_S how far a level got, but never holds back a line that says what
+    runs next: the next lane's prompts being read come right after a run lands and may stand for a minute."""
+    from specviz.app.ui.concurrency_screen import ConcurrencyHandlers
+
+    class Screen(ConcurrencyHandlers):
+        def concurrency_outputs(self, view, vllm=(), charts=True):
+            return view.message
+
+    run = swept[-1].runs[PLAIN, 1][0]
+    news = [
+        ConcurrencyNews("message", "plain · 1 request at once · round 1/1: reading the prompt…"),
+        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 6/12 tokens"),
+        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 12/12 tokens"),
+        ConcurrencyNews("run", lane=PLAIN, run=run),
+        ConcurrencyNews("message", "draft@3 · 1 request at once · round 1/1: reading the prompt…"),
+    ]
+
+    def views():
+        view = ConcurrencyView((1,), (PLAIN, "draft@3"))
+        for item in news:
+            view.hear(item)
+            yield view
+
+    shown = list(Screen().stream_concurrency(views()))
+    assert shown[0] == news[0].message and shown[-1] == news[-1].message
 
 
 def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tmp_path):
@@ -190,10 +244,70 @@ def test_a_lane_has_no_verdict_before_it_runs_and_no_theory_where_none_was_price
     for lane, tps in {PLAIN: (10, 20), "draft@2": (15, 16), "draft": (12, 24)}.items():
         for level, value in zip(view.levels, tps):
             view.add(_run(lane, level, value * level, 2))
-    assert crossover_words(view, "draft@2").startswith("below plain from 2 requests (theory: ")
-    assert crossover_words(view, "draft") == "pays at every level run"  # measured only: no theory claimed
+    assert crossover_words(view, "draft@2").startswith("below plain from 2 requests: 0.80× there (one round); theory: ")
+    assert crossover_words(view, "draft") == "pays at every level run: 1.20× at 2 requests (one round)"  # no theory
     chart = svg_concurrency_chart(view)  # the snapshot page's chart names only the lines it draws
     assert "draft@2: theory" in chart and "draft: theory" not in chart
+
+
+def _rounds_view(rounds: dict) -> ConcurrencyView:
+    """A sweep whose lanes ran `rounds` (lane -> per round, tokens/s per level), in turn as a sweep runs them."""
+    view = ConcurrencyView((1, 2, 4), tuple(rounds))
+    for turn in range(max(len(r) for r in rounds.values())):
+        for lane, per_round in rounds.items():
+            for level, value in zip(view.levels, per_round[turn] if turn < len(per_round) else ()):
+                view.add(_run(lane, level, value * level, 0 if lane == PLAIN else 2))
+    return view
+
+
+def test_each_speedup_carries_its_spread_over_the_rounds_and_a_verdict_its_rounds():
+    """Round i of a lane is set against round i of plain decoding, which ran just before it; the median is shown with
+    the lowest and the highest, and a level whose rounds fall on both sides of 1× is named as not settled."""
+    plain = [(10, 20, 40), (11, 19, 42), (10, 21, 38)]
+    view = _rounds_view({PLAIN: plain, "draft@2": [(15, 21, 30), (16, 18, 33), (14, 22, 31)]})
+    f = view.figures("draft@2", 2)
+    assert f.rounds == 3 and f.speedup == pytest.approx(21 / 20)
+    assert f.spread == pytest.approx((18 / 19, 21 / 20)) and view.fewest_rounds() == 3
+    words = crossover_words(view, "draft@2")
+    assert words.startswith("below plain from 4 requests: 0.78× there (0.75–0.82 over 3 rounds)")
+    assert words.endswith("not settled at 2 requests: its rounds fall on both sides of 1×")
+    html = concurrency_table(view)
+    assert "<th>speedup (range, 3 rounds)</th>" in html and "<td>1.05× (0.95–1.05)</td>" in html
+    assert "verdict needs" not in html  # three rounds: the spread is said, no warning
+    assert "0.95-1.05, 3" in table(view) and "verdict needs" not in table(view)
+    data = view.to_json()
+    assert data["fewest_rounds"] == 3 and data["levels"][1]["lanes"]["draft@2"]["spread"] == pytest.approx(f.spread)
+
+
+def test_a_sweep_of_one_round_says_a_verdict_needs_three_on_screen_and_in_the_cli():
+    view = _rounds_view({PLAIN: [(10, 20, 40)], "draft@2": [(15, 21, 30)]})
+    assert view.figures("draft@2", 1).spread == (1.5, 1.5) and view.fewest_rounds() == 1
+    assert ratio_words(view, "draft@2", 1) == "1.50× (one round)"
+    html, text = concurrency_table(view), table(view)
+    assert "<th>speedup (1 round)</th>" in html and "One round: each figure is a single run" in html
+    assert "a verdict needs at least 3 rounds (set rounds to 3)." in html
+    assert text.startswith("One round: each figure is a single run") and "(--rounds 3)." in text
+    assert "(1 round)" in text and "0.75× there (one round)" in crossover_words(view, "draft@2")
+    assert "from one round: these lengths may change" in vllm_block(vllm_advice(view), view.fewest_rounds())
+    two = _rounds_view({PLAIN: [(10, 20, 40)] * 2, "draft@2": [(15, 21, 30)] * 2})
+    assert "2 rounds: each figure is the median of 2 runs" in concurrency_table(two)
+
+
+def test_the_chart_labels_each_crossover_where_it_is_drawn():
+    """A dotted line alone says nothing: its words sit beside it, inside the axis (on a log axis an annotation's x is
+    the level's logarithm), the lane's name escaped; the snapshot page's chart draws and labels it too."""
+    import math
+
+    lane = "draft@2<b>"
+    view = _rounds_view({PLAIN: [(10, 20, 40)], lane: [(15, 21, 30)]})
+    fig = concurrency_chart(view, "throughput")
+    [note] = fig.layout.annotations
+    low, high = fig.layout.xaxis.range
+    assert low < note.x < high and note.x == pytest.approx(math.log10(4))
+    assert note.text == "<b>draft@2&lt;b&gt;</b>: speculation<br>stops paying ≈ 4 requests"
+    assert not concurrency_chart(view, "latency").layout.annotations
+    svg = svg_concurrency_chart(view)
+    assert 'stroke-dasharray="2 3"' in svg and "draft@2&lt;b&gt;: speculation" in svg and "stops paying ≈ 4" in svg
 
 
 def test_only_lanes_that_decode_concurrent_requests_are_ticked_and_the_others_say_why():
@@ -278,6 +392,7 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
     assert [r["prompt"] for r in rows] == PROMPTS and all(r["identical"] for r in rows)
     assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
     assert "--speculative-config" in err and "crossover" in err
+    assert "a verdict needs at least 3 rounds (--rounds 3)" in err and data["fewest_rounds"] == 1  # one round
     record = ConcurrencyRecord.load(tmp_path / "sweep.json")
     assert record.made_with.startswith("python -m specviz concurrency")
     assert RunModels.from_json(record.models.__dict__) == record.models

@@ -1,8 +1,9 @@
 """`python -m specviz concurrency --target T --draft D --drafters draft@4,draft,ngram --levels 1,4,16 --prompts FILE
 --max-new-tokens N`: plain decoding and each drafter with 1, 4, 16 ... requests decoded together, a progress line as it
-goes, then a table per lane and level (total tokens/s, each request's own, τ, speedup over plain at the same level,
-the theory's, the γ adaptive chose) and where each drafter stops paying. `--json` prints one object with every figure
-and, per row, its prompt, its token ids and whether they equal that prompt decoded alone. Bad input (a level of 0, more
+goes, then a table per lane and level (total tokens/s, each request's own, τ, speedup over plain at the same level
+with its range over the rounds, the theory's, the γ adaptive chose) and where each drafter stops paying; a sweep of
+fewer rounds than a verdict needs says so. `--json` prints one object with every figure and, per row, its prompt, its
+token ids and whether they equal that prompt decoded alone. Bad input (a level of 0, more
 rows than the machine holds, rounds outside sweep_plan.ROUNDS): one `error:` line, exit 2, before any decoding."""
 
 import argparse
@@ -16,12 +17,12 @@ import torch
 from ..concurrency.sweep_plan import DEFAULT_LEVELS, ROUNDS, check_levels, check_rounds
 from ..concurrency.sweep_record import ConcurrencyRecord
 from ..concurrency.sweep_runner import plan_sweep, sweep
-from ..concurrency.sweep_view import ConcurrencyView
+from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView
 from ..concurrency.vllm_config import vllm_advice
 from ..drafters.registry import NO_DRAFTER
 from ..events import PLAIN
 from ..models import encode_prompt
-from ..render.concurrency_page import crossover_words
+from ..render.concurrency_page import crossover_words, rounds_words
 from ..runtime import ASSETS
 from ..workload.prompts import read_prompts
 from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
@@ -93,14 +94,15 @@ def vllm_lines(advice) -> str:
 
 
 def table(view: ConcurrencyView) -> str:
-    """One block per lane: a line per level."""
-    lines = []
+    """One block per lane: a line per level; first, a sweep of fewer rounds than a verdict needs says so."""
+    few = rounds_words(view, f" (--rounds {VERDICT_ROUNDS})")
+    lines = [few] if few else []
     for lane in view.lanes:
         if lane in view.notes:
             lines.append(f"{lane}: cannot decode concurrent requests: {view.notes[lane]}")
             continue
         lines.append(f"{lane}" + (f" ({view.words[lane]})" if view.words.get(lane) else ""))
-        lines.append("  requests  total tok/s  per request  tau   speedup  theory  gamma  identical")
+        lines.append("  requests  total tok/s  per request  tau   speedup  (range, rounds)  theory  gamma  identical")
         for level in view.levels:
             f = view.figures(lane, level)
             if f is None:
@@ -111,6 +113,7 @@ def table(view: ConcurrencyView) -> str:
                 f"{f.latency:11.1f}",
                 f"{f.tau:5.2f}",
                 _x(f.speedup, 8),
+                f"{_spread(f):>16}",
                 _x(f.predicted, 7),
                 "     " if f.gamma is None else f"{f.gamma:5.1f}",
                 {None: "", True: "yes", False: "NO"}[f.identical],
@@ -123,3 +126,10 @@ def table(view: ConcurrencyView) -> str:
 
 def _x(value, width: int) -> str:
     return " " * width if value is None else f"{value:{width - 1}.2f}x"
+
+
+def _spread(f) -> str:
+    """The speedup's lowest and highest over the rounds, and how many: "(0.93-1.20, 3)", or "(1 round)"."""
+    if f.speedup is None:
+        return ""
+    return "(1 round)" if f.rounds < 2 or f.spread is None else f"({f.spread[0]:.2f}-{f.spread[1]:.2f}, {f.rounds})"

@@ -6,7 +6,7 @@ The CLI's `concurrency` and the app's device call run this; what it sends is pla
 import time
 from collections.abc import Callable, Iterator
 
-from ..drafters.registry import NO_DRAFTER
+from ..drafters.registry import NO_DRAFTER, kind
 from ..engine import generate
 from ..engine.batch_gamma import ForwardCosts
 from ..errors import SpecvizError, first_line
@@ -66,16 +66,14 @@ def sweep(
                 if stop is not None and stop.is_set():
                     yield ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True)
                     return
-                many = f"{level} request{'s' * (level > 1)} at once"
-                yield ConcurrencyNews("message", f"{lane.name}: {many} (round {turn + 1}/{rounds})")
+                where = f"{lane.name} · {level} request{'s' * (level > 1)} at once · round {turn + 1}/{rounds}"
+                yield ConcurrencyNews("message", f"{where}: {opening(pair, lane, level)}")
                 run, total, said = None, level * settings.max_new_tokens, clock()
                 try:
                     for run in decode_level(pair, prompts, lane, level, costs, stop, clock):
                         if isinstance(run, int) and clock() - said >= PROGRESS_EVERY_S:
                             said = clock()
-                            yield ConcurrencyNews(
-                                "progress", f"{lane.name}: {many}: {run}/{total} tokens", lane=lane.name
-                            )
+                            yield ConcurrencyNews("progress", f"{where}: {run}/{total} tokens", lane=lane.name)
                 except SpecvizError as exc:  # this lane cannot decode a batch (or this one): it says why, once
                     refused.add(lane.name)
                     yield ConcurrencyNews("note", first_line(exc), lane=lane.name)
@@ -83,3 +81,16 @@ def sweep(
                 same = tuple(list(t) == alone[p] for p, t in zip(run.prompts, run.tokens)) if alone else None
                 yield ConcurrencyNews("run", lane=lane.name, run=run, same=None if run.stopped else same)
     yield ConcurrencyNews("end", "done")
+
+
+def opening(pair: Pair, lane: LaneRun, rows: int) -> str:
+    """What a level does before its first tokens, in words: the pause between two lanes. Measured on a CPU, it is
+    nearly all the prompts' reading (a forward of each prompt into the target's cache, then the draft model's, when
+    the lane drafts with one) and the first step; building the drafter takes no time to speak of."""
+    drafts = False
+    if pair.draft is not None and lane.drafter != NO_DRAFTER:
+        recipe = kind(lane.drafter)
+        drafts = recipe.draft_needed(recipe.parse(lane.options))
+    prompts = "the prompt" if rows == 1 else f"the {rows} prompts, a forward each,"
+    caches = "the target's cache, then the draft model's" if drafts else "the target's cache"
+    return f"reading {prompts} into {caches}, then the first step…"

@@ -1,7 +1,9 @@
 """What a concurrency sweep shows, pure Python: each lane's figures at each level (total throughput, each request's
 own speed, τ, α, the speedup over plain decoding batched the same way), where a drafter stops paying (the crossover),
 the theory's speedup beside the measured one, and the γ adaptive chose. A level is run `rounds` times; its figures are
-the median round's.
+the median round's, and each speedup carries its spread over the rounds (round i of a lane against round i of plain
+decoding, which ran just before it): on a shared machine one round's ratio near 1× can land on either side, so a
+verdict needs VERDICT_ROUNDS rounds.
 
 The theory at a level of B rows: a step of γ drafts yields E(α, γ) tokens a row for γ·d + V(T) + b, where T = B·(1 + γ)
 is the verify forward's tokens, against plain decoding's 1 token a row for V(B) + b; V, d and b are the seconds the
@@ -16,6 +18,8 @@ from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
 from .sweep_results import ConcurrencyNews, LevelRun
 
+VERDICT_ROUNDS = 3  # rounds a verdict needs: fewer, and the screen and the CLI say the figures may flip
+
 
 @dataclass(frozen=True)
 class Figures:
@@ -27,6 +31,8 @@ class Figures:
     predicted: float | None  # the theory's speedup (fixed γ lanes)
     gamma: float | None  # mean γ of the batch's steps (0: plain steps)
     identical: bool | None  # every row wrote what its prompt writes alone (greedy; None: not compared)
+    rounds: int = 1  # the runs the figures are the median of
+    spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the rounds
 
 
 @dataclass
@@ -41,6 +47,7 @@ class ConcurrencyView:
     order: list = field(default_factory=list)  # (run, each row's identity or None) in the order they ran
     greedy: bool = True
     message: str = ""
+    said: int = 0  # lines heard that say what the sweep does next (not how far a level got): each is worth showing
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
@@ -54,6 +61,7 @@ class ConcurrencyView:
             self.notes[news.lane] = news.message
         else:
             self.message = news.message
+            self.said += news.kind != "progress"
         if news.kind == "end":
             self.finished, self.stopped = True, news.stopped
 
@@ -83,7 +91,26 @@ class ConcurrencyView:
             predicted=self.predicted(lane, level),
             gamma=sum(s.gamma for s in steps) / len(steps) if steps and lane != PLAIN else None,
             identical=None if same is None else all(same),
+            rounds=len(self.runs[lane, level]),
+            spread=self.spread(lane, level),
         )
+
+    def speedups(self, lane: str, level: int) -> list[float]:
+        """The lane's speedup in each round: its round i against plain decoding's round i at the level, which ran just
+        before it (so a drift of the machine reaches both)."""
+        if lane == PLAIN:
+            return []
+        pairs = zip(self.runs.get((lane, level), ()), self.runs.get((PLAIN, level), ()))
+        return [run.throughput / plain.throughput for run, plain in pairs]
+
+    def spread(self, lane: str, level: int) -> tuple[float, float] | None:
+        """The lowest and the highest of the lane's speedups over the rounds; None for plain or before a pair ran."""
+        values = self.speedups(lane, level)
+        return (min(values), max(values)) if values else None
+
+    def fewest_rounds(self) -> int:
+        """The fewest rounds any lane ran at a level it reached (0 before any run): what every verdict rests on."""
+        return min((len(runs) for runs in self.runs.values()), default=0)
 
     def predicted(self, lane: str, level: int) -> float | None:
         """The theory's speedup at `level` for a lane at a fixed γ (module docstring)."""
@@ -154,6 +181,8 @@ class ConcurrencyView:
             "not_concurrent": dict(self.notes),  # lane -> why it cannot decode concurrent requests
             "crossover": crossover,
             "predicted_crossover": predicted,
+            "fewest_rounds": self.fewest_rounds(),  # what every verdict rests on (per lane, "rounds" lists each)
+            "verdict_rounds": VERDICT_ROUNDS,
             "greedy": self.greedy,
             "stopped": self.stopped,
         }

@@ -1,9 +1,11 @@
 """Concurrent requests, drawn: total tokens/s and each request's own tokens/s against how many requests decode at
-once, plain decoding and every lane, the theory's throughput beside each fixed-γ lane's (dashed), and where each lane
-stops paying (a dotted line at its crossover). Plotly for the app; the snapshot page draws the same as SVG
-(concurrency_page.py)."""
+once, plain decoding and every lane (with a bar from the lowest to the highest of its rounds), the theory's
+throughput beside each fixed-γ lane's (dashed), and where each lane stops paying (a dotted line at its crossover,
+labelled with what it is). Plotly for the app; the snapshot page draws the same as SVG (concurrency_page.py)."""
 
 import math
+from html import escape
+from statistics import median
 
 import plotly.graph_objects as go
 
@@ -38,17 +40,47 @@ def series(view: ConcurrencyView, lane: str, what: str) -> tuple[list[int], list
     return xs, ys
 
 
+def round_range(view: ConcurrencyView, lane: str, what: str) -> tuple[list[float], list[float]]:
+    """The lowest and the highest of the lane's rounds at each level of series(view, lane, what) ("throughput" or
+    "latency")."""
+    lows, highs = [], []
+    for level in series(view, lane, what)[0]:
+        values = [r.throughput if what == "throughput" else median(r.row_speeds) for r in view.runs[lane, level]]
+        lows.append(round(min(values), 3))
+        highs.append(round(max(values), 3))
+    return lows, highs
+
+
+def crossover_label(lane: str, level: int, marked: bool = False) -> str:
+    """What the dotted line at a lane's crossover says; `marked`: as Plotly's markup, on two lines, the lane in bold
+    (and escaped: a lane's name is the visitor's)."""
+    words = f"speculation stops paying ≈ {level} request{'s' * (level != 1)}"
+    return f"<b>{escape(lane)}</b>: {words.replace(' stops', '<br>stops', 1)}" if marked else f"{lane}: {words}"
+
+
 def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Figure:
     """Total tokens/s ("throughput", with the theory and the crossovers) or the median request's own tokens/s
     ("latency") against concurrency, on a log-2 axis that names each level run."""
-    fig = go.Figure()
+    fig, crossings = go.Figure(), []
     for lane in view.lanes:
         if lane in view.notes:
             continue
         colour = lane_colour(view, lane)
         xs, ys = series(view, lane, what)
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, name=lane, mode="lines+markers", line=dict(color=colour, width=3)))
+            lows, highs = round_range(view, lane, what)
+            bars = dict(type="data", symmetric=False, color=colour, thickness=1.5, width=5)
+            bars |= dict(array=[h - y for h, y in zip(highs, ys)], arrayminus=[y - lo for lo, y in zip(lows, ys)])
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    name=lane,
+                    mode="lines+markers",
+                    line=dict(color=colour, width=3),
+                    error_y=bars if any(h > lo for lo, h in zip(lows, highs)) else None,
+                )
+            )
         if what == "throughput" and lane != PLAIN:
             txs, tys = series(view, lane, "theory")
             if txs:
@@ -63,12 +95,8 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
                 )
             at = view.crossover(lane)
             if at is not None:
-                fig.add_vline(
-                    x=at,
-                    line=dict(color=colour, dash="dot", width=2),
-                    annotation_text=f"{lane} stops paying",
-                    annotation_position="top left",
-                )
+                fig.add_vline(x=at, line=dict(color=colour, dash="dot", width=2))
+                crossings.append((lane, at, colour))
     title = "total tokens/s: what the device serves" if what == "throughput" else "each request's own tokens/s"
     fig.update_layout(title=title, xaxis_title="requests decoded at once", yaxis_title="tokens/s", **_LAYOUT)
     # The axis spans the levels run (with a margin), not what a crossover's annotation would stretch it to.
@@ -81,4 +109,27 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
         ticktext=[str(v) for v in view.levels],
     )
     fig.update_yaxes(rangemode="tozero", ticklabelstandoff=8)
+    for n, (lane, at, colour) in enumerate(crossings):
+        _label_crossover(fig, view, lane, at, colour, n)
     return fig
+
+
+def _label_crossover(fig: go.Figure, view: ConcurrencyView, lane: str, at: int, colour: str, n: int) -> None:
+    """The dotted line's words beside it, on the side with room (right of a line in the left half), the n-th a row
+    lower than the one before. On a log axis an annotation's x is the level's logarithm (a line's is the level itself):
+    given the level, the words land far off the axis and are never drawn."""
+    right = view.levels.index(at) < len(view.levels) / 2
+    fig.add_annotation(
+        x=math.log10(at),
+        xref="x",
+        y=1 - 0.13 * n,
+        yref="y domain",
+        text=crossover_label(lane, at, marked=True),
+        showarrow=False,
+        xanchor="left" if right else "right",
+        yanchor="top",
+        align="left" if right else "right",
+        xshift=4 if right else -4,
+        font=dict(color=colour, size=13),
+        bgcolor="rgba(255, 255, 255, 0.85)",
+    )

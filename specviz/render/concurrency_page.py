@@ -1,15 +1,16 @@
 """Concurrent requests in HTML: the progress line, the table (a row per lane and level: total tokens/s, each
-request's own, τ, the speedup over plain decoding batched the same way and the theory's, the γ the batch drafted,
-whether every row wrote what its prompt writes alone), each lane's crossover, the identity badge, vLLM's
-configuration, and the whole sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
+request's own, τ, the speedup over plain decoding batched the same way with its spread over the rounds and the
+theory's, the γ the batch drafted, whether every row wrote what its prompt writes alone), each lane's verdict (where it
+stops paying, with that spread, and a sweep of too few rounds saying so), the identity badge, vLLM's configuration, and
+the whole sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
 
 from html import escape
 
-from ..concurrency.sweep_view import ConcurrencyView
+from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
-from .concurrency_charts import lane_colour, series
+from .concurrency_charts import crossover_label, lane_colour, series
 from .svg_charts import GRID, INK, _svg, _text, nice_ticks
 
 
@@ -28,15 +29,49 @@ def concurrency_progress(view: ConcurrencyView) -> str:
 
 
 def crossover_words(view: ConcurrencyView, lane: str) -> str:
-    """Where the lane stops paying: measured, and predicted where the theory priced a level (adaptive γ has none);
-    no verdict before a level has run."""
-    ran = [f for level in view.levels if (f := view.figures(lane, level)) is not None]
+    """Where the lane stops paying, with its speedup there and that speedup's spread over the rounds (levels whose
+    rounds fall on both sides of 1× named as not settled), and the theory's verdict where it priced a level (adaptive
+    γ has none); no verdict before a level has run."""
+    ran = [level for level in view.levels if view.figures(lane, level) is not None]
     if not ran:
         return "not run yet"
-    words = _stops(view.crossover(lane))
-    if any(f.predicted is not None for f in ran):
-        words += f" (theory: {_stops(view.crossover(lane, theory=True))})"
+    at = view.crossover(lane)
+    if at is None:
+        words = f"pays at every level run: {ratio_words(view, lane, ran[-1], f' at {requests(ran[-1])}')}"
+    else:
+        words = f"below plain from {requests(at)}: {ratio_words(view, lane, at, ' there')}"
+    if any(view.figures(lane, level).predicted is not None for level in ran):
+        words += f"; theory: {_stops(view.crossover(lane, theory=True))}"
+    both = [str(level) for level in ran if (s := view.spread(lane, level)) and s[0] < 1 <= s[1]]
+    if both:
+        words += (
+            f"; not settled at {', '.join(both)} request{'s' * (both != ['1'])}: its rounds fall on both sides of 1×"
+        )
     return words
+
+
+def ratio_words(view: ConcurrencyView, lane: str, level: int, where: str = "") -> str:
+    """The lane's speedup at `level` (`where`, said after it) and its spread: "1.15× (0.93–1.20 over 3 rounds)", or
+    "1.15× (one round)"."""
+    f = view.figures(lane, level)
+    if f is None or f.speedup is None:
+        return "–"
+    if f.rounds < 2 or f.spread is None:
+        return f"{f.speedup:.2f}×{where} (one round)"
+    return f"{f.speedup:.2f}×{where} ({f.spread[0]:.2f}–{f.spread[1]:.2f} over {f.rounds} rounds)"
+
+
+def rounds_words(view: ConcurrencyView, how: str = "") -> str:
+    """A sweep of fewer than VERDICT_ROUNDS rounds says so, and why it matters ("" once it has them, or before any
+    run); `how`: how to ask for more, in the caller's words."""
+    n = view.fewest_rounds()
+    if not 0 < n < VERDICT_ROUNDS:
+        return ""
+    ran = "One round: each figure is a single run" if n == 1 else f"{n} rounds: each figure is the median of {n} runs"
+    return (
+        f"{ran}, and on a shared machine a speedup near 1× can land on either side from one sweep to the next; "
+        f"a verdict needs at least {VERDICT_ROUNDS} rounds{how}."
+    )
 
 
 def _stops(level: int | None) -> str:
@@ -47,8 +82,31 @@ def crossover_line(view: ConcurrencyView, lane: str) -> str:
     return f"{lane}: {crossover_words(view, lane)}"
 
 
+def verdicts(view: ConcurrencyView) -> str:
+    """Each lane's verdict in one sentence, and a sweep of too few rounds saying so."""
+    drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
+    crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
+    few = rounds_words(view, f" (set rounds to {VERDICT_ROUNDS})")
+    note = f'<p class="sv-rounds">{escape(few)}</p>' if few else ""
+    return f'<div class="sv-verdict"><ul class="sv-crossover">{crossings}</ul>{note}</div>'
+
+
+def _speedup_head(view: ConcurrencyView) -> str:
+    counts = {len(runs) for (lane, _), runs in view.runs.items() if lane != PLAIN}
+    if not counts or counts == {1}:
+        return "speedup (1 round)" if counts else "speedup"
+    return f"speedup (range, {counts.pop()} rounds)" if len(counts) == 1 else "speedup (range over its rounds)"
+
+
+def _speedup_cell(f) -> str:
+    if f.speedup is None or f.spread is None or f.rounds < 2:
+        return _x(f.speedup)
+    return f"{f.speedup:.2f}× ({f.spread[0]:.2f}–{f.spread[1]:.2f})"
+
+
 def concurrency_table(view: ConcurrencyView) -> str:
-    head = ("lane", "requests", "total tok/s", "per request", "τ", "speedup", "theory", "γ drafted", "identical")
+    speedup = _speedup_head(view)
+    head = ("lane", "requests", "total tok/s", "per request", "τ", speedup, "theory", "γ drafted", "identical")
     body = []
     for lane in view.lanes:
         if lane in view.notes:
@@ -68,7 +126,7 @@ def concurrency_table(view: ConcurrencyView) -> str:
                 f"{f.throughput:.1f}",
                 f"{f.latency:.1f}",
                 f"{f.tau:.2f}",
-                _x(f.speedup),
+                _speedup_cell(f),
                 _x(f.predicted),
                 _x(f.gamma, "{:.1f}"),
                 identical,
@@ -76,11 +134,10 @@ def concurrency_table(view: ConcurrencyView) -> str:
             losing = ' class="sv-loses"' if f.speedup is not None and f.speedup < 1 else ""
             body.append(f"<tr{losing}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     heads, rows = "".join(f"<th>{escape(h)}</th>" for h in head), "".join(body)
-    drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
-    crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
     return (
+        f"{verdicts(view)}"
         f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
-        f'<ul class="sv-crossover">{crossings}</ul>{concurrency_badge(view)}'
+        f"{concurrency_badge(view)}"
     )
 
 
@@ -111,18 +168,24 @@ def concurrency_badge(view: ConcurrencyView) -> str:
     return f'<div class="sv-badge sv-badge-diff">{escape(words)}</div>'
 
 
-def vllm_block(advice) -> str:
+def vllm_block(advice, rounds: int = 0) -> str:
     """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config (the
-    serving package's VllmAdvice, written where the sweep ran)."""
+    serving package's VllmAdvice, written where the sweep ran); from fewer than VERDICT_ROUNDS `rounds`, saying so."""
     if not advice:
         return ""
+    few = (
+        f'<p class="sv-rounds">from {"one round" if rounds == 1 else f"{rounds} rounds"}: these lengths may change '
+        f"with the {VERDICT_ROUNDS} rounds a verdict needs</p>"
+        if 0 < rounds < VERDICT_ROUNDS
+        else ""
+    )
     items = "".join(
         f"<li><b>{escape(a.drafter)}</b>: <code>{escape(a.flag)}</code><br><small>{escape(a.note)}</small></li>"
         if a.config
         else f"<li><b>{escape(a.drafter)}</b>: no vLLM equivalent ({escape(a.note)})</li>"
         for a in advice
     )
-    return f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul></div>'
+    return f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul>{few}</div>'
 
 
 def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width: int = 720, height: int = 300) -> str:
@@ -162,7 +225,30 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
         parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
         parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
+    if what == "throughput":
+        parts += _svg_crossovers(view, at, levels, top, bottom)
     return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
+
+
+def _svg_crossovers(view: ConcurrencyView, at, levels: list[int], top: float, bottom: float) -> list[str]:
+    """Each lane's crossover as a dotted line, labelled with what it is on two lines, the n-th label two rows
+    lower."""
+    parts, n = [], 0
+    for lane in view.lanes:
+        level = None if lane == PLAIN or lane in view.notes else view.crossover(lane)
+        if level is None:
+            continue
+        x, colour = at(level, 0)[0], lane_colour(view, lane)
+        dots = f'stroke="{colour}" stroke-width="2" stroke-dasharray="2 3"'
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
+        right = levels.index(level) < len(levels) / 2
+        label = crossover_label(lane, level)
+        side = (x + 5, "start") if right else (x - 5, "end")
+        for row, words in enumerate(label.split(" stops", 1)):  # two short lines fit beside the line
+            words = words if row == 0 else f"stops{words}"
+            parts.append(_text(side[0], top + 12 + 16 * (2 * n + row), words, side[1], f' fill="{colour}"', label))
+        n += 1
+    return parts
 
 
 def concurrency_snapshot_html(record) -> str:
@@ -181,6 +267,6 @@ def concurrency_snapshot_html(record) -> str:
         f'</head><body><h1 class="sv-title">specviz: concurrent requests</h1><p class="sv-meta">{meta}</p>'
         f"<h2>Total tokens/s</h2>{svg_concurrency_chart(view, 'throughput')}"
         f"<h2>Each request's own tokens/s</h2>{svg_concurrency_chart(view, 'latency')}"
-        f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(record.vllm)}"
+        f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(record.vllm, view.fewest_rounds())}"
         f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )

@@ -1,8 +1,9 @@
 """The "Concurrency" tab at work: plain decoding and the chosen drafters with 1, 2, 4 … requests decoded together, on
-the code examples or the visitor's own prompts. As each level runs, the charts draw total throughput and each
-request's own speed against concurrency (the theory dashed, each drafter's crossover marked), and the table, the
-identity badge and vLLM's configuration fill in; the sweep can be downloaded as a record and a snapshot page, and a
-record replays. No torch here."""
+the code examples or the visitor's own prompts. The progress line says what the sweep does, the prompts being read
+between two lanes too; as each level runs, the charts draw total throughput and each request's own speed against
+concurrency (the theory dashed, each round's spread a bar, each drafter's crossover marked and labelled), and the
+verdicts, the table, the identity badge and vLLM's configuration fill in; the sweep can be downloaded as a record and a
+snapshot page, and a record replays. No torch here."""
 
 import json
 import time
@@ -79,14 +80,15 @@ class ConcurrencyHandlers:
                 yield {s.concurrency_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
     def stream_concurrency(self, views, vllm=()):
-        """Every view that lands a run, with its charts; in between, the progress line at most every
-        UPDATE_EVERY_S."""
-        shown, runs = 0.0, -1
+        """Every view that lands a run, with its charts, and every one that says what the sweep does next (the next
+        lane's prompts being read can take a minute: a line held back then would leave the last one standing); in
+        between, how far a level got at most every UPDATE_EVERY_S."""
+        shown, runs, said = 0.0, -1, -1
         for view in views:
             done = len(view.order)
-            if view.finished or done != runs or time.perf_counter() - shown >= UPDATE_EVERY_S:
+            if view.finished or done != runs or view.said != said or time.perf_counter() - shown >= UPDATE_EVERY_S:
                 yield self.concurrency_outputs(view, vllm, charts=view.finished or done != runs)
-                shown, runs = time.perf_counter(), done
+                shown, runs, said = time.perf_counter(), done, view.said
 
     def concurrency_outputs(self, view: ConcurrencyView, vllm=(), charts: bool = True) -> dict:
         s = self.screen
@@ -103,7 +105,8 @@ class ConcurrencyHandlers:
             }
         if view.finished:
             record = view.saved
-            out[s.concurrency_vllm] = vllm_block(record.vllm if record else vllm)  # a replay shows what its record says
+            advice = record.vllm if record else vllm  # a replay shows what its record says
+            out[s.concurrency_vllm] = vllm_block(advice, view.fewest_rounds())
             if record is not None:
                 stem = self.files / f"specviz-concurrency-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
                 record.save(stem.with_suffix(".json"))
