@@ -21,6 +21,19 @@ def open_page(browser, url, width=1440, height=900, query=""):
     return page
 
 
+def fill_kept(page, selector: str, text: str, seconds: float = 10) -> None:
+    """Type `text` into the box at `selector` and see it stay there: a tab opened just before may still be drawing
+    its boxes, and a box drawn again takes back its empty value, so a run started then reads the default instead."""
+    box = page.locator(selector).first
+    for _ in range(int(seconds / 0.25)):
+        if box.input_value() != text:
+            box.fill(text)
+        page.wait_for_timeout(250)
+        if box.input_value() == text:
+            return
+    raise AssertionError(f"{selector} did not keep {text!r}")
+
+
 def shot(page, name, full=False):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / name), full_page=full)

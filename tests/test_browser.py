@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from gradio_client import Client
-from pages import WAIT, open_page, shot
+from pages import WAIT, fill_kept, open_page, shot
 
 from specviz.drafters.registry import kinds
 
@@ -221,7 +221,7 @@ EIGHT_LANES = "draft@2, draft@4, hybrid, ngram, history, suffix, medusa"  # and 
 def grand_prix(page, lanes: str, prompt: str = "w5 w5 w5 w9 w5 w5 w5") -> list[str]:
     """A Grand Prix of `lanes` (by name) run to its end from the page; Gradio's progress elements seen on the way."""
     page.get_by_role("tab", name="Compare drafters").click()
-    page.locator("#sv-gp-lanes textarea, #sv-gp-lanes input").first.fill(lanes)
+    fill_kept(page, "#sv-gp-lanes textarea, #sv-gp-lanes input", lanes)
     page.evaluate("window.scrollTo(0, 0)")
     page.locator("#sv-prompt textarea").fill(prompt)
     page.click("#sv-compare")

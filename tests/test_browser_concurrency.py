@@ -8,7 +8,7 @@ offline."""
 import time
 
 import pytest
-from pages import WAIT, open_page, shot
+from pages import WAIT, fill_kept, open_page, shot
 from playwright.sync_api import expect
 
 SIZES = {"1280x720": (1280, 720, ""), "presenter-1920x1080": (1920, 1080, "?presenter=1")}
@@ -18,8 +18,8 @@ def start_sweep(page, lanes: str, levels: str, precision: str | None = "float32"
     if precision:  # presenter mode folds the settings away: the default precision then
         page.get_by_label(precision).check()
     page.get_by_role("tab", name="Concurrency").click()
-    page.locator("#sv-concurrency-lanes input, #sv-concurrency-lanes textarea").first.fill(lanes)
-    page.locator("#sv-concurrency-levels input, #sv-concurrency-levels textarea").first.fill(levels)
+    fill_kept(page, "#sv-concurrency-lanes input, #sv-concurrency-lanes textarea", lanes)
+    fill_kept(page, "#sv-concurrency-levels input, #sv-concurrency-levels textarea", levels)
     page.click("#sv-concurrency-run")
 
 

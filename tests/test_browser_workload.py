@@ -3,7 +3,7 @@ button, the table filling run by run, and the report downloaded and opened with 
 
 import time
 
-from pages import open_page, shot
+from pages import fill_kept, open_page, shot
 from test_browser import EVIL
 
 from specviz.drafters.registry import kinds
@@ -16,7 +16,7 @@ def test_ten_pasted_prompts_fill_the_table_and_the_report_opens_offline(app_serv
     page = open_page(browser, app_server[0], 1280, 720)
     page.get_by_label("float32").check()
     page.get_by_role("tab", name="Your prompts").click()
-    page.locator("#sv-workload-prompts textarea").fill("\n".join(prompts))
+    fill_kept(page, "#sv-workload-prompts textarea", "\n".join(prompts))
     for k in kinds(menu_only=True):  # two lookup drafters keep the test short; the others are unticked
         if k not in LOOKUP[:2]:
             page.locator("#sv-workload-drafters").get_by_label(k.listing.label, exact=True).uncheck()
