@@ -292,13 +292,31 @@ def test_forward_costs_past_what_was_measured_never_fall_nor_go_below_zero():
     costs less, and none costs less than nothing (the line through two noisy timings could say either)."""
     costs = ForwardCosts()
     costs.note(8, 0.4)
-    costs.note(16, 0.2)  # the wider forward happened to measure faster
-    assert costs.at(16, 8) == 0.2 and costs.at(12, 8) == pytest.approx(0.3)
-    assert costs.at(64, 8) == 0.2 and costs.at(2, 8) == 0.4
+    costs.note(16, 0.2)  # the wider forward happened to measure faster: the narrower one is read as no dearer
+    assert costs.at(16, 8) == 0.2 and costs.at(12, 8) == 0.2 and costs.at(8, 8) == 0.2
+    assert costs.at(64, 8) == 0.2 and costs.at(2, 8) == 0.2
     steep = ForwardCosts()
     steep.note(8, 0.1)
     steep.note(16, 0.5)
     assert steep.at(2, 8) == 0.0 and steep.at(24, 8) == pytest.approx(0.9)
+
+
+def test_a_stall_of_the_machine_neither_stays_in_the_table_nor_makes_plain_steps_look_dear():
+    """A timing ten times the truth (the machine busy elsewhere for a moment) counts as one of the last few, whose
+    median is the cost; and a plain step is never read dearer than a wider forward measured, so adaptive γ, which
+    stops taking a width it believes dear, cannot be kept drafting by one bad timing of a plain step."""
+    costs = ForwardCosts()
+    for seconds in (0.26, 2.4, 0.27, 0.25, 0.26):
+        costs.note(8, seconds)
+    assert costs.seconds[8] == pytest.approx(0.26)
+    first = ForwardCosts()
+    first.note(8, 2.4)  # the first timing of a plain step of 8 rows, stalled
+    first.note(16, 0.45)  # drafting steps of the same rows, γ 1 and γ 4
+    first.note(40, 0.9)
+    assert first.at(8, 8) == 0.45
+    controller = BatchGamma(4, first, draft_per_token=0.05, bookkeeping=0.0)
+    controller.accepted, controller.tested = {r: 0.2 for r in range(8)}, {r: 10.0 for r in range(8)}  # α 0.02
+    assert controller.next_gamma(list(range(8))) == 0
 
 
 # -- the law of every row, sampled --

@@ -15,6 +15,7 @@ that did not bring drafting back doubles the wait before the next (up to LONGEST
 costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on the model measured.
 """
 
+import statistics
 from dataclasses import dataclass, field
 
 from ..analysis.theory import expected_tokens_per_step, interpolate
@@ -23,41 +24,49 @@ from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
+RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
 
 
 @dataclass
 class ForwardCosts:
-    """Seconds of the target's forward by the tokens it took (T), each a smoothed mean of what was measured. Kept by
-    the caller for one loaded model, so a run starts from what earlier runs measured."""
+    """Seconds of the target's forward by the tokens it took (T), each the median of the last RECENT timings. Kept by
+    the caller for one loaded model, so a run starts from what earlier runs measured. A median, not a mean, and a
+    forward read as never dearer than a wider one measured: a stall of the machine (a timing ten times the truth)
+    then neither stays in the table nor makes plain steps look dear, which adaptive γ, avoiding them, would never
+    measure again."""
 
     seconds: dict[int, float] = field(default_factory=dict)
-    smoothing: float = 0.3
     draft: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
+    timings: dict = field(default_factory=dict)  # (table, key) -> the last RECENT timings
 
     def note(self, tokens: int, seconds: float) -> None:
-        self.seconds[tokens] = self._blend(self.seconds.get(tokens), seconds)
+        self._note(self.seconds, "forward", tokens, seconds)
 
     def note_draft(self, rows: int, seconds: float) -> None:
-        self.draft[rows] = self._blend(self.draft.get(rows), seconds)
+        self._note(self.draft, "draft", rows, seconds)
+
+    def _note(self, table: dict, name: str, key: int, seconds: float) -> None:
+        recent = self.timings.setdefault((name, key), [table[key]] if key in table else [])
+        recent[:] = [*recent[-(RECENT - 1) :], seconds]
+        table[key] = statistics.median(recent)
 
     def draft_at(self, rows: int) -> float | None:
         """d_B as measured at B rows, between and past measured B along the nearest; None before any was."""
         return interpolate(self.draft, rows, rising=True) if self.draft else None
 
-    def _blend(self, old: float | None, new: float) -> float:
-        return new if old is None else (1 - self.smoothing) * old + self.smoothing * new
-
     def at(self, tokens: float, rows: int) -> float | None:
         """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
-        ends along the nearest two, never falling); with one width measured, a slope of PRIOR_SLOPE per row's share;
-        None before anything was measured."""
+        ends along the nearest two, never falling), each width no dearer than any wider one; with one width
+        measured, a slope of PRIOR_SLOPE per row's share; None before anything was measured."""
         if not self.seconds:
             return None
         if len(self.seconds) == 1:
             ((base, seconds),) = self.seconds.items()
             return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
-        return interpolate(self.seconds, tokens, rising=True)
+        widths = sorted(self.seconds, reverse=True)
+        capped = {width: min(self.seconds[w] for w in widths[: i + 1]) for i, width in enumerate(widths)}
+        return interpolate(capped, tokens, rising=True)
 
 
 @dataclass
