@@ -137,6 +137,23 @@ def test_the_draft_model_of_a_batch_drafts_every_row_in_the_same_forwards(target
     assert drafting_steps and all(e.draft_forwards <= settings.gamma for e in drafting_steps)  # γ forwards, not 4·γ
 
 
+def test_the_draft_model_reads_a_row_only_at_the_first_step_that_drafts_after_it_joined(target, drafts, tokenizer):
+    """Under load adaptive γ may take plain steps for a row's whole life: the draft model then never reads its text;
+    a row that joined is read, whole, at the next drafting step, and one that left unread is simply gone."""
+    prompts, settings = prompts_of(tokenizer, 3), Settings(max_new_tokens=12, gamma=2)
+    generators = [new_generator(target.device, r) for r in range(3)]
+    drafting = build_row_drafting("draft", settings, generators, target, drafts["partial"])
+    drafting.start(prompts[:2], target)
+    texts = [list(p) + [5, 6] for p in prompts]  # two plain steps written
+    assert drafting.propose(texts[:2], [0, 0]) == [None, None] and drafting.lm.rows == []
+    drafting.observe([None, None], [1])  # the first row finished, never read
+    drafting.start(prompts[2:], target)
+    proposals = drafting.propose(texts[1:], [2, 0])
+    assert proposals[0] is not None and len(proposals[0].candidates[0]) == 2 and proposals[1] is None
+    assert len(drafting.lm.rows) == 2 and drafting.unread == 0  # both read, the second to stay in line
+    assert drafting.lm.row_length(0) == len(texts[1]) + 1  # its text but the root, the root, its held draft
+
+
 def test_a_drafter_that_reads_the_targets_hidden_states_says_in_one_line_it_does_not_take_a_batch(target, tokenizer):
     class Head(BaseDrafter):
         profile = DrafterProfile(hidden_layers=(-1,))

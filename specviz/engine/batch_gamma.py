@@ -12,7 +12,10 @@ T makes the forward compute-bound V grows with it, and γ backs off to 0, plain 
 back as finished rows leave. When plain steps win, after `probe_after` plain steps one row (each in turn) drafts, so
 its α can recover; the forward pads every row to the probe's width, so a probe costs the whole batch, and each probe
 that did not bring drafting back doubles the wait before the next (up to LONGEST_PROBE_GAP). What a drafted position
-costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on the model measured.
+costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on the model measured; it
+is learnt only from a step that drafts on from a drafting step with no row new to it, since the first drafting step
+after plain steps also feeds the draft the tokens those steps wrote (and a row's whole text, for a draft model that
+reads a row only once it drafts for it): a cost of coming back to drafting, not of drafting.
 """
 
 import statistics
@@ -44,7 +47,7 @@ class ForwardCosts:
         self._note(self.seconds, "forward", tokens, seconds)
 
     def note_draft(self, rows: int, seconds: float) -> None:
-        self._note(self.draft, "draft", rows, seconds)
+        self._note(self.draft, "drafted", rows, seconds)
 
     def _note(self, table: dict, name: str, key: int, seconds: float) -> None:
         recent = self.timings.setdefault((name, key), [table[key]] if key in table else [])
@@ -91,6 +94,8 @@ class BatchGamma:
     held_at: list = field(default_factory=list)  # by position, for a copy: decayed held / tested, shared by rows
     tested_at: list = field(default_factory=list)
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
+    settled: bool = True  # this step drafts on from a drafting step, with no row new: its draft time is all drafting
+    last_rows: frozenset = frozenset()
 
     @classmethod
     def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
@@ -131,6 +136,8 @@ class BatchGamma:
         """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
         drafts that all held would still not pay: no acceptance measured could change the choice."""
         self.rows = len(rows)
+        self.settled = bool(self.chosen) and self.chosen[-1][1] > 0 and set(rows) <= self.last_rows
+        self.last_rows = frozenset(rows)
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
@@ -170,8 +177,9 @@ class BatchGamma:
         drafted = [v for v in verdicts if v[1]]
         if gamma == 0 or not drafted:
             return
-        self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
-        self.costs.note_draft(len(verdicts), draft_s / gamma)
+        if self.settled:  # not after plain steps (the draft catches up on them) nor with a row new to the draft
+            self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
+            self.costs.note_draft(len(verdicts), draft_s / gamma)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:
             self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted
