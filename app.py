@@ -24,6 +24,7 @@ from specviz.app.device_calls import (
     decode_seconds,
     grand_prix_seconds,
     race_seconds,
+    traffic_seconds,
 )
 from specviz.app.request import read_request
 from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
@@ -87,6 +88,7 @@ def device_calls(shelf):
         calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
         calls.grand_prix = spaces.GPU(duration=grand_prix_seconds)(calls.grand_prix)
         calls.concurrency = spaces.GPU(duration=concurrency_seconds)(calls.concurrency)
+        calls.traffic = spaces.GPU(duration=traffic_seconds)(calls.traffic)
         calls.divergence = spaces.GPU(duration=20)(calls.divergence)
     return calls
 

@@ -2,7 +2,8 @@
 
 The README's pictures, from a running app (python app.py), through Debian's chromium as the browser test drives it:
 
-    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img] [--grand-prix | --concurrency SWEEP]
+    python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/img]
+        [--grand-prix | --concurrency SWEEP | --traffic RUN]
 
 race.png: the first screenful at 1440×900 in the middle of a race (the first code example, bfloat16, the offline
 pair). why.png: that race's "Why this speedup" tab. explain.png: the step explanation of a rejected step of the
@@ -12,7 +13,9 @@ screenful at 1280×720 of a Grand Prix of every drafter (the first code example,
 two lanes have finished, and at its end. With --production, instead: production-mid.png (1440×900, mid-race, scrolled
 to the block under the badge) and production.png and production-720.png (the block once the race has ended, at
 1440×900 and at 1280×720). With --concurrency SWEEP (a record of `python -m specviz concurrency --trace`):
-concurrency.png, the Concurrency tab at 1280×720 once that sweep has replayed in it (no model runs)."""
+concurrency.png, the Concurrency tab at 1280×720 once that sweep has replayed in it (no model runs). With --traffic RUN
+(a record of `python -m specviz traffic --trace`): traffic.png and traffic-presenter.png, the tab's traffic part at
+1280×720 and in presenter mode at 1920×1080 once that run has replayed in it (no model runs)."""
 
 import argparse
 import shutil
@@ -31,6 +34,7 @@ def main():
     p.add_argument("--timeout-s", type=int, default=600)
     p.add_argument("--grand-prix", action="store_true", help="shoot a Grand Prix of every drafter instead")
     p.add_argument("--concurrency", help="shoot the Concurrency tab replaying this recorded sweep instead")
+    p.add_argument("--traffic", help="shoot the Concurrency tab's traffic part replaying this recorded run instead")
     p.add_argument("--production", action="store_true", help="shoot the race's production block instead")
     args = p.parse_args()
     out = Path(args.out)
@@ -41,6 +45,10 @@ def main():
         )
         if args.concurrency:
             concurrency(browser, args.url, out, args.concurrency, args.timeout_s)
+            browser.close()
+            return
+        if args.traffic:
+            traffic(browser, args.url, out, args.traffic, args.timeout_s)
             browser.close()
             return
         if args.grand_prix or args.production:
@@ -101,6 +109,24 @@ def concurrency(browser, url: str, out: Path, record: str, timeout_s: int) -> No
     page.locator("#sv-concurrency-throughput").scroll_into_view_if_needed()
     page.screenshot(path=str(out / "concurrency.png"))
     print(page.inner_text("#sv-concurrency-table"))
+
+
+def traffic(browser, url: str, out: Path, record: str, timeout_s: int) -> None:
+    sizes = (("traffic.png", 1280, 720, ""), ("traffic-presenter.png", 1920, 1080, "?presenter=1"))
+    for name, width, height, query in sizes:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(url + query)
+        page.wait_for_selector("#sv-run")
+        page.get_by_role("tab", name="Concurrency").click()
+        page.locator("#sv-traffic-upload input[type=file]").set_input_files(record)
+        page.locator("#sv-traffic-speed").get_by_label("at once").check()
+        page.click("#sv-traffic-replay")
+        page.wait_for_selector("#sv-status .sv-status-done:has-text('traffic')", timeout=timeout_s * 1000)
+        page.locator("#sv-traffic-progress").scroll_into_view_if_needed()
+        page.screenshot(path=str(out / name))
+        if not query:
+            print(page.inner_text("#sv-traffic-verdict"))
+        page.close()
 
 
 def production(browser, url: str, out: Path, timeout_s: int) -> None:

@@ -13,6 +13,7 @@ import psutil
 import pytest
 from gradio_client import Client
 from test_app import SUMMARY, run
+from test_traffic_app import call_traffic
 
 FAKE = str(Path(__file__).resolve().parent / "fake_zero_gpu")
 
@@ -103,6 +104,16 @@ def test_a_sweep_is_one_call_per_run(zero_app):
     made = calls(log)[before:]
     assert [c["task"] for c in made] == ["decode"] * 9  # plain, then γ = 1..8
     assert all(c["duration"] == 10 + int(20 * 0.06) for c in made)
+
+
+def test_traffic_is_one_call_that_asks_for_its_arrivals_and_tokens(zero_app):
+    """Traffic at every rate, plain and each lane, in one worker call; every request still equals its prompt alone."""
+    url, pair, log, _ = zero_app
+    before = len(calls(log))
+    answer = call_traffic(url, pair=pair, dtype="float32", concurrency_names="ngram", rates="40", requests=3, max_new=8)
+    assert "traffic: done" in answer and ">yes<" in answer and ">NO<" not in answer
+    made = calls(log)[before:]
+    assert [c["task"] for c in made] == ["traffic"] and 10 <= made[0]["duration"] <= 300
 
 
 def test_a_grand_prix_is_one_call_for_every_lane(zero_app):

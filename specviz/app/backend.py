@@ -9,16 +9,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 
-from .. import errors
-from ..concurrency.sweep_plan import check_levels, check_rounds
-from ..concurrency.sweep_record import ConcurrencyRecord
-from ..concurrency.sweep_results import ConcurrencyNews
-from ..concurrency.sweep_runner import plan_sweep
-from ..concurrency.sweep_view import ConcurrencyView
-from ..concurrency.vllm_config import measured_tables, vllm_advice
 from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
-from ..errors import InvalidRequest, SpecvizError
+from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
@@ -29,23 +22,24 @@ from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
-from ..workload.entrants import EntryRules, drafter_names, entrants, lane_entrants, lane_of, setting_words
+from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
 from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
-from .device_calls import DeviceCalls, Packet
+from .device_calls import DeviceCalls, Packet, take
 from .device_line import DeviceLine
 from .elsewhere import SweptTables, cluster_job, entrants_production, race_production
 from .memories import VisitorMemories
-from .request import Request, read_request
+from .request import Request, entry_rules, read_request
 from .shelf import ModelShelf
+from .under_load import UnderLoad
 
 Stopped = Callable[[], bool]
 
 
-class Backend:
+class Backend(UnderLoad):
     """`calls` is the device side: DeviceCalls over the same shelf, or its methods wrapped for a GPU worker (app.py).
     Every flow takes the run's values as the screen or the API sent them and reads them once (request.py)."""
 
@@ -133,7 +127,7 @@ class Backend:
         call = self.calls.decode(asked, plain_ids, memory)
         try:
             for packet in call:
-                ended = _take(packet, texts)
+                ended = take(packet, texts)
                 yield packet
                 if ended or stopped():
                     return
@@ -219,7 +213,7 @@ class Backend:
         """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
         device's part of it: each runnable lane as it runs (its drafter, settings and options)."""
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, _rules(asked, preset))
+        chosen = lane_entrants(lanes, asked.settings, not best, entry_rules(asked, preset))
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
         return view, chosen, tuple(lane_runs(chosen))
 
@@ -260,7 +254,7 @@ class Backend:
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         base, preset = asked.settings, self.shelf.preset(asked.pair)
-        chosen = entrants(drafter_names(drafters), base, fixed_gamma, _rules(asked, preset))
+        chosen = entrants(drafter_names(drafters), base, fixed_gamma, entry_rules(asked, preset))
         view = WorkloadView(
             prompts=prompts,
             contenders=[e.contender for e in chosen],
@@ -289,58 +283,6 @@ class Backend:
             run_side = self._run_side(asked, prompts, runnable, memories, stopped, view.text_of, view.models)
             yield from run_workload(view, run_side, stopped)
 
-    def concurrency(
-        self,
-        values: Mapping,
-        prompts: list[str],
-        lanes: str | list[str] | None,
-        levels,
-        rounds=1,
-        best: bool = True,
-        stopped: Stopped = lambda: False,
-        session: str = "",
-    ) -> Iterator[ConcurrencyView]:
-        """Plain decoding and each lane with every level's requests decoded together (concurrency/sweep_runner.py), in
-        one device call; a view after everything the sweep does, the last one final with its record."""
-        levels, rounds = check_levels(levels), check_rounds(rounds)
-        check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
-        asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
-        preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, _rules(asked, preset))
-        view, runs = plan_sweep(levels, chosen, asked.settings.greedy)
-        began = time.perf_counter()
-        with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
-            for line in self._load(asked):
-                view.message = line
-                yield view
-            pair = self.shelf.current()
-            call = self.calls.concurrency(asked, runs, levels, rounds, tuple(prompts))
-            try:
-                for packet in call:
-                    if _take(packet, TextTable()):
-                        break
-                    if packet.kind == "start":
-                        view.exact = packet.exact
-                        continue
-                    view.hear(packet.news)
-                    yield view
-                    if stopped():
-                        break
-            finally:
-                call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
-        if not view.finished:
-            view.hear(ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True))
-        models = pair.models(view.exact)
-        self.swept.keep(session, asked.pair, measured_tables(view))
-        wall_s, vllm = time.perf_counter() - began, vllm_advice(view, models.draft)
-        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, wall_s, "the app", vllm)
-        yield view
-
-
-def _rules(asked: Request, preset) -> EntryRules:
-    """Each entrant read with the request's options, checked against the preset's target and draft."""
-    return EntryRules(asked.options_for, preset.target, bool(preset.draft))
-
 
 def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hear: Callable[[Packet], None]):
     """A device call's packets taken into `view` (the prompt's line when the call starts, every other packet by
@@ -351,7 +293,7 @@ def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hea
     prompt_ids = []
     try:
         for packet in call:
-            if _take(packet, texts):
+            if take(packet, texts):
                 return prompt_ids, packet
             if packet.kind == "start":
                 prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
@@ -365,11 +307,3 @@ def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hea
     finally:
         call.close()
     return prompt_ids, None
-
-
-def _take(packet: Packet, texts: TextTable) -> bool:
-    """Keep a packet's token texts; raise the SpecvizError it carries; True once the call has ended."""
-    if packet.kind == "error":
-        raise getattr(errors, packet.error, SpecvizError)(packet.message)
-    texts.update(packet.texts)
-    return packet.kind == "end"

@@ -13,15 +13,18 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import errors
 from ..concurrency.sweep_results import ConcurrencyNews
 from ..concurrency.sweep_runner import sweep
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
 from ..models import encode_prompt
-from ..record import TokenTexts, token_ids
+from ..record import TextTable, TokenTexts, token_ids
 from ..runs import Duel, parted
 from ..trace import Divergence
+from ..traffic.traffic_results import TrafficNews
+from ..traffic.traffic_runner import traffic
 from ..views.race import SPEC, Lane, interleave
 from ..workload.lanes import LaneRun, run_lanes
 from .request import Request
@@ -46,7 +49,7 @@ class Packet:
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
     exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
-    news: ConcurrencyNews | None = None  # a concurrency sweep's "concurrency" packet: what it did next
+    news: ConcurrencyNews | TrafficNews | None = None  # a sweep's "concurrency" packet, or traffic's "traffic"
 
 
 def race_seconds(asked: Request, memory: RunMemory | None = None) -> int:
@@ -70,6 +73,25 @@ def concurrency_seconds(asked: Request, lanes: tuple = (), levels: tuple = (), r
     decoding at a batch's pace (a step serves every row: counted as a quarter of a lone request's)."""
     tokens = (1 + len(lanes)) * rounds * sum(levels) * asked.settings.max_new_tokens
     return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN / 4))
+
+
+def traffic_seconds(
+    asked: Request, lanes: tuple = (), schedules: tuple = (), max_rows: int = 1, rounds: int = 1, prompts=()
+) -> int:
+    """The GPU time a traffic run asks for: the arrivals' own span for every lane and round (requests cannot come
+    sooner than they arrive), and every request's tokens at a batch's pace."""
+    span = sum(max(times, default=0.0) for _, times in schedules)
+    tokens = sum(len(times) for _, times in schedules) * asked.settings.max_new_tokens
+    seconds = (1 + len(lanes)) * rounds * (span + tokens * SECONDS_PER_TOKEN / 4)
+    return min(LONGEST_CALL_S, CALL_START_S + int(seconds))
+
+
+def take(packet: Packet, texts: TextTable) -> bool:
+    """Keep a packet's token texts; raise the SpecvizError it carries; True once the call has ended."""
+    if packet.kind == "error":
+        raise getattr(errors, packet.error, SpecvizError)(packet.message)
+    texts.update(packet.texts)
+    return packet.kind == "end"
 
 
 class _Texts:
@@ -172,6 +194,28 @@ class DeviceCalls:
             with torch.inference_mode():
                 for news in sweep(pair, ids, asked.settings, list(lanes), levels, rounds):
                     yield Packet("concurrency", news=news)
+            yield Packet("end")
+        except SpecvizError as exc:
+            yield Packet("error", error=type(exc).__name__, message=str(exc))
+
+    def traffic(
+        self,
+        asked: Request,
+        lanes: tuple[LaneRun, ...],
+        schedules: tuple[tuple[float, tuple[float, ...]], ...],
+        max_rows: int,
+        rounds: int,
+        prompts: tuple[str, ...],
+    ) -> Iterator[Packet]:
+        """Requests arriving on each schedule (rate, arrival times), served by continuous batching plain and by each
+        lane (traffic/traffic_runner.traffic): a "traffic" packet for each thing it does, then the end."""
+        try:
+            pair, exact = self._ready(asked)
+            ids = [encode_prompt(pair.target, p) for p in prompts]
+            yield Packet("start", exact=exact)
+            with torch.inference_mode():
+                for news in traffic(pair, ids, asked.settings, list(lanes), dict(schedules), max_rows, rounds):
+                    yield Packet("traffic", news=news)
             yield Packet("end")
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))

@@ -13,6 +13,7 @@ from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest
 from ..models.loading import DTYPES
 from ..settings import AUTO, Settings, check_prompt, mode_text
+from ..workload.entrants import EntryRules
 
 # The named values a run takes besides drafter options; the screen calls the token budget max_new.
 _GENERAL = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new_tokens", "temperature", "top_k", "top_p", "seed")
@@ -122,3 +123,8 @@ def _integer(value, name: str) -> int:
     if not number.is_integer():
         raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
     return int(number)
+
+
+def entry_rules(asked: Request, preset) -> EntryRules:
+    """Each entrant read with the request's options, checked against the preset's target and draft."""
+    return EntryRules(asked.options_for, preset.target, bool(preset.draft))

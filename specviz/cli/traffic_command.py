@@ -80,7 +80,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     chosen = chosen_lanes(args, base, preferred_trees=False)
     lanes = [e for e in chosen if e.settings]
     runs = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in lanes]
-    view = TrafficView(tuple(schedules), (PLAIN, *(r.name for r in runs)), slo, rounds)
+    view = TrafficView(tuple(schedules), (PLAIN, *(e.name for e in chosen)), slo, rounds)
     view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]

@@ -8,6 +8,7 @@ from html import escape
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.traffic_view import TrafficView, error_of
+from ..traffic.vllm_table import disable_above
 from .svg_charts import GRID, INK, SERIES_COLOURS, _svg, _text, nice_ticks
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
@@ -37,6 +38,37 @@ def traffic_verdict(view: TrafficView) -> str:
     rounds = "one round: a verdict needs three" if view.rounds == 1 else f"medians of {view.rounds} rounds"
     slo = f"SLO: first token within {view.slo.ttft_s:g} s, then {view.slo.tpot_s:g} s per token; {rounds}"
     return f'<div class="sv-traffic-verdict"><p>{escape(slo)}</p><ul>{"".join(items)}</ul></div>'
+
+
+def traffic_progress(view: TrafficView) -> str:
+    done = len(view.order)
+    kind = "sv-done" if view.finished else "sv-busy"
+    return f'<div class="sv-progress-text {kind}">{escape(view.message)} · {done} runs done</div>'
+
+
+def traffic_charts(view: TrafficView) -> str:
+    """The three charts side by side where the page is wide enough; a line saying what comes before any run."""
+    if not any(view.measured(lane) for lane in view.lanes):
+        return '<p class="sv-note">TPOT and goodput against the request rate appear here as each rate runs.</p>'
+    return f'<div class="sv-traffic-charts">{"".join(svg_traffic_chart(view, what) for what in CHARTS)}</div>'
+
+
+def traffic_production(view: TrafficView) -> str:
+    """Into production: vLLM's draft length per batch size as the runs' steps measured it, and for engines that take
+    no table, the rate from which to turn speculation off."""
+    if not view.advice and not disable_above(view):
+        return ""
+    items = "".join(
+        f"<li><b>{escape(a.drafter)}</b>: <code>{escape(a.flag)}</code><br><small>{escape(a.note)}</small></li>"
+        if a.config
+        else f"<li><b>{escape(a.drafter)}</b>: no vLLM equivalent ({escape(a.note)})</li>"
+        for a in view.advice
+    )
+    off = "".join(f"<li>{escape(line)}</li>" for line in disable_above(view))
+    return (
+        f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul>'
+        f"<p>For engines without a per-batch-size table:</p><ul>{off}</ul></div>"
+    )
 
 
 def traffic_table(view: TrafficView) -> str:
@@ -73,7 +105,7 @@ def traffic_table(view: TrafficView) -> str:
                 simulated,
             ]
             rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    return f'<table class="sv-traffic-table">{head}{"".join(rows)}</table>'
+    return f'<div class="sv-traffic-scroll"><table class="sv-traffic-table">{head}{"".join(rows)}</table></div>'
 
 
 def _pct(error: float | None) -> str:
@@ -149,6 +181,6 @@ def traffic_snapshot_html(record) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: traffic</title>'
         f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
         f'</head><body><h1 class="sv-title">specviz: requests arriving at a rate</h1><p class="sv-meta">{meta}</p>'
-        f"{traffic_verdict(view)}{charts}<h2>Every lane and rate</h2>{traffic_table(view)}"
+        f"{traffic_verdict(view)}{charts}<h2>Every lane and rate</h2>{traffic_table(view)}{traffic_production(view)}"
         f"<h2>The prompts (request r asks prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )

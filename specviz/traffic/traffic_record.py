@@ -4,6 +4,7 @@ computed again from the runs, with no model loaded. Pure Python."""
 
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from .simulator import held_out
 from .traffic_plan import Slo
 from .traffic_results import TrafficNews, TrafficRun
 from .traffic_view import TrafficView
+from .vllm_table import traffic_vllm_advice
 
 FORMAT = "specviz-traffic"
 VERSION = 1
@@ -70,7 +72,8 @@ class TrafficRecord:
         for run, _ in self.runs:
             schedules.setdefault(run.rate, tuple(t.arrival for t in run.timings))
         held_out(view, dict(enumerate(self.prompt_tokens)), schedules, self.max_rows)
-        view.message = "replayed"
+        view.message, view.finished = "replayed", True
+        view.advice = traffic_vllm_advice(view, self.models.draft)
         return view
 
     def to_json(self) -> dict:
@@ -147,3 +150,27 @@ class TrafficRecord:
 def is_traffic_record(data) -> bool:
     """Whether parsed JSON names itself a recorded traffic run."""
     return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def replay_traffic(
+    record: TrafficRecord,
+    speed: float = 1.0,
+    stopped: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[TrafficView]:
+    """The run again: each lane's run at each rate appears after its own duration (divided by `speed`; 0: at once),
+    a view after each; the last one final, with the simulator's checks."""
+    view = TrafficView(record.rates, record.lanes, record.slo, record.rounds)
+    view.notes = dict(record.notes)
+    for run, same in record.runs:
+        if stopped():
+            view.hear(TrafficNews("end", "replay stopped: the runs shown so far stay"))
+            yield view
+            return
+        view.hear(TrafficNews("message", f"replaying {run.lane}: {len(run.timings)} requests at {run.rate:g}/s"))
+        yield view
+        if speed > 0:
+            sleep(max((t.last_token for t in run.timings), default=0.0) / speed)
+        view.hear(TrafficNews("run", lane=run.lane, run=run, same=same))
+        yield view
+    yield record.view()

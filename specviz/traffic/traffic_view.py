@@ -26,10 +26,16 @@ class TrafficView:
     projection: dict = field(default_factory=dict)  # lane -> [RateFigures] simulated at many rates, many requests
     projection_s: float = 0.0  # the seconds the projection took
     message: str = "waiting to start"
+    said: int = 0  # lines heard that say what the run does next (not how far a run got): each is worth showing
+    finished: bool = False
+    saved: object = None  # the finished run as a TrafficRecord (traffic_record.py), for its downloads
+    advice: list = field(default_factory=list)  # vLLM's draft length per batch size as measured (vllm_table.py)
 
     def hear(self, news: TrafficNews) -> None:
         if news.kind in ("message", "progress", "end"):
             self.message = news.text
+            self.said += news.kind != "progress"
+            self.finished = self.finished or news.kind == "end"
         elif news.kind == "note":
             self.notes[news.lane] = news.text
         elif news.kind == "run":

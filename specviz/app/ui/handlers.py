@@ -29,6 +29,7 @@ from ...views.replay import SPEEDS, replay
 from .concurrency_screen import ConcurrencyHandlers
 from .grand_prix_screen import GrandPrixHandlers
 from .race_screen import RaceScreen, race_update
+from .traffic_screen import TrafficHandlers
 from .workload_screen import WorkloadHandlers
 
 UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
@@ -100,7 +101,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers):
+class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers, TrafficHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 
@@ -175,6 +176,9 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers):
 
     def waiting_concurrency(self, request: gr.Request):
         return self.waiting(request, 1, "concurrency sweep")
+
+    def waiting_traffic(self, request: gr.Request):
+        return self.waiting(request, 1, "traffic")
 
     def queued(self, request: gr.Request):
         """Every second while the session's click waits: its place in line, until its run starts."""

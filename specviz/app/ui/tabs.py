@@ -15,6 +15,7 @@ from .concurrency_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
+from .traffic_screen import DEFAULT_RATES, DEFAULT_REQUESTS, DEFAULT_ROWS, DEFAULT_SLO
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.
@@ -235,6 +236,43 @@ def concurrency_tab(s, kinds) -> None:
             )
             s.concurrency_speed = gr.Radio(list(PACES), value="4×", label="pace", elem_id="sv-concurrency-speed")
             s.concurrency_replay = gr.Button("Replay", elem_id="sv-concurrency-replay")
+        traffic_part(s)
+
+
+def traffic_part(s) -> None:
+    """Traffic below the sweep: the rates, how many requests and rows, the SLO; the lanes, prompts and rounds are the
+    sweep's above. Its progress, verdict, charts, table, vLLM's lines, downloads and replay."""
+    gr.HTML(
+        '<h3 class="sv-traffic-title">Traffic: requests arriving at a rate</h3><p class="sv-note">Requests arrive at '
+        "random times at each rate (the same times for every lane) and join the running batch at its next step, up "
+        "to the rows allowed, leaving when done. Each lane is judged against the SLO: a request meets it when its "
+        "first token comes within the TTFT objective and then each token within the TPOT objective; goodput is the "
+        "requests per second that do. The lanes, prompts and rounds are the sweep's above.</p>"
+    )
+    with gr.Row(equal_height=True):
+        s.traffic_rates = gr.Textbox(
+            DEFAULT_RATES, label="request rates (per second)", elem_id="sv-traffic-rates", max_lines=1, min_width=160
+        )
+        s.traffic_requests = gr.Number(
+            DEFAULT_REQUESTS, label="requests per rate", precision=0, elem_id="sv-traffic-requests", min_width=120
+        )
+        s.traffic_rows = gr.Number(
+            DEFAULT_ROWS, label="at most at once", precision=0, elem_id="sv-traffic-rows", min_width=120
+        )
+        s.traffic_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT (s)", elem_id="sv-traffic-ttft", min_width=120)
+        s.traffic_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT (s)", elem_id="sv-traffic-tpot", min_width=120)
+        s.traffic_run = gr.Button("Run traffic", variant="primary", elem_id="sv-traffic-run", min_width=140)
+    s.traffic_progress = gr.HTML(elem_id="sv-traffic-progress")
+    s.traffic_verdict = gr.HTML(elem_id="sv-traffic-verdict")
+    s.traffic_charts = gr.HTML(elem_id="sv-traffic-charts")
+    s.traffic_table = gr.HTML(elem_id="sv-traffic-table")
+    s.traffic_vllm = gr.HTML(elem_id="sv-traffic-vllm")
+    with gr.Row(equal_height=True):
+        s.traffic_record = gr.DownloadButton("Download traffic (JSON)", elem_id="sv-traffic-record")
+        s.traffic_snapshot = gr.DownloadButton("Download snapshot (HTML)", elem_id="sv-traffic-snapshot")
+        s.traffic_upload = gr.File(label="a recorded traffic run", file_types=[".json"], elem_id="sv-traffic-upload")
+        s.traffic_speed = gr.Radio(list(PACES), value="4×", label="pace", elem_id="sv-traffic-speed")
+        s.traffic_replay = gr.Button("Replay", elem_id="sv-traffic-replay")
 
 
 def sweep_tab(s) -> None:

@@ -1,13 +1,15 @@
 """What each control sets off: the runs on the device (race, γ sweep, comparison, one's own prompts) and the replay,
 the step shown and explained, and the settings (drafter options, loading a pair, Stop, a visitor's own pair, presenter
 mode). The API's endpoints are named here: /run, /sweep, /compare (the Grand Prix), /workload, /concurrency (many
-requests at once), /replay, /replay_grand_prix, /replay_concurrency, /load, /stop, /add_pair.
+requests at once), /traffic (requests arriving at a rate), /replay, /replay_grand_prix, /replay_concurrency,
+/replay_traffic, /load, /stop, /add_pair.
 No torch here."""
 
 import gradio as gr
 
 from .concurrency_screen import concurrency_outputs
 from .controls import in_api_order
+from .traffic_screen import traffic_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
@@ -59,8 +61,8 @@ def replay_outputs(s) -> list:
 
 
 def wire_runs(s, h, controls: dict) -> None:
-    """Run, γ sweep, Compare all, a workload of one's own prompts and a concurrency sweep (each arms Stop at the
-    click, before it waits for the device), and Replay."""
+    """Run, γ sweep, Compare all, a workload of one's own prompts and the Concurrency tab's runs (each arms Stop at
+    the click, before it waits for the device), and Replay."""
     race_outputs = s.race.outputs()
     waiting = [s.status, s.queue_timer]
     s.run.click(h.waiting, None, waiting, api_name=False, **AT_ONCE).then(
@@ -90,6 +92,15 @@ def wire_runs(s, h, controls: dict) -> None:
         api_name="workload",
         **ONE_ON_THE_DEVICE,
     )
+    wire_under_load(s, h, controls, waiting)
+    replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
+    s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
+    s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
+
+
+def wire_under_load(s, h, controls: dict, waiting: list) -> None:
+    """The Concurrency tab: a sweep and traffic (each arms Stop at the click, before it waits for the device; the
+    lanes, prompts and rounds are the sweep's for both), and a recorded one of either replayed."""
     s.concurrency_run.click(h.waiting_concurrency, None, waiting, api_name=False, **AT_ONCE).then(
         h.concurrency,
         inputs_kwargs=dict(
@@ -106,13 +117,34 @@ def wire_runs(s, h, controls: dict) -> None:
         api_name="concurrency",
         **ONE_ON_THE_DEVICE,
     )
+    s.traffic_run.click(h.waiting_traffic, None, waiting, api_name=False, **AT_ONCE).then(
+        h.traffic,
+        inputs_kwargs=dict(
+            controls,
+            concurrency_lanes=s.concurrency_lanes,
+            concurrency_names=s.concurrency_names,
+            rates=s.traffic_rates,
+            requests=s.traffic_requests,
+            max_rows=s.traffic_rows,
+            slo_ttft=s.traffic_ttft,
+            slo_tpot=s.traffic_tpot,
+            source=s.concurrency_source,
+            rounds=s.concurrency_rounds,
+            prompts_text=s.workload_prompts,
+            prompts_file=s.workload_file,
+        ),
+        outputs=traffic_outputs(s),
+        api_name="traffic",
+        **ONE_ON_THE_DEVICE,
+    )
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     replay_inputs = [s.concurrency_upload, s.concurrency_speed]
     s.concurrency_replay.click(
         h.replay_concurrency, replay_inputs, concurrency_outputs(s), api_name="replay_concurrency", **replayed
     )
-    s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
-    s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
+    s.traffic_replay.click(
+        h.replay_traffic, [s.traffic_upload, s.traffic_speed], traffic_outputs(s), api_name="replay_traffic", **replayed
+    )
 
 
 def wire_steps(s, h) -> None:
