@@ -17,7 +17,7 @@ from specviz.engine.batch_gamma import BatchGamma, ForwardCosts
 from specviz.engine.batched_lm import BatchedLM, Feed
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.loop import generate_rows
-from specviz.engine.step import BaseDrafter, DrafterProfile, EachRow, Proposal
+from specviz.engine.step import BaseDrafter, DrafterProfile, EachRow, Proposal, Verdict
 from specviz.engine.tree import build_tree
 from specviz.errors import InvalidRequest
 from specviz.events import generated_ids
@@ -137,9 +137,10 @@ def test_the_draft_model_of_a_batch_drafts_every_row_in_the_same_forwards(target
     assert drafting_steps and all(e.draft_forwards <= settings.gamma for e in drafting_steps)  # γ forwards, not 4·γ
 
 
-def test_the_draft_model_reads_a_row_only_at_the_first_step_that_drafts_after_it_joined(target, drafts, tokenizer):
-    """Under load adaptive γ may take plain steps for a row's whole life: the draft model then never reads its text;
-    a row that joined is read, whole, at the next drafting step, and one that left unread is simply gone."""
+def test_the_draft_model_reads_and_feeds_only_the_rows_that_draft(target, drafts, tokenizer):
+    """Under load adaptive γ takes plain steps and probes one row at a time: the draft model reads a row only at the
+    first step it drafts and feeds only the rows drafting, so a probe costs the probing row's catch-up alone and a
+    row that never drafts is never read; the others catch up when they draft, and a row that leaves is gone."""
     prompts, settings = prompts_of(tokenizer, 3), Settings(max_new_tokens=12, gamma=2)
     generators = [new_generator(target.device, r) for r in range(3)]
     drafting = build_row_drafting("draft", settings, generators, target, drafts["partial"])
@@ -148,10 +149,14 @@ def test_the_draft_model_reads_a_row_only_at_the_first_step_that_drafts_after_it
     assert drafting.propose(texts[:2], [0, 0]) == [None, None] and drafting.lm.rows == []
     drafting.observe([None, None], [1])  # the first row finished, never read
     drafting.start(prompts[2:], target)
-    proposals = drafting.propose(texts[1:], [2, 0])
-    assert proposals[0] is not None and len(proposals[0].candidates[0]) == 2 and proposals[1] is None
-    assert len(drafting.lm.rows) == 2 and drafting.unread == 0  # both read, the second to stay in line
-    assert drafting.lm.row_length(0) == len(texts[1]) + 1  # its text but the root, the root, its held draft
+    probe = drafting.propose(texts[1:], [0, 2])  # the row that joined last probes
+    assert probe[0] is None and len(probe[1].candidates[0]) == 2
+    assert drafting.slot == [None, 0] and drafting.lm.row_length(0) == len(texts[2]) + 1  # its text, root, a draft
+    drafting.observe([None, Verdict((), 7)], [0, 1])  # its first draft was rejected; the target wrote 7
+    texts[2] += [7]
+    assert drafting.lm.lengths[drafting.slot[1]] == len(texts[2]) - 1  # all but the new root
+    both = drafting.propose([texts[1] + [8], texts[2]], [1, 1])  # now the other row too, read whole
+    assert all(p is not None for p in both) and sorted(drafting.slot) == [0, 1] and drafting.caught == [1, 1]
 
 
 def test_a_drafter_that_reads_the_targets_hidden_states_says_in_one_line_it_does_not_take_a_batch(target, tokenizer):

@@ -1,11 +1,12 @@
-"""The draft model for concurrent requests: it drafts a chain for every row of a batch at once, one draft forward per
-position for all rows (its own BatchedLM), each row sampling from its own distribution with its own generator (the
-one its verification draws from), so each row's q goes to the rejection rule with its tokens as a draft model's chain
-does alone. The first forward of a step feeds each row what was committed since its last one (the target's token, and
-the last draft when every draft held, or the tokens of the plain steps since it last drafted); the drafts each row
-keeps are re-aligned once, after the verdicts. A row's text is read into the draft's cache only at the first step that
-drafts after it joined: under load adaptive γ may take plain steps for as long as the row lives, and then the draft
-never reads it (a prompt read by the draft model stalls every row of the batch as the target's own reading does)."""
+"""The draft model for concurrent requests: it drafts a chain for every row of a batch that drafts, one draft forward
+per position for all of them (its own BatchedLM), each row sampling from its own distribution with its own generator
+(the one its verification draws from), so each row's q goes to the rejection rule with its tokens as a draft model's
+chain does alone. The first forward of a step feeds each drafting row what was committed since its last one (the
+target's token, and the last draft when every draft held, or the tokens of the plain steps since it last drafted);
+the drafts each row keeps are re-aligned once, after the verdicts. A row is read into the draft's cache at the first
+step it drafts, and a row that does not draft in a step is not fed: under load adaptive γ takes plain steps, then
+probes one row at a time, and the draft's work (a prompt read stalls every row of the batch, as the target's own
+reading does) is then the probing row's alone, or none for a row that never drafts."""
 
 import torch
 
@@ -25,43 +26,51 @@ class BatchedDraftModel:
         self.by_row = list(generators)  # row r's generator, from when it starts
         self.generators: list = []  # the rows decoding now, in the batch's order
         self.lm: BatchedLM | None = None
+        self.slot: list[int | None] = []  # per row, its row in the draft's cache (None: not read yet)
         self.caught: list[int] = []  # per row, the committed tokens its last step's first forward fed
         self.drafted: list[int] = []  # per row, the drafts of its last proposal
-        self.unread = 0  # the batch's last rows, which joined after the last drafting step: the draft has not read them
 
     def max_nodes(self, gamma: int) -> int:
         return gamma
 
     def start(self, prompts: list[list[int]], target=None, judges=None, rows: list[int] | None = None) -> None:
-        """Rows joining the batch (a new one, or one decoding, between two steps): read at the next drafting step."""
+        """Rows joining the batch (a new one, or one decoding, between two steps): read when they first draft."""
         if self.lm is None:
             self.lm = BatchedLM(self.model)
         rows = range(len(self.generators), len(self.generators) + len(prompts)) if rows is None else rows
         self.generators += [self.by_row[r] for r in rows]
+        self.slot += [None] * len(prompts)
         self.caught += [0] * len(prompts)
         self.drafted += [0] * len(prompts)
-        self.unread += len(prompts)
+
+    def _order(self) -> list[int]:
+        """The batch row each row of the draft's cache holds, in the cache's order."""
+        return [i for _, i in sorted((j, i) for i, j in enumerate(self.slot) if j is not None)]
 
     @torch.inference_mode()
     def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
-        if max(gammas, default=0) == 0:  # a plain step: nothing read, nothing drafted
-            self.drafted = [0] * len(tokens)
+        self.caught, self.drafted = [0] * len(tokens), [0] * len(tokens)
+        if max(gammas, default=0) == 0:  # a plain step: nothing read, nothing fed
             return [None] * len(tokens)
         lm = self.lm
-        if self.unread:  # the rows that joined since the last drafting step: their text so far, but the root
-            lm.start([list(t) for t in tokens[len(tokens) - self.unread :]])
-            self.unread = 0
-        new = [t[lm.lengths[i] :] for i, t in enumerate(tokens)]  # the root at least: the cache holds tokens[:-1]
-        self.caught, self.drafted = [len(n) for n in new], [0] * len(tokens)
-        feeds, drafts, dists, forwards = [Feed.chain(n) for n in new], [[] for _ in tokens], [[] for _ in tokens], 0
-        for depth in range(max(gammas, default=0)):
+        unread = [i for i, g in enumerate(gammas) if g > 0 and self.slot[i] is None]
+        if unread:  # their text so far, but the root
+            lm.start([list(tokens[i]) for i in unread])
+            for k, i in enumerate(unread):
+                self.slot[i] = len(lm.rows) - len(unread) + k
+        order = self._order()
+        feeds = []
+        for j, i in enumerate(order):  # the root at least for a drafting row: the cache holds tokens[:-1]
+            new = tokens[i][lm.lengths[j] :] if gammas[i] > 0 else [PAD]
+            self.caught[i] = len(new) if gammas[i] > 0 else 0
+            feeds.append(Feed.chain(new))
+        drafts, dists, forwards = [[] for _ in tokens], [[] for _ in tokens], 0
+        for depth in range(max(gammas)):
             logits = lm.extend(feeds)
             forwards += 1
-            lm.hold(
-                [list(range(len(f.tokens))) if depth == 0 or gammas[i] > depth else [] for i, f in enumerate(feeds)]
-            )
+            lm.hold([list(range(len(f.tokens))) if gammas[i] > depth else [] for i, f in zip(order, feeds)])
             feeds = []
-            for i, rows in enumerate(logits):
+            for i, rows in zip(order, logits):
                 if gammas[i] <= depth:
                     feeds.append(Feed.chain([PAD]))
                     continue
@@ -73,18 +82,19 @@ class BatchedDraftModel:
         return [Proposal((tuple(d),), torch.cat(q), forwards=forwards) if d else None for d, q in zip(drafts, dists)]
 
     def observe(self, verdicts: list[Verdict | None], staying: list[int]) -> None:
-        """Each row keeps what it caught up on and its drafts that held and were fed (the last draft never was)."""
-        read = len(verdicts) - self.unread  # the rows in the draft's cache: the batch's first ones
-        if not any(self.drafted):  # no forward this step: the catch-up waits for the next one
-            held = [0] * read
-        else:
+        """Each drafting row keeps what it caught up on and its drafts that held and were fed (the last draft never
+        was); rows that finished leave the draft's cache too."""
+        order, stays = self._order(), set(staying)
+        if order and (any(self.drafted) or not stays.issuperset(order)):
             held = [
-                self.caught[i] + (0 if v is None else max(0, min(v.accepted, self.drafted[i] - 1)))
-                for i, v in enumerate(verdicts)
+                self.caught[i] + (0 if verdicts[i] is None else max(0, min(verdicts[i].accepted, self.drafted[i] - 1)))
+                for i in order
             ]
-        if read and (any(self.drafted) or any(i not in staying for i in range(read))):
-            self.lm.keep([[] for _ in range(read)], [i for i in staying if i < read], held)
-        self.unread = sum(1 for i in staying if i >= read)
+            kept = [j for j, i in enumerate(order) if i in stays]
+            self.lm.keep([[] for _ in order], kept, held)
+            moved = {order[j]: k for k, j in enumerate(kept)}  # batch row -> its row in the re-aligned cache
+            self.slot = [moved.get(i) for i in range(len(self.slot))]
+        self.slot = [self.slot[i] for i in staying]
         self.generators = [self.generators[i] for i in staying]
         self.caught = [self.caught[i] for i in staying]
         self.drafted = [self.drafted[i] for i in staying]
