@@ -83,9 +83,9 @@ def test_the_view_grows_run_by_run_and_says_what_runs(backend):
 
 
 def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(backend, monkeypatch):
-    """Before a level's first tokens its prompts are read into the target's cache (and the draft model's, for a lane
-    that drafts with one), which on a CPU can take a minute: the line says so as the level starts, then how far it
-    got, never the last level's count meanwhile."""
+    """Before a level's first tokens its prompts are read into the target's cache (and, at the first step, the draft
+    model's, for a lane that drafts with one), which on a CPU can take a minute: the line says so as the level starts,
+    then how far it got, never the last level's count meanwhile."""
     monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)
     said = []
     for view in backend.concurrency(values(), PROMPTS, "draft@3,ngram", "1,2"):
@@ -93,10 +93,10 @@ def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(b
             said.append(view.message)
     for level, many in ((1, "1 request at once"), (2, "2 requests at once")):
         prompts = "the prompt" if level == 1 else "the 2 prompts, a forward each,"
-        for lane, caches in ((PLAIN, "the target's cache"), ("draft@3", "the target's cache, then the draft model's"),
-                             ("ngram", "the target's cache")):  # fmt: skip
+        drafted = "the first step, where the draft model reads them too"
+        for lane, first in ((PLAIN, "the first step"), ("draft@3", drafted), ("ngram", "the first step")):
             where = f"{lane} · {many} · round 1/1"
-            opening = f"{where}: reading {prompts} into {caches}, then the first step…"
+            opening = f"{where}: reading {prompts} into the target's cache, then {first}…"
             assert opening in said, said
             after = said[said.index(opening) + 1]
             assert after.startswith(f"{where}: ") and after.endswith(f"/{level * 12} tokens"), (opening, after)

@@ -85,12 +85,13 @@ def sweep(
 
 def opening(pair: Pair, lane: LaneRun, rows: int) -> str:
     """What a level does before its first tokens, in words: the pause between two lanes. Measured on a CPU, it is
-    nearly all the prompts' reading (a forward of each prompt into the target's cache, then the draft model's, when
-    the lane drafts with one) and the first step; building the drafter takes no time to speak of."""
+    nearly all the prompts' reading (a forward of each prompt into the target's cache) and the first step, in which a
+    lane drafting with a draft model also has the draft read each prompt it drafts for; building the drafter takes no
+    time to speak of."""
     drafts = False
     if pair.draft is not None and lane.drafter != NO_DRAFTER:
         recipe = kind(lane.drafter)
         drafts = recipe.draft_needed(recipe.parse(lane.options))
     prompts = "the prompt" if rows == 1 else f"the {rows} prompts, a forward each,"
-    caches = "the target's cache, then the draft model's" if drafts else "the target's cache"
-    return f"reading {prompts} into {caches}, then the first step…"
+    first = "the first step, where the draft model reads them too" if drafts else "the first step"
+    return f"reading {prompts} into the target's cache, then {first}…"
