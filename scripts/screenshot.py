@@ -122,7 +122,7 @@ def traffic(browser, url: str, out: Path, record: str, timeout_s: int) -> None:
         page.locator("#sv-traffic-speed").get_by_label("at once").check()
         page.click("#sv-traffic-replay")
         page.wait_for_selector("#sv-status .sv-status-done:has-text('traffic')", timeout=timeout_s * 1000)
-        page.locator("#sv-traffic-progress").scroll_into_view_if_needed()
+        page.evaluate("document.querySelector('#sv-traffic-verdict').scrollIntoView({block: 'start'})")
         page.screenshot(path=str(out / name))
         if not query:
             print(page.inner_text("#sv-traffic-verdict"))

@@ -50,7 +50,12 @@ def traffic_charts(view: TrafficView) -> str:
     """The three charts side by side where the page is wide enough; a line saying what comes before any run."""
     if not any(view.measured(lane) for lane in view.lanes):
         return '<p class="sv-note">TPOT and goodput against the request rate appear here as each rate runs.</p>'
-    return f'<div class="sv-traffic-charts">{"".join(svg_traffic_chart(view, what) for what in CHARTS)}</div>'
+    figures = "".join(
+        f'<figure class="sv-traffic-chart"><figcaption>{escape(CHARTS[what][0].capitalize())} '
+        f"({escape(CHARTS[what][2])})</figcaption>{svg_traffic_chart(view, what)}</figure>"
+        for what in CHARTS
+    )
+    return f'<div class="sv-traffic-charts">{figures}</div>'
 
 
 def traffic_production(view: TrafficView) -> str:
@@ -115,7 +120,7 @@ def _pct(error: float | None) -> str:
 def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720, height: int = 300) -> str:
     """One figure against the request rate: a solid line per lane as measured, the simulator's points (each rate
     predicted from the others) dashed, and a dotted line where each drafter stops paying, labelled."""
-    title, pick, unit = CHARTS[what]
+    title, pick, _ = CHARTS[what]
     series = []
     for lane in view.lanes:
         measured = [(f.rate, pick(f)) for f in view.measured(lane)]
@@ -139,7 +144,7 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
         parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
     parts += [_text(at(r, 0)[0], bottom + 18, f"{r:g}", "middle") for r in rates]
-    parts.append(_text(left + (width - left - right) / 2, bottom + 36, f"requests per second ({unit} up)", "middle"))
+    parts.append(_text(left + (width - left - right) / 2, bottom + 36, "requests per second", "middle"))
     legend = 0
     for lane, measured, simulated in series:
         colour = lane_colour(view, lane)
