@@ -60,19 +60,7 @@ class UnderLoad:
                 yield view
             pair = self.shelf.current()
             call = self.calls.concurrency(asked, runs, levels, rounds, tuple(prompts))
-            try:
-                for packet in call:
-                    if take(packet, TextTable()):
-                        break
-                    if packet.kind == "start":
-                        view.exact = packet.exact
-                        continue
-                    view.hear(packet.news)
-                    yield view
-                    if stopped():
-                        break
-            finally:
-                call.close()  # the sweep ends between two batch steps (under ZeroGPU: the worker, at its next one)
+            view.exact = yield from _relay_news(call, view, stopped)
         if not view.finished:
             view.hear(ConcurrencyNews("end", "stopped: the levels run so far stay", stopped=True))
         models = pair.models(view.exact)
@@ -122,22 +110,10 @@ class UnderLoad:
             for line in self._load(asked):
                 view.message = line
                 yield view
-            pair, exact = self.shelf.current(), ""
+            pair = self.shelf.current()
             lengths = [len(encode_prompt(pair.target, p)) for p in prompts]
             call = self.calls.traffic(asked, runs, tuple(schedules.items()), max_rows, rounds, tuple(prompts))
-            try:
-                for packet in call:
-                    if take(packet, TextTable()):
-                        break
-                    if packet.kind == "start":
-                        exact = packet.exact
-                        continue
-                    view.hear(packet.news)
-                    yield view
-                    if stopped():
-                        break
-            finally:
-                call.close()  # the run ends at the next batch step (under ZeroGPU: the worker, at its next one)
+            exact = yield from _relay_news(call, view, stopped)
         if not view.finished:
             view.hear(TrafficNews("end", "stopped: the runs so far stay"))
         held_out(view, dict(enumerate(lengths)), schedules, max_rows)  # each rate, predicted from the others
@@ -146,6 +122,27 @@ class UnderLoad:
         wall_s = time.perf_counter() - began
         view.saved = TrafficRecord.of(view, prompts, lengths, max_rows, asked.settings, models, wall_s, "the app")
         yield view
+
+
+def _relay_news(call, view, stopped: Stopped):
+    """A device call's news heard by `view`, the view yielded after each, until the call ends or `stopped()`; returns
+    the exact-mode line of its start. The call is closed either way: it ends at the next batch step (under ZeroGPU,
+    the worker at its next one)."""
+    exact = ""
+    try:
+        for packet in call:
+            if take(packet, TextTable()):
+                break
+            if packet.kind == "start":
+                exact = packet.exact
+                continue
+            view.hear(packet.news)
+            yield view
+            if stopped():
+                break
+    finally:
+        call.close()
+    return exact
 
 
 def _whole(value):
