@@ -43,6 +43,13 @@ def concurrency_outputs(s) -> list:
     ]
 
 
+def uploaded_path(uploaded, what: str, button: str) -> str:
+    """Where an uploaded record lies (Gradio hands a path, or a file object naming one); one line when none came."""
+    if not uploaded:
+        raise InvalidRequest(f"upload {what} first ({button} gives one)")
+    return getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
+
+
 def example_prompts() -> list[str]:
     return json.loads((ASSETS / "prompts.json").read_text())["code"]
 
@@ -120,10 +127,7 @@ class ConcurrencyHandlers:
         self.board.arm(request.session_hash)  # not queued: it starts at once
         with self.board.running(request.session_hash) as flag:
             try:
-                if not uploaded:
-                    raise InvalidRequest("upload a recorded sweep first (Download sweep gives one)")
-                path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
-                record = ConcurrencyRecord.load(path)
+                record = ConcurrencyRecord.load(uploaded_path(uploaded, "a recorded sweep", "Download sweep"))
                 views = replay_concurrency(record, PACES.get(speed, 1.0), flag.is_set)
                 yield from self.stream_concurrency(views, record.vllm)
             except Exception as exc:

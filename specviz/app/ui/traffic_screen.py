@@ -11,7 +11,6 @@ import uuid
 
 import gradio as gr
 
-from ...errors import InvalidRequest
 from ...render import panels
 from ...render.traffic_page import (
     traffic_charts,
@@ -23,7 +22,7 @@ from ...render.traffic_page import (
 )
 from ...traffic.traffic_record import TrafficRecord, replay_traffic
 from ...traffic.traffic_view import TrafficView
-from .concurrency_screen import EXAMPLES, PACES, UPDATE_EVERY_S, YOURS, example_prompts
+from .concurrency_screen import EXAMPLES, PACES, UPDATE_EVERY_S, YOURS, example_prompts, uploaded_path
 from .grand_prix_screen import lanes_asked
 from .workload_screen import prompts_from
 
@@ -116,10 +115,7 @@ class TrafficHandlers:
         self.board.arm(request.session_hash)  # not queued: it starts at once
         with self.board.running(request.session_hash) as flag:
             try:
-                if not uploaded:
-                    raise InvalidRequest("upload a recorded traffic run first (Download traffic gives one)")
-                path = getattr(uploaded, "path", None) or getattr(uploaded, "name", None) or str(uploaded)
-                record = TrafficRecord.load(path)
+                record = TrafficRecord.load(uploaded_path(uploaded, "a recorded traffic run", "Download traffic"))
                 yield from self.stream_traffic(replay_traffic(record, PACES.get(speed, 1.0), flag.is_set))
             except Exception as exc:
                 yield {self.screen.traffic_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}
