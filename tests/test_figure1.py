@@ -100,7 +100,8 @@ def test_ui_never_imports_torch(new_process):
     code = (
         "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
         "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
-        "specviz.drafters.options, specviz.drafters.listing, specviz.render.handoff_block, specviz.render.tree_view; "
+        "specviz.drafters.options, specviz.drafters.listing, specviz.render.handoff_block, specviz.render.tree_view, "
+        "specviz.render.traffic_page, specviz.app.ui.traffic_screen, specviz.app.ui.concurrency_screen; "
         "print('torch' in sys.modules)"
     )
     out = new_process("-c", code, cwd=ROOT, check=True)

@@ -13,6 +13,7 @@ from test_cli import assert_one_line_error, run_cli
 from specviz.concurrency.sweep_results import BatchStep
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
+from specviz.settings import Settings
 from specviz.trace import RunModels
 from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
 from specviz.traffic.simulator import Calibration, simulate
@@ -20,7 +21,7 @@ from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_ar
 from specviz.traffic.traffic_record import TrafficRecord, TrafficRecordError
 from specviz.traffic.traffic_results import Prefill, TrafficNews, TrafficRun
 from specviz.traffic.traffic_view import TrafficView
-from specviz.traffic.vllm_table import MIN_STEPS, best_gammas, disable_above, traffic_vllm_advice
+from specviz.traffic.vllm_table import MIN_STEPS, best_gammas, traffic_vllm_advice
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
 
@@ -264,5 +265,22 @@ def test_the_fastest_draft_length_at_each_batch_size_is_written_as_vllms_table()
     (advice,) = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
     assert advice.config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 4, 0]]
     assert advice.config["method"] == "draft_model"
-    (line,) = disable_above(view)
+    (line,) = view.turn_off_lines()
     assert line.startswith("draft@4: ")
+
+
+def test_a_record_carries_the_vllm_table_its_run_wrote_and_its_replay_shows_it():
+    """The table is written where the drafters are known (the run's process); a replay, torch-free, reads it back."""
+    plain = [BatchStep(1, 0, 1, 0.0, 0.2, 0.2, 0, 0, 1)] * 5
+    draft = [BatchStep(1, 4, 5, 0.1, 0.2, 0.3, 4, 2, 3)] * 5
+    view = TrafficView((0.5,), (PLAIN, "draft@4"), Slo(10.0, 1.0))
+    for lane, steps in ((PLAIN, plain), ("draft@4", draft)):
+        view.hear(TrafficNews("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
+    view.advice = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    models = RunModels("t", "d", "t", "float32", "", "cpu", "")
+    record = TrafficRecord.of(view, ["a"], [4], 2, Settings(), models, 1.0, "a test")
+    again = TrafficRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again.view().advice == view.advice and view.advice[0].config["num_speculative_tokens_per_batch_size"]
+    older = record.to_json()
+    del older["vllm"]
+    assert TrafficRecord.from_json(older).view().advice == []

@@ -34,7 +34,7 @@ from ..traffic.traffic_plan import (
 from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_runner import traffic
 from ..traffic.traffic_view import TrafficView, error_of
-from ..traffic.vllm_table import disable_above, traffic_vllm_advice
+from ..traffic.vllm_table import traffic_vllm_advice
 from ..workload.prompts import read_prompts
 from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
@@ -101,7 +101,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
         view.projection_s = time.perf_counter() - began
     models = run_models(args, pair)
-    advice = traffic_vllm_advice(view, models.draft)
+    advice = view.advice = traffic_vllm_advice(view, models.draft)
     print(table(view) + "\n" + production_lines(view, advice), file=sys.stderr if args.json else sys.stdout)
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["traffic"] else ["traffic"]  # run from a shell, or in-process
@@ -162,7 +162,7 @@ def production_lines(view: TrafficView, advice) -> str:
     for a in advice:
         lines.append(f"  {a.drafter}: {a.flag}" if a.config else f"  {a.drafter}: no vLLM equivalent: {a.note}")
     lines.append("for engines without a per-batch-size table:")
-    return "\n".join(lines + [f"  {line}" for line in disable_above(view)])
+    return "\n".join(lines + [f"  {line}" for line in view.turn_off_lines()])
 
 
 def projection_words(view: TrafficView, lane: str) -> str:

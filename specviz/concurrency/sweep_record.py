@@ -134,18 +134,15 @@ class ConcurrencyRecord:
                 wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
                 stopped=read.flag(data.get("stopped", False), "stopped"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
-                vllm=tuple(_advice(a, f"vllm[{i}]") for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))),
+                vllm=tuple(
+                    VllmAdvice.from_json(a, f"vllm[{i}]")
+                    for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))
+                ),
             )
 
     @staticmethod
     def load(path) -> "ConcurrencyRecord":
         return ConcurrencyRecord.from_json(read.json_file_as(path, ConcurrencyRecordError, "a recorded sweep"))
-
-
-def _advice(data, where: str) -> VllmAdvice:
-    data = read.mapping(data, where)
-    config = read.maybe(lambda v, w: dict(read.mapping(v, w)), data.get("config"), f"{where}.config")
-    return VllmAdvice(read.text(data["drafter"], f"{where}.drafter"), config, read.text(data["note"], f"{where}.note"))
 
 
 def is_concurrency_record(data) -> bool:

@@ -8,7 +8,6 @@ from html import escape
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.traffic_view import TrafficView, error_of
-from ..traffic.vllm_table import disable_above
 from .svg_charts import GRID, INK, SERIES_COLOURS, _svg, _text, nice_ticks
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
@@ -61,7 +60,7 @@ def traffic_charts(view: TrafficView) -> str:
 def traffic_production(view: TrafficView) -> str:
     """Into production: vLLM's draft length per batch size as the runs' steps measured it, and for engines that take
     no table, the rate from which to turn speculation off."""
-    if not view.advice and not disable_above(view):
+    if not view.advice and not view.turn_off_lines():
         return ""
     items = "".join(
         f"<li><b>{escape(a.drafter)}</b>: <code>{escape(a.flag)}</code><br><small>{escape(a.note)}</small></li>"
@@ -69,7 +68,7 @@ def traffic_production(view: TrafficView) -> str:
         else f"<li><b>{escape(a.drafter)}</b>: no vLLM equivalent ({escape(a.note)})</li>"
         for a in view.advice
     )
-    off = "".join(f"<li>{escape(line)}</li>" for line in disable_above(view))
+    off = "".join(f"<li>{escape(line)}</li>" for line in view.turn_off_lines())
     return (
         f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul>'
         f"<p>For engines without a per-batch-size table:</p><ul>{off}</ul></div>"

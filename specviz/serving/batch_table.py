@@ -5,6 +5,7 @@ that served the most tokens/s at each concurrency level run (0 where plain decod
 import json
 from dataclasses import dataclass
 
+from .. import reading as read
 from ..settings import Settings
 from .declaration import Serving
 from .engine_settings import why_none
@@ -21,6 +22,14 @@ class VllmAdvice:
     @property
     def flag(self) -> str:
         return "" if self.config is None else f"--speculative-config '{json.dumps(self.config)}'"
+
+    @staticmethod
+    def from_json(data, where: str) -> "VllmAdvice":
+        data = read.mapping(data, where)
+        config = read.maybe(lambda v, w: dict(read.mapping(v, w)), data.get("config"), f"{where}.config")
+        return VllmAdvice(
+            read.text(data["drafter"], f"{where}.drafter"), config, read.text(data["note"], f"{where}.note")
+        )
 
 
 def ranges(best: dict[int, int]) -> list[list[int]]:

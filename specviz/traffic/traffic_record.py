@@ -10,12 +10,12 @@ from pathlib import Path
 
 from .. import reading as read
 from ..errors import SpecvizError
+from ..serving.batch_table import VllmAdvice
 from ..trace import RunModels
 from .simulator import held_out
 from .traffic_plan import Slo
 from .traffic_results import TrafficNews, TrafficRun
 from .traffic_view import TrafficView
-from .vllm_table import traffic_vllm_advice
 
 FORMAT = "specviz-traffic"
 VERSION = 1
@@ -41,6 +41,7 @@ class TrafficRecord:
     created: str = ""
     wall_s: float = 0.0
     made_with: str = ""
+    vllm: tuple[VllmAdvice, ...] = ()  # what the run measured, as vLLM's draft lengths per batch size
 
     @staticmethod
     def of(view: TrafficView, prompts, prompt_tokens, max_rows, settings, models, wall_s, made_with):
@@ -60,6 +61,7 @@ class TrafficRecord:
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             wall_s=wall_s,
             made_with=made_with,
+            vllm=tuple(view.advice),
         )
 
     def view(self) -> TrafficView:
@@ -73,7 +75,7 @@ class TrafficRecord:
             schedules.setdefault(run.rate, tuple(t.arrival for t in run.timings))
         held_out(view, dict(enumerate(self.prompt_tokens)), schedules, self.max_rows)
         view.message, view.finished = "replayed", True
-        view.advice = traffic_vllm_advice(view, self.models.draft)
+        view.advice = list(self.vllm)
         return view
 
     def to_json(self) -> dict:
@@ -94,6 +96,7 @@ class TrafficRecord:
             "notes": self.notes,
             "wall_s": self.wall_s,
             "made_with": self.made_with,
+            "vllm": [advice.__dict__ for advice in self.vllm],
         }
 
     def save(self, path) -> Path:
@@ -140,6 +143,10 @@ class TrafficRecord:
                 created=read.text(data.get("created", ""), "created"),
                 wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
+                vllm=tuple(
+                    VllmAdvice.from_json(a, f"vllm[{i}]")
+                    for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))
+                ),
             )
 
     @staticmethod

@@ -92,6 +92,19 @@ class TrafficView:
             return f"no faster than plain even at {where:g} requests/s, the lowest rate run"
         return f"faster than plain below {where:g} requests/s; from there on, plain serves as well or better"
 
+    def turn_off_lines(self) -> list[str]:
+        """For engines that take no per-batch-size table: per drafter lane, the rate above which to turn it off."""
+        lines = []
+        for lane in self.lanes:
+            if lane == PLAIN or lane in self.notes or not self.measured(lane):
+                continue
+            where = self.stops_paying(lane)
+            if where is None:
+                lines.append(f"{lane}: paid at every rate run; no rate measured at which to turn it off")
+            else:
+                lines.append(f"{lane}: turn speculation off from {where:g} requests/s (it did not pay there)")
+        return lines
+
     def to_json(self) -> dict:
         out = {"slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s}, "rounds": self.rounds, "rates": []}
         for rate in self.rates:

@@ -1,7 +1,6 @@
 """Traffic runs as vLLM's `--speculative-config`: at each batch size the runs' steps went through, the draft length
 whose steps served the most tokens per second there (0 where plain decoding's did), written as vLLM's draft length per
-range of batch sizes (serving/batch_table.py, from what the drafter's kind declares); and for engines without such a
-table, the request rate above which to turn speculation off."""
+range of batch sizes (serving/batch_table.py, from what the drafter's kind declares)."""
 
 from collections import defaultdict
 
@@ -60,17 +59,3 @@ def traffic_vllm_advice(view: TrafficView, draft_model: str = "") -> list[VllmAd
             note = f"the fastest draft length at each batch size the runs' steps went through ({measured})"
             out.append(VllmAdvice(d, advice.config, note if advice.config else advice.note))
     return out
-
-
-def disable_above(view: TrafficView) -> list[str]:
-    """For engines that take no table: per drafter lane, the rate above which speculation should be off."""
-    lines = []
-    for lane in view.lanes:
-        if lane == PLAIN or lane in view.notes or not view.measured(lane):
-            continue
-        where = view.stops_paying(lane)
-        if where is None:
-            lines.append(f"{lane}: paid at every rate run; no rate measured at which to turn it off")
-        else:
-            lines.append(f"{lane}: turn speculation off from {where:g} requests/s (it did not pay there)")
-    return lines
