@@ -100,3 +100,13 @@ def test_sweep_chart_draws_measured_points_theory_and_the_best_gamma():
     assert any(n.startswith("theory: α=") for n in names) and "best measured γ = 1" in names
     theory = next(t for t in fig.data if t.name.startswith("theory"))
     assert list(theory.x) == [1, 2] and len(theory.y) == 2
+
+
+def test_the_position_charts_count_axis_keeps_its_top_tick_below_the_subplot_title():
+    """Whole-number ticks of the steps per accepted count, the highest of them under the axis's top: a tick label at
+    the very top would reach into the subplot's title above it (as 20 did, for 20 steps of one count)."""
+    for steps in (20, 3, 1):
+        events = [step(i, (5, 5, 5), 3, "bonus") for i in range(steps)]
+        axis = charts.position_chart(events).layout.yaxis2
+        assert all(float(v).is_integer() for v in axis.tickvals) and max(axis.tickvals) >= steps
+        assert max(axis.tickvals) < axis.range[1]

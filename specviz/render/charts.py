@@ -14,6 +14,7 @@ from ..events import PLAIN, StepEvent, summarize
 from ..views.race import SPEC, RaceView
 from ..views.sweep import SweepView
 from .figure1 import WHITESPACE
+from .svg_charts import nice_ticks
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
 # The legend sits at the foot of the figure itself (container coordinates), not at a fraction of the plot's height
@@ -207,6 +208,9 @@ def position_chart(events: list[StepEvent]) -> go.Figure:
     fig.update_xaxes(title_text="draft position k", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="drafts accepted", dtick=1, row=1, col=2)
     fig.update_yaxes(range=[0, 1.15], row=1, col=1)
+    # Whole counts, the top tick below the plot's top edge: a label there would reach into the subplot's title.
+    counts = [int(t) for t in nice_ticks(max(m.accepted_lengths, default=1), 4) if float(t).is_integer()]
+    fig.update_yaxes(range=[0, 1.15 * counts[-1]], tickvals=counts, row=1, col=2)
     fig.update_layout(title="where the drafter's guesses hold" + ("" if ks else " (no step drafted)"), **_LAYOUT)
     return fig
 
