@@ -292,6 +292,48 @@ def test_what_a_drafted_position_costs_is_kept_with_the_forward_costs_for_the_ne
     assert later.rate(2, rows) == pytest.approx(told.rate(2, rows)) and later.rate(2, rows) < guessing.rate(2, rows)
 
 
+def test_after_a_plain_step_drafting_must_promise_a_margin_more_and_while_it_drafts_it_need_not():
+    """Drafting one row at γ 1 promises 1.07× plain (α 0.5, a drafted position 0.4 of a forward that costs alike up to
+    64 positions): coming back to it costs a catch-up that no steady step shows, so after a plain step the batch stays
+    plain; a batch that drafted the step before drafts on."""
+    costs = ForwardCosts()
+    for tokens in (1, 64):
+        costs.note(tokens, 1.0)
+    rows = [0]
+    for drafted_before in (False, True):
+        controller = BatchGamma(4, costs, draft_per_token=0.4, bookkeeping=0.0)
+        controller.accepted[0], controller.tested[0] = 5.0, 10.0
+        controller.chosen = [(1, 1 if drafted_before else 0)]
+        assert controller.rate(1, rows) / controller.rate(0, rows) == pytest.approx(1.5 / 1.4)
+        assert controller.next_gamma(rows) == (1 if drafted_before else 0)
+
+
+def test_what_rows_joining_a_drafting_batch_cost_the_draft_is_kept_as_its_overrun():
+    """Steps that draft on from a drafting step while new rows join spend twice γ·d_B in the draft (it reads their
+    prompts): the overrun the costs keep for later runs rises toward 2 and prices every drafted position; steps after
+    plain ones (a catch-up) teach neither, and steady steps never make a position cheaper than d_B."""
+    costs = ForwardCosts()
+    costs.note(4, 1.0)
+    controller = BatchGamma(4, costs, draft_per_token=0.1, bookkeeping=0.0)
+    controller.accepted, controller.tested = {r: 7.0 for r in range(4)}, {r: 10.0 for r in range(4)}
+    controller.chosen = [(4, 0)]  # after a plain step: the catch-up is no overrun
+    controller.next_gammas(list(range(4)))
+    controller.observe(4, [(r, 4, 2, True) for r in range(4)], 20, draft_s=3.0, verify_s=1.0, bookkeeping_s=0.0)
+    assert costs.overrun() == 1.0
+    for joined in range(5, 25):  # a new row each step, the draft's seconds twice γ·d_B
+        controller.next_gammas(list(range(joined - 4, joined)))
+        verdicts = [(r, 4, 2, True) for r in range(joined - 4, joined)]
+        controller.observe(4, verdicts, 20, draft_s=0.8, verify_s=1.0, bookkeeping_s=0.0)
+    assert costs.overrun() == pytest.approx(2.0)
+    twice = BatchGamma(4, ForwardCosts(dict(costs.seconds)), draft_per_token=0.2, bookkeeping=0.0)
+    twice.accepted, twice.tested = controller.accepted, controller.tested
+    assert controller.rate(4, list(range(4))) == pytest.approx(twice.rate(4, list(range(4))))
+    assert BatchGamma(4, costs, draft_per_token=0.1).costs.overrun() == pytest.approx(2.0)  # kept for the next run
+    steady = ForwardCosts()
+    steady.note_overrun(0.4, 0.2)
+    assert steady.overrun() == 1.0
+
+
 def test_a_probing_row_teaches_only_its_own_acceptance():
     controller = BatchGamma(4, ForwardCosts(), draft_per_token=0.05, bookkeeping=0.0)
     verdicts = [(0, 0, 0, False), (1, 4, 4, False), (2, 0, 0, False)]

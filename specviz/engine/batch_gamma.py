@@ -6,16 +6,21 @@ whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·
 
     rate(γ) = Σ_b E_b(γ) / (γ·d_B + V(T(γ)) + b_B),   rate(0) = B / (V(B) + b_B)   (a plain step)
 
-and the step takes γ* = argmax rate. V(T) is the target's forward over T tokens as measured (ForwardCosts keeps what
-every run on the model measured, by T): cheap while the device is memory-bound, so γ stays long for a small batch; once
-T makes the forward compute-bound V grows with it, and γ backs off to 0, plain decoding, as the batch grows, and comes
-back as finished rows leave. When plain steps win, after `probe_after` plain steps one row (each in turn) drafts, so
-its α can recover; the forward pads every row to the probe's width, so a probe costs the whole batch, and each probe
-that did not bring drafting back doubles the wait before the next (up to LONGEST_PROBE_GAP). What a drafted position
-costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on the model measured; it
-is learnt only from a step that drafts on from a drafting step with no row new to it, since the first drafting step
-after plain steps also feeds the draft the tokens those steps wrote (and a row's whole text, for a draft model that
-reads a row only once it drafts for it): a cost of coming back to drafting, not of drafting.
+and the step takes γ* = argmax rate, though after a plain step only if it beats plain by ENTER_MARGIN: coming back
+to drafting costs a catch-up (the draft reads what the plain steps wrote) that no steady step shows. V(T) is the
+target's forward over T tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap
+while the device is memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows
+with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
+steps win, after `probe_after` plain steps one row (each in turn) drafts, so its α can recover; the forward pads
+every row to the probe's width, so a probe costs the whole batch, and each probe that did not bring drafting back
+doubles the wait before the next (up to LONGEST_PROBE_GAP).
+
+What a drafted position costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on
+the model measured; it is learnt only from a step that drafts on from a drafting step with no row new to it, since
+the first drafting step after plain steps also feeds the draft the tokens those steps wrote (and a row's whole text,
+for a draft model that reads a row only once it drafts for it): a cost of coming back to drafting, not of drafting.
+What rows that join a batch drafting on cost the draft (it reads each one's prompt) is kept apart, as the overrun:
+the draft's seconds over γ·d_B over every step that drafts on from a drafting step. d_B is read times it.
 """
 
 import statistics
@@ -29,6 +34,8 @@ PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
 RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
+ENTER_MARGIN = 0.1  # after a plain step, drafting must promise this much more than plain: it pays a catch-up first
+OVERRUN_MEMORY = 0.9  # the weight of what earlier drafting steps said of the overrun, against each new one
 
 
 @dataclass
@@ -42,6 +49,17 @@ class ForwardCosts:
     seconds: dict[int, float] = field(default_factory=dict)
     draft: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
     timings: dict = field(default_factory=dict)  # (table, key) -> the last RECENT timings
+    spent: float = 0.0  # decayed draft seconds of steps drafting on from a drafting step
+    foreseen: float = 0.0  # decayed γ·d_B of the same steps
+
+    def note_overrun(self, foreseen: float, spent: float) -> None:
+        self.foreseen = OVERRUN_MEMORY * self.foreseen + foreseen
+        self.spent = OVERRUN_MEMORY * self.spent + spent
+
+    def overrun(self) -> float:
+        """The draft's seconds over γ·d_B while drafting goes on (rows joining read their prompts): 1 until measured,
+        never below 1 (steady steps are what d_B is)."""
+        return max(1.0, self.spent / self.foreseen) if self.foreseen else 1.0
 
     def note(self, tokens: int, seconds: float) -> None:
         self._note(self.seconds, "forward", tokens, seconds)
@@ -94,6 +112,7 @@ class BatchGamma:
     held_at: list = field(default_factory=list)  # by position, for a copy: decayed held / tested, shared by rows
     tested_at: list = field(default_factory=list)
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
+    drafting_on: bool = False  # the step before this one drafted
     settled: bool = True  # this step drafts on from a drafting step, with no row new: its draft time is all drafting
     last_rows: frozenset = frozenset()
 
@@ -124,9 +143,13 @@ class BatchGamma:
         else:
             tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
         tokens += batch - len(drafting)
-        d = self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
-        d = 0.1 * self.verify_cost(batch) if d is None else d
+        d = self.draft_cost(batch) * (1.0 if perfect else self.costs.overrun())
         return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+
+    def draft_cost(self, batch: int) -> float:
+        """d_B: as this run measured it, else as earlier runs on the model did, else a tenth of a plain step."""
+        d = self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
+        return 0.1 * self.verify_cost(batch) if d is None else d
 
     def next_gamma(self, rows: list[int]) -> int:
         """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
@@ -136,13 +159,14 @@ class BatchGamma:
         """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
         drafts that all held would still not pay: no acceptance measured could change the choice."""
         self.rows = len(rows)
-        self.settled = bool(self.chosen) and self.chosen[-1][1] > 0 and set(rows) <= self.last_rows
+        self.drafting_on = bool(self.chosen) and self.chosen[-1][1] > 0
+        self.settled = self.drafting_on and set(rows) <= self.last_rows
         self.last_rows = frozenset(rows)
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
         gap = self.probe_gap or self.probe_after
-        if self.rate(best, rows) > plain:
+        if self.rate(best, rows) > plain * (1.0 if self.drafting_on else 1.0 + ENTER_MARGIN):
             self.plain_run, self.probe_gap, gammas = 0, None, [best] * len(rows)
         elif self.plain_run >= gap and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
             probe = rows[self.probes % len(rows)]
@@ -177,6 +201,8 @@ class BatchGamma:
         drafted = [v for v in verdicts if v[1]]
         if gamma == 0 or not drafted:
             return
+        if self.drafting_on:  # what rows new to the draft cost it, apart from coming back after plain steps
+            self.costs.note_overrun(gamma * self.draft_cost(len(verdicts)), draft_s)
         if self.settled:  # not after plain steps (the draft catches up on them) nor with a row new to the draft
             self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
             self.costs.note_draft(len(verdicts), draft_s / gamma)
