@@ -27,7 +27,7 @@ from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM
 from specviz.engine.tree import build_tree, row_after
 from specviz.events import generated_ids
-from specviz.models.exact import EXACT_ATTENTION, PairedLinear, exact_problem, is_exact, set_exact
+from specviz.models.exact import EXACT_ATTENTION, PairedLinear, exact_problem, is_exact, rows_product, set_exact
 from specviz.models.quantize import RowInt8Linear
 from specviz.runs import generate_named
 from specviz.settings import Settings
@@ -108,18 +108,25 @@ def one_step_up(t: torch.Tensor) -> torch.Tensor:
     return torch.nextafter(t, torch.full_like(t, torch.inf))
 
 
+SWITCH_PAST = 8  # the emulated kernels switch again past this many rows, as an AMX Xeon's bfloat16 ones do past 32
+
+
 @contextmanager
-def kernels_that_count_rows():
+def kernels_that_count_rows(*models):
     """A matrix product and attention whose result for a row depends on how many rows share the call, on any CPU, as
     some CPUs' bfloat16 kernels do: the product of one row comes out one step above the row that this CPU's product of
-    several rows gives it (whatever this CPU's own one-row kernel gives), and attention over several query rows with
-    a mask (a verify forward without the mode) one step above what this CPU's kernel gives. Everything that looks the
-    functions up on torch.nn.functional at call time gets them: Linear layers, PairedLinear, transformers' attention
-    and exact mode's."""
+    2 to SWITCH_PAST rows gives it (whatever this CPU's own one-row kernel gives), a product of more rows one step
+    below, and attention over several query rows with a mask (a verify forward without the mode) one step above what
+    this CPU's kernel gives. Everything that looks the functions up on torch.nn.functional at call time gets them:
+    Linear layers, PairedLinear, transformers' attention and exact mode's. What exact mode probed of `models`' kernels
+    is forgotten on the way in and out, so switching it on in here probes these kernels."""
     linear, attention = F.linear, F.scaled_dot_product_attention
 
     def product(x, weight, bias=None):
-        if x.numel() != x.shape[-1]:  # two or more rows
+        rows = x.numel() // x.shape[-1]
+        if rows > SWITCH_PAST:
+            return torch.nextafter(linear(x, weight, bias), torch.tensor(-torch.inf, dtype=x.dtype))
+        if rows > 1:
             return linear(x, weight, bias)
         row = x.reshape(1, -1)
         out = one_step_up(linear(torch.cat([row, torch.zeros_like(row)]), weight, bias)[:1])
@@ -129,10 +136,15 @@ def kernels_that_count_rows():
         out = attention(query, key, value, attn_mask, **options)
         return one_step_up(out) if attn_mask is not None and query.shape[-2] > 1 else out
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(F, "linear", product)
-        patch.setattr(F, "scaled_dot_product_attention", attend)
-        yield
+    forget = lambda: [m.__dict__.pop("_specviz_exact_problem", None) for m in models]  # noqa: E731
+    forget()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(F, "linear", product)
+            patch.setattr(F, "scaled_dot_product_attention", attend)
+            yield
+    finally:
+        forget()
 
 
 def on_both_kernels(model, apart) -> tuple[bool, bool, list]:
@@ -141,7 +153,7 @@ def on_both_kernels(model, apart) -> tuple[bool, bool, list]:
     that does on them in it. Leaves the mode on."""
     assert set_exact(model, False) == ""
     here = next(apart(), None) is not None
-    with kernels_that_count_rows():
+    with kernels_that_count_rows(model):
         without = next(apart(), None) is not None
         assert set_exact(model, True) == ""
         within = list(apart())
@@ -331,22 +343,40 @@ def test_a_paired_linear_gives_one_row_what_a_product_of_several_rows_gives_it()
     row otherwise; and on kernels that count rows, where one row always comes out otherwise."""
     gen = torch.Generator().manual_seed(0)
     layer = torch.nn.Linear(1536, 8960, bias=False).bfloat16()
-    x = torch.randn(16, 1536, generator=gen).bfloat16()
+    x = torch.randn(SWITCH_PAST, 1536, generator=gen).bfloat16()
 
-    def products():  # (16 rows at once, each row alone, each row paired)
+    def products():  # (the rows at once, each row alone, each row paired)
         with torch.inference_mode():
             several = F.linear(x, layer.weight)
-            alone = torch.cat([F.linear(x[i : i + 1], layer.weight) for i in range(16)])
-            paired = torch.cat([PairedLinear.forward(layer, x[i : i + 1]) for i in range(16)])
+            alone = torch.cat([F.linear(x[i : i + 1], layer.weight) for i in range(len(x))])
+            paired = torch.cat([rows_product(x[i : i + 1], layer.weight, None, None) for i in range(len(x))])
         return several, alone, paired
 
     several, alone, paired = products()
-    measured(not torch.equal(alone, several), "a one-row bfloat16 product gives each row what 16 rows at once give it")
+    measured(not torch.equal(alone, several), "a one-row bfloat16 product gives each row what 8 rows at once give it")
     assert torch.equal(paired, several)
     with kernels_that_count_rows():
         several, alone, paired = products()
     assert not torch.equal(alone, several)  # the trouble the pairing answers
     assert torch.equal(paired, several)
+
+
+def test_past_the_rows_a_kernel_keeps_rows_apart_at_exact_mode_multiplies_in_pieces(tokenizer):
+    """Kernels that switch past SWITCH_PAST rows (an AMX Xeon's bfloat16 ones do past 32): the probe finds the count,
+    exact mode's layers take it, and a product of three times as many rows plus one gives each row what it gets
+    alone, the last one paired; without the pieces the rows part."""
+    model = tiny_llama(len(tokenizer), seed=5, intermediate=WIDE).bfloat16()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3 * SWITCH_PAST + 1, model.config.hidden_size, generator=gen).bfloat16()
+    with kernels_that_count_rows(model), torch.inference_mode():
+        assert set_exact(model, True) == ""
+        layer = model.model.layers[0].mlp.up_proj
+        assert type(layer) is PairedLinear and layer.rows_at_once == SWITCH_PAST
+        alone = torch.cat([layer(x[i : i + 1]) for i in range(len(x))])
+        assert torch.equal(layer(x), alone) and torch.equal(layer(x[None]), alone[None])
+        assert not torch.equal(F.linear(x, layer.weight), alone)
+        assert set_exact(model, False) == ""
+    assert set_exact(model, True) == "" and model.model.layers[0].mlp.up_proj.rows_at_once != SWITCH_PAST
 
 
 # SmolLM2-135M in bfloat16: without exact mode, on a CPU whose kernels show the problem, 13-15 of the first 24 prompts
@@ -388,7 +418,7 @@ def test_a_real_model_in_bfloat16_writes_plain_decodings_tokens_only_in_exact_mo
     assert not list(parted())  # this CPU's kernels, in exact mode
     # Whether this CPU's own kernels show the problem, the tiny models' tests measure; a real model's decoding takes
     # long enough here that the check on kernels that count rows runs on the first prompt that parts there.
-    with kernels_that_count_rows():
+    with kernels_that_count_rows(smollm_bf16.model):
         assert set_exact(smollm_bf16.model, False) == ""
         first = next(parted(), None)
         assert set_exact(smollm_bf16.model, True) == ""

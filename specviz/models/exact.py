@@ -3,9 +3,11 @@ or among others (a verify forward, the prefill), so greedy speculative output eq
 bfloat16 too, not only where no near tie falls.
 
 Two things in a bfloat16 forward on a CPU give a row that depends on how many rows came with it:
-- A matrix product of one row takes a vector kernel that sums in another order than the kernel for two or more rows;
-  rows of a product of two or more rows do not depend on how many there are. So a Linear here never multiplies one
-  row alone: it pairs it with a zero row (which is also faster than the one-row kernel on this project's CPU).
+- A matrix product of one row takes a vector kernel that sums in another order than the kernel for two or more rows,
+  and past some count of rows a CPU may switch kernels again (on an AMX Xeon, above 32 rows of bfloat16). So a Linear
+  here only multiplies between 2 and `rows_at_once` rows, a count the probe found rows not to depend on: it pairs a
+  lone row with a zero row, and multiplies more rows in pieces. A verify of many rows then costs a few products
+  instead of one; plain decoding's one row, and a verify under that count, cost what they did.
 - Attention over several queries with a mask (a verify forward) is not row by row the one-query call that plain
   decoding makes. So each query row runs its own one-query call over exactly the keys it may see: the cached prefix
   and, in a tree, its own ancestors, in the order plain decoding would have written them. Only the very first forward
@@ -27,18 +29,34 @@ from ..trace import EXACT_ON
 from .quantize import RowInt8Linear, SharedColumns
 
 EXACT_ATTENTION = "specviz_exact"
-PROBE_ROWS = (2, 3, 7, 16)  # row counts whose rows a probe holds against the same rows computed one by one
+EVERY_COUNT = 32  # the probe holds each row count from 2 to this against rows computed one by one, then PAST_IT
+PAST_IT = (33, 48, 64, 96, 128)
+ALONE = 16  # the rows the probe computes one by one: the first rows of every product probed
+
+
+def rows_product(x: torch.Tensor, weight: torch.Tensor, bias, most: int | None) -> torch.Tensor:
+    """F.linear(x, weight, bias) where every product has 2 to `most` rows (None: no most): a lone row is paired with a
+    zero row, and more rows than `most` are multiplied in pieces of `most` (a lone last row paired)."""
+    flat = x.reshape(-1, x.shape[-1])
+    n = len(flat)
+    if n > 1 and (most is None or n <= most):
+        return F.linear(x, weight, bias)
+    pieces = [flat[start : start + most] for start in range(0, n, most)] if n > 1 else [flat]
+    outs = [
+        F.linear(torch.cat([p, torch.zeros_like(p)]), weight, bias)[:1] if len(p) == 1 else F.linear(p, weight, bias)
+        for p in pieces
+    ]
+    out = torch.cat(outs) if len(outs) > 1 else outs[0]
+    return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 class PairedLinear(torch.nn.Linear):
-    """A Linear whose one-row products go through the several-row kernel: the row is paired with a zero row."""
+    """A Linear whose products all go through the several-row kernel, at most `rows_at_once` rows each (set_exact)."""
+
+    rows_at_once: int | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() != x.shape[-1]:  # two or more rows
-            return F.linear(x, self.weight, self.bias)
-        row = x.reshape(1, -1)
-        out = F.linear(torch.cat([row, torch.zeros_like(row)]), self.weight, self.bias)[:1]
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+        return rows_product(x, self.weight, self.bias, self.rows_at_once)
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,11 @@ def exact_problem(model: torch.nn.Module) -> str:
     """Why exact mode cannot hold for `model` here ('' when it can): the device, the precision, a layer the mode does
     not cover, or this machine's kernels failing the probe. Worked out once per device, precision and thread count,
     and kept with the model."""
+    return _probed(model)[0]
+
+
+def _probed(model: torch.nn.Module) -> tuple[str, int | None]:
+    """(exact_problem, the most rows a bfloat16 product may take whose rows do not depend on how many), kept."""
     key = (str(model.device), model.dtype, torch.get_num_threads())
     known = model.__dict__.setdefault("_specviz_exact_problem", {})
     if key not in known:
@@ -141,52 +164,64 @@ def exact_problem(model: torch.nn.Module) -> str:
     return known[key]
 
 
-def _problem(model: torch.nn.Module) -> str:
+def _problem(model: torch.nn.Module) -> tuple[str, int | None]:
     if model.device.type != "cpu":
-        return f"it is checked on CPUs only, and this model is on {model.device.type}"
+        return f"it is checked on CPUs only, and this model is on {model.device.type}", None
     row_int8 = [m.shared.product if isinstance(m, SharedColumns) else m for m in model.modules()]
     row_int8 = [m for m in row_int8 if isinstance(m, RowInt8Linear)]
     if model.dtype != torch.bfloat16 and not row_int8:
-        return f"it covers bfloat16 and int8 targets, and this one is {str(model.dtype).removeprefix('torch.')}"
+        return f"it covers bfloat16 and int8 targets, and this one is {str(model.dtype).removeprefix('torch.')}", None
     config = model.config
     for field in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
         if getattr(config, field, None) and (field != "sliding_window" or getattr(config, "use_sliding_window", True)):
-            return f"it does not cover attention with {field.replace('_', ' ')} ({type(model).__name__})"
+            return f"it does not cover attention with {field.replace('_', ' ')} ({type(model).__name__})", None
     if not model._can_set_attn_implementation():
-        return f"{type(model).__name__} does not take a registered attention function"
+        return f"{type(model).__name__} does not take a registered attention function", None
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if any(not isinstance(m.weight, torch.nn.Parameter) or m.weight.dtype != torch.bfloat16 for m in linears):
-        return "it covers bfloat16 and int8 (row) Linear layers, and this model has others"
+        return "it covers bfloat16 and int8 (row) Linear layers, and this model has others", None
     shapes = {(m.in_features, m.out_features, m.bias is not None): m for m in linears + row_int8}
+    most = None
     for (inputs, outputs, _), layer in shapes.items():
-        if not _linear_rows_hold(layer):
+        held = _rows_held(layer)
+        if held is not None and (held < 2 or isinstance(layer, RowInt8Linear)):  # int8 is never cut in pieces
             kind = "int8" if isinstance(layer, RowInt8Linear) else "bfloat16"
-            return f"this CPU's {kind} matrix product ({inputs} → {outputs}) gives rows that depend on how many"
-    return ""
+            return f"this CPU's {kind} matrix product ({inputs} → {outputs}) gives rows that depend on how many", None
+        most = held if most is None else min(most, held or most)
+    return "", most
 
 
-def _linear_rows_hold(layer: torch.nn.Module) -> bool:
-    """Rows of a one-row product (paired, for a bfloat16 Linear) equal the same rows multiplied in products of other
-    row counts."""
+def _rows_held(layer: torch.nn.Module) -> int | None:
+    """The most rows a product may take whose rows equal the same rows multiplied one by one (paired, for a bfloat16
+    Linear): None where every count probed held, else one under the first count that did not. Every count from 2 to
+    EVERY_COUNT is probed, then PAST_IT (a kernel switch past them shows in the first rows)."""
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(max(PROBE_ROWS), layer.in_features, generator=gen)
+    x = torch.randn(max(PAST_IT), layer.in_features, generator=gen)
     with torch.inference_mode():
         if isinstance(layer, RowInt8Linear):  # row-exact by construction; the probe holds this CPU to it
             one, several = layer.forward, layer.forward
         else:
             x = x.to(layer.weight.dtype)
-            one, several = partial(PairedLinear.forward, layer), partial(F.linear, weight=layer.weight, bias=layer.bias)
-        alone = torch.cat([one(x[i : i + 1]) for i in range(len(x))])
-        return all(torch.equal(several(x[:n]), alone[:n]) for n in PROBE_ROWS)
+            one = partial(rows_product, weight=layer.weight, bias=layer.bias, most=None)
+            several = partial(F.linear, weight=layer.weight, bias=layer.bias)
+        alone = torch.cat([one(x[i : i + 1]) for i in range(ALONE)])
+        for n in (*range(2, EVERY_COUNT + 1), *PAST_IT):
+            kept = min(n, ALONE)
+            if not torch.equal(several(x[:n])[:kept], alone[:kept]):
+                return min(n - 1, EVERY_COUNT)
+    return None
 
 
 def set_exact(model: torch.nn.Module, on: bool) -> str:
     """Switch exact mode on or off for `model`, in place; '' when it is as asked, else why it stays off."""
     problem = exact_problem(model) if on else ""
     on = on and not problem
+    most = _probed(model)[1] if on else None
     for layer in model.modules():
         if type(layer) in (torch.nn.Linear, PairedLinear):
             layer.__class__ = PairedLinear if on else torch.nn.Linear
+            if on:
+                layer.rows_at_once = most
     previous = model.__dict__.setdefault("_specviz_attention", model.config._attn_implementation)
     model.set_attn_implementation(EXACT_ATTENTION if on else previous)
     return problem
