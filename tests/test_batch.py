@@ -332,6 +332,11 @@ def test_what_rows_joining_a_drafting_batch_cost_the_draft_is_kept_as_its_overru
     steady = ForwardCosts()
     steady.note_overrun(0.4, 0.2)
     assert steady.overrun() == 1.0
+    guessing = BatchGamma(4, ForwardCosts({4: 1.0, 20: 1.0}), bookkeeping=0.0)  # no d_B measured yet: a guess
+    guessing.chosen = [(4, 4)]
+    guessing.next_gammas(list(range(4, 8)))
+    guessing.observe(4, [(r, 4, 2, True) for r in range(4, 8)], 20, draft_s=2.0, verify_s=1.0, bookkeeping_s=0.0)
+    assert guessing.costs.overrun() == 1.0  # a draft dearer than the guess is not an overrun
 
 
 def test_a_probing_row_teaches_only_its_own_acceptance():

@@ -146,9 +146,13 @@ class BatchGamma:
         d = self.draft_cost(batch) * (1.0 if perfect else self.costs.overrun())
         return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
 
+    def measured_draft_cost(self, batch: int) -> float | None:
+        """d_B as this run measured it, else as earlier runs on the model did; None before any did."""
+        return self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
+
     def draft_cost(self, batch: int) -> float:
-        """d_B: as this run measured it, else as earlier runs on the model did, else a tenth of a plain step."""
-        d = self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
+        """d_B as measured, else a tenth of a plain step."""
+        d = self.measured_draft_cost(batch)
         return 0.1 * self.verify_cost(batch) if d is None else d
 
     def next_gamma(self, rows: list[int]) -> int:
@@ -201,8 +205,9 @@ class BatchGamma:
         drafted = [v for v in verdicts if v[1]]
         if gamma == 0 or not drafted:
             return
-        if self.drafting_on:  # what rows new to the draft cost it, apart from coming back after plain steps
-            self.costs.note_overrun(gamma * self.draft_cost(len(verdicts)), draft_s)
+        d = self.measured_draft_cost(len(verdicts))
+        if self.drafting_on and d is not None:  # rows new to the draft, against a d_B measured (never a guess)
+            self.costs.note_overrun(gamma * d, draft_s)
         if self.settled:  # not after plain steps (the draft catches up on them) nor with a row new to the draft
             self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
             self.costs.note_draft(len(verdicts), draft_s / gamma)
