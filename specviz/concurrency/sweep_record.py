@@ -134,10 +134,7 @@ class ConcurrencyRecord:
                 wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
                 stopped=read.flag(data.get("stopped", False), "stopped"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
-                vllm=tuple(
-                    VllmAdvice.from_json(a, f"vllm[{i}]")
-                    for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))
-                ),
+                vllm=VllmAdvice.listed(data.get("vllm", [])),
             )
 
     @staticmethod

@@ -181,14 +181,14 @@ def _problem(model: torch.nn.Module) -> tuple[str, int | None]:
     if any(not isinstance(m.weight, torch.nn.Parameter) or m.weight.dtype != torch.bfloat16 for m in linears):
         return "it covers bfloat16 and int8 (row) Linear layers, and this model has others", None
     shapes = {(m.in_features, m.out_features, m.bias is not None): m for m in linears + row_int8}
-    most = None
+    limits = []
     for (inputs, outputs, _), layer in shapes.items():
         held = _rows_held(layer)
         if held is not None and (held < 2 or isinstance(layer, RowInt8Linear)):  # int8 is never cut in pieces
             kind = "int8" if isinstance(layer, RowInt8Linear) else "bfloat16"
             return f"this CPU's {kind} matrix product ({inputs} → {outputs}) gives rows that depend on how many", None
-        most = held if most is None else min(most, held or most)
-    return "", most
+        limits += [] if held is None else [held]
+    return "", min(limits, default=None)
 
 
 def _rows_held(layer: torch.nn.Module) -> int | None:
@@ -214,9 +214,8 @@ def _rows_held(layer: torch.nn.Module) -> int | None:
 
 def set_exact(model: torch.nn.Module, on: bool) -> str:
     """Switch exact mode on or off for `model`, in place; '' when it is as asked, else why it stays off."""
-    problem = exact_problem(model) if on else ""
+    problem, most = _probed(model) if on else ("", None)
     on = on and not problem
-    most = _probed(model)[1] if on else None
     for layer in model.modules():
         if type(layer) in (torch.nn.Linear, PairedLinear):
             layer.__class__ = PairedLinear if on else torch.nn.Linear

@@ -31,6 +31,11 @@ class VllmAdvice:
             read.text(data["drafter"], f"{where}.drafter"), config, read.text(data["note"], f"{where}.note")
         )
 
+    @staticmethod
+    def listed(data) -> tuple["VllmAdvice", ...]:
+        """A record's "vllm" list (none in older records), each piece checked."""
+        return tuple(VllmAdvice.from_json(a, f"vllm[{i}]") for i, a in enumerate(read.listed(data, "vllm")))
+
 
 def ranges(best: dict[int, int]) -> list[list[int]]:
     """[first, last, γ] per run of levels that chose the same γ; a level's range reaches up to the next level run."""

@@ -143,10 +143,7 @@ class TrafficRecord:
                 created=read.text(data.get("created", ""), "created"),
                 wall_s=read.number(data.get("wall_s", 0.0), "wall_s"),
                 made_with=read.text(data.get("made_with", ""), "made_with"),
-                vllm=tuple(
-                    VllmAdvice.from_json(a, f"vllm[{i}]")
-                    for i, a in enumerate(read.listed(data.get("vllm", []), "vllm"))
-                ),
+                vllm=VllmAdvice.listed(data.get("vllm", [])),
             )
 
     @staticmethod
