@@ -51,7 +51,12 @@ def values(**over):
 
 @pytest.fixture(scope="module")
 def swept(backend):
-    return list(backend.concurrency(values(), PROMPTS, "draft@3,draft@a4,ngram", "1,2,4", rounds=2))
+    views, finished = [], []
+    for view in backend.concurrency(values(), PROMPTS, "draft@3,draft@a4,ngram", "1,2,4", rounds=2):
+        views.append(view)
+        finished.append(view.finished)
+    assert finished == [False] * (len(finished) - 1) + [True]  # "done" is shown once, with the record
+    return views
 
 
 def test_a_sweep_runs_every_level_and_lane_and_every_row_writes_what_its_prompt_writes_alone(swept):

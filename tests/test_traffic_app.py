@@ -52,15 +52,17 @@ def values(**over):
 
 @pytest.fixture(scope="module")
 def served(backend):
-    """Every view's count of runs landed as it came (the view is one object, updated), then the final view."""
-    counts = []
+    """Every view's count of runs landed as it came (the view is one object, updated), then the final view, then
+    whether each view as it came was finished."""
+    counts, finished = [], []
     for view in backend.traffic(values(), PROMPTS, "draft@2,ngram", "20,40", 5, (5.0, 0.5), 3, rounds=2):
         counts.append(len(view.order))
-    return counts, view
+        finished.append(view.finished)
+    return counts, view, finished
 
 
 def test_the_app_serves_every_lane_at_every_rate_and_every_request_writes_what_its_prompt_writes_alone(served):
-    counts, final = served
+    counts, final, finished = served
     assert final.finished and final.lanes == (PLAIN, "draft@2", "ngram") and final.rates == (20.0, 40.0)
     for lane in final.lanes:
         for rate in final.rates:
@@ -71,6 +73,8 @@ def test_the_app_serves_every_lane_at_every_rate_and_every_request_writes_what_i
     assert {key for key in final.simulated} == {(lane, rate) for lane in final.lanes for rate in final.rates}
     assert {a.drafter for a in final.advice} <= {"draft", "ngram"}  # vLLM's lines: one per drafter, at most
     assert sorted(set(counts)) == list(range(1 + len(final.lanes) * 2 * 2))  # a view as each run lands
+    # finished once, at the last view: a screen that says "done" shows the simulator's figures and vLLM's lines
+    assert finished == [False] * (len(finished) - 1) + [True]
 
 
 def test_its_record_reads_back_to_the_same_figures_with_no_model(served, tmp_path):

@@ -126,8 +126,9 @@ class UnderLoad:
 
 def _relay_news(call, view, stopped: Stopped):
     """A device call's news heard by `view`, the view yielded after each, until the call ends or `stopped()`; returns
-    the exact-mode line of its start. The call is closed either way: it ends at the next batch step (under ZeroGPU,
-    the worker at its next one)."""
+    the exact-mode line of its start. The view that heard the end is not yielded: a finished view is shown once, by
+    the caller, with what it works out from the runs (the simulator, vLLM's lines, the record). The call is closed
+    either way: it ends at the next batch step (under ZeroGPU, the worker at its next one)."""
     exact = ""
     try:
         for packet in call:
@@ -137,7 +138,8 @@ def _relay_news(call, view, stopped: Stopped):
                 exact = packet.exact
                 continue
             view.hear(packet.news)
-            yield view
+            if not view.finished:
+                yield view
             if stopped():
                 break
     finally:
