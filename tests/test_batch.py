@@ -236,7 +236,42 @@ def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance
     assert [steps[i].index(max(steps[i])) for i in probes] == [0, 1, 2, 3, 0]  # each row in turn
     for row in rows:
         controller.accepted[row], controller.tested[row] = 9.0, 10.0  # acceptance came back: drafting pays
-    assert controller.next_gamma(rows) > 0 and controller.probe_gap is None
+    assert controller.next_gamma(rows) > 0 and controller.probe_gap(4) == 3
+
+
+def test_the_wait_after_failed_probes_carries_to_the_next_run_and_to_wider_batches_only():
+    """Probes that failed at 4 rows leave a long wait there for the next run of the same drafter (each run's first
+    probes cost the whole batch a step), and at wider batches, where drafting pays less; not at fewer rows, nor for
+    another drafter. Once drafting pays at some width, the waits at it and below are forgotten."""
+    costs = ForwardCosts()
+    for tokens in (1, 4, 8, 16, 32, 64):
+        costs.note(tokens, max(1.0, tokens / 16))
+    draft = costs.for_drafter("draft")
+    first = BatchGamma(8, draft, draft_per_token=0.2, bookkeeping=0.0, probe_after=3)
+    first.accepted, first.tested = {r: 1.0 for r in range(4)}, {r: 10.0 for r in range(4)}  # α 0.1
+    for _ in range(40):
+        first.next_gammas(list(range(4)))
+    assert first.probe_gap(4) == 24
+    later = BatchGamma(8, costs.for_drafter("draft"), draft_per_token=0.2, bookkeeping=0.0, probe_after=3)
+    later.accepted, later.tested = first.accepted, first.tested
+    steps = [later.next_gammas(list(range(4))) for _ in range(30)]
+    assert [i for i, s in enumerate(steps) if any(s)] == [24]  # not after 3 plain steps, as a fresh run would
+    assert later.probe_gap(6) == 24 and later.probe_gap(2) == 3
+    assert BatchGamma(8, costs.for_drafter("ngram"), probe_after=3).probe_gap(4) == 3
+    later.accepted = {r: 9.0 for r in range(4)}  # acceptance came back: drafting pays at 4 rows
+    assert later.next_gamma(list(range(4))) > 0 and later.probe_gap(4) == 3
+
+
+def test_each_drafter_keeps_its_own_draft_cost_and_all_share_the_targets_forward():
+    """A draft model's position costs a forward of its own, a lookup's almost nothing: in one sweep of both, each
+    adaptive lane prices its drafts by its own drafter's d_B, and both read the forward costs either measured."""
+    costs = ForwardCosts()
+    model, lookup = costs.for_drafter("draft"), costs.for_drafter("ngram")
+    model.note_draft(4, 0.3)
+    lookup.note_draft(4, 0.001)
+    model.note(20, 1.0)
+    assert costs.for_drafter("draft").draft_at(4) == pytest.approx(0.3) and lookup.draft_at(4) == pytest.approx(0.001)
+    assert lookup.at(20, 4) == 1.0 and costs.at(20, 4) == 1.0
 
 
 def test_no_probe_where_drafts_that_all_held_would_not_pay():
@@ -247,6 +282,22 @@ def test_no_probe_where_drafts_that_all_held_would_not_pay():
         costs.note(tokens, tokens / 16)
     controller = BatchGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0, probe_after=3)
     assert not any(any(controller.next_gammas(list(range(16)))) for _ in range(20))
+
+
+def test_no_probe_where_rows_joining_the_drafting_would_eat_all_that_held_drafts_give():
+    """Forwards that cost alike up to 8 positions and a drafted position 0.6 of one: 4 rows drafting one position
+    that held would give 1.25× plain. The draft's measured overrun of 2 (rows joining read their prompts) makes a
+    position cost 1.2 forwards: no acceptance could make drafting pay, so the batch never probes; without it, it
+    does."""
+    costs = ForwardCosts()
+    for tokens in (1, 4, 8, 16, 32):
+        costs.note(tokens, max(1.0, tokens / 8))
+    for overrun, probes in ((1.0, True), (2.0, False)):
+        priced = costs.for_drafter(f"overrun {overrun}")
+        priced.note_overrun(1.0, overrun)
+        controller = BatchGamma(4, priced, draft_per_token=0.6, bookkeeping=0.0, probe_after=3)
+        controller.accepted, controller.tested = {r: 0.0 for r in range(4)}, {r: 10.0 for r in range(4)}
+        assert any(any(controller.next_gammas(list(range(4)))) for _ in range(20)) == probes
 
 
 @pytest.mark.parametrize("drafter", ["draft", "ngram"])

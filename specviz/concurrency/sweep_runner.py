@@ -52,7 +52,7 @@ def sweep(
     longest = max(len(prompts[p]) for p in rows_of(prompts, max(levels))) + settings.max_new_tokens
     check_batch_fits(pair.target.model, max(levels), longest, widest, f"{max(levels)} requests at once")
     plain = LaneRun(PLAIN, NO_DRAFTER, settings, None)
-    costs = ForwardCosts()  # the target's forward seconds by tokens, shared by every run of the sweep
+    costs = ForwardCosts()  # the target's forward seconds by tokens, shared by every run; drafting's, by drafter
     alone, refused = {}, set()
     if settings.greedy:  # each prompt decoded alone: what every row of it must write
         for p in sorted(set(rows_of(prompts, max(levels)))):
@@ -70,7 +70,7 @@ def sweep(
                 yield ConcurrencyNews("message", f"{where}: {opening(pair, lane, level)}")
                 run, total, said = None, level * settings.max_new_tokens, clock()
                 try:
-                    for run in decode_level(pair, prompts, lane, level, costs, stop, clock):
+                    for run in decode_level(pair, prompts, lane, level, costs.for_drafter(lane.drafter), stop, clock):
                         if isinstance(run, int) and clock() - said >= PROGRESS_EVERY_S:
                             said = clock()
                             yield ConcurrencyNews("progress", f"{where}: {run}/{total} tokens", lane=lane.name)

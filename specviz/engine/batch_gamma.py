@@ -13,12 +13,13 @@ while the device is memory-bound, so γ stays long for a small batch; once T mak
 with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
 steps win, after `probe_after` plain steps one row (each in turn) drafts, so its α can recover; the forward pads
 every row to the probe's width, so a probe costs the whole batch, and each probe that did not bring drafting back
-doubles the wait before the next (up to LONGEST_PROBE_GAP).
+doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP), kept for the next run.
 
-What a drafted position costs (d_B, by B) is kept with the forward costs, so a run starts from what earlier runs on
-the model measured; it is learnt only from a step that drafts on from a drafting step with no row new to it, since
-the first drafting step after plain steps also feeds the draft the tokens those steps wrote (and a row's whole text,
-for a draft model that reads a row only once it drafts for it): a cost of coming back to drafting, not of drafting.
+What a drafted position costs (d_B, by B) is kept with the forward costs, by drafter, so a run starts from what
+earlier runs of its drafter on the model measured; it is learnt only from a step that drafts on from a drafting step
+with no row new to it, since the first drafting step after plain steps also feeds the draft the tokens those steps
+wrote (and a row's whole text, for a draft model that reads a row only once it drafts for it): a cost of coming back
+to drafting, not of drafting.
 What rows that join a batch drafting on cost the draft (it reads each one's prompt) is kept apart, as the overrun:
 the draft's seconds over γ·d_B over every step that drafts on from a drafting step. d_B is read times it.
 """
@@ -39,38 +40,55 @@ OVERRUN_MEMORY = 0.9  # the weight of what earlier drafting steps said of the ov
 
 
 @dataclass
+class DraftCosts:
+    """What one drafter's drafting costs with the model: d_B by rows (each the median of the last RECENT timings),
+    its overrun, and how long to wait before a probe at each batch size after probes there that failed."""
+
+    per_position: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
+    timings: dict[int, list] = field(default_factory=dict)  # rows -> the last RECENT timings
+    spent: float = 0.0  # decayed draft seconds of steps drafting on from a drafting step
+    foreseen: float = 0.0  # decayed γ·d_B of the same steps
+    probe_gaps: dict[int, int] = field(default_factory=dict)  # rows -> plain steps before the next probe there
+
+
+@dataclass
 class ForwardCosts:
     """Seconds of the target's forward by the tokens it took (T), each the median of the last RECENT timings. Kept by
     the caller for one loaded model, so a run starts from what earlier runs measured. A median, not a mean, and a
     forward read as never dearer than a wider one measured: a stall of the machine (a timing ten times the truth)
     then neither stays in the table nor makes plain steps look dear, which adaptive γ, avoiding them, would never
-    measure again."""
+    measure again. What drafting costs is a drafter's, not the device's: `for_drafter` gives the same forward
+    costs with that drafter's DraftCosts (a draft model's position costs a forward of its own, a lookup's nothing)."""
 
     seconds: dict[int, float] = field(default_factory=dict)
-    draft: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
-    timings: dict = field(default_factory=dict)  # (table, key) -> the last RECENT timings
-    spent: float = 0.0  # decayed draft seconds of steps drafting on from a drafting step
-    foreseen: float = 0.0  # decayed γ·d_B of the same steps
+    timings: dict[int, list] = field(default_factory=dict)  # T -> the last RECENT timings
+    drafters: dict[str, DraftCosts] = field(default_factory=dict)  # by drafter, shared by every view of these costs
+    drafted: DraftCosts = field(default_factory=DraftCosts)  # the drafter this view prices
+
+    def for_drafter(self, name: str) -> "ForwardCosts":
+        """These forward costs (shared: what one notes, all read) with `name`'s drafting costs."""
+        mine = self.drafters.setdefault(name, DraftCosts())
+        return ForwardCosts(self.seconds, self.timings, self.drafters, mine)
+
+    @property
+    def draft(self) -> dict[int, float]:
+        return self.drafted.per_position
 
     def note_overrun(self, foreseen: float, spent: float) -> None:
-        self.foreseen = OVERRUN_MEMORY * self.foreseen + foreseen
-        self.spent = OVERRUN_MEMORY * self.spent + spent
+        self.drafted.foreseen = OVERRUN_MEMORY * self.drafted.foreseen + foreseen
+        self.drafted.spent = OVERRUN_MEMORY * self.drafted.spent + spent
 
     def overrun(self) -> float:
         """The draft's seconds over γ·d_B while drafting goes on (rows joining read their prompts): 1 until measured,
         never below 1 (steady steps are what d_B is)."""
-        return max(1.0, self.spent / self.foreseen) if self.foreseen else 1.0
+        d = self.drafted
+        return max(1.0, d.spent / d.foreseen) if d.foreseen else 1.0
 
     def note(self, tokens: int, seconds: float) -> None:
-        self._note(self.seconds, "forward", tokens, seconds)
+        _note(self.seconds, self.timings, tokens, seconds)
 
     def note_draft(self, rows: int, seconds: float) -> None:
-        self._note(self.draft, "drafted", rows, seconds)
-
-    def _note(self, table: dict, name: str, key: int, seconds: float) -> None:
-        recent = self.timings.setdefault((name, key), [table[key]] if key in table else [])
-        recent[:] = [*recent[-(RECENT - 1) :], seconds]
-        table[key] = statistics.median(recent)
+        _note(self.drafted.per_position, self.drafted.timings, rows, seconds)
 
     def draft_at(self, rows: int) -> float | None:
         """d_B as measured at B rows, between and past measured B along the nearest; None before any was."""
@@ -90,6 +108,13 @@ class ForwardCosts:
         return interpolate(capped, tokens, rising=True)
 
 
+def _note(table: dict, timings: dict, key: int, seconds: float) -> None:
+    """The median of the last RECENT timings at `key` becomes its cost."""
+    recent = timings.setdefault(key, [table[key]] if key in table else [])
+    recent[:] = [*recent[-(RECENT - 1) :], seconds]
+    table[key] = statistics.median(recent)
+
+
 @dataclass
 class BatchGamma:
     """Adaptive γ for a batch: the γ with the most expected tokens per second for the rows still decoding."""
@@ -105,7 +130,6 @@ class BatchGamma:
     bookkeeping: float | None = None
     nodes_per_gamma: float = 1.0
     plain_run: int = 0
-    probe_gap: int | None = None  # plain steps before the next probe: probe_after, doubled by each failed probe
     probes: int = 0  # probes so far: which row probes next
     accepted: dict = field(default_factory=dict)  # row -> decayed accepted drafts
     tested: dict = field(default_factory=dict)
@@ -143,7 +167,7 @@ class BatchGamma:
         else:
             tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
         tokens += batch - len(drafting)
-        d = self.draft_cost(batch) * (1.0 if perfect else self.costs.overrun())
+        d = self.draft_cost(batch) * self.costs.overrun()  # what no acceptance changes, so `perfect` pays it too
         return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
 
     def measured_draft_cost(self, batch: int) -> float | None:
@@ -154,6 +178,12 @@ class BatchGamma:
         """d_B as measured, else a tenth of a plain step."""
         d = self.measured_draft_cost(batch)
         return 0.1 * self.verify_cost(batch) if d is None else d
+
+    def probe_gap(self, rows: int) -> int:
+        """Plain steps before a probe of `rows` rows: probe_after, or as probes that failed at the widest batch not
+        above it left it (with more rows drafting pays less), in this run or an earlier one of the same drafter."""
+        failed = [w for w in self.costs.drafted.probe_gaps if w <= rows]
+        return self.costs.drafted.probe_gaps[max(failed)] if failed else self.probe_after
 
     def next_gamma(self, rows: list[int]) -> int:
         """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
@@ -169,14 +199,17 @@ class BatchGamma:
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
-        gap = self.probe_gap or self.probe_after
+        gaps = self.costs.drafted.probe_gaps
+        gap = self.probe_gap(len(rows))
         if self.rate(best, rows) > plain * (1.0 if self.drafting_on else 1.0 + ENTER_MARGIN):
-            self.plain_run, self.probe_gap, gammas = 0, None, [best] * len(rows)
+            self.plain_run, gammas = 0, [best] * len(rows)
+            for width in [w for w in gaps if w <= len(rows)]:  # it pays here, so it may with fewer rows
+                del gaps[width]
         elif self.plain_run >= gap and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
             probe = rows[self.probes % len(rows)]
             gamma = max(drafts, key=lambda g: self.rate(g, rows, [probe]))
             self.plain_run, self.probes = 0, self.probes + 1
-            self.probe_gap = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
+            gaps[len(rows)] = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
             gammas = [gamma if r == probe else 0 for r in rows]
         else:
             self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)

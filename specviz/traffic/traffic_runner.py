@@ -87,7 +87,7 @@ def traffic(
     longest = max(map(len, prompts)) + settings.max_new_tokens
     check_batch_fits(pair.target.model, max_rows, longest, widest, f"{max_rows} rows at once")
     plain = LaneRun(PLAIN, NO_DRAFTER, settings, None)
-    costs = ForwardCosts()  # the target's forward seconds by tokens, shared by every run
+    costs = ForwardCosts()  # the target's forward seconds by tokens, shared by every run; drafting's, by drafter
     alone, refused = {}, set()
     if settings.greedy:  # each prompt decoded alone: what every request of it must write
         for p in sorted({prompt_of(r, prompts) for times in schedules.values() for r in range(len(times))}):
@@ -105,7 +105,8 @@ def traffic(
                 yield TrafficNews("message", f"{what} (round {turn + 1}/{rounds})", lane=lane.name)
                 said, total, out = clock(), len(arrivals) * settings.max_new_tokens, None
                 try:
-                    for out in serve(pair, prompts, lane, arrivals, max_rows, costs, stop, clock):
+                    priced = costs.for_drafter(lane.drafter)
+                    for out in serve(pair, prompts, lane, arrivals, max_rows, priced, stop, clock):
                         if isinstance(out, int) and clock() - said >= PROGRESS_EVERY_S:
                             said = clock()
                             yield TrafficNews("progress", f"{what}: {out}/{total} tokens", lane=lane.name)
