@@ -244,6 +244,31 @@ def test_a_damaged_traffic_record_is_refused_in_one_line(tmp_path, damage, said)
     assert "\n" not in str(refused.value)
 
 
+def test_a_recorded_run_is_judged_again_against_another_slo_with_no_model(capsys, tmp_path):
+    """A serving engineer tries the objective a product needs on runs already made: `traffic --replay FILE
+    --slo-tpot S` prints the same runs counted against S, each goodput with its lowest and highest over the rounds
+    (a verdict inside plain's own spread is noise); without --replay a target is still asked for, in one line."""
+    steps = (BatchStep(1, 0, 1, 0.0, 0.5, 0.6, 0, 0, 1),)
+    runs = []
+    for turn, tpot in enumerate((0.4, 0.3)):  # two rounds: one request slower than 0.35 s a token, one faster
+        timings = (RequestTiming(0, 0.0, 0.0, 1.0, 1.0 + 2 * tpot, 3),)
+        runs.append((TrafficRun(PLAIN, 0.5, turn, 2, timings, ((5, 6, 7),), steps, ()), (True,)))
+    models = RunModels("t", "", "t", "float32", "", "cpu", "")
+    record = TrafficRecord((0.5,), (PLAIN,), Slo(10.0, 0.35), 2, 2, ["a"], [4], {}, models, runs)
+    record.save(tmp_path / "run.json")
+    code, out, err = run_cli(capsys, "traffic", "--replay", str(tmp_path / "run.json"), "--json")
+    assert code == 0, err
+    as_run = json.loads(out)["rates"][0]["lanes"][PLAIN]
+    assert as_run["goodput_spread"] == [0.0, pytest.approx(1 / 1.6)] and "0.000-0.625" in err
+    code, out, err = run_cli(capsys, "traffic", "--replay", str(tmp_path / "run.json"), "--slo-tpot", "0.5", "--json")
+    judged = json.loads(out)
+    assert code == 0 and judged["slo"] == {"ttft_s": 10.0, "tpot_s": 0.5}
+    assert judged["rates"][0]["lanes"][PLAIN]["goodput_spread"] == [pytest.approx(1 / 1.8), pytest.approx(1 / 1.6)]
+    assert "TPOT <= 0.5 s" in err
+    assert_one_line_error(*run_cli(capsys, "traffic", "--rates", "1")[::2], "--target")
+    assert_one_line_error(*run_cli(capsys, "traffic", "--replay", str(tmp_path / "none.json"))[::2], "none.json")
+
+
 # -- into production --
 
 

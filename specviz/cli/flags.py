@@ -214,11 +214,11 @@ def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
         raise InvalidRequest("--draft is not used by any of the drafters chosen")
 
 
-def add_lanes_run_options(p: argparse.ArgumentParser) -> None:
+def add_lanes_run_options(p: argparse.ArgumentParser, target_required: bool = True) -> None:
     """What a command that runs plain decoding beside several lanes (race, concurrency) takes besides its own flags:
     the target, the drafters' options, the chat template, the sampling settings, the models and exact mode."""
 
-    p.add_argument("--target", required=True, help="offline preset, local model folder, or Hub id")
+    p.add_argument("--target", required=target_required, help="offline preset, local model folder, or Hub id")
     add_drafter_options(p, with_drafter=False)
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     add_sampling_options(p)

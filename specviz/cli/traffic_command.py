@@ -16,6 +16,7 @@ import torch
 
 from ..concurrency.sweep_plan import ROUNDS, check_rounds
 from ..drafters.registry import NO_DRAFTER
+from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..runs import LaneRun
@@ -40,6 +41,7 @@ from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models,
 
 PROGRESS_EVERY_S = 10
 EXAMPLES = "code"
+DEFAULT_SLO = (10.0, 0.5)  # seconds to the first token, then seconds per output token
 
 
 def add_traffic_command(sub) -> None:
@@ -52,20 +54,26 @@ def add_traffic_command(sub) -> None:
     p.add_argument("--arrivals", help="a file of arrival times (seconds, one per line or a JSON list): a recorded "
                    "trace, run instead of --rates")  # fmt: skip
     p.add_argument("--max-rows", default="8", help=f"the most requests decoding together, 1..{MAX_ROWS}")
-    p.add_argument("--slo-ttft", default="10", help="the time-to-first-token objective, seconds")
-    p.add_argument("--slo-tpot", default="0.5", help="the time-per-output-token objective, seconds")
+    p.add_argument("--slo-ttft", help=f"the time-to-first-token objective, seconds (default {DEFAULT_SLO[0]:g})")
+    p.add_argument("--slo-tpot", help=f"the time-per-output-token objective, seconds (default {DEFAULT_SLO[1]:g})")
     p.add_argument("--prompts", help=f"a .txt, .jsonl or .csv file; default: the {EXAMPLES} examples")
     p.add_argument("--rounds", type=int, default=1, help=f"runs of each rate and lane, {ROUNDS[0]}..{ROUNDS[-1]}")
     p.add_argument("--simulate", default="0", help="then simulate this many requests at rates around those run, "
                    f"calibrated on the runs (1..{MAX_REQUESTS}; 0: only check it on the rates run)")  # fmt: skip
-    add_lanes_run_options(p)
+    add_lanes_run_options(p, target_required=False)  # a replay needs none
     p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
     p.add_argument("--trace", help="record the run to this file (it reads back with no model loaded)")
+    p.add_argument("--replay", help="a run recorded with --trace, judged again with no model loaded: against the "
+                   "SLO given (default: its own), its table, verdicts and vLLM's lines")  # fmt: skip
 
 
 def cmd_traffic(args: argparse.Namespace) -> int:
+    if args.replay:
+        return replay(args)
+    if not args.target:
+        raise InvalidRequest("--target is required (or --replay FILE, a recorded run, to judge it again)")
     # Everything cheap first, before a model loads.
-    slo, rounds = check_slo(args.slo_ttft, args.slo_tpot), check_rounds(args.rounds)
+    slo, rounds = check_slo(*asked_slo(args, DEFAULT_SLO)), check_rounds(args.rounds)
     max_rows = check_count(args.max_rows, "--max-rows", MAX_ROWS)
     simulate = 0 if str(args.simulate).strip() == "0" else check_count(args.simulate, "--simulate", MAX_REQUESTS)
     if args.arrivals:
@@ -115,6 +123,24 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     return 0
 
 
+def asked_slo(args: argparse.Namespace, default: tuple[float, float]) -> tuple:
+    """The SLO's two objectives as given, each one not given as in `default`."""
+    return tuple(d if given is None else given for given, d in zip((args.slo_ttft, args.slo_tpot), default))
+
+
+def replay(args: argparse.Namespace) -> int:
+    """A recorded run judged again, with no model: the same runs, under the SLO asked (a serving engineer trying the
+    objective a product needs, or checking how near a verdict sits to a cliff, without running it again)."""
+    record = TrafficRecord.load(args.replay)
+    record.slo = check_slo(*asked_slo(args, (record.slo.ttft_s, record.slo.tpot_s)))
+    view = record.view()
+    print(table(view) + "\n" + production_lines(view, view.advice), file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in view.advice}
+        print(json.dumps({**view.to_json(), "prompts": record.prompts, "vllm": vllm}, ensure_ascii=False))
+    return 0
+
+
 def table(view: TrafficView) -> str:
     """One block per lane: a line per rate."""
     lines = [f"SLO: TTFT <= {view.slo.ttft_s:g} s and TPOT <= {view.slo.tpot_s:g} s; rounds: {view.rounds}"]
@@ -123,7 +149,9 @@ def table(view: TrafficView) -> str:
             lines.append(f"{lane}: cannot serve concurrent requests: {view.notes[lane]}")
             continue
         lines.append(lane)
-        lines.append("  req/s  tok/s  TTFT p50/p90/p99 s    TPOT p50/p90/p99 s   goodput  vs plain  SLO  identical")
+        lines.append(
+            "  req/s  tok/s  TTFT p50/p90/p99 s    TPOT p50/p90/p99 s   goodput  (rounds)     vs plain  SLO  identical"
+        )
         for rate in view.rates:
             f = view.figures(lane, rate)
             if f is None:
@@ -135,6 +163,7 @@ def table(view: TrafficView) -> str:
                 "/".join(f"{v:.2f}" for v in f.ttft).rjust(20),
                 "/".join(f"{v:.3f}" for v in f.tpot).rjust(20),
                 f"{f.goodput:7.3f}",
+                _rounds_spread(view.spread(lane, rate, lambda x: x.goodput)),
                 "        " if ratio is None or lane == PLAIN else f"{ratio:7.2f}x",
                 " met" if f.meets_slo else "miss",
                 {None: "", True: "yes", False: "NO"}[view.identical(lane, rate)],
@@ -174,6 +203,11 @@ def projection_words(view: TrafficView, lane: str) -> str:
     if lane != PLAIN:
         said += "; pays at every rate" if where is None else f"; stops paying at {where:.3g} requests/s"
     return said
+
+
+def _rounds_spread(spread: tuple[float, float] | None) -> str:
+    """A goodput's lowest–highest over the rounds: a lane's difference from plain inside plain's is noise."""
+    return " " * 11 if spread is None else f"{spread[0]:.3f}-{spread[1]:.3f}"
 
 
 def _error(simulated: float, measured: float) -> str:

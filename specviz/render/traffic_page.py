@@ -93,16 +93,14 @@ def traffic_table(view: TrafficView) -> str:
                 f"{sim.tpot[0]:.3f} ({_pct(error_of(sim.tpot[0], f.tpot[0]))})"
             )  # fmt: skip
             spread = view.spread(lane, rate, lambda x: x.tpot[0])
-            tpot = f"{f.tpot[0]:.3f} / {f.tpot[2]:.3f}" + (
-                "" if spread is None else f" ({spread[0]:.3f}–{spread[1]:.3f})"
-            )
+            tpot = f"{f.tpot[0]:.3f} / {f.tpot[2]:.3f}" + _spread_of(spread)
             cells = [
                 lane,
                 f"{rate:g}",
                 f"{f.tokens_per_s:.1f}",
                 f"{f.ttft[0]:.2f} / {f.ttft[2]:.2f}",
                 tpot,
-                f"{f.goodput:.3f}",
+                f"{f.goodput:.3f}" + _spread_of(view.spread(lane, rate, lambda x: x.goodput)),
                 "" if lane == PLAIN or ratio is None else f"{ratio:.2f}×",
                 "met" if f.meets_slo else "missed",
                 {None: "–", True: "yes", False: "NO"}[view.identical(lane, rate)],
@@ -110,6 +108,11 @@ def traffic_table(view: TrafficView) -> str:
             ]
             rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     return f'<div class="sv-traffic-scroll"><table class="sv-traffic-table">{head}{"".join(rows)}</table></div>'
+
+
+def _spread_of(spread: tuple[float, float] | None) -> str:
+    """A figure's lowest and highest over the rounds, after its median: how far a difference must go to be news."""
+    return "" if spread is None else f" ({spread[0]:.3f}–{spread[1]:.3f})"
 
 
 def _pct(error: float | None) -> str:

@@ -118,6 +118,7 @@ class TrafficView:
                     **_figures_json(f),
                     "identical": self.identical(lane, rate),
                     "goodput_vs_plain": self.versus_plain(lane, rate, lambda x: x.goodput),
+                    "goodput_spread": self.spread(lane, rate, lambda x: x.goodput),
                     "simulated": None if sim is None else {**_figures_json(sim), **_errors(f, sim)},
                     "runs": [run.to_json() for run in self.runs[(lane, rate)]],
                 }
