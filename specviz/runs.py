@@ -208,3 +208,4 @@ class LaneRun:
     settings: Settings
     options: Options | None
     remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)
+    table: tuple = ()  # under load, γ by the batch's size: [first, last, γ] ranges (vLLM's table); (): settings' γ

@@ -16,6 +16,7 @@ from ..settings import AUTO, Settings, check_prompt, mode_text
 from ..workload.entrants import EntryRules
 
 # The named values a run takes besides drafter options; the screen calls the token budget max_new.
+NO_TABLE = "run a Concurrency sweep first: the lane follows the table of γ by batch size it measured"
 _GENERAL = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new_tokens", "temperature", "top_k", "top_p", "seed")
 _GENERAL += ("adaptive", "acceptance", "draft_dtype", "exact")
 
@@ -125,6 +126,7 @@ def _integer(value, name: str) -> int:
     return int(number)
 
 
-def entry_rules(asked: Request, preset) -> EntryRules:
-    """Each entrant read with the request's options, checked against the preset's target and draft."""
-    return EntryRules(asked.options_for, preset.target, bool(preset.draft))
+def entry_rules(asked: Request, preset, tables: dict | None = None) -> EntryRules:
+    """Each entrant read with the request's options, checked against the preset's target and draft; NAME@table
+    lanes from `tables` (the visitor's last Concurrency sweep of the pair; None where no table lane runs)."""
+    return EntryRules(asked.options_for, preset.target, bool(preset.draft), tables, NO_TABLE)

@@ -17,7 +17,6 @@ from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable
-from ..runs import LaneRun
 from ..traffic.simulator import held_out
 from ..traffic.traffic_plan import MAX_REQUESTS, MAX_ROWS, check_count, check_rates, check_slo, poisson_arrivals
 from ..traffic.traffic_record import TrafficRecord
@@ -25,6 +24,7 @@ from ..traffic.traffic_results import TrafficNews
 from ..traffic.traffic_view import TrafficView
 from ..traffic.vllm_table import traffic_vllm_advice
 from ..workload.entrants import lane_entrants
+from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload
 from .device_calls import take
 from .request import entry_rules, read_request
@@ -51,7 +51,8 @@ class UnderLoad:
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, entry_rules(asked, preset))
+        rules = entry_rules(asked, preset, self.swept.of(session, asked.pair))
+        chosen = lane_entrants(lanes, asked.settings, not best, rules)
         view, runs = plan_sweep(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
         with self.line.on_device(session, len(levels) * (1 + len(runs)), "concurrency sweep"):
@@ -100,9 +101,10 @@ class UnderLoad:
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, entry_rules(asked, preset))
+        rules = entry_rules(asked, preset, self.swept.of(session, asked.pair))
+        chosen = lane_entrants(lanes, asked.settings, not best, rules)
         schedules = {rate: poisson_arrivals(rate, requests, asked.settings.seed) for rate in schedule_rates}
-        runs = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in chosen if e.settings)
+        runs = tuple(lane_runs(chosen))
         view = TrafficView(tuple(schedules), (PLAIN, *(e.name for e in chosen)), slo, rounds)
         view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
         began = time.perf_counter()

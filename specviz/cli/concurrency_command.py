@@ -25,7 +25,15 @@ from ..models import encode_prompt
 from ..render.concurrency_page import crossover_words, rounds_words
 from ..runtime import ASSETS
 from ..workload.prompts import read_prompts
-from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
+from .flags import (
+    add_lanes_run_options,
+    add_table_option,
+    chosen_lanes,
+    open_models,
+    read_tables,
+    run_models,
+    settings_from,
+)
 
 PROGRESS_EVERY_S = 10  # how often a level under way prints how far it got
 EXAMPLES = "code"  # the example prompts a sweep runs when none are given (assets/prompts.json)
@@ -50,6 +58,7 @@ def add_concurrency_command(sub) -> None:
         help=f"runs of each level and lane, {ROUNDS[0]}..{ROUNDS[-1]}; the figures are the median's",
     )
     add_lanes_run_options(p)
+    add_table_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
     p.add_argument("--trace", help="record the sweep to this file (it replays in the app and makes a snapshot page)")
 
@@ -58,7 +67,8 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     levels, rounds = check_levels(args.levels), check_rounds(args.rounds)  # all that is cheap, before a model loads
     texts = read_prompts(args.prompts) if args.prompts else json.loads((ASSETS / "prompts.json").read_text())[EXAMPLES]
     base = settings_from(args, NO_DRAFTER)
-    chosen = chosen_lanes(args, base, preferred_trees=False)  # a batch's drafter drafts chains: no preferred tree
+    # a batch's drafter drafts chains: no preferred tree
+    chosen = chosen_lanes(args, base, preferred_trees=False, tables=read_tables(args.table))
     view, lanes = plan_sweep(levels, chosen, base.greedy)
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]

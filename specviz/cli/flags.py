@@ -6,10 +6,12 @@ import argparse
 import os
 import sys
 
+from .. import reading as read
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
 from ..runs import Pair, choose_precision, open_draft, open_target
+from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
 from ..workload.entrants import EntryRules, lane_entrants
@@ -226,10 +228,26 @@ def add_lanes_run_options(p: argparse.ArgumentParser, target_required: bool = Tr
     add_exact_option(p)
 
 
-def chosen_lanes(args, base: Settings, preferred_trees: bool) -> list:
+def add_table_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--table", metavar="FILE", help="what a NAME@table lane follows: a run recorded with --trace "
+                   "(its vLLM table per drafter) or a vLLM speculative config holding such a table")  # fmt: skip
+
+
+def read_tables(path: str | None) -> dict[str, tuple]:
+    """The tables of γ by batch size in --table FILE ({} without it); one line naming the file where it holds none."""
+    if not path:
+        return {}
+    try:
+        return tables_in(read.json_file(path))
+    except ValueError as exc:
+        raise InvalidRequest(f"--table: cannot read a table of γ by batch size from {path}: {exc}") from None
+
+
+def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | None = None) -> list:
     """The lanes --drafters names (workload/entrants.Entrant; none named: every drafter), at --gamma where given,
     each with the option flags given for its drafter and, with `preferred_trees`, the tree shape it measured best;
-    refused in one line where check_entrants refuses them."""
+    NAME@table lanes from `tables` (None: a command that runs none); refused in one line where check_entrants
+    refuses them."""
 
     names = [n.split("@")[0].strip() for n in (args.drafters or "").split(",") if n.strip()]
     given = given_options(args, only=set(names) if names else None)
@@ -238,9 +256,9 @@ def chosen_lanes(args, base: Settings, preferred_trees: bool) -> list:
         preferred = dict(k.listing.preferred) if preferred_trees else {}
         return k.parse({**preferred, **given.get(k.name, {})})
 
-    chosen = lane_entrants(
-        args.drafters, base, args.gamma is not None, EntryRules(options, args.target, bool(args.draft))
-    )
+    no_table = "give --table FILE: a run recorded with --trace, or a vLLM speculative config"
+    rules = EntryRules(options, args.target, bool(args.draft), tables, no_table)
+    chosen = lane_entrants(args.drafters, base, args.gamma is not None, rules)
     check_entrants(chosen, bool(args.drafters), bool(args.draft))
     return chosen
 

@@ -19,7 +19,6 @@ from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
-from ..runs import LaneRun
 from ..runtime import ASSETS
 from ..traffic.latency import capacity, stops_paying
 from ..traffic.simulator import held_out, projected, rate_grid
@@ -36,8 +35,17 @@ from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_runner import traffic
 from ..traffic.traffic_view import TrafficView, error_of
 from ..traffic.vllm_table import traffic_vllm_advice
+from ..workload.lanes import lane_runs
 from ..workload.prompts import read_prompts
-from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
+from .flags import (
+    add_lanes_run_options,
+    add_table_option,
+    chosen_lanes,
+    open_models,
+    read_tables,
+    run_models,
+    settings_from,
+)
 
 PROGRESS_EVERY_S = 10
 EXAMPLES = "code"
@@ -61,6 +69,7 @@ def add_traffic_command(sub) -> None:
     p.add_argument("--simulate", default="0", help="then simulate this many requests at rates around those run, "
                    f"calibrated on the runs (1..{MAX_REQUESTS}; 0: only check it on the rates run)")  # fmt: skip
     add_lanes_run_options(p, target_required=False)  # a replay needs none
+    add_table_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
     p.add_argument("--trace", help="record the run to this file (it reads back with no model loaded)")
     p.add_argument("--replay", help="a run recorded with --trace, judged again with no model loaded: against the "
@@ -85,9 +94,9 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         schedules = {rate: poisson_arrivals(rate, requests, args.seed) for rate in check_rates(args.rates)}
     texts = read_prompts(args.prompts) if args.prompts else json.loads((ASSETS / "prompts.json").read_text())[EXAMPLES]
     base = settings_from(args, NO_DRAFTER)
-    chosen = chosen_lanes(args, base, preferred_trees=False)
+    chosen = chosen_lanes(args, base, preferred_trees=False, tables=read_tables(args.table))
     lanes = [e for e in chosen if e.settings]
-    runs = [LaneRun(e.name, e.drafter, e.settings, e.options) for e in lanes]
+    runs = lane_runs(lanes)
     view = TrafficView(tuple(schedules), (PLAIN, *(e.name for e in chosen)), slo, rounds)
     view.notes = {e.name: e.contender.note for e in chosen if not e.settings}
     pair = open_models(args, bool(args.draft))

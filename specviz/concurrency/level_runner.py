@@ -46,8 +46,9 @@ def decode_level(
     drafting = build_row_drafting(lane.drafter, settings, generators, target, pair.draft, lane.options, concurrent=True)
     tokens, seconds = [[] for _ in chosen], [0.0] * rows
     steps, prefill_s, began = [], 0.0, clock()
+    asked = [prompts[p] for p in chosen]
     for step in by_step(
-        generate_rows(target, [prompts[p] for p in chosen], settings, drafting, generators, stop, False, costs)
+        generate_rows(target, asked, settings, drafting, generators, stop, False, costs, gamma_table=lane.table)
     ):
         prefill_s = max(prefill_s, max(e.prefill_s for _, e in step))
         for row, event in step:

@@ -14,6 +14,7 @@ from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
 from ..runs import LaneRun, Pair
 from ..settings import Settings
+from ..workload.lanes import lane_runs
 from .level_runner import decode_level, rows_of
 from .sweep_plan import check_levels
 from .sweep_results import ConcurrencyNews
@@ -26,10 +27,10 @@ def plan_sweep(levels, entrants, greedy: bool) -> tuple[ConcurrencyView, tuple[L
     """What the CLI and the app both start a sweep from: the lanes that run (each of `entrants`, a
     workload/entrants.Entrant, that these models can run, in the order asked) and the view before any run, naming
     plain decoding and every lane, how each drafts, its fixed γ and, for an entrant that cannot run, why not."""
-    lanes = tuple(LaneRun(e.name, e.drafter, e.settings, e.options) for e in entrants if e.settings)
+    lanes = tuple(lane_runs(entrants))
     view = ConcurrencyView(check_levels(levels), (PLAIN, *(lane.name for lane in lanes)), greedy=greedy)
     view.words = {e.name: e.contender.words for e in entrants}
-    view.fixed = {lane.name: None if lane.settings.adaptive else lane.settings.gamma for lane in lanes}
+    view.fixed = {lane.name: None if lane.settings.adaptive or lane.table else lane.settings.gamma for lane in lanes}
     view.notes = {e.name: e.contender.note for e in entrants if not e.settings}
     return view, lanes
 

@@ -4,9 +4,10 @@
     next_gammas(rows)   before each step: each row's γ, 0 being a plain step for that row
     learn(step)         after each step: what its rows' verdicts and its timings teach it (a FinishedStep)
 
-Three kinds speak it: FixedGamma (the set γ, or 0 without a drafter; it learns nothing), GammaController (adaptive.py:
-one row, priced by its own V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of
-one, priced by the measured forward over T tokens).
+Four kinds speak it: FixedGamma (the set γ, or 0 without a drafter; it learns nothing), TableGamma (γ by the batch's
+size from a table, as vLLM's num_speculative_tokens_per_batch_size), GammaController (adaptive.py: one row, priced by
+its own V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of one, priced by
+the measured forward over T tokens).
 """
 
 from dataclasses import dataclass
@@ -49,12 +50,40 @@ class FixedGamma:
             self.costs.note(step.padded_tokens, step.verify_s)
 
 
+def gamma_at(table: tuple, batch: int) -> int:
+    """The draft length a table of [first, last, γ] ranges gives a batch of `batch` rows: its range's; below or
+    between ranges, the next range's; past the last, the last's (a table measured up to 8 requests says nothing of 9:
+    its widest range is the best guess)."""
+    return next((gamma for _, last, gamma in table if batch <= last), table[-1][2])
+
+
+@dataclass(frozen=True)
+class TableGamma:
+    """γ by the number of rows decoding, as a table of [first, last, γ] ranges gives it (gamma_at): the schedule vLLM
+    would follow with that table, whatever the steps show. It notes the forward costs as FixedGamma does."""
+
+    table: tuple
+    costs: ForwardCosts | None = None
+
+    def judges(self) -> None:
+        return None
+
+    def next_gammas(self, rows: list[int]) -> list[int]:
+        return [gamma_at(self.table, len(rows))] * len(rows)
+
+    def learn(self, step: FinishedStep) -> None:
+        if self.costs is not None:
+            self.costs.note(step.padded_tokens, step.verify_s)
+
+
 def gamma_policy(
-    settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None
+    settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None, table: tuple = ()
 ) -> GammaPolicy:
-    """The policy for a run: the set γ (0 without a drafter), or adaptive γ for the drafter its profile describes,
-    priced by the whole batch's step when several rows decode or the caller keeps the forward costs (a sweep's batch
-    of one is priced like its batches)."""
+    """The policy for a run: the set γ (0 without a drafter), γ by batch size from `table` where one is given, or
+    adaptive γ for the drafter its profile describes, priced by the whole batch's step when several rows decode or
+    the caller keeps the forward costs (a sweep's batch of one is priced like its batches)."""
+    if table and drafting is not None:
+        return TableGamma(table, costs)
     if not settings.adaptive or drafting is None:
         return FixedGamma(0 if drafting is None else settings.gamma, costs)
     if rows > 1 or costs is not None:

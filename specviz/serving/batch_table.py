@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from .. import reading as read
-from ..settings import Settings
+from ..settings import MAX_GAMMA, Settings
 from .declaration import Serving
 from .engine_settings import why_none
 from .handoff import Ran
@@ -48,6 +48,47 @@ def ranges(best: dict[int, int]) -> list[list[int]]:
         else:
             out.append([level, last, best[level]])
     return out
+
+
+def read_table(value, what: str) -> tuple:
+    """A table of [first batch size, last batch size, draft tokens] ranges, ascending and apart, each draft length in
+    0..MAX_GAMMA and at least one above 0: as a tuple of tuples; ValueError naming `what` otherwise."""
+    ranges_read = read.each(read.listed, value, what)
+    if not ranges_read:
+        raise ValueError(f"{what} is empty")
+    table = []
+    for i, item in enumerate(ranges_read):
+        if len(item) != 3:
+            raise ValueError(f"{what}[{i}] is {read.shown(item)}, not [first batch size, last batch size, γ]")
+        first = read.integer(item[0], f"{what}[{i}][0]", 1, 4096)
+        last = read.integer(item[1], f"{what}[{i}][1]", first, 4096)
+        if table and first <= table[-1][1]:
+            raise ValueError(f"{what}[{i}] starts at {first}, inside the range before it")
+        table.append((first, last, read.integer(item[2], f"{what}[{i}][2]", 0, MAX_GAMMA)))
+    if not any(gamma for _, _, gamma in table):
+        raise ValueError(f"{what} drafts at no batch size (every γ is 0): that is plain decoding")
+    return tuple(table)
+
+
+ANY_DRAFTER = "*"  # the key of a table read from a bare vLLM config, which names no drafter of ours
+
+
+def tables_in(data) -> dict[str, tuple]:
+    """Tables of γ by batch size in parsed JSON: a recorded sweep or traffic run (its "vllm" list: drafter -> the
+    table its runs measured), or a vLLM speculative config (its num_speculative_tokens_per_batch_size, for any
+    drafter). ValueError naming the field where neither is there or a table is damaged."""
+    key = "num_speculative_tokens_per_batch_size"
+    if isinstance(data, dict) and key in data:
+        return {ANY_DRAFTER: read_table(data[key], key)}
+    if not (isinstance(data, dict) and "vllm" in data):
+        raise ValueError(f"neither a recorded sweep or traffic run (a 'vllm' list) nor a vLLM config ('{key}')")
+    found = {}
+    for i, advice in enumerate(VllmAdvice.listed(data["vllm"])):
+        if advice.config is not None and key in advice.config:
+            found[advice.drafter] = read_table(advice.config[key], f"vllm[{i}].config.{key}")
+    if not found:
+        raise ValueError("the record measured no table of γ by batch size (no drafter vLLM also has ran)")
+    return found
 
 
 def per_batch_size(best: dict[int, int]) -> tuple:

@@ -48,7 +48,7 @@ def serve(
     admission = Admission(list(arrivals), max_rows, clock=clock)
     first, last, tokens, steps, prefills = {}, {}, [[] for _ in asked], [], []
     rows = generate_rows(
-        target, [prompts[p] for p in asked], settings, drafting, generators, stop, False, costs, admission
+        target, [prompts[p] for p in asked], settings, drafting, generators, stop, False, costs, admission, lane.table
     )
     for step in by_step(rows):
         now = admission.now()

@@ -11,6 +11,7 @@ from ..drafters.options import Options
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.offline import production_name
+from ..serving.batch_table import ANY_DRAFTER
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran
 from ..settings import Settings, mode_text
@@ -27,6 +28,7 @@ class Entrant:
     settings: Settings | None = None  # None: it cannot run (contender.note says why)
     options: Options | None = None
     drafter: str = ""  # the drafter's kind name
+    table: tuple = ()  # γ by batch size ([first, last, γ] ranges) for a NAME@table lane; (): its settings' γ
 
     @property
     def name(self) -> str:
@@ -41,6 +43,8 @@ class EntryRules:
     options_of: Callable[[Recipe], Options]
     target_name: str
     has_draft: bool
+    tables: Mapping[str, tuple] | None = None  # drafter -> γ by batch size as measured; None: no NAME@table lanes here
+    no_table: str = "a concurrency sweep measures it"  # where a table comes from, said when a lane asks for none
 
 
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
@@ -72,13 +76,9 @@ def entrants(
     ]
 
 
-def entrant(
-    k: Recipe,
-    name: str,
-    settings: Settings,
-    rules: EntryRules,
-) -> Entrant:
-    """One drafter at `settings` under the name `name`, or the reason it cannot run with these models."""
+def entrant(k: Recipe, name: str, settings: Settings, rules: EntryRules, table: tuple = ()) -> Entrant:
+    """One drafter at `settings` (or γ by batch size from `table`) under the name `name`, or the reason it cannot run
+    with these models."""
     try:
         options = rules.options_of(k)
         if k.draft_needed(options) and not rules.has_draft:
@@ -86,7 +86,17 @@ def entrant(
         k.check_for(options, rules.target_name)
     except SpecvizError as exc:
         return Entrant(Contender(name, k.listing.label, f"not available: {exc}"), drafter=k.name)
-    return Entrant(Contender(name, mode_words(k.listing.words(options), settings)), settings, options, k.name)
+    words = k.listing.words(options)
+    words = f"{words}, {table_words(table)}" if table else mode_words(words, settings)
+    return Entrant(Contender(name, words), settings, options, k.name, table)
+
+
+def table_words(table: tuple) -> str:
+    """A table of γ by batch size as a lane's mode line says it: "γ by batch size 1–3: 4, 4–8: 0"."""
+    ranges = ", ".join(
+        f"{first}–{last}: {gamma}" if last > first else f"{first}: {gamma}" for first, last, gamma in table
+    )
+    return f"γ by batch size {ranges}"
 
 
 def lane_entrants(
@@ -96,8 +106,9 @@ def lane_entrants(
     rules: EntryRules,
 ) -> list[Entrant]:
     """The lanes of a Grand Prix, in the order given: `NAME` (at its measured best, or at `base` when `fixed_gamma`),
-    `NAME@G` (a fixed γ G) or `NAME@aG` (adaptive γ up to G), comma-separated; none given: every drafter offered, in
-    menu order. The same drafter may race at several settings; a lane named twice is refused."""
+    `NAME@G` (a fixed γ G), `NAME@aG` (adaptive γ up to G) or, under load, `NAME@table` (γ by batch size as the
+    drafter's table in `rules.tables` gives it), comma-separated; none given: every drafter offered, in menu order.
+    The same drafter may race at several settings; a lane named twice is refused."""
     if text is None or (isinstance(text, str) and not text.strip()) or (not isinstance(text, str) and not text):
         return entrants(drafter_names(None), base, fixed_gamma, rules)
     items = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
@@ -106,8 +117,12 @@ def lane_entrants(
         name, _, at = item.partition("@")
         [drafter] = drafter_names([name.strip()])
         k, at = kind(drafter), at.strip()
-        settings = base if fixed_gamma else best_settings(k, base)
-        if at:
+        settings, table = (base if fixed_gamma else best_settings(k, base)), ()
+        if at.lower() == "table":
+            table = _table_of(item, drafter, rules)
+            widest = max(gamma for _, _, gamma in table)  # a measured table may say 0 (plain) at every size
+            settings = replace(base, gamma=max(1, widest), adaptive=False)
+        elif at:
             adaptive = at[:1] in ("a", "A")
             digits = at[1:] if adaptive else at
             if not (digits.isascii() and digits.isdigit()):  # "²".isdigit(), yet int() refuses it
@@ -115,14 +130,24 @@ def lane_entrants(
                     f"lane {item!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
                 )
             settings = replace(base, gamma=int(digits), adaptive=adaptive)  # the range is checked here
-        label = drafter + (f"@{'a' if settings.adaptive else ''}{settings.gamma}" if at else "")
+        label = drafter + ("@table" if table else f"@{'a' if settings.adaptive else ''}{settings.gamma}" if at else "")
         if label in seen:
             raise InvalidRequest(f"lane {label!r} is named twice")
         seen.add(label)
-        lanes.append(entrant(k, label, settings, rules))
+        lanes.append(entrant(k, label, settings, rules, table))
     if len(lanes) > MAX_LANES:
         raise InvalidRequest(f"{len(lanes)} lanes: a Grand Prix races at most {MAX_LANES} beside plain decoding")
     return lanes
+
+
+def _table_of(item: str, drafter: str, rules: EntryRules) -> tuple:
+    """The measured table a NAME@table lane follows; refused in one line where none can be had."""
+    if rules.tables is None:
+        raise InvalidRequest(f"lane {item!r}: a table of γ by batch size runs only under load (concurrency, traffic)")
+    table = rules.tables.get(drafter, rules.tables.get(ANY_DRAFTER))
+    if table is None:
+        raise InvalidRequest(f"lane {item!r}: no table of γ by batch size for {drafter} here; {rules.no_table}")
+    return table
 
 
 def mode_words(drafter_words: str, settings: Settings) -> str:

@@ -29,9 +29,12 @@ class LaneNews:
 
 
 def lane_runs(entrants) -> list[LaneRun]:
-    """The lanes that can race, of a Grand Prix's entrants (workload/entrants.lane_entrants), as they run."""
+    """The lanes that can run, of a Grand Prix's, sweep's or traffic run's entrants (workload/entrants.lane_entrants),
+    in the order asked, as they run."""
     return [
-        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers) for e in entrants if e.settings
+        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers, e.table)
+        for e in entrants
+        if e.settings
     ]
 
 

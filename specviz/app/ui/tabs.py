@@ -199,7 +199,7 @@ def concurrency_tab(s, kinds) -> None:
             with gr.Column(scale=2, min_width=240):
                 s.concurrency_names = gr.Textbox(
                     "",
-                    label="or lanes by name (a fixed γ: @4, adaptive: @a8)",
+                    label="or lanes by name (a fixed γ: @4, adaptive: @a8, the last sweep's table: @table)",
                     placeholder="draft@4, draft@a8, ngram",
                     elem_id="sv-concurrency-lanes",
                     max_lines=1,
