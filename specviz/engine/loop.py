@@ -90,15 +90,13 @@ def generate_rows(
     """Several prompts decoded together: every step is one target forward for all rows decoding, and each row
     accepts, rolls back and finishes on its own; yield (row, its StepEvent) as each step ends. Row r draws from its
     own generator (default: the settings' seed + r), so each row follows the target's law and, greedy, writes what it
-    writes alone. `costs`: the forward costs measured on this model so far (the caller keeps them across runs), which
-    adaptive γ prices a step with. `admission`: when each request joins (admission.py; default: all at the start).
-    `gamma_table`: γ by the batch's size, [first, last, γ] ranges (vLLM's table), instead of the settings' γ."""
+    writes alone. `costs`: the forward costs measured so far, which adaptive γ prices a step with; `admission`: when
+    each request joins (default: all at once); `gamma_table`: γ by batch size (vLLM's table) in place of adaptive's."""
     clock, admission, n = make_clock(target.device), admission or Admission.together(len(prompts)), len(prompts)
     generators = generators or [new_generator(target.device, settings.seed + r) for r in range(n)]
     lm, limits = _open_rows(target, prompts, settings, drafting)
-    policy = gamma_policy(settings, drafting, n, costs, gamma_table)
+    policy, rows = gamma_policy(settings, drafting, n, costs, gamma_table), []  # rows: those decoding, in order
     tokens, index, prefill_s = [list(p) for p in prompts], [0] * n, [0.0] * n  # each row's text, steps, prompt read
-    rows = []  # the rows decoding, in the batch's order
     while not (stop is not None and stop.is_set()):
         # 0. Admit: requests that arrived join at this step boundary, their prompts read first (prefill).
         rows += _admit(admission.due(len(rows), stop), prompts, lm, drafting, policy.judges(), clock, prefill_s)
