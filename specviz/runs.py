@@ -209,3 +209,13 @@ class LaneRun:
     options: Options | None
     remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)
     table: tuple = ()  # under load, γ by the batch's size: [first, last, γ] ranges (vLLM's table); (): settings' γ
+
+
+def lane_runs(entrants) -> list[LaneRun]:
+    """The lanes that can run, of a Grand Prix's, sweep's or traffic run's entrants (workload/entrants.lane_entrants),
+    in the order asked, as they run."""
+    return [
+        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers, e.table)
+        for e in entrants
+        if e.settings
+    ]

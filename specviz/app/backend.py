@@ -15,6 +15,7 @@ from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
+from ..runs import lane_runs
 from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
@@ -24,7 +25,6 @@ from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
 from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
-from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView

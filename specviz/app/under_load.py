@@ -17,6 +17,7 @@ from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable
+from ..runs import lane_runs
 from ..traffic.simulator import held_out
 from ..traffic.traffic_plan import MAX_REQUESTS, MAX_ROWS, check_count, check_rates, check_slo, poisson_arrivals
 from ..traffic.traffic_record import TrafficRecord
@@ -24,7 +25,6 @@ from ..traffic.traffic_results import TrafficNews
 from ..traffic.traffic_view import TrafficView
 from ..traffic.vllm_table import traffic_vllm_advice
 from ..workload.entrants import lane_entrants
-from ..workload.lanes import lane_runs
 from ..workload.prompts import GPU_LIMITS, check_workload
 from .device_calls import take
 from .request import entry_rules, read_request

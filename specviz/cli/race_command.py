@@ -18,13 +18,13 @@ from ..events import summarize
 from ..models import encode_prompt
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
-from ..runs import parted
+from ..runs import lane_runs, parted
 from ..serving.handoff import recording
 from ..settings import check_prompt
 from ..trace import Side
 from ..views.grand_prix import KIND, starting_grid
 from ..workload.entrants import lane_of, production
-from ..workload.lanes import lane_runs, run_lanes
+from ..workload.lanes import run_lanes
 from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
 
 BAR = 20  # characters of a lane's progress bar

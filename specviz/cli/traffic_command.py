@@ -19,6 +19,7 @@ from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN
 from ..models import encode_prompt
+from ..runs import lane_runs
 from ..runtime import ASSETS
 from ..traffic.latency import capacity, stops_paying
 from ..traffic.simulator import held_out, projected, rate_grid
@@ -35,7 +36,6 @@ from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_runner import traffic
 from ..traffic.traffic_view import TrafficView, error_of
 from ..traffic.vllm_table import traffic_vllm_advice
-from ..workload.lanes import lane_runs
 from ..workload.prompts import read_prompts
 from .flags import (
     add_lanes_run_options,

@@ -12,9 +12,8 @@ from ..engine.batch_gamma import ForwardCosts
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, generated_ids
 from ..models.device import check_batch_fits
-from ..runs import LaneRun, Pair
+from ..runs import LaneRun, Pair, lane_runs
 from ..settings import Settings
-from ..workload.lanes import lane_runs
 from .level_runner import decode_level, rows_of
 from .sweep_plan import check_levels
 from .sweep_results import ConcurrencyNews

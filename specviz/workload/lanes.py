@@ -6,7 +6,6 @@ on."""
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..drafters.registry import kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
@@ -26,16 +25,6 @@ class LaneNews:
     event: StepEvent | None = None
     message: str = ""
     divergence: Divergence | None = None
-
-
-def lane_runs(entrants) -> list[LaneRun]:
-    """The lanes that can run, of a Grand Prix's, sweep's or traffic run's entrants (workload/entrants.lane_entrants),
-    in the order asked, as they run."""
-    return [
-        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers, e.table)
-        for e in entrants
-        if e.settings
-    ]
 
 
 def run_lanes(
