@@ -38,7 +38,6 @@ def test_a_table_is_read_from_a_record_or_a_vllm_config_and_a_bad_one_is_refused
         ([[2, 1, 3]], "[0][1]"),
         ([[1, 4, 3], [3, 8, 1]], "inside the range before it"),
         ([[1, 4, 99]], "[0][2]"),
-        ([[1, 4, 0]], "drafts at no batch size"),
         ([[1, 4, "3"]], "[0][2]"),
     ]:
         with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")) as refused:
@@ -92,13 +91,51 @@ def test_traffic_with_a_table_lane_takes_the_tables_gamma_at_every_batch_size(ca
     assert {(1, 3), (2, 1)} <= seen
 
 
+def test_a_recorded_sweeps_table_runs_as_a_lane_of_the_next_sweep(capsys, pair_folders, tmp_path):
+    """The path a serving engineer takes: a sweep recorded with --trace, then `--drafters draft@table --table` that
+    record: the lane drafts at each level what the first sweep wrote for vLLM there (γ 0 where plain served more, as
+    it does on these random weights), and every row is identical."""
+    target, draft = pair_folders
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS))
+    common = (
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--levels",
+        "1,3",
+    )
+    common += ("--prompts", str(prompts), "--max-new-tokens", "8", "--no-chat")
+    code, _, err = run_cli(capsys, "concurrency", *common, "--drafters", "draft@2,draft@4", "--trace",
+                           str(tmp_path / "sweep.json"))  # fmt: skip
+    assert code == 0, err
+    table = tables_in(json.loads((tmp_path / "sweep.json").read_text()))["draft"]
+    code, out, err = run_cli(capsys, "concurrency", *common, "--drafters", "draft@table", "--table",
+                             str(tmp_path / "sweep.json"), "--json")  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert (
+        data["lanes"]["draft@table"]["fixed_gamma"] is None
+        and "γ by batch size" in data["lanes"]["draft@table"]["words"]
+    )
+    for at in data["levels"]:
+        lane = at["lanes"]["draft@table"]
+        assert all(row["identical"] for row in lane["rows"])
+        assert max(lane["gammas"]) <= gamma_at(table, at["level"]) and lane["gammas"][0] == gamma_at(table, at["level"])
+
+
 def test_a_table_file_that_holds_none_is_refused_in_one_line_before_any_model_loads(capsys, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"num_speculative_tokens_per_batch_size": [[1, 4, 0]]}))
+    bad.write_text(json.dumps({"num_speculative_tokens_per_batch_size": [[1, 4, 2], [3, 8, 1]]}))
     for command in ("traffic", "concurrency"):
         code, _, err = run_cli(capsys, command, "--target", "/no/such/model", "--drafters", "draft@table", "--table",
                                str(bad))  # fmt: skip
-        assert_one_line_error(code, err, "--table", "bad.json", "drafts at no batch size")
+        assert_one_line_error(code, err, "--table", "bad.json", "inside the range before it")
         code, _, err = run_cli(capsys, command, "--target", "/no/such/model", "--drafters", "draft@table")
         assert_one_line_error(code, err, "draft@table", "--table FILE")
 

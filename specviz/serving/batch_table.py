@@ -52,7 +52,8 @@ def ranges(best: dict[int, int]) -> list[list[int]]:
 
 def read_table(value, what: str) -> tuple:
     """A table of [first batch size, last batch size, draft tokens] ranges, ascending and apart, each draft length in
-    0..MAX_GAMMA and at least one above 0: as a tuple of tuples; ValueError naming `what` otherwise."""
+    0..MAX_GAMMA (all 0 where plain decoding served best at every size measured): as a tuple of tuples; ValueError
+    naming `what` otherwise."""
     ranges_read = read.each(read.listed, value, what)
     if not ranges_read:
         raise ValueError(f"{what} is empty")
@@ -65,8 +66,6 @@ def read_table(value, what: str) -> tuple:
         if table and first <= table[-1][1]:
             raise ValueError(f"{what}[{i}] starts at {first}, inside the range before it")
         table.append((first, last, read.integer(item[2], f"{what}[{i}][2]", 0, MAX_GAMMA)))
-    if not any(gamma for _, _, gamma in table):
-        raise ValueError(f"{what} drafts at no batch size (every γ is 0): that is plain decoding")
     return tuple(table)
 
 
