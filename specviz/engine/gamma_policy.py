@@ -4,10 +4,10 @@
     next_gammas(rows)   before each step: each row's γ, 0 being a plain step for that row
     learn(step)         after each step: what its rows' verdicts and its timings teach it (a FinishedStep)
 
-Four kinds speak it: FixedGamma (the set γ, or 0 without a drafter; it learns nothing), TableGamma (γ by the batch's
-size from a table, as vLLM's num_speculative_tokens_per_batch_size), GammaController (adaptive.py: one row, priced by
-its own V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of one, priced by
-the measured forward over T tokens).
+Three kinds speak it: FixedGamma (the set γ, or 0 without a drafter, or γ by the batch's size from a table, as vLLM's
+num_speculative_tokens_per_batch_size; it learns nothing), GammaController (adaptive.py: one row, priced by its own
+V(k) = V(1)·(1 + s·(k − 1))) and BatchGamma (batch_gamma.py: a batch, or a sweep's batch of one, priced by the
+measured forward over T tokens).
 """
 
 from dataclasses import dataclass
@@ -30,26 +30,6 @@ class GammaPolicy(Protocol):
         """What a finished step teaches: each row's draft and verdict, and what the step cost."""
 
 
-@dataclass(frozen=True)
-class FixedGamma:
-    """γ as set: every row drafts `gamma` each step (0: plain decoding), whatever the steps show. Given the caller's
-    forward costs, it notes what each step's verify forward cost: a cost that adaptive γ stopped paying for (a plain
-    step of a large batch, once one slow measurement made it look dear) is kept fresh by the runs that still pay it."""
-
-    gamma: int
-    costs: ForwardCosts | None = None
-
-    def judges(self) -> None:
-        return None
-
-    def next_gammas(self, rows: list[int]) -> list[int]:
-        return [self.gamma] * len(rows)
-
-    def learn(self, step: FinishedStep) -> None:
-        if self.costs is not None:
-            self.costs.note(step.padded_tokens, step.verify_s)
-
-
 def gamma_at(table: tuple, batch: int) -> int:
     """The draft length a table of [first, last, γ] ranges gives a batch of `batch` rows: its range's; below or
     between ranges, the next range's; past the last, the last's (a table measured up to 8 requests says nothing of 9:
@@ -58,18 +38,22 @@ def gamma_at(table: tuple, batch: int) -> int:
 
 
 @dataclass(frozen=True)
-class TableGamma:
-    """γ by the number of rows decoding, as a table of [first, last, γ] ranges gives it (gamma_at): the schedule vLLM
-    would follow with that table, whatever the steps show. It notes the forward costs as FixedGamma does."""
+class FixedGamma:
+    """γ as set: every row drafts `gamma` each step (0: plain decoding), or, given a `table` of [first, last, γ]
+    ranges, the γ it gives the number of rows decoding (gamma_at: the schedule vLLM follows with such a table),
+    whatever the steps show. Given the caller's forward costs, it notes what each step's verify forward cost: a cost
+    that adaptive γ stopped paying for (a plain step of a large batch, once one slow measurement made it look dear) is
+    kept fresh by the runs that still pay it."""
 
-    table: tuple
+    gamma: int
     costs: ForwardCosts | None = None
+    table: tuple = ()
 
     def judges(self) -> None:
         return None
 
     def next_gammas(self, rows: list[int]) -> list[int]:
-        return [gamma_at(self.table, len(rows))] * len(rows)
+        return [gamma_at(self.table, len(rows)) if self.table else self.gamma] * len(rows)
 
     def learn(self, step: FinishedStep) -> None:
         if self.costs is not None:
@@ -82,10 +66,10 @@ def gamma_policy(
     """The policy for a run: the set γ (0 without a drafter), γ by batch size from `table` where one is given, or
     adaptive γ for the drafter its profile describes, priced by the whole batch's step when several rows decode or
     the caller keeps the forward costs (a sweep's batch of one is priced like its batches)."""
-    if table and drafting is not None:
-        return TableGamma(table, costs)
-    if not settings.adaptive or drafting is None:
-        return FixedGamma(0 if drafting is None else settings.gamma, costs)
+    if drafting is None:
+        return FixedGamma(0, costs)
+    if table or not settings.adaptive:
+        return FixedGamma(settings.gamma, costs, table)
     if rows > 1 or costs is not None:
         return BatchGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
     return GammaController.for_drafter(settings.gamma, drafting.profile)
