@@ -118,18 +118,14 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
         view.projection_s = time.perf_counter() - began
     models = run_models(args, pair)
-    advice = view.advice = traffic_vllm_advice(view, models.draft)
-    print(table(view) + "\n" + production_lines(view, advice), file=sys.stderr if args.json else sys.stdout)
+    view.advice = traffic_vllm_advice(view, models.draft)
     if args.trace:
         given = sys.argv[1:] if sys.argv[1:2] == ["traffic"] else ["traffic"]  # run from a shell, or in-process
         made = "python -m specviz " + shlex.join(given)
         wall = time.perf_counter() - began
         lengths = [len(p) for p in prompts]
         TrafficRecord.of(view, texts, lengths, max_rows, base, models, wall, made).save(args.trace)
-    if args.json:
-        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
-        print(json.dumps({**view.to_json(), "prompts": texts, "vllm": vllm}, ensure_ascii=False))
-    return 0
+    return report(view, texts, args.json)
 
 
 def asked_slo(args: argparse.Namespace, default: tuple[float, float]) -> tuple:
@@ -142,11 +138,16 @@ def replay(args: argparse.Namespace) -> int:
     objective a product needs, or checking how near a verdict sits to a cliff, without running it again)."""
     record = TrafficRecord.load(args.replay)
     record.slo = check_slo(*asked_slo(args, (record.slo.ttft_s, record.slo.tpot_s)))
-    view = record.view()
-    print(table(view) + "\n" + production_lines(view, view.advice), file=sys.stderr if args.json else sys.stdout)
-    if args.json:
+    return report(record.view(), record.prompts, args.json)
+
+
+def report(view: TrafficView, prompts: list[str], as_json: bool) -> int:
+    """A finished run's table, verdicts and vLLM's lines (on stderr beside --json), then with --json one object of
+    every figure, the prompts and vLLM's config per drafter."""
+    print(table(view) + "\n" + production_lines(view, view.advice), file=sys.stderr if as_json else sys.stdout)
+    if as_json:
         vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in view.advice}
-        print(json.dumps({**view.to_json(), "prompts": record.prompts, "vllm": vllm}, ensure_ascii=False))
+        print(json.dumps({**view.to_json(), "prompts": prompts, "vllm": vllm}, ensure_ascii=False))
     return 0
 
 
