@@ -147,12 +147,17 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
         *("traffic", "--target", str(target), "--draft", str(draft), "--dtype", "float32", "--device", "cpu"),
         *("--drafters", "draft@2,ngram@a3", "--rates", "20,200", "--requests", "7", "--max-rows", "3"),
         *("--prompts", str(prompts), "--max-new-tokens", "8", "--no-chat", "--json"),
-        *("--trace", str(tmp_path / "traffic.json")),
+        *("--trace", str(tmp_path / "traffic.json"), "--simulate", "20"),
     )
     assert code == 0, err
     data = json.loads(out)
-    replayed = TrafficRecord.load(tmp_path / "traffic.json").view().to_json()  # no model: the same figures back
-    assert json.loads(json.dumps(replayed)) == {k: v for k, v in data.items() if k not in ("prompts", "vllm")}
+    record = TrafficRecord.load(tmp_path / "traffic.json")
+    served = sum(max(t.last_token for t in run.timings) for run, _ in record.runs)
+    assert record.wall_s > served  # the whole run's seconds, not only its projection's
+    replayed = record.view().to_json()  # no model: the same figures back
+    assert replayed["projection"] == {} and data["projection"][PLAIN]["rates"]  # a record keeps no projection
+    kept = {k: v for k, v in data.items() if k not in ("prompts", "vllm", "projection")}
+    assert {k: v for k, v in json.loads(json.dumps(replayed)).items() if k != "projection"} == kept
     assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
     assert [r["rate"] for r in data["rates"]] == [20.0, 200.0]
     for at in data["rates"]:

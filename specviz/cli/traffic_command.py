@@ -114,9 +114,9 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     tokens = {p: len(ids) for p, ids in enumerate(prompts)}
     held_out(view, tokens, schedules, max_rows)  # each rate run, predicted from the others
     if simulate:
-        began = time.perf_counter()
+        projecting = time.perf_counter()
         view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
-        view.projection_s = time.perf_counter() - began
+        view.projection_s = time.perf_counter() - projecting
     models = run_models(args, pair)
     view.advice = traffic_vllm_advice(view, models.draft)
     if args.trace:
