@@ -147,6 +147,7 @@ def test_the_draft_model_reads_and_feeds_only_the_rows_that_draft(target, drafts
     drafting.start(prompts[:2], target)
     texts = [list(p) + [5, 6] for p in prompts]  # two plain steps written
     assert drafting.propose(texts[:2], [0, 0]) == [None, None] and drafting.lm.rows == []
+    assert drafting.behind(texts[:2]) == [len(t) - 1 for t in texts[:2]]  # unread: drafting would read it all
     drafting.observe([None, None], [1])  # the first row finished, never read
     drafting.start(prompts[2:], target)
     probe = drafting.propose(texts[1:], [0, 2])  # the row that joined last probes
@@ -155,6 +156,7 @@ def test_the_draft_model_reads_and_feeds_only_the_rows_that_draft(target, drafts
     drafting.observe([None, Verdict((), 7)], [0, 1])  # its first draft was rejected; the target wrote 7
     texts[2] += [7]
     assert drafting.lm.lengths[drafting.slot[1]] == len(texts[2]) - 1  # all but the new root
+    assert drafting.behind([texts[1], texts[2] + [9, 4]]) == [len(texts[1]) - 1, 2]  # then two plain steps
     both = drafting.propose([texts[1] + [8], texts[2]], [1, 1])  # now the other row too, read whole
     assert all(p is not None for p in both) and sorted(drafting.slot) == [0, 1] and drafting.caught == [1, 1]
 
@@ -284,21 +286,21 @@ def test_no_probe_where_drafts_that_all_held_would_not_pay():
     assert not any(any(controller.next_gammas(list(range(16)))) for _ in range(20))
 
 
-def test_no_probe_where_rows_joining_the_drafting_would_eat_all_that_held_drafts_give():
+def test_no_probe_where_reading_the_rows_would_eat_all_that_held_drafts_give():
     """Forwards that cost alike up to 8 positions and a drafted position 0.6 of one: 4 rows drafting one position
-    that held would give 1.25× plain. The draft's measured overrun of 2 (rows joining read their prompts) makes a
-    position cost 1.2 forwards: no acceptance could make drafting pay, so the batch never probes; without it, it
-    does."""
+    that held would give 1.25× plain. Rows the draft is 40 tokens behind on, with 4 tokens left, at a measured 0.01
+    of a forward a token read: each step's share of the reading (0.2 of a forward a row) leaves no acceptance that
+    could make drafting pay, so the batch never probes; with nothing to read, it does."""
     costs = ForwardCosts()
     for tokens in (1, 4, 8, 16, 32):
         costs.note(tokens, max(1.0, tokens / 8))
-    for overrun, probes in ((1.0, True), (2.0, False)):
-        priced = costs.for_drafter(f"overrun {overrun}")
-        priced.note_overrun(1.0, overrun)
+    for behind, probes in ((0, True), (40, False)):
+        priced = costs.for_drafter(f"behind {behind}")
+        priced.note_read(100, 1.0)
         controller = BatchGamma(4, priced, draft_per_token=0.6, bookkeeping=0.0, probe_after=3)
         controller.accepted, controller.tested = {r: 0.0 for r in range(4)}, {r: 10.0 for r in range(4)}
-        assert any(any(controller.next_gammas(list(range(4)))) for _ in range(20)) == probes
-
+        steps = [controller.next_gammas(list(range(4)), [behind] * 4, [4] * 4) for _ in range(20)]
+        assert any(any(s) for s in steps) == probes
 
 @pytest.mark.parametrize("drafter", ["draft", "ngram"])
 def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
@@ -310,7 +312,7 @@ def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
     prompts, settings = prompts_of(tokenizer, 4), Settings(max_new_tokens=24, gamma=4, adaptive=True)
     turn = iter(range(10_000))
 
-    def probe(self, rows):
+    def probe(self, rows, behind=None, left=None):
         k = next(turn)
         return [3 if k % 2 and r == rows[k // 2 % len(rows)] else 0 for r in rows]
 
@@ -343,51 +345,42 @@ def test_what_a_drafted_position_costs_is_kept_with_the_forward_costs_for_the_ne
     assert later.rate(2, rows) == pytest.approx(told.rate(2, rows)) and later.rate(2, rows) < guessing.rate(2, rows)
 
 
-def test_after_a_plain_step_drafting_must_promise_a_margin_more_and_while_it_drafts_it_need_not():
-    """Drafting one row at γ 1 promises 1.07× plain (α 0.5, a drafted position 0.4 of a forward that costs alike up to
-    64 positions): coming back to it costs a catch-up that no steady step shows, so after a plain step the batch stays
-    plain; a batch that drafted the step before drafts on."""
+def test_drafting_for_rows_the_draft_is_behind_on_pays_its_share_of_reading_them():
+    """One row, α 0.5, a drafted position 0.4 of a forward that costs alike up to 64 positions, a token read 0.01 of
+    one: at γ 1 a step promises 1.5 tokens for 1.4 forwards. The draft is 30 tokens behind (plain steps wrote them):
+    with 60 tokens left, each step's share of that read is 0.3 × 1.5 / 60 of a forward, and drafting comes back; with
+    3 tokens left, half the read falls on this step and the row stays plain. Nothing behind: the steady rate."""
     costs = ForwardCosts()
     for tokens in (1, 64):
         costs.note(tokens, 1.0)
-    rows = [0]
-    for drafted_before in (False, True):
-        controller = BatchGamma(4, costs, draft_per_token=0.4, bookkeeping=0.0)
-        controller.accepted[0], controller.tested[0] = 5.0, 10.0
-        controller.chosen = [(1, 1 if drafted_before else 0)]
-        assert controller.rate(1, rows) / controller.rate(0, rows) == pytest.approx(1.5 / 1.4)
-        assert controller.next_gamma(rows) == (1 if drafted_before else 0)
+    costs.note_read(100, 1.0)
+    controller = BatchGamma(1, costs, draft_per_token=0.4, bookkeeping=0.0)
+    controller.accepted[0], controller.tested[0] = 5.0, 10.0
+    assert controller.next_gammas([0], [0], [3]) == [1] and controller.rate(1, [0]) == pytest.approx(1.5 / 1.4)
+    assert controller.next_gammas([0], [30], [60]) == [1]
+    assert controller.rate(1, [0]) == pytest.approx(1.5 / (1.4 + 0.3 * 1.5 / 60))
+    assert controller.next_gammas([0], [30], [3]) == [0]
+    assert controller.rate(1, [0], [0]) == pytest.approx(1.5 / (1.4 + 0.3 * 0.5))
 
 
-def test_what_rows_joining_a_drafting_batch_cost_the_draft_is_kept_as_its_overrun():
-    """Steps that draft on from a drafting step while new rows join spend twice γ·d_B in the draft (it reads their
-    prompts): the overrun the costs keep for later runs rises toward 2 and prices every drafted position; steps after
-    plain ones (a catch-up) teach neither, and steady steps never make a position cheaper than d_B."""
+def test_what_a_token_read_costs_the_draft_is_measured_apart_from_a_drafted_position_and_kept():
+    """Steps where no row is behind by more than its last draft teach d_B; a step where rows are behind teaches r,
+    the draft's seconds over γ·d_B per token read, kept by drafter for the next run; before d_B is known, none."""
     costs = ForwardCosts()
     costs.note(4, 1.0)
-    controller = BatchGamma(4, costs, draft_per_token=0.1, bookkeeping=0.0)
-    controller.accepted, controller.tested = {r: 7.0 for r in range(4)}, {r: 10.0 for r in range(4)}
-    controller.chosen = [(4, 0)]  # after a plain step: the catch-up is no overrun
-    controller.next_gammas(list(range(4)))
-    controller.observe(4, [(r, 4, 2, True) for r in range(4)], 20, draft_s=3.0, verify_s=1.0, bookkeeping_s=0.0)
-    assert costs.overrun() == 1.0
-    for joined in range(5, 25):  # a new row each step, the draft's seconds twice γ·d_B
-        controller.next_gammas(list(range(joined - 4, joined)))
-        verdicts = [(r, 4, 2, True) for r in range(joined - 4, joined)]
-        controller.observe(4, verdicts, 20, draft_s=0.8, verify_s=1.0, bookkeeping_s=0.0)
-    assert costs.overrun() == pytest.approx(2.0)
-    twice = BatchGamma(4, ForwardCosts(dict(costs.seconds)), draft_per_token=0.2, bookkeeping=0.0)
-    twice.accepted, twice.tested = controller.accepted, controller.tested
-    assert controller.rate(4, list(range(4))) == pytest.approx(twice.rate(4, list(range(4))))
-    assert BatchGamma(4, costs, draft_per_token=0.1).costs.overrun() == pytest.approx(2.0)  # kept for the next run
-    steady = ForwardCosts()
-    steady.note_overrun(0.4, 0.2)
-    assert steady.overrun() == 1.0
-    guessing = BatchGamma(4, ForwardCosts({4: 1.0, 20: 1.0}), bookkeeping=0.0)  # no d_B measured yet: a guess
-    guessing.chosen = [(4, 4)]
-    guessing.next_gammas(list(range(4, 8)))
-    guessing.observe(4, [(r, 4, 2, True) for r in range(4, 8)], 20, draft_s=2.0, verify_s=1.0, bookkeeping_s=0.0)
-    assert guessing.costs.overrun() == 1.0  # a draft dearer than the guess is not an overrun
+    draft = costs.for_drafter("draft")
+    guessing = BatchGamma(4, draft, bookkeeping=0.0)
+    guessing.next_gammas(list(range(4)), [50] * 4, [20] * 4)
+    guessing.observe(4, [(r, 4, 2, True) for r in range(4)], 20, draft_s=3.0, verify_s=1.0, bookkeeping_s=0.0)
+    assert draft.read_cost() == 0.0 and draft.draft_at(4) is None  # no d_B yet: the read is not told from drafting
+    controller = BatchGamma(4, draft, bookkeeping=0.0)
+    controller.next_gammas(list(range(4)), [1, 0, 1, 0], [20] * 4)  # steady: at most the last draft unread
+    controller.observe(4, [(r, 4, 2, True) for r in range(4)], 20, draft_s=0.4, verify_s=1.0, bookkeeping_s=0.0)
+    assert draft.draft_at(4) == pytest.approx(0.1) and draft.read_cost() == 0.0
+    controller.next_gammas(list(range(4)), [0, 0, 0, 80], [20] * 4)  # a row joined: its prompt is read
+    controller.observe(4, [(r, 4, 2, True) for r in range(4)], 20, draft_s=1.2, verify_s=1.0, bookkeeping_s=0.0)
+    assert draft.read_cost() == pytest.approx(0.01) and draft.draft_at(4) == pytest.approx(0.1)
+    assert costs.for_drafter("draft").read_cost() == pytest.approx(0.01) and costs.for_drafter("ngram").read_cost() == 0
 
 
 def test_a_probing_row_teaches_only_its_own_acceptance():

@@ -43,6 +43,12 @@ class BatchedDraftModel:
         self.caught += [0] * len(prompts)
         self.drafted += [0] * len(prompts)
 
+    def behind(self, tokens: list[list[int]]) -> list[int]:
+        """Per row, what a step drafting for it would read before its root: its whole text if it never drafted, else
+        what was committed since its last draft forward (plain steps' tokens; the last draft, when all held)."""
+        length = {i: self.lm.lengths[j] for j, i in enumerate(self._order())} if self.lm else {}
+        return [len(t) - 1 - length.get(i, 0) for i, t in enumerate(tokens)]
+
     def _order(self) -> list[int]:
         """The batch row each row of the draft's cache holds, in the cache's order."""
         return [i for _, i in sorted((j, i) for i, j in enumerate(self.slot) if j is not None)]

@@ -141,7 +141,8 @@ class GammaController:
         """Lent to the drafter: tree_size, and keep_drafting to a drafter that stops early."""
         return Judges(self.tree_size, self.keep_drafting if self.stops_early else None)
 
-    def next_gammas(self, rows: list[int]) -> list[int]:
+    def next_gammas(self, rows: list[int], behind=None, left=None) -> list[int]:
+        """One row's γ; what its drafter reads is inside the draft seconds it measures, and the budget cuts γ."""
         return [self.next_gamma(rows)] * len(rows)
 
     def learn(self, step: FinishedStep) -> None:

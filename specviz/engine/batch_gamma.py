@@ -6,8 +6,12 @@ whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·
 
     rate(γ) = Σ_b E_b(γ) / (γ·d_B + V(T(γ)) + b_B),   rate(0) = B / (V(B) + b_B)   (a plain step)
 
-and the step takes γ* = argmax rate, though after a plain step only if it beats plain by ENTER_MARGIN: coming back
-to drafting costs a catch-up (the draft reads what the plain steps wrote) that no steady step shows. V(T) is the
+and the step takes γ* = argmax rate. A row the draft is behind on (its whole text before it first drafts, or what
+plain steps wrote since it last did: `behind` from the drafting) costs the draft a read of those tokens first, at
+r_B seconds a token; the read serves the rest of the row's life, so a step is charged the share of it that one step of
+the row's remaining steps (its tokens left over E_b) takes: catch-up(γ) = r_B · Σ_b behind_b · min(1, E_b / left_b).
+Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly what the reading
+costs against what the row has left to gain. V(T) is the
 target's forward over T tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap
 while the device is memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows
 with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
@@ -15,13 +19,10 @@ steps win, after `probe_after` plain steps one row (each in turn) drafts, so its
 every row to the probe's width, so a probe costs the whole batch, and each probe that did not bring drafting back
 doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP), kept for the next run.
 
-What a drafted position costs (d_B, by B) is kept with the forward costs, by drafter, so a run starts from what
-earlier runs of its drafter on the model measured; it is learnt only from a step that drafts on from a drafting step
-with no row new to it, since the first drafting step after plain steps also feeds the draft the tokens those steps
-wrote (and a row's whole text, for a draft model that reads a row only once it drafts for it): a cost of coming back
-to drafting, not of drafting.
-What rows that join a batch drafting on cost the draft (it reads each one's prompt) is kept apart, as the overrun:
-the draft's seconds over γ·d_B over every step that drafts on from a drafting step. d_B is read times it.
+What a drafted position costs (d_B, by B) and what a token read costs (r) are kept with the forward costs, by
+drafter, so a run starts from what earlier runs of its drafter on the model measured. d_B is learnt from steps where
+no row was behind by more than its last draft (the steady feed); r from the others, as the draft's seconds over γ·d_B
+per token read, once d_B is known. Until a read was measured it is priced as nothing.
 """
 
 import statistics
@@ -35,19 +36,19 @@ PRIOR_ALPHA = 0.7
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
 RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
-ENTER_MARGIN = 0.1  # after a plain step, drafting must promise this much more than plain: it pays a catch-up first
-OVERRUN_MEMORY = 0.9  # the weight of what earlier drafting steps said of the overrun, against each new one
+READ_MEMORY = 0.9  # the weight of what earlier steps said of a token read's cost, against each new one
 
 
 @dataclass
 class DraftCosts:
     """What one drafter's drafting costs with the model: d_B by rows (each the median of the last RECENT timings),
-    its overrun, and how long to wait before a probe at each batch size after probes there that failed."""
+    what it costs to read a token it is behind on, and how long to wait before a probe at each batch size after
+    probes there that failed."""
 
     per_position: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
     timings: dict[int, list] = field(default_factory=dict)  # rows -> the last RECENT timings
-    spent: float = 0.0  # decayed draft seconds of steps drafting on from a drafting step
-    foreseen: float = 0.0  # decayed γ·d_B of the same steps
+    read_seconds: float = 0.0  # decayed draft seconds over γ·d_B of steps where rows were behind
+    read_tokens: float = 0.0  # decayed tokens those steps read
     probe_gaps: dict[int, int] = field(default_factory=dict)  # rows -> plain steps before the next probe there
 
 
@@ -74,15 +75,14 @@ class ForwardCosts:
     def draft(self) -> dict[int, float]:
         return self.drafted.per_position
 
-    def note_overrun(self, foreseen: float, spent: float) -> None:
-        self.drafted.foreseen = OVERRUN_MEMORY * self.drafted.foreseen + foreseen
-        self.drafted.spent = OVERRUN_MEMORY * self.drafted.spent + spent
+    def note_read(self, tokens: int, seconds: float) -> None:
+        self.drafted.read_tokens = READ_MEMORY * self.drafted.read_tokens + tokens
+        self.drafted.read_seconds = READ_MEMORY * self.drafted.read_seconds + max(0.0, seconds)
 
-    def overrun(self) -> float:
-        """The draft's seconds over γ·d_B while drafting goes on (rows joining read their prompts): 1 until measured,
-        never below 1 (steady steps are what d_B is)."""
+    def read_cost(self) -> float:
+        """r: seconds the draft spends on each token it reads of a row it is behind on; 0 until measured."""
         d = self.drafted
-        return max(1.0, d.spent / d.foreseen) if d.foreseen else 1.0
+        return d.read_seconds / d.read_tokens if d.read_tokens else 0.0
 
     def note(self, tokens: int, seconds: float) -> None:
         _note(self.seconds, self.timings, tokens, seconds)
@@ -136,9 +136,8 @@ class BatchGamma:
     held_at: list = field(default_factory=list)  # by position, for a copy: decayed held / tested, shared by rows
     tested_at: list = field(default_factory=list)
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
-    drafting_on: bool = False  # the step before this one drafted
-    settled: bool = True  # this step drafts on from a drafting step, with no row new: its draft time is all drafting
-    last_rows: frozenset = frozenset()
+    behind: dict = field(default_factory=dict)  # row -> tokens the draft has not read (this step's)
+    left: dict = field(default_factory=dict)  # row -> tokens it may still write (this step's)
 
     @classmethod
     def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
@@ -160,15 +159,24 @@ class BatchGamma:
         batch, drafting = len(rows), rows if drafting is None else drafting
         if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
+        made = {row: self.made(row, gamma, perfect) for row in drafting}
+        tokens = sum(made.values()) + batch - len(drafting)
+        drafts = gamma * self.draft_cost(batch) + self.catch_up(made)  # what no acceptance changes: `perfect` pays it
+        return tokens / (drafts + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+
+    def made(self, row: int, gamma: int, perfect: bool = False) -> float:
+        """E_b(γ): the tokens a step drafting γ for `row` is expected to give it (γ + 1 if every draft held)."""
         if perfect:
-            tokens = len(drafting) * (gamma + 1)
-        elif self.copies:
-            tokens = len(drafting) * tokens_by_position(self.held_at, self.tested_at, gamma)
-        else:
-            tokens = sum(expected_tokens_per_step(self.alpha(r), gamma) for r in drafting)
-        tokens += batch - len(drafting)
-        d = self.draft_cost(batch) * self.costs.overrun()  # what no acceptance changes, so `perfect` pays it too
-        return tokens / (gamma * d + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+            return gamma + 1.0
+        if self.copies:
+            return tokens_by_position(self.held_at, self.tested_at, gamma)
+        return expected_tokens_per_step(self.alpha(row), gamma)
+
+    def catch_up(self, made: dict) -> float:
+        """This step's share of the draft's reading of the rows it is behind on: each row's read serves its
+        remaining steps (tokens left over E_b), so a step pays r · behind_b · E_b / left_b, all of it at the end."""
+        shares = (self.behind.get(row, 0) * min(1.0, e / max(1, self.left.get(row, 1))) for row, e in made.items())
+        return self.costs.read_cost() * sum(shares)
 
     def measured_draft_cost(self, batch: int) -> float | None:
         """d_B as this run measured it, else as earlier runs on the model did; None before any did."""
@@ -189,19 +197,20 @@ class BatchGamma:
         """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
         return max(self.next_gammas(rows))
 
-    def next_gammas(self, rows: list[int]) -> list[int]:
+    def next_gammas(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> list[int]:
         """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
-        drafts that all held would still not pay: no acceptance measured could change the choice."""
+        drafts that all held would still not pay: no acceptance measured could change the choice. `behind`: per row,
+        the tokens the draft would read before drafting for it (default none); `left`: the tokens it may still write
+        (default: one, so a read is paid by the step that makes it)."""
         self.rows = len(rows)
-        self.drafting_on = bool(self.chosen) and self.chosen[-1][1] > 0
-        self.settled = self.drafting_on and set(rows) <= self.last_rows
-        self.last_rows = frozenset(rows)
+        self.behind = dict(zip(rows, behind or [0] * len(rows)))
+        self.left = dict(zip(rows, left or [1] * len(rows)))
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
         gaps = self.costs.drafted.probe_gaps
         gap = self.probe_gap(len(rows))
-        if self.rate(best, rows) > plain * (1.0 if self.drafting_on else 1.0 + ENTER_MARGIN):
+        if self.rate(best, rows) > plain:
             self.plain_run, gammas = 0, [best] * len(rows)
             for width in [w for w in gaps if w <= len(rows)]:  # it pays here, so it may with fewer rows
                 del gaps[width]
@@ -238,12 +247,12 @@ class BatchGamma:
         drafted = [v for v in verdicts if v[1]]
         if gamma == 0 or not drafted:
             return
-        d = self.measured_draft_cost(len(verdicts))
-        if self.drafting_on and d is not None:  # rows new to the draft, against a d_B measured (never a guess)
-            self.costs.note_overrun(gamma * d, draft_s)
-        if self.settled:  # not after plain steps (the draft catches up on them) nor with a row new to the draft
+        read = sum(self.behind.get(v[0], 0) for v in drafted)
+        if read <= len(drafted):  # no row behind by more than its last draft: the draft's seconds are all drafting
             self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
             self.costs.note_draft(len(verdicts), draft_s / gamma)
+        elif (d := self.measured_draft_cost(len(verdicts))) is not None:  # the rest read, against a d_B measured
+            self.costs.note_read(read, draft_s - gamma * d)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:
             self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted

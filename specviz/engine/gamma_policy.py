@@ -1,7 +1,7 @@
 """How the decode loop gets each step's γ: one protocol, whatever chooses it, so the loop never asks which it has.
 
     judges()            once, before decoding: what it lends a drafter that sizes its own draft or tree (or None)
-    next_gammas(rows)   before each step: each row's γ, 0 being a plain step for that row
+    next_gammas(rows, behind, left)   before each step: each row's γ, 0 being a plain step for that row
     learn(step)         after each step: what its rows' verdicts and its timings teach it (a FinishedStep)
 
 Three kinds speak it: FixedGamma (the set γ, or 0 without a drafter, or γ by the batch's size from a table, as vLLM's
@@ -23,8 +23,10 @@ class GammaPolicy(Protocol):
     def judges(self) -> Judges | None:
         """What adaptive γ lends a drafter that decides while drafting (start's `judges`); None: γ is all it gets."""
 
-    def next_gammas(self, rows: list[int]) -> list[int]:
-        """Each row's γ for this step (`rows`: the ids of the rows still decoding, in the batch's order)."""
+    def next_gammas(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> list[int]:
+        """Each row's γ for this step (`rows`: the ids of the rows still decoding, in the batch's order; `behind`: the
+        tokens the drafting would read for each before drafting (RowDrafting.behind); `left`: the tokens each may
+        still write)."""
 
     def learn(self, step: FinishedStep) -> None:
         """What a finished step teaches: each row's draft and verdict, and what the step cost."""
@@ -52,7 +54,7 @@ class FixedGamma:
     def judges(self) -> None:
         return None
 
-    def next_gammas(self, rows: list[int]) -> list[int]:
+    def next_gammas(self, rows: list[int], behind=None, left=None) -> list[int]:
         return [gamma_at(self.table, len(rows)) if self.table else self.gamma] * len(rows)
 
     def learn(self, step: FinishedStep) -> None:

@@ -104,11 +104,12 @@ def generate_rows(
             break
         t0 = clock()
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
-        #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step); it shrinks near a row's
-        #    budget so no step overshoots.
-        wanted = policy.next_gammas(rows)
-        gamma, gammas = max(wanted), [max(0, min(g, limits[r] - len(tokens[r]) - 1)) for g, r in zip(wanted, rows)]
-        proposals = drafting.propose([tokens[r] for r in rows], gammas) if drafting else [None] * len(rows)
+        #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step), what the draft must first
+        #    read of each row counted; it shrinks near a row's budget so no step overshoots.
+        texts, left = [tokens[r] for r in rows], [limits[r] - len(tokens[r]) for r in rows]
+        wanted = policy.next_gammas(rows, drafting.behind(texts) if drafting else None, left)
+        gamma, gammas = max(wanted), [max(0, min(g, room - 1)) for g, room in zip(wanted, left)]
+        proposals = drafting.propose(texts, gammas) if drafting else [None] * len(rows)
         trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
         # 2. Verify: one target forward over every row's [root, every drafted node] gives p_1..p_{n+1}, each node's

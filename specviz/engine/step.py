@@ -177,6 +177,11 @@ class RowDrafting(Protocol):
         """Each row's verdict (None: it proposed nothing); then only the rows `staying` (indexes into this step's
         rows) go on."""
 
+    def behind(self, tokens: list[list[int]]) -> list[int]:
+        """Per row, the committed tokens before its root that its drafter has not read: what drafting for it now
+        would read first (a row's whole text before it first drafts, then what plain steps wrote since it last did);
+        0 where reading costs nothing worth pricing."""
+
 
 class EachRow:
     """One drafter per row, side by side: each proposes for its own row and observes its own verdict. `drafters[r]`
@@ -206,6 +211,11 @@ class EachRow:
             if verdict is not None:
                 drafter.observe(verdict)
         self.drafters = [self.drafters[i] for i in staying]
+
+    def behind(self, tokens: list[list[int]]) -> list[int]:
+        """None to price: a lookup reads nothing, and a row's own drafter (a batch of one, which adaptive γ for one
+        row sizes) reads inside its proposal's time."""
+        return [0] * len(tokens)
 
 
 class BaseDrafter:
