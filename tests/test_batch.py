@@ -302,6 +302,7 @@ def test_no_probe_where_reading_the_rows_would_eat_all_that_held_drafts_give():
         steps = [controller.next_gammas(list(range(4)), [behind] * 4, [4] * 4) for _ in range(20)]
         assert any(any(s) for s in steps) == probes
 
+
 @pytest.mark.parametrize("drafter", ["draft", "ngram"])
 def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
     bf16, tokenizer, reference, drafter, monkeypatch
