@@ -11,7 +11,10 @@ plain steps wrote since it last did: `behind` from the drafting) costs the draft
 r_B seconds a token; the read serves the rest of the row's life, so a step is charged the share of it that one step of
 the row's remaining steps (its tokens left over E_b) takes: catch-up(γ) = r_B · Σ_b behind_b · min(1, E_b / left_b).
 Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly what the reading
-costs against what the row has left to gain. V(T) is the
+costs against what the row has left to gain. A batch that drafts on also reads every row that joins it later: that
+flow (the tokens of rows joining a batch that decodes on, per step, a moving average) is charged to every step that
+drafts for all rows, so under steady arrivals drafting is priced at what it costs in the long run, each row's read
+spread over its life, not only at the step it joins. V(T) is the
 target's forward over T tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap
 while the device is memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows
 with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
@@ -103,8 +106,9 @@ class ForwardCosts:
         if len(self.seconds) == 1:
             ((base, seconds),) = self.seconds.items()
             return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
-        widths = sorted(self.seconds, reverse=True)
-        capped = {width: min(self.seconds[w] for w in widths[: i + 1]) for i, width in enumerate(widths)}
+        capped, cheapest = {}, float("inf")
+        for width in sorted(self.seconds, reverse=True):  # widest first: each the cheapest of it and every wider
+            cheapest = capped[width] = min(cheapest, self.seconds[width])
         return interpolate(capped, tokens, rising=True)
 
 
@@ -138,6 +142,8 @@ class BatchGamma:
     chosen: list = field(default_factory=list)  # (rows, γ) of every step, for the screen
     behind: dict = field(default_factory=dict)  # row -> tokens the draft has not read (this step's)
     left: dict = field(default_factory=dict)  # row -> tokens it may still write (this step's)
+    seen: set = field(default_factory=set)  # every row this run decoded
+    flow: float = 0.0  # tokens of rows joining a batch that decodes on, per step: a moving average
 
     @classmethod
     def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
@@ -161,7 +167,9 @@ class BatchGamma:
             return batch / self.verify_cost(batch)
         made = {row: self.made(row, gamma, perfect) for row in drafting}
         tokens = sum(made.values()) + batch - len(drafting)
-        drafts = gamma * self.draft_cost(batch) + self.catch_up(made)  # what no acceptance changes: `perfect` pays it
+        flow = self.flow if len(drafting) == batch else 0.0  # a probe drafts once: joiners to come are not its
+        reads = self.catch_up(made) + self.costs.read_cost() * flow
+        drafts = gamma * self.draft_cost(batch) + reads  # what no acceptance changes: `perfect` pays it too
         return tokens / (drafts + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
 
     def made(self, row: int, gamma: int, perfect: bool = False) -> float:
@@ -193,9 +201,9 @@ class BatchGamma:
         failed = [w for w in self.costs.drafted.probe_gaps if w <= rows]
         return self.costs.drafted.probe_gaps[max(failed)] if failed else self.probe_after
 
-    def next_gamma(self, rows: list[int]) -> int:
+    def next_gamma(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> int:
         """The batch's γ for this step (the largest any row drafts; next_gammas says which rows do)."""
-        return max(self.next_gammas(rows))
+        return max(self.next_gammas(rows, behind, left))
 
     def next_gammas(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> list[int]:
         """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
@@ -205,6 +213,10 @@ class BatchGamma:
         self.rows = len(rows)
         self.behind = dict(zip(rows, behind or [0] * len(rows)))
         self.left = dict(zip(rows, left or [1] * len(rows)))
+        going_on = self.seen.intersection(rows)  # none: the batch opens, and what it reads is its own backlog
+        joined = sum(self.behind[r] for r in rows if r not in self.seen) if going_on else 0
+        self.flow = self.memory * self.flow + (1 - self.memory) * joined
+        self.seen.update(rows)
         drafts = range(1, self.max_gamma + 1)
         best = max(drafts, key=lambda g: self.rate(g, rows))
         plain = self.rate(0, rows)
