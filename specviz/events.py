@@ -5,7 +5,7 @@ cannot tell plain from speculative except by what the events contain.
 """
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from . import reading as read
 from .errors import InvalidEvent
@@ -115,6 +115,7 @@ class StepEvent:
     block: int = 0  # a block drafter's step: the positions its one pass filled (the first γ of them verified)
     batch: int = 1  # rows decoded together in this step's forward (1: the prompt alone)
     batch_tokens: int = 0  # tokens that forward took over all its rows (0 in traces written before batches)
+    draft_read: int = 0  # tokens of this row's text its drafter read before drafting (catching up), if it drafted
 
     def __post_init__(self):  # checked always (not with assert, which python -O drops): traces are read back
         n = len(self.proposed)
@@ -160,7 +161,7 @@ class StepEvent:
         data = dict(read.mapping(data, "step"))
         step = f"step {data.get('index')!r}"[:40]
         data["next_token"] = read.maybe(read.integer, data.pop("next"), f"{step}: next")
-        for key in ("index", "accepted", "draft_forwards", "gamma", "forward_tokens", "block", "batch", "batch_tokens"):
+        for key in (f.name for f in fields(StepEvent) if f.type in (int, "int")):
             if key in data:
                 data[key] = read.integer(data[key], f"{step}: {key}")
         data["proposed"] = read.each(read.integer, data["proposed"], f"{step}: proposed")

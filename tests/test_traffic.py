@@ -6,6 +6,7 @@ import json
 import math
 import statistics
 import time
+from dataclasses import replace
 
 import pytest
 from test_cli import assert_one_line_error, run_cli
@@ -218,6 +219,23 @@ def test_calibration_reads_the_costs_and_yields_a_run_measured():
     assert c.verify_s == {8: 1.0, 1: 0.5} and c.tokens_at == {3: 3.0, 0: 1.0} and c.gamma_at == {2: 3, 1: 0}
     assert c.prefill == pytest.approx((0.0, (0.03 + 0.7 / 30) / 2)) and c.lengths == {0: 7, 1: 4}  # the median ratio
     assert c.step_s(2, 3) == pytest.approx(0.3 + 1.0 + 0.1) and c.step_s(1, 0) == pytest.approx(0.5 + 0.1)
+
+
+def test_what_the_draft_reads_of_a_rows_text_is_measured_apart_and_charged_when_the_row_first_drafts():
+    """Steps where the draft caught up on rows' texts (read_tokens) teach r, the draft's seconds past a steady step's
+    per token read, and leave draft(B, γ) to the steady steps; the simulator charges r for a row's whole text at the
+    first step that drafts for it, and nothing more while it drafts on, nor on plain steps."""
+    steady, reading = BatchStep(2, 3, 8, 0.3, 1.0, 1.4, 6, 4, 6, 2), BatchStep(2, 3, 8, 0.8, 1.0, 1.9, 6, 4, 6, 50)
+    timings = (RequestTiming(0, 0.0, 0.0, 1.0, 3.0, 7),)
+    run = TrafficRun("draft@3", 0.2, 0, 4, timings, ((1,) * 7,), (steady, steady, reading), (Prefill(10, 1, 0.3),))
+    c = Calibration.of([run], {0: 10})
+    assert c.draft_s == {(2, 3): 0.3} and c.read_s == pytest.approx(0.01)
+    (alone,) = simulate(calibration(), (0.0,), [0], max_rows=4)
+    (read,) = simulate(replace(calibration(), read_s=0.01), (0.0,), [0], max_rows=4)
+    assert read.first_token == pytest.approx(alone.first_token + 0.05)  # its 5 prompt tokens, once
+    assert read.last_token == pytest.approx(alone.last_token + 0.05)
+    (plain,) = simulate(replace(calibration(gamma=0), read_s=0.01), (0.0,), [0], max_rows=4)
+    assert plain.last_token == simulate(calibration(gamma=0), (0.0,), [0], max_rows=4)[0].last_token
 
 
 def test_ten_thousand_simulated_requests_take_seconds_not_minutes():

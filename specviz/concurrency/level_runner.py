@@ -93,4 +93,5 @@ def batch_step(step: list[tuple[int, StepEvent]]) -> BatchStep:
         drafted=sum(len(e.proposed) for _, e in step),
         accepted=sum(e.accepted for _, e in step),
         new_tokens=sum(len(e.tokens) for _, e in step),
+        read_tokens=sum(e.draft_read for _, e in step),
     )

@@ -3,7 +3,7 @@ it cost and yielded; and the news a sweep sends as it goes (a line saying what r
 concurrent requests, a level run). Plain data throughout, so it crosses a GPU worker's pipe and is written to and
 read from a record (sweep_record.py)."""
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from .. import reading as read
 
@@ -21,6 +21,7 @@ class BatchStep:
     drafted: int
     accepted: int
     new_tokens: int
+    read_tokens: int = 0  # what the draft read of rows it caught up on before drafting (0 in older records)
 
     @staticmethod
     def from_json(data, what: str) -> "BatchStep":
@@ -28,6 +29,8 @@ class BatchStep:
         data = read.mapping(data, what)
         values = {}
         for f in fields(BatchStep):
+            if f.name not in data and f.default is not MISSING:
+                continue
             reader = read.integer if f.type in (int, "int") else read.number
             values[f.name] = reader(data[f.name], f"{what}.{f.name}")
         return BatchStep(**values)

@@ -20,7 +20,7 @@ from ..settings import Settings
 from .admission import Admission
 from .batch_gamma import ForwardCosts
 from .batch_rows import open_rows
-from .gamma_policy import gamma_policy
+from .gamma_policy import GammaPolicy, gamma_policy
 from .sampling import probabilities, typical_distribution
 from .step import Checked, Drafter, EachRow, FinishedStep, Judges, Proposal, RowDrafting
 from .step_detail import step_detail
@@ -106,10 +106,7 @@ def generate_rows(
         # 1. Draft: x_1..x_g ~ q (or candidates of up to g tokens) for every row. g is the set γ or, adaptive, the one
         #    with the most expected tokens per second (gamma_policy.py; 0 = a plain step), what the draft must first
         #    read of each row counted; it shrinks near a row's budget so no step overshoots.
-        texts, left = [tokens[r] for r in rows], [limits[r] - len(tokens[r]) for r in rows]
-        wanted = policy.next_gammas(rows, drafting.behind(texts) if drafting else None, left)
-        gamma, gammas = max(wanted), [max(0, min(g, room - 1)) for g, room in zip(wanted, left)]
-        proposals = drafting.propose(texts, gammas) if drafting else [None] * len(rows)
+        gamma, gammas, behind, proposals = _draft(policy, drafting, [tokens[r] for r in rows], rows, limits)
         trees = [p.tree() if p else EMPTY for p in proposals]
         t1 = clock()
         # 2. Verify: one target forward over every row's [root, every drafted node] gives p_1..p_{n+1}, each node's
@@ -131,11 +128,23 @@ def generate_rows(
         policy.learn(FinishedStep(rows, checked, gamma, len(rows) * max(widths), **seconds, bookkeeping_s=t3 - t2))
         # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
         shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
-        for r, event, width, g in zip(rows, events, widths, gammas):
+        for r, event, width, g, read in zip(rows, events, widths, gammas, behind):
             tokens[r].extend(event.tokens)
-            yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=prefill_s[r] * (index[r] == 0), **shared)
+            first = prefill_s[r] * (index[r] == 0)
+            yield r, replace(event, gamma=g, forward_tokens=width, prefill_s=first, draft_read=read * (g > 0), **shared)
             index[r] += 1
         rows = [rows[i] for i in staying]
+
+
+def _draft(policy: GammaPolicy, drafting: RowDrafting | None, texts: list[list[int]], rows: list[int], limits):
+    """Step 1 for the rows decoding (`texts` theirs): each one's γ, the policy told what the drafting must first read
+    of each and how many tokens each may still write, cut so no step overshoots a row's budget; the proposals. Gives
+    the batch's γ, each row's γ, what the drafting read of each, and the proposals."""
+    left = [limits[r] - len(text) for r, text in zip(rows, texts)]
+    behind = drafting.behind(texts) if drafting else [0] * len(rows)
+    wanted = policy.next_gammas(rows, behind, left)
+    gammas = [max(0, min(g, room - 1)) for g, room in zip(wanted, left)]
+    return max(wanted), gammas, behind, drafting.propose(texts, gammas) if drafting else [None] * len(rows)
 
 
 def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings, drafting: RowDrafting | None):

@@ -5,7 +5,10 @@ their prompts are read; every decoding row drafts γ and the target verifies all
 widest; each row leaves when it has its tokens. A step's seconds and tokens come from what was measured:
 
     prefill(P)     = b·P                              P: the tokens of the prompts read together; b the median ratio
-    step(B, γ)     = draft(B, γ) + V(B·(1 + γ)) + rest(B)      past what was measured: a least-squares line
+    step(B, γ)     = draft(B, γ) + r·R + V(B·(1 + γ)) + rest(B)      past what was measured: a least-squares line
+    R              = the tokens of its rows' texts the draft has not read yet (a row's whole text the first step it
+                     drafts, what plain steps wrote since), which it reads before drafting; r its measured cost a token,
+                     draft(B, γ) measured on steps that read nothing more
     tokens(γ)      = the new tokens a row got per step at that γ, on average
     γ(B)           = the lane's γ; adaptive: the γ it chose most often at B rows (its measured schedule)
 
@@ -30,13 +33,14 @@ class Calibration:
     """One lane on one device, as measured: what a step and a prefill cost, and what a step yields."""
 
     verify_s: dict  # padded forward tokens -> seconds
-    draft_s: dict  # (rows, γ) -> seconds, γ > 0
+    draft_s: dict  # (rows, γ) -> seconds, γ > 0, of steps where the draft read nothing of the rows' texts
     rest_s: dict  # rows -> seconds of a step besides its draft and verify
     prefill: tuple[float, float]  # a, b of a + b·tokens (a is 0 as calibrated: the median seconds per token)
     tokens_at: dict  # γ -> mean new tokens per row per step
     gamma_at: dict  # rows -> the γ the lane chose most often there
     lengths: dict  # prompt -> the tokens a request of it wrote
     prompt_tokens: dict  # prompt -> its tokens
+    read_s: float = 0.0  # what the draft spends on each token of a row's text it catches up on
 
     @classmethod
     def of(cls, runs: list[TrafficRun], prompt_tokens: dict, device_runs: list[TrafficRun] | None = None):
@@ -46,7 +50,9 @@ class Calibration:
         device_runs = runs if device_runs is None else device_runs
         verify = _voted(device_runs, lambda s: (s.rows * (1 + s.gamma), s.verify_s))
         rest = _voted(device_runs, lambda s: (s.rows, max(0.0, s.step_s - s.draft_s - s.verify_s)))
-        draft = _voted(runs, lambda s: ((s.rows, s.gamma), s.draft_s) if s.gamma else None)
+        steady = lambda s: s.read_tokens <= s.rows  # noqa: E731 (the root and, after a full hold, the last draft)
+        draft = _voted(runs, lambda s: ((s.rows, s.gamma), s.draft_s) if s.gamma and steady(s) else None)
+        reading = [s for run in runs for s in run.steps if s.gamma and not steady(s)]
         for run in runs:
             for s in run.steps:
                 yields[s.gamma].append(s.new_tokens / s.rows)
@@ -68,6 +74,7 @@ class Calibration:
             gamma_at={k: Counter(v).most_common(1)[0][0] for k, v in chosen.items()},
             lengths=lengths,
             prompt_tokens=dict(prompt_tokens),
+            read_s=_read_cost(reading, draft),
         )
 
     def gamma(self, rows: int) -> int:
@@ -76,10 +83,7 @@ class Calibration:
 
     def step_s(self, rows: int, gamma: int) -> float:
         seconds = read_cost(self.verify_s, rows * (1 + gamma)) + read_cost(self.rest_s, rows)
-        if gamma:
-            at = {b: s for (b, g), s in self.draft_s.items() if g == gamma}
-            seconds += read_cost(at, rows) if at else 0.0
-        return seconds
+        return seconds + (_draft_at(self.draft_s, rows, gamma) if gamma else 0.0)
 
     def new_tokens(self, gamma: int) -> float:
         if gamma in self.tokens_at:
@@ -89,6 +93,17 @@ class Calibration:
     def prefill_s(self, tokens: int) -> float:
         a, b = self.prefill
         return max(0.0, a + b * tokens)
+
+
+def _read_cost(steps: list, draft: dict) -> float:
+    """r: the median over steps that read rows' texts of the draft's seconds past a steady step's, per token read."""
+    past = [(s.draft_s - _draft_at(draft, s.rows, s.gamma)) / s.read_tokens for s in steps]
+    return max(0.0, median(past)) if past else 0.0
+
+
+def _draft_at(draft: dict, rows: int, gamma: int) -> float:
+    at = {b: seconds for (b, g), seconds in draft.items() if g == gamma}
+    return read_cost(at, rows) if at else 0.0
 
 
 def _voted(runs: list[TrafficRun], read) -> dict:
@@ -135,7 +150,7 @@ def simulate(
 ) -> list[RequestTiming]:
     """Request r (asking prompt prompts[r], arriving at arrivals[r]) served as the decode loop serves it."""
     order = sorted(range(len(arrivals)), key=lambda r: (arrivals[r], r))
-    queue, now, decoding, at = [], 0.0, [], 0  # decoding: [request, tokens so far (fractional), first token]
+    queue, now, decoding, at = [], 0.0, [], 0  # decoding: [request, tokens so far (fractional), tokens the draft read]
     admitted, first, last = {}, {}, {}
     while at < len(order) or queue or decoding:
         while at < len(order) and arrivals[order[at]] <= now:
@@ -148,13 +163,16 @@ def simulate(
         if joining:
             admitted.update(dict.fromkeys(joining, now))
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
-            decoding += [[r, 0.0] for r in joining]
+            decoding += [[r, 0.0, 0.0] for r in joining]
         gamma = calibration.gamma(len(decoding))
-        now += calibration.step_s(len(decoding), gamma)
+        text = [calibration.prompt_tokens[prompts[row[0]]] + row[1] for row in decoding]
+        unread = sum(t - row[2] for t, row in zip(text, decoding) if t - row[2] > 1) if gamma else 0.0
+        now += calibration.step_s(len(decoding), gamma) + calibration.read_s * unread
         gained, staying = calibration.new_tokens(gamma), []
         for row in decoding:
             r = row[0]
             row[1] = min(row[1] + gained, calibration.lengths[prompts[r]])
+            row[2] = calibration.prompt_tokens[prompts[r]] + row[1] if gamma else row[2]  # drafting: all read
             first.setdefault(r, now)
             last[r] = now
             if row[1] < calibration.lengths[prompts[r]]:
