@@ -241,6 +241,25 @@ def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance
     assert controller.next_gamma(rows) > 0 and controller.probe_gap(4) == 3
 
 
+def test_a_probe_tests_a_row_the_draft_has_read_rather_than_read_a_whole_text_for_one_step():
+    """The same batch, rows 0 and 2 new to the draft (80 tokens unread each), rows 1 and 3 read but for their last
+    draft: the probes take rows 1 and 3 in turn; once every row is new, the one with the fewest tokens unread."""
+    costs = ForwardCosts()
+    for tokens in (1, 4, 8, 16, 32, 64):
+        costs.note(tokens, max(1.0, tokens / 16))
+    controller = BatchGamma(8, costs, draft_per_token=0.2, bookkeeping=0.0, probe_after=1)
+    controller.accepted, controller.tested = dict.fromkeys(range(4), 1.0), dict.fromkeys(range(4), 10.0)  # α 0.1
+    rows, probed = list(range(4)), []
+    for _ in range(40):
+        step = controller.next_gammas(rows, [80, 0, 80, 1], [100] * 4)
+        probed += [rows[i] for i, g in enumerate(step) if g]
+    assert len(probed) >= 3 and probed[:3] == [1, 3, 1]
+    controller.probe_gap = lambda rows: 0  # every plain step may probe now
+    controller.plain_run = 1
+    step = controller.next_gammas(rows, [80, 60, 90, 70], [100] * 4)
+    assert [r for r, g in zip(rows, step) if g] == [1]
+
+
 def test_the_wait_after_failed_probes_carries_to_the_next_run_and_to_wider_batches_only():
     """Probes that failed at 4 rows leave a long wait there for the next run of the same drafter (each run's first
     probes cost the whole batch a step), and at wider batches, where drafting pays less; not at fewer rows, nor for

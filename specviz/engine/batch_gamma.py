@@ -18,7 +18,8 @@ spread over its life, not only at the step it joins. V(T) is the
 target's forward over T tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap
 while the device is memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows
 with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
-steps win, after `probe_after` plain steps one row (each in turn) drafts, so its α can recover; the forward pads
+steps win, after `probe_after` plain steps one row drafts, so its α can recover: each in turn of the rows with the
+fewest tokens unread by the draft (a probe drafts once, so a whole text read for it is never repaid); the forward pads
 every row to the probe's width, so a probe costs the whole batch, and each probe that did not bring drafting back
 doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP), kept for the next run.
 
@@ -227,7 +228,9 @@ class BatchGamma:
             for width in [w for w in gaps if w <= len(rows)]:  # it pays here, so it may with fewer rows
                 del gaps[width]
         elif self.plain_run >= gap and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
-            probe = rows[self.probes % len(rows)]
+            unread = {r: max(1, self.behind.get(r, 0)) for r in rows}  # the root and a last draft read alike
+            cheapest = [r for r in rows if unread[r] == min(unread.values())]  # a probe drafts once: read little
+            probe = cheapest[self.probes % len(cheapest)]
             gamma = max(drafts, key=lambda g: self.rate(g, rows, [probe]))
             self.plain_run, self.probes = 0, self.probes + 1
             gaps[len(rows)] = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
