@@ -165,8 +165,7 @@ def simulate(
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
             decoding += [[r, 0.0, 0.0] for r in joining]
         gamma = calibration.gamma(len(decoding))
-        text = [calibration.prompt_tokens[prompts[row[0]]] + row[1] for row in decoding]
-        unread = sum(t - row[2] for t, row in zip(text, decoding) if t - row[2] > 1) if gamma else 0.0
+        unread = _unread(calibration, decoding, prompts) if gamma else 0.0
         now += calibration.step_s(len(decoding), gamma) + calibration.read_s * unread
         gained, staying = calibration.new_tokens(gamma), []
         for row in decoding:
@@ -182,6 +181,12 @@ def simulate(
         RequestTiming(prompts[r], arrivals[r], admitted[r], first[r], last[r], calibration.lengths[prompts[r]])
         for r in range(len(arrivals))
     ]
+
+
+def _unread(calibration: Calibration, decoding: list, prompts: list[int]) -> float:
+    """The tokens of the decoding rows' texts the draft has not read, past the steady feed (the root, a last draft)."""
+    behind = (calibration.prompt_tokens[prompts[row[0]]] + row[1] - row[2] for row in decoding)
+    return sum(b for b in behind if b > 1)
 
 
 def simulated_figures(
