@@ -191,16 +191,17 @@ def test_the_batched_cache_holds_each_row_as_its_own_cache_would(bf16, tokenizer
     batched = BatchedLM(target.model)
     batched.start(prompts)
     batched.extend([Feed.verify(p[-1], t) for p, t in zip(prompts, trees)])
+    assert batched.columns == sum(len(p) - 1 for p in prompts) + 5 + 2 + 4  # packed: each row's root and nodes
     batched.keep([[0, *(1 + n for n in path)] for path in paths], staying=[0, 2])
     for i, (prompt, tree, path) in enumerate([(prompts[0], trees[0], paths[0]), (prompts[2], trees[2], paths[2])]):
         lm = CachedLM(target.model)
         lm.extend(torch.tensor(prompt[:-1]), last_only=True)
         lm.extend_tree(prompt[-1], tree)
         lm.keep(len(prompt), path)
-        width = batched.width
+        run = slice(batched.starts[i], batched.starts[i] + lm.length)
         for ours, theirs in zip(batched.kv.cache.layers, lm.kv.cache.layers):
-            assert torch.equal(ours.keys[i, :, width - lm.length :], theirs.keys[0])
-            assert torch.equal(ours.values[i, :, width - lm.length :], theirs.values[0])
+            assert torch.equal(ours.keys[0, :, run], theirs.keys[0])
+            assert torch.equal(ours.values[0, :, run], theirs.values[0])
     assert batched.rows == [0, 2] and batched.lengths == [len(prompts[0]) + 2, len(prompts[2]) + 2]
 
 
@@ -217,6 +218,26 @@ def test_adaptive_gamma_backs_off_as_the_batch_grows_and_comes_back_as_it_shrink
     assert small >= 4 and large == 0
     assert controller.next_gamma(list(range(3))) > 0  # the long tail: speculation is back
     assert [g for _, g in controller.chosen] == [small, large, controller.chosen[-1][1]]
+
+
+def test_only_the_rows_whose_drafts_pay_draft_when_drafting_for_all_would_not():
+    """Forwards that cost alike up to 16 positions, then grow with them; a drafted position 0.05 of one. Eight rows,
+    two whose drafts hold 9 times in 10 and six whose drafts rarely do: drafting for all eight pays less than for
+    the two alone (the packed forward charges each row its own positions), so only they draft; when every row's
+    drafts hold, all of them do."""
+    costs = ForwardCosts()
+    for tokens in (1, 8, 16, 32, 64):
+        costs.note(tokens, max(1.0, tokens / 16))
+    controller = BatchGamma(8, costs, draft_per_token=0.05, bookkeeping=0.0)
+    rows = list(range(8))
+    controller.accepted = {0: 9.0, 1: 9.0} | dict.fromkeys(range(2, 8), 1.0)
+    controller.tested = dict.fromkeys(rows, 10.0)
+    gammas = controller.next_gammas(rows)
+    assert gammas[0] == gammas[1] > 0 and gammas[2:] == [0] * 6
+    rate, _, drafting = controller.best(rows)
+    assert drafting == [0, 1] and rate > controller.rate(0, rows) > controller.rate(max(gammas), rows)
+    controller.accepted = dict.fromkeys(rows, 9.0)
+    assert all(controller.next_gammas(rows))
 
 
 def test_when_plain_steps_win_one_row_at_a_time_probes_to_see_whether_acceptance_came_back():

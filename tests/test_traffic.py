@@ -180,7 +180,7 @@ def calibration(step=1.0, per_row=0.0, gained=2.0, gamma=3, length=9, prefill=(0
     verify = {t: step + per_row * t / (1 + gamma) for t in (1, 4, 8, 16, 32, 64)}
     return Calibration(
         verify_s=verify, draft_s={}, rest_s={1: 0.0}, prefill=prefill, tokens_at={gamma: gained},
-        gamma_at={1: gamma}, lengths={0: length}, prompt_tokens={0: 5},
+        gamma_at={1: (gamma, int(gamma > 0))}, lengths={0: length}, prompt_tokens={0: 5},
     )  # fmt: skip
 
 
@@ -216,9 +216,26 @@ def test_calibration_reads_the_costs_and_yields_a_run_measured():
     run = TrafficRun("draft@3", 0.2, 0, 4, timings, ((1,) * 7, (1,) * 4), tuple(steps),
                      (Prefill(10, 1, 0.3), Prefill(30, 2, 0.7)))  # fmt: skip
     c = Calibration.of([run], {0: 10, 1: 10})
-    assert c.verify_s == {8: 1.0, 1: 0.5} and c.tokens_at == {3: 3.0, 0: 1.0} and c.gamma_at == {2: 3, 1: 0}
+    assert c.verify_s == {8: 1.0, 1: 0.5} and c.tokens_at == {3: 3.0, 0: 1.0} and c.gamma_at == {2: (3, 2), 1: (0, 0)}
     assert c.prefill == pytest.approx((0.0, (0.03 + 0.7 / 30) / 2)) and c.lengths == {0: 7, 1: 4}  # the median ratio
-    assert c.step_s(2, 3) == pytest.approx(0.3 + 1.0 + 0.1) and c.step_s(1, 0) == pytest.approx(0.5 + 0.1)
+    assert c.step_s(2, 3, 2) == pytest.approx(0.3 + 1.0 + 0.1) and c.step_s(1, 0, 0) == pytest.approx(0.5 + 0.1)
+
+
+def test_steps_where_some_rows_draft_teach_what_a_drafting_row_gains_and_the_simulator_drafts_for_as_many():
+    """Adaptive γ may draft for some rows only (the packed forward charges each row its own positions): a step of 4
+    rows where 1 drafted γ 3 and wrote 4 tokens, the others one each, teaches 4 tokens per drafting row, draft(1, 3),
+    V(4 + 3) and the schedule (γ 3, 1 row) at 4 rows; simulated, of two rows decoding together one gains the drafting
+    row's tokens a step, the other one."""
+    step = BatchStep(4, 3, 7, 0.2, 1.0, 1.3, 3, 3, 7, 1, drafting=1)
+    timings = (RequestTiming(0, 0.0, 0.0, 1.0, 3.0, 7),)
+    run = TrafficRun("draft@a3", 0.2, 0, 4, timings, ((1,) * 7,), (step,) * 3, (Prefill(10, 1, 0.3),))
+    c = Calibration.of([run], {0: 10})
+    assert c.tokens_at == {3: 4.0} and c.draft_s == {(1, 3): 0.2} and c.verify_s == {7: 1.0}
+    assert c.gamma_at == {4: (3, 1)} and c.gamma(2) == (3, 1) and c.step_s(4, 3, 1) == pytest.approx(1.3)
+    two = replace(calibration(gained=4.0, length=8), gamma_at={2: (3, 1)})
+    first, second = simulate(two, (0.0, 0.0), [0, 0], max_rows=2)
+    assert first.last_token < second.last_token  # 8 tokens in 2 steps against one token a step, then 4 a step
+    assert second.last_token - first.last_token == pytest.approx(2 * two.step_s(1, 3, 1))
 
 
 def test_what_the_draft_reads_of_a_rows_text_is_measured_apart_and_charged_when_the_row_first_drafts():

@@ -94,4 +94,5 @@ def batch_step(step: list[tuple[int, StepEvent]]) -> BatchStep:
         accepted=sum(e.accepted for _, e in step),
         new_tokens=sum(len(e.tokens) for _, e in step),
         read_tokens=sum(e.draft_read for _, e in step),
+        drafting=sum(e.gamma > 0 for _, e in step),
     )

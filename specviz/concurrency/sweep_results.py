@@ -22,6 +22,11 @@ class BatchStep:
     accepted: int
     new_tokens: int
     read_tokens: int = 0  # what the draft read of rows it caught up on before drafting (0 in older records)
+    drafting: int = 0  # the rows that drafted (0 in older records, where every row drafted when γ > 0)
+
+    @property
+    def drafting_rows(self) -> int:
+        return self.drafting or (self.rows if self.gamma else 0)
 
     @staticmethod
     def from_json(data, what: str) -> "BatchStep":

@@ -3,7 +3,7 @@ per position for all of them (its own BatchedLM), each row sampling from its own
 (the one its verification draws from), so each row's q goes to the rejection rule with its tokens as a draft model's
 chain does alone. The first forward of a step feeds each drafting row what was committed since its last one (the
 target's token, and the last draft when every draft held, or the tokens of the plain steps since it last drafted);
-the drafts each row keeps are re-aligned once, after the verdicts. A row is read into the draft's cache at the first
+the drafts each row keeps are packed once, after the verdicts. A row is read into the draft's cache at the first
 step it drafts, and a row that does not draft in a step is not fed: under load adaptive γ takes plain steps, then
 probes one row at a time, and the draft's work (a prompt read stalls every row of the batch, as the target's own
 reading does) is then the probing row's alone, or none for a row that never drafts."""
@@ -14,8 +14,6 @@ from ..engine.batched_lm import BatchedLM, Feed
 from ..engine.sampling import choose, fit_vocab, probabilities
 from ..settings import Settings
 from .contract import DrafterProfile, Proposal, Verdict
-
-PAD = 0  # what a row that drafts no further at some position feeds: its column is never kept nor seen by the row
 
 
 class BatchedDraftModel:
@@ -67,7 +65,7 @@ class BatchedDraftModel:
         order = self._order()
         feeds = []
         for j, i in enumerate(order):  # the root at least for a drafting row: the cache holds tokens[:-1]
-            new = tokens[i][lm.lengths[j] :] if gammas[i] > 0 else [PAD]
+            new = tokens[i][lm.lengths[j] :] if gammas[i] > 0 else []
             self.caught[i] = len(new) if gammas[i] > 0 else 0
             feeds.append(Feed.chain(new))
         drafts, dists, forwards = [[] for _ in tokens], [[] for _ in tokens], 0
@@ -78,7 +76,7 @@ class BatchedDraftModel:
             feeds = []
             for i, rows in zip(order, logits):
                 if gammas[i] <= depth:
-                    feeds.append(Feed.chain([PAD]))
+                    feeds.append(Feed.chain([]))  # the packed forward takes nothing of it
                     continue
                 probs = probabilities(fit_vocab(rows[-1:], self.vocab_size), self.settings)
                 token = int(choose(probs, self.settings, self.generators[i])[0])

@@ -1,32 +1,34 @@
-"""Adaptive γ for a batch: one γ per step for all its rows, chosen from what the whole batch's step would cost.
+"""Adaptive γ for a batch: which rows draft this step and how far, chosen from what the whole batch's step would cost.
 
-A step of B rows drafts γ tokens for each and verifies them in one target forward over T = Σ_b (1 + n_b) tokens
-(n_b: the nodes row b sends, γ for a chain). Row b yields E_b(γ) tokens: (1 − α_b^(γ+1)) / (1 − α_b) for a drafter
-whose drafts hold independently with its own α_b, or 1 + Σ_{j≤γ} a_1·…·a_j for a copy (positions held in runs). So
+A step of B rows drafts γ tokens for the rows D that draft and verifies them in one packed target forward over
+T = B + Σ_{b∈D} n_b tokens (n_b: the nodes row b sends, γ for a chain; each row takes only its own positions). Row b
+yields E_b(γ) tokens: (1 − α_b^(γ+1)) / (1 − α_b) for a drafter whose drafts hold independently with its own α_b, or
+1 + Σ_{j≤γ} a_1·…·a_j for a copy (positions held in runs), and a row that does not draft one. So
 
-    rate(γ) = Σ_b E_b(γ) / (γ·d_B + V(T(γ)) + b_B),   rate(0) = B / (V(B) + b_B)   (a plain step)
+    rate(γ, D) = (Σ_{b∈D} E_b(γ) + B − |D|) / (γ·d_|D| + V(T) + b_B),   rate(0) = B / (V(B) + b_B)   (a plain step)
 
-and the step takes γ* = argmax rate. A row the draft is behind on (its whole text before it first drafts, or what
-plain steps wrote since it last did: `behind` from the drafting) costs the draft a read of those tokens first, at
-r_B seconds a token; the read serves the rest of the row's life, so a step is charged the share of it that one step of
-the row's remaining steps (its tokens left over E_b) takes: catch-up(γ) = r_B · Σ_b behind_b · min(1, E_b / left_b).
-Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly what the reading
-costs against what the row has left to gain. A batch that drafts on also reads every row that joins it later: that
-flow (the tokens of rows joining a batch that decodes on, per step, a moving average) is charged to every step that
-drafts for all rows, so under steady arrivals drafting is priced at what it costs in the long run, each row's read
-spread over its life, not only at the step it joins. V(T) is the
-target's forward over T tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap
-while the device is memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows
-with it, and γ backs off to 0, plain decoding, as the batch grows, and comes back as finished rows leave. When plain
-steps win, after `probe_after` plain steps one row drafts, so its α can recover: each in turn of the rows with the
-fewest tokens unread by the draft (a probe drafts once, so a whole text read for it is never repaid); the forward pads
-every row to the probe's width, so a probe costs the whole batch, and each probe that did not bring drafting back
-doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP), kept for the next run.
+and the step takes the best: for each γ the rows ranked by what drafting adds to them, every count of the best
+priced (d_k: a drafted position's seconds when k rows draft). A row the draft is behind on (its whole text before it
+first drafts, or what plain steps wrote since it last did: `behind` from the drafting) costs the draft a read of those
+tokens first, at r seconds a token; the read serves the rest of the row's life, so a step is charged the share of it
+that one step of the row's remaining steps (its tokens left over E_b) takes: catch-up = r · Σ_{b∈D} behind_b ·
+min(1, E_b / left_b). Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly
+what the reading costs against what the row has left to gain. A batch that drafts on also reads every row that joins
+it later: that flow (the tokens of rows joining a batch that decodes on, per step, a moving average) is charged to
+drafting steps in the share of rows that draft, so under steady arrivals drafting is priced at what it costs in the
+long run, each row's read spread over its life, not only at the step it joins. V(T) is the target's forward over T
+tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap while the device is
+memory-bound, so γ stays long for a small batch; once T makes the forward compute-bound V grows with it, and fewer
+rows draft, down to none, plain decoding, as the batch grows, and come back as finished rows leave. When plain steps
+win, after `probe_after` plain steps one row drafts, so its α can recover: each in turn of the rows with the fewest
+tokens unread by the draft (a probe drafts once, so a whole text read for it is never repaid); each probe that did
+not bring drafting back doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP),
+kept for the next run.
 
-What a drafted position costs (d_B, by B) and what a token read costs (r) are kept with the forward costs, by
-drafter, so a run starts from what earlier runs of its drafter on the model measured. d_B is learnt from steps where
-no row was behind by more than its last draft (the steady feed); r from the others, as the draft's seconds over γ·d_B
-per token read, once d_B is known. Until a read was measured it is priced as nothing.
+What a drafted position costs (d_k, by the rows drafting) and what a token read costs (r) are kept with the forward
+costs, by drafter, so a run starts from what earlier runs of its drafter on the model measured. d_k is learnt from
+steps where no row was behind by more than its last draft (the steady feed); r from the others, as the draft's
+seconds over γ·d_k per token read, once d_k is known. Until a read was measured it is priced as nothing.
 """
 
 import statistics
@@ -131,7 +133,7 @@ class BatchGamma:
     memory: float = 0.9
     smoothing: float = 0.3
     rows: int = 1  # rows decoding now
-    draft_per_token: float | None = None  # d_B: seconds a drafted position costs the whole batch
+    draft_per_token: float | None = None  # d_k as the caller fixes it, whatever k (default: as measured)
     bookkeeping: float | None = None
     nodes_per_gamma: float = 1.0
     plain_run: int = 0
@@ -161,17 +163,32 @@ class BatchGamma:
 
     def rate(self, gamma: int, rows: list[int], drafting: list[int] | None = None, perfect: bool = False) -> float:
         """Expected tokens per second of a step of `rows` where `drafting` (default: all of them) draft γ and the
-        others decode plainly (γ = 0: a plain step); `perfect`: as if every draft held. The forward is padded: every
-        row takes as many positions as the widest, so one row's γ costs the whole batch's width."""
+        others decode plainly (γ = 0: a plain step); `perfect`: as if every draft held. The forward is packed: each
+        row takes its own positions, so a row's γ costs its γ nodes, and the draft feeds only the rows drafting."""
         batch, drafting = len(rows), rows if drafting is None else drafting
         if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
         made = {row: self.made(row, gamma, perfect) for row in drafting}
         tokens = sum(made.values()) + batch - len(drafting)
-        flow = self.flow if len(drafting) == batch else 0.0  # a probe drafts once: joiners to come are not its
+        flow = self.flow * len(drafting) / batch  # a row that joins is read once it drafts: as often as rows do
         reads = self.catch_up(made) + self.costs.read_cost() * flow
-        drafts = gamma * self.draft_cost(batch) + reads  # what no acceptance changes: `perfect` pays it too
-        return tokens / (drafts + self.verify_cost(batch * (1 + self.nodes_per_gamma * gamma)))
+        drafts = gamma * self.draft_cost(len(drafting)) + reads  # what no acceptance changes: `perfect` pays it too
+        return tokens / (drafts + self.verify_cost(batch + self.nodes_per_gamma * gamma * len(drafting)))
+
+    def best(self, rows: list[int], perfect: bool = False) -> tuple[float, int, list[int]]:
+        """The step with the most expected tokens per second: (its rate, γ, the rows drafting). For each γ the rows
+        are taken best first, by the tokens drafting adds to a row less what its reading costs the batch (its share
+        of the read, in tokens a plain step of the batch writes in that time), and every count of them is priced."""
+        plain = self.rate(0, rows)
+        found = (plain, 0, [])
+        for gamma in range(1, self.max_gamma + 1):
+            gain = {r: self.made(r, gamma, perfect) - 1 - plain * self.catch_up({r: self.made(r, gamma)}) for r in rows}
+            order = sorted(rows, key=lambda r: -gain[r])
+            for count in range(1, len(rows) + 1):
+                rate = self.rate(gamma, rows, order[:count], perfect)
+                if rate > found[0]:
+                    found = (rate, gamma, order[:count])
+        return found
 
     def made(self, row: int, gamma: int, perfect: bool = False) -> float:
         """E_b(γ): the tokens a step drafting γ for `row` is expected to give it (γ + 1 if every draft held)."""
@@ -187,14 +204,14 @@ class BatchGamma:
         shares = (self.behind.get(row, 0) * min(1.0, e / max(1, self.left.get(row, 1))) for row, e in made.items())
         return self.costs.read_cost() * sum(shares)
 
-    def measured_draft_cost(self, batch: int) -> float | None:
-        """d_B as this run measured it, else as earlier runs on the model did; None before any did."""
-        return self.costs.draft_at(batch) if self.draft_per_token is None else self.draft_per_token
+    def measured_draft_cost(self, drafting: int) -> float | None:
+        """d_k for k rows drafting: as fixed, else as this run and earlier ones on the model measured; None before."""
+        return self.costs.draft_at(drafting) if self.draft_per_token is None else self.draft_per_token
 
-    def draft_cost(self, batch: int) -> float:
-        """d_B as measured, else a tenth of a plain step."""
-        d = self.measured_draft_cost(batch)
-        return 0.1 * self.verify_cost(batch) if d is None else d
+    def draft_cost(self, drafting: int) -> float:
+        """d_k as measured, else a tenth of a plain step of k rows."""
+        d = self.measured_draft_cost(drafting)
+        return 0.1 * self.verify_cost(drafting) if d is None else d
 
     def probe_gap(self, rows: int) -> int:
         """Plain steps before a probe of `rows` rows: probe_after, or as probes that failed at the widest batch not
@@ -207,10 +224,10 @@ class BatchGamma:
         return max(self.next_gammas(rows, behind, left))
 
     def next_gammas(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> list[int]:
-        """Each row's γ for this step: all alike, or, on a probe, γ for one row and 0 for the others. No probe where
-        drafts that all held would still not pay: no acceptance measured could change the choice. `behind`: per row,
-        the tokens the draft would read before drafting for it (default none); `left`: the tokens it may still write
-        (default: one, so a read is paid by the step that makes it)."""
+        """Each row's γ for this step: γ for the rows whose drafting pays and 0 for the others, or, on a probe, γ for
+        one row. No probe where drafts that all held would still not pay: no acceptance measured could change the
+        choice. `behind`: per row, the tokens the draft would read before drafting for it (default none); `left`:
+        the tokens it may still write (default: one, so a read is paid by the step that makes it)."""
         self.rows = len(rows)
         self.behind = dict(zip(rows, behind or [0] * len(rows)))
         self.left = dict(zip(rows, left or [1] * len(rows)))
@@ -218,26 +235,24 @@ class BatchGamma:
         joined = sum(self.behind[r] for r in rows if r not in self.seen) if going_on else 0
         self.flow = self.memory * self.flow + (1 - self.memory) * joined
         self.seen.update(rows)
-        drafts = range(1, self.max_gamma + 1)
-        best = max(drafts, key=lambda g: self.rate(g, rows))
-        plain = self.rate(0, rows)
+        _, gamma, drafting = self.best(rows)
         gaps = self.costs.drafted.probe_gaps
         gap = self.probe_gap(len(rows))
-        if self.rate(best, rows) > plain:
-            self.plain_run, gammas = 0, [best] * len(rows)
+        if gamma:
+            self.plain_run = 0
             for width in [w for w in gaps if w <= len(rows)]:  # it pays here, so it may with fewer rows
                 del gaps[width]
-        elif self.plain_run >= gap and any(self.rate(g, rows, perfect=True) > plain for g in drafts):
+        elif self.plain_run >= gap and self.best(rows, perfect=True)[1]:
             unread = {r: max(1, self.behind.get(r, 0)) for r in rows}  # the root and a last draft read alike
             cheapest = [r for r in rows if unread[r] == min(unread.values())]  # a probe drafts once: read little
-            probe = cheapest[self.probes % len(cheapest)]
-            gamma = max(drafts, key=lambda g: self.rate(g, rows, [probe]))
+            drafting = [cheapest[self.probes % len(cheapest)]]
+            gamma = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows, drafting))
             self.plain_run, self.probes = 0, self.probes + 1
             gaps[len(rows)] = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
-            gammas = [gamma if r == probe else 0 for r in rows]
         else:
-            self.plain_run, gammas = self.plain_run + 1, [0] * len(rows)
-        self.chosen.append((len(rows), max(gammas)))
+            self.plain_run += 1
+        gammas = [gamma if r in drafting else 0 for r in rows]
+        self.chosen.append((len(rows), gamma))
         return gammas
 
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of the whole batch
@@ -249,7 +264,7 @@ class BatchGamma:
     def learn(self, step: FinishedStep) -> None:
         """The step as observe takes it: each row's nodes sent, drafts held and whether one was rejected."""
         verdicts = [(r, len(c.tree.tokens), c.verdict.accepted, c.rejected) for r, c in zip(step.rows, step.checked)]
-        self.observe(step.gamma, verdicts, step.padded_tokens, step.draft_s, step.verify_s, step.bookkeeping_s)
+        self.observe(step.gamma, verdicts, step.verify_tokens, step.draft_s, step.verify_s, step.bookkeeping_s)
 
     def observe(
         self, gamma: int, verdicts: list, batch_tokens: int, draft_s: float, verify_s: float, bookkeeping_s: float
@@ -264,9 +279,8 @@ class BatchGamma:
             return
         read = sum(self.behind.get(v[0], 0) for v in drafted)
         if read <= len(drafted):  # no row behind by more than its last draft: the draft's seconds are all drafting
-            self.draft_per_token = blend(self.draft_per_token, draft_s / gamma)
-            self.costs.note_draft(len(verdicts), draft_s / gamma)
-        elif (d := self.measured_draft_cost(len(verdicts))) is not None:  # the rest read, against a d_B measured
+            self.costs.note_draft(len(drafted), draft_s / gamma)
+        elif (d := self.measured_draft_cost(len(drafted))) is not None:  # the rest read, against a d_B measured
             self.costs.note_read(read, draft_s - gamma * d)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:

@@ -59,7 +59,7 @@ class FixedGamma:
 
     def learn(self, step: FinishedStep) -> None:
         if self.costs is not None:
-            self.costs.note(step.padded_tokens, step.verify_s)
+            self.costs.note(step.verify_tokens, step.verify_s)
 
 
 def gamma_policy(

@@ -63,47 +63,32 @@ class KVCache:
         return cls(StaticCache(config=model.config, max_cache_len=capacity))
 
     @classmethod
-    def stacked(cls, model: torch.nn.Module, alone: list["KVCache"], lengths: list[int], width: int) -> "KVCache":
-        """One dynamic cache of several rows from caches of one row each, every row right-aligned at `width` columns
-        (row b's `lengths[b]` entries end there; the columns before them are zeros nobody reads)."""
-        stacked = DynamicCache(config=model.config)
-        filled = [(b, cache._layers()) for b, cache in enumerate(alone) if lengths[b]]
-        for index in range(len(filled[0][1]) if filled else 0):
-            first = filled[0][1][index].keys
-            keys = first.new_zeros(len(alone), first.shape[1], width, first.shape[3])
-            values = torch.zeros_like(keys)
-            for b, layers in filled:
-                keys[b, :, width - lengths[b] :] = layers[index].keys[0, :, : lengths[b]]
-                values[b, :, width - lengths[b] :] = layers[index].values[0, :, : lengths[b]]
-            stacked.update(keys, values, index)
-        return cls(stacked)
+    def packed(cls, model: torch.nn.Module, alone: list["KVCache"], lengths: list[int]) -> "KVCache":
+        """One dynamic cache of batch 1 holding several sequences one after another: caches of one row each, the
+        first `lengths[b]` entries of cache b (a packed batch: no padding between them)."""
+        packed = cls(DynamicCache(config=model.config))
+        packed.append(alone, lengths)
+        return packed
 
-    def add_rows(self, alone: list["KVCache"], lengths: list[int], width: int) -> None:
-        """Append rows from caches of one row each (row b's `lengths[b]` entries right-aligned at `width`); the rows
-        already here are padded at the left to `width` columns, which must be at least as many as they have."""
-        for index, layer in enumerate(self._layers()):
-            keys, values = layer.keys, layer.values
-            pad = width - keys.shape[2]
-            assert pad >= 0, "rows join a batch at least as wide as its widest row"
-            new_keys = keys.new_zeros(len(alone), keys.shape[1], width, keys.shape[3])
-            new_values = torch.zeros_like(new_keys)
-            for b, cache in enumerate(alone):
-                if lengths[b]:
-                    source = cache._layers()[index]
-                    new_keys[b, :, width - lengths[b] :] = source.keys[0, :, : lengths[b]]
-                    new_values[b, :, width - lengths[b] :] = source.values[0, :, : lengths[b]]
-            padding = keys.new_zeros(keys.shape[0], keys.shape[1], pad, keys.shape[3])
-            layer.keys = torch.cat([torch.cat([padding, keys], dim=2), new_keys])
-            layer.values = torch.cat([torch.cat([padding, values], dim=2), new_values])
+    def append(self, alone: list["KVCache"], lengths: list[int]) -> None:
+        """Append, after the entries here, the first `lengths[b]` entries of each cache of one row `alone[b]`."""
+        filled = [(cache._layers(), n) for cache, n in zip(alone, lengths) if n]
+        for index in range(len(filled[0][0]) if filled else 0):
+            keys = [layers[index].keys[:, :, :n] for layers, n in filled]
+            values = [layers[index].values[:, :, :n] for layers, n in filled]
+            if index < len(self.cache.layers) and self.cache.layers[index].is_initialized:
+                layer = self.cache.layers[index]
+                layer.keys = torch.cat([layer.keys, *keys], dim=2)
+                layer.values = torch.cat([layer.values, *values], dim=2)
+            else:
+                self.cache.update(torch.cat(keys, dim=2), torch.cat(values, dim=2), index)
 
-    def realign(self, rows: torch.Tensor, columns: torch.Tensor) -> None:
-        """Keep the batch rows `rows` ([r]) and, for row i of them, the entries at columns[i] ([r, width]) in that
-        order: one gather per layer of keys and values."""
-        picked = rows[:, None]
+    def gather(self, columns: torch.Tensor) -> None:
+        """Keep the entries at `columns` ([n]) in that order: one gather per layer of keys and values."""
         for layer in self._layers():
             if layer.is_initialized:
-                layer.keys = layer.keys[picked, :, columns].permute(0, 2, 1, 3).contiguous()
-                layer.values = layer.values[picked, :, columns].permute(0, 2, 1, 3).contiguous()
+                layer.keys = layer.keys.index_select(2, columns)
+                layer.values = layer.values.index_select(2, columns)
 
     def _layers(self) -> list:
         if not self._checked:

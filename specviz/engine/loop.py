@@ -123,9 +123,9 @@ def generate_rows(
         if drafting is not None:
             drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
         t3 = clock()
-        widths = [1 + len(t.tokens) for t in trees]  # each row's root and nodes; the forward pads all to the widest
+        widths = [1 + len(t.tokens) for t in trees]  # each row's root and nodes: the packed forward took them all
         seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1)
-        policy.learn(FinishedStep(rows, checked, gamma, len(rows) * max(widths), **seconds, bookkeeping_s=t3 - t2))
+        policy.learn(FinishedStep(rows, checked, gamma, sum(widths), **seconds, bookkeeping_s=t3 - t2))
         # 4. Emit: each row's accepted prefix plus the target's own token, cut at the first EOS.
         shared = dict(**seconds, step_s=clock() - t0, batch=len(rows), batch_tokens=sum(widths))
         for r, event, width, g, read in zip(rows, events, widths, gammas, behind):

@@ -104,7 +104,7 @@ class FinishedStep:
     rows: list[int]  # the ids of the rows that decoded it, in the batch's order
     checked: list[Checked]  # each row's draft and verdict
     gamma: int  # the batch's γ: the largest any row was given, before a row's budget cut it
-    padded_tokens: int  # the positions the verify forward computed: every row padded to the widest
+    verify_tokens: int  # the positions the verify forward computed: each row's root and nodes, packed
     draft_s: float
     verify_s: float  # the verify forward alone
     bookkeeping_s: float  # the rest: the acceptance rule, the cache rollback, the drafter's update

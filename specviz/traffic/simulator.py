@@ -1,16 +1,18 @@
 """A discrete-event simulator of the scheduler the traffic runs measure, pure Python, calibrated from those runs.
 
 The scheduler is the decode loop's: at each step boundary the requests that have arrived join, up to max_rows, after
-their prompts are read; every decoding row drafts γ and the target verifies all rows in one forward padded to the
-widest; each row leaves when it has its tokens. A step's seconds and tokens come from what was measured:
+their prompts are read; k of the B decoding rows draft γ (all of them at a fixed γ) and the target verifies all rows
+in one packed forward, each row's own positions; each row leaves when it has its tokens. A step's seconds and tokens
+come from what was measured:
 
     prefill(P)     = b·P                              P: the tokens of the prompts read together; b the median ratio
-    step(B, γ)     = draft(B, γ) + r·R + V(B·(1 + γ)) + rest(B)      past what was measured: a least-squares line
-    R              = the tokens of its rows' texts the draft has not read yet (a row's whole text the first step it
-                     drafts, what plain steps wrote since), which it reads before drafting; r its measured cost a token,
-                     draft(B, γ) measured on steps that read nothing more
-    tokens(γ)      = the new tokens a row got per step at that γ, on average
-    γ(B)           = the lane's γ; adaptive: the γ it chose most often at B rows (its measured schedule)
+    step(B, γ, k)  = draft(k, γ) + r·R + V(B + k·γ) + rest(B)       past what was measured: a least-squares line
+    R              = the tokens of the drafting rows' texts the draft has not read yet (a row's whole text the first
+                     step it drafts, what plain steps wrote since), which it reads before drafting; r its measured cost
+                     a token, draft(k, γ) measured on steps that read nothing more
+    tokens(γ)      = the new tokens a drafting row got per step at that γ, on average (a row not drafting gets one)
+    γ, k (B)       = the lane's γ for all rows; adaptive: the (γ, k) it chose most often at B rows (its measured
+                     schedule), the k rows with the least unread drafting
 
 V, draft and rest are read between measured points as theory.interpolate reads them (rising, never below 0). So the
 simulator says what this device would do at rates and request counts nobody ran, and it is held to the runs it was
@@ -32,12 +34,12 @@ from .traffic_results import TrafficRun
 class Calibration:
     """One lane on one device, as measured: what a step and a prefill cost, and what a step yields."""
 
-    verify_s: dict  # padded forward tokens -> seconds
-    draft_s: dict  # (rows, γ) -> seconds, γ > 0, of steps where the draft read nothing of the rows' texts
+    verify_s: dict  # forward tokens -> seconds
+    draft_s: dict  # (rows drafting, γ) -> seconds, γ > 0, of steps where the draft read nothing of the rows' texts
     rest_s: dict  # rows -> seconds of a step besides its draft and verify
     prefill: tuple[float, float]  # a, b of a + b·tokens (a is 0 as calibrated: the median seconds per token)
-    tokens_at: dict  # γ -> mean new tokens per row per step
-    gamma_at: dict  # rows -> the γ the lane chose most often there
+    tokens_at: dict  # γ -> mean new tokens per drafting row per step (γ 0: per row)
+    gamma_at: dict  # rows -> (γ, rows drafting) the lane chose most often there
     lengths: dict  # prompt -> the tokens a request of it wrote
     prompt_tokens: dict  # prompt -> its tokens
     read_s: float = 0.0  # what the draft spends on each token of a row's text it catches up on
@@ -48,15 +50,16 @@ class Calibration:
         are the device's and no lane's, from `device_runs` where given (every lane's: more steps at more widths)."""
         yields, chosen = defaultdict(list), defaultdict(list)
         device_runs = runs if device_runs is None else device_runs
-        verify = _voted(device_runs, lambda s: (s.rows * (1 + s.gamma), s.verify_s))
+        verify = _voted(device_runs, lambda s: (s.forward_tokens, s.verify_s))
         rest = _voted(device_runs, lambda s: (s.rows, max(0.0, s.step_s - s.draft_s - s.verify_s)))
-        steady = lambda s: s.read_tokens <= s.rows  # noqa: E731 (the root and, after a full hold, the last draft)
-        draft = _voted(runs, lambda s: ((s.rows, s.gamma), s.draft_s) if s.gamma and steady(s) else None)
+        steady = lambda s: s.read_tokens <= s.drafting_rows  # noqa: E731 (the root and, after a full hold, a draft)
+        draft = _voted(runs, lambda s: ((s.drafting_rows, s.gamma), s.draft_s) if s.gamma and steady(s) else None)
         reading = [s for run in runs for s in run.steps if s.gamma and not steady(s)]
         for run in runs:
             for s in run.steps:
-                yields[s.gamma].append(s.new_tokens / s.rows)
-                chosen[s.rows].append(s.gamma)
+                k = s.drafting_rows
+                yields[s.gamma].append((s.new_tokens - (s.rows - k)) / k if k else s.new_tokens / s.rows)
+                chosen[s.rows].append((s.gamma, k))
         lengths = {t.prompt: t.tokens for run in runs for t in run.timings}
         typical = round(fmean(lengths.values())) if lengths else 1
         lengths |= {p: typical for p in prompt_tokens if p not in lengths}  # a prompt no calibration run asked
@@ -77,13 +80,15 @@ class Calibration:
             read_s=_read_cost(reading, draft),
         )
 
-    def gamma(self, rows: int) -> int:
+    def gamma(self, rows: int) -> tuple[int, int]:
+        """(γ, rows drafting) at `rows` rows: as chosen at the nearest count measured, at most `rows` drafting."""
         near = min(self.gamma_at, key=lambda b: (abs(b - rows), b))
-        return self.gamma_at[near]
+        gamma, drafting = self.gamma_at[near]
+        return gamma, rows if drafting == near else min(rows, drafting)  # all rows, or as many as there
 
-    def step_s(self, rows: int, gamma: int) -> float:
-        seconds = read_cost(self.verify_s, rows * (1 + gamma)) + read_cost(self.rest_s, rows)
-        return seconds + (_draft_at(self.draft_s, rows, gamma) if gamma else 0.0)
+    def step_s(self, rows: int, gamma: int, drafting: int) -> float:
+        seconds = read_cost(self.verify_s, rows + drafting * gamma) + read_cost(self.rest_s, rows)
+        return seconds + (_draft_at(self.draft_s, drafting, gamma) if gamma and drafting else 0.0)
 
     def new_tokens(self, gamma: int) -> float:
         if gamma in self.tokens_at:
@@ -97,7 +102,7 @@ class Calibration:
 
 def _read_cost(steps: list, draft: dict) -> float:
     """r: the median over steps that read rows' texts of the draft's seconds past a steady step's, per token read."""
-    past = [(s.draft_s - _draft_at(draft, s.rows, s.gamma)) / s.read_tokens for s in steps]
+    past = [(s.draft_s - _draft_at(draft, s.drafting_rows, s.gamma)) / s.read_tokens for s in steps]
     return max(0.0, median(past)) if past else 0.0
 
 
@@ -164,14 +169,15 @@ def simulate(
             admitted.update(dict.fromkeys(joining, now))
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
             decoding += [[r, 0.0, 0.0] for r in joining]
-        gamma = calibration.gamma(len(decoding))
-        unread = _unread(calibration, decoding, prompts) if gamma else 0.0
-        now += calibration.step_s(len(decoding), gamma) + calibration.read_s * unread
+        gamma, count = calibration.gamma(len(decoding))
+        drafting = _least_unread(calibration, decoding, prompts, count if gamma else 0)
+        unread = sum(_unread(calibration, row, prompts) for row in drafting)
+        now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * unread
         gained, staying = calibration.new_tokens(gamma), []
         for row in decoding:
-            r = row[0]
-            row[1] = min(row[1] + gained, calibration.lengths[prompts[r]])
-            row[2] = calibration.prompt_tokens[prompts[r]] + row[1] if gamma else row[2]  # drafting: all read
+            r, drafts = row[0], any(row is d for d in drafting)
+            row[1] = min(row[1] + (gained if drafts else 1.0), calibration.lengths[prompts[r]])
+            row[2] = calibration.prompt_tokens[prompts[r]] + row[1] if drafts else row[2]  # drafting: all read
             first.setdefault(r, now)
             last[r] = now
             if row[1] < calibration.lengths[prompts[r]]:
@@ -183,10 +189,15 @@ def simulate(
     ]
 
 
-def _unread(calibration: Calibration, decoding: list, prompts: list[int]) -> float:
-    """The tokens of the decoding rows' texts the draft has not read, past the steady feed (the root, a last draft)."""
-    behind = (calibration.prompt_tokens[prompts[row[0]]] + row[1] - row[2] for row in decoding)
-    return sum(b for b in behind if b > 1)
+def _unread(calibration: Calibration, row: list, prompts: list[int]) -> float:
+    """The tokens of a decoding row's text the draft has not read, past the steady feed (the root, a last draft)."""
+    behind = calibration.prompt_tokens[prompts[row[0]]] + row[1] - row[2]
+    return behind if behind > 1 else 0.0
+
+
+def _least_unread(calibration: Calibration, decoding: list, prompts: list[int], count: int) -> list:
+    """The `count` decoding rows the draft has read most of: the ones a step that drafts for some rows takes."""
+    return sorted(decoding, key=lambda row: _unread(calibration, row, prompts))[:count]
 
 
 def simulated_figures(
