@@ -323,8 +323,9 @@ def test_the_fastest_draft_length_at_each_batch_size_is_written_as_vllms_table()
     plain = [BatchStep(1, 0, 1, 0.0, 0.2, 0.2, 0, 0, 1)] * 5 + [BatchStep(4, 0, 4, 0.0, 0.5, 0.5, 0, 0, 4)] * 5
     draft = [BatchStep(1, 4, 5, 0.1, 0.2, 0.3, 4, 2, 3)] * 5 + [BatchStep(4, 4, 20, 0.4, 1.2, 1.6, 16, 4, 8)] * 5
     few = [BatchStep(8, 4, 40, 0.1, 0.2, 0.3, 4, 2, 30)] * (MIN_STEPS - 1)  # too few steps at 8 rows to judge
+    some = [BatchStep(4, 4, 8, 0.1, 0.5, 0.6, 4, 4, 8, drafting=1)] * 5  # one row of 4 drafting: no table says that
     view = TrafficView((0.5,), (PLAIN, "draft@4"), Slo(10.0, 1.0))
-    for lane, steps in ((PLAIN, plain), ("draft@4", draft + few)):
+    for lane, steps in ((PLAIN, plain), ("draft@4", draft + few + some)):
         view.hear(TrafficNews("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
     assert best_gammas(view, "draft") == {1: 4, 4: 0}
     (advice,) = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")

@@ -18,10 +18,13 @@ def drafter_of(lane: str) -> str:
 
 
 def step_speeds(runs) -> dict[int, dict[int, float]]:
-    """batch size -> γ -> new tokens per second over every step of `runs` at that size and γ (MIN_STEPS at least)."""
+    """batch size -> γ -> new tokens per second over every step of `runs` at that size and γ (MIN_STEPS at least).
+    Only steps where every row drafted γ, or none did: vLLM's table gives all rows one draft length."""
     tokens, seconds, count = (defaultdict(lambda: defaultdict(float)) for _ in range(3))
     for run in runs:
         for step in run.steps:
+            if step.drafting_rows not in (0, step.rows):
+                continue
             tokens[step.rows][step.gamma] += step.new_tokens
             seconds[step.rows][step.gamma] += step.step_s
             count[step.rows][step.gamma] += 1
