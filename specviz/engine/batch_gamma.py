@@ -11,10 +11,9 @@ and the step takes the best: for each γ the rows ranked by what drafting adds t
 priced (d_k: a drafted position's seconds when k rows draft). A row the draft is behind on (its whole text before it
 first drafts, or what plain steps wrote since it last did: `behind` from the drafting) costs the draft a read of those
 tokens first, at r seconds a token; the read serves the rest of the row's life, so a step is charged the share of it
-that one step of the row's remaining steps (its tokens left over E_b) takes, and, since a read is sunk once made and
-drafting may stop before the row ends, of half of them: catch-up = r · Σ_{b∈D} behind_b · min(1, E_b / (½·left_b)).
-Coming back to drafting after plain steps, or letting rows that joined draft, then weighs the reading against what
-the row has left to gain. A batch that drafts on also reads every row that joins
+that one step of the row's remaining steps (its tokens left over E_b) takes: catch-up = r · Σ_{b∈D} behind_b ·
+min(1, E_b / left_b). Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly
+what the reading costs against what the row has left to gain. A batch that drafts on also reads every row that joins
 it later: that flow (the tokens of rows joining a batch that decodes on, per step, a moving average) is charged to
 drafting steps in the share of rows that draft, so under steady arrivals drafting is priced at what it costs in the
 long run, each row's read spread over its life, not only at the step it joins. V(T) is the target's forward over T
@@ -44,7 +43,6 @@ PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this s
 RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
 READ_MEMORY = 0.9  # the weight of what earlier steps said of a token read's cost, against each new one
-REPAY_WITHIN = 0.5  # the share of a row's remaining steps a read must pay for itself in: drafting may stop sooner
 
 
 @dataclass
@@ -201,14 +199,9 @@ class BatchGamma:
         return expected_tokens_per_step(self.alpha(row), gamma)
 
     def catch_up(self, made: dict) -> float:
-        """This step's share of the draft's reading of the rows it is behind on: a read is sunk once made, and it
-        pays only while drafting goes on, which estimates that err by a few percent may stop at any step; so each
-        row's read must pay for itself within REPAY_WITHIN of its remaining steps (tokens left over E_b): a step pays
-        r · behind_b · min(1, E_b / (REPAY_WITHIN · left_b)), all of it near the end."""
-        shares = (
-            self.behind.get(row, 0) * min(1.0, e / max(1.0, REPAY_WITHIN * self.left.get(row, 1)))
-            for row, e in made.items()
-        )
+        """This step's share of the draft's reading of the rows it is behind on: each row's read serves its
+        remaining steps (tokens left over E_b), so a step pays r · behind_b · E_b / left_b, all of it at the end."""
+        shares = (self.behind.get(row, 0) * min(1.0, e / max(1, self.left.get(row, 1))) for row, e in made.items())
         return self.costs.read_cost() * sum(shares)
 
     def measured_draft_cost(self, drafting: int) -> float | None:
