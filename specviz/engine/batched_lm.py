@@ -16,6 +16,7 @@ prompt is read by a forward of its own (`start`), the same call plain decoding m
 """
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 
@@ -52,9 +53,7 @@ class BatchedLM:
         self.model, self.device = model, model.device
         self.kv: KVCache | None = None
         self.rows: list[int] = []
-        self.starts: list[int] = []  # per batch row, the column its committed entries start at
-        self.lengths: list[int] = []  # committed entries per batch row
-        self.width = 0  # the cache's columns at the last packing: every row's committed entries lie before it
+        self.lengths: list[int] = []  # committed entries per batch row, packed in this order from column 0
         self.held: list[list[int]] = []  # per batch row, columns past `width` it still sees (a draft's drafts)
         self.columns = 0  # the cache's columns now
         self._block: list[int] = []  # per batch row, the column its feed in the last forward started at
@@ -73,16 +72,23 @@ class BatchedLM:
         lengths = [lm.length for lm in alone]
         rows = list(range(len(self.rows), len(self.rows) + len(prompts))) if rows is None else list(rows)
         if not self.rows:
-            self.kv, self.width = KVCache.packed(self.model, [lm.kv for lm in alone], lengths), 0
+            self.kv = KVCache.packed(self.model, [lm.kv for lm in alone], lengths)
         else:
             assert self.columns == self.width and not any(self.held), "rows join between steps"
             self.kv.append([lm.kv for lm in alone], lengths)
-        for length in lengths:
-            self.starts.append(self.width)
-            self.width += length
-        self.columns = self.width
         self.rows, self.lengths = self.rows + rows, self.lengths + lengths
+        self.columns = self.width
         self.held += [[] for _ in prompts]
+
+    @property
+    def width(self) -> int:
+        """The cache's columns at the last packing: every row's committed entries lie before it."""
+        return sum(self.lengths)
+
+    @property
+    def starts(self) -> list[int]:
+        """Per batch row, the column its committed entries start at."""
+        return [0, *accumulate(self.lengths)][:-1]
 
     def row_length(self, i: int) -> int:
         """Entries batch row i has committed and holds: its position for the next token fed."""
@@ -92,9 +98,7 @@ class BatchedLM:
     def extend(self, feeds: list[Feed]) -> list[torch.Tensor]:
         """One forward of every batch row's feed (a feed may be empty), packed; each row's [m, V] logits."""
         assert len(feeds) == len(self.rows)
-        blocks = [0]
-        for feed in feeds:
-            blocks.append(blocks[-1] + len(feed.tokens))
+        blocks, starts = [0, *accumulate(len(f.tokens) for f in feeds)], self.starts  # where each row's feed, run begin
         total = blocks[-1]
         ids = torch.tensor([t for f in feeds for t in f.tokens], dtype=torch.long)
         positions = torch.zeros(total, dtype=torch.long)
@@ -104,7 +108,7 @@ class BatchedLM:
             if not m:
                 continue
             positions[at : at + m] = start + torch.tensor(feed.depths)
-            sees[at : at + m, self.starts[i] : self.starts[i] + self.lengths[i]] = True
+            sees[at : at + m, starts[i] : starts[i] + self.lengths[i]] = True
             if self.held[i]:
                 sees[at : at + m, self.held[i]] = True
             sees[at : at + m, self.columns + at : self.columns + at + m] = feed.sees
@@ -132,14 +136,13 @@ class BatchedLM:
         only the batch rows `staying` (indexes into this batch, default all) go on. The cache is packed again, the
         staying rows' entries one after another: one gather per layer."""
         staying = list(range(len(self.rows))) if staying is None else staying
-        columns = []
+        columns, starts = [], self.starts
         for i in staying:
-            mine = list(range(self.starts[i], self.starts[i] + self.lengths[i]))
+            mine = list(range(starts[i], starts[i] + self.lengths[i]))
             mine += self.held[i] if held is None else self.held[i][: held[i]]
             columns.append(mine + [self._block[i] + r for r in kept[i]])
         self.kv.gather(torch.tensor([c for row in columns for c in row], dtype=torch.long, device=self.device))
         self.rows = [self.rows[i] for i in staying]
         self.lengths = [len(c) for c in columns]
-        self.starts = [sum(self.lengths[:k]) for k in range(len(self.lengths))]
-        self.width = self.columns = sum(self.lengths)
+        self.columns = self.width
         self.held = [[] for _ in staying]

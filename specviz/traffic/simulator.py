@@ -170,12 +170,13 @@ def simulate(
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
             decoding += [[r, 0.0, 0.0] for r in joining]
         gamma, count = calibration.gamma(len(decoding))
-        drafting = _least_unread(calibration, decoding, prompts, count if gamma else 0)
-        unread = sum(_unread(calibration, row, prompts) for row in drafting)
-        now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * unread
+        unread = [_unread(calibration, row, prompts) for row in decoding] if gamma else []
+        drafting = set(sorted(range(len(unread)), key=unread.__getitem__)[:count])  # the rows read most of draft
+        read = sum(unread[i] for i in drafting)
+        now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * read
         gained, staying = calibration.new_tokens(gamma), []
-        for row in decoding:
-            r, drafts = row[0], any(row is d for d in drafting)
+        for i, row in enumerate(decoding):
+            r, drafts = row[0], i in drafting
             row[1] = min(row[1] + (gained if drafts else 1.0), calibration.lengths[prompts[r]])
             row[2] = calibration.prompt_tokens[prompts[r]] + row[1] if drafts else row[2]  # drafting: all read
             first.setdefault(r, now)
@@ -193,11 +194,6 @@ def _unread(calibration: Calibration, row: list, prompts: list[int]) -> float:
     """The tokens of a decoding row's text the draft has not read, past the steady feed (the root, a last draft)."""
     behind = calibration.prompt_tokens[prompts[row[0]]] + row[1] - row[2]
     return behind if behind > 1 else 0.0
-
-
-def _least_unread(calibration: Calibration, decoding: list, prompts: list[int], count: int) -> list:
-    """The `count` decoding rows the draft has read most of: the ones a step that drafts for some rows takes."""
-    return sorted(decoding, key=lambda row: _unread(calibration, row, prompts))[:count]
 
 
 def simulated_figures(
