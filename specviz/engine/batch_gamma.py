@@ -28,7 +28,9 @@ kept for the next run.
 What a drafted position costs (d_k, by the rows drafting) and what a token read costs (r) are kept with the forward
 costs, by drafter, so a run starts from what earlier runs of its drafter on the model measured. d_k is learnt from
 steps where no row was behind by more than its last draft (the steady feed); r from the others, as the draft's
-seconds over γ·d_k per token read, once d_k is known. Until a read was measured it is priced as nothing.
+seconds over γ·d_k per token read, once d_k is known. Until a read was measured it is priced as nothing. How often
+the drafter's drafts held, over all the rows it drafted for, is kept there too: a row's α_b starts from it, so a row
+new to the batch is priced as the drafter's rows were, not as a fixed guess, until its own drafts are judged.
 """
 
 import statistics
@@ -43,19 +45,31 @@ PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this s
 RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
 READ_MEMORY = 0.9  # the weight of what earlier steps said of a token read's cost, against each new one
+HELD_MEMORY = 0.98  # the weight of the drafter's earlier verdicts, against each row's new one: about the last 50
 
 
 @dataclass
 class DraftCosts:
     """What one drafter's drafting costs with the model: d_B by rows (each the median of the last RECENT timings),
-    what it costs to read a token it is behind on, and how long to wait before a probe at each batch size after
-    probes there that failed."""
+    what it costs to read a token it is behind on, how long to wait before a probe at each batch size after probes
+    there that failed, and how often its drafts held."""
 
     per_position: dict[int, float] = field(default_factory=dict)  # rows -> seconds one drafted position costs them all
     timings: dict[int, list] = field(default_factory=dict)  # rows -> the last RECENT timings
     read_seconds: float = 0.0  # decayed draft seconds over γ·d_B of steps where rows were behind
     read_tokens: float = 0.0  # decayed tokens those steps read
     probe_gaps: dict[int, int] = field(default_factory=dict)  # rows -> plain steps before the next probe there
+    held: float = 0.0  # decayed drafts held, over every row this drafter drafted for
+    tested: float = 0.0  # decayed drafts tested (held, and the one rejected)
+
+    def note_verdict(self, accepted: int, rejected: bool) -> None:
+        self.held = HELD_MEMORY * self.held + accepted
+        self.tested = HELD_MEMORY * self.tested + accepted + rejected
+
+    def prior_alpha(self) -> float:
+        """α for a row not yet drafted for: what the drafter's drafts held for the rows before it, from the fixed
+        prior worth two drafts."""
+        return (2 * PRIOR_ALPHA + self.held) / (2 + self.tested)
 
 
 @dataclass
@@ -147,13 +161,18 @@ class BatchGamma:
     left: dict = field(default_factory=dict)  # row -> tokens it may still write (this step's)
     seen: set = field(default_factory=set)  # every row this run decoded
     flow: float = 0.0  # tokens of rows joining a batch that decodes on, per step: a moving average
+    prior: float | None = None  # α of a row before it drafts (default: as earlier runs of the drafter left it)
+
+    def __post_init__(self):
+        if self.prior is None:
+            self.prior = self.costs.drafted.prior_alpha()
 
     @classmethod
     def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
         return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
 
     def alpha(self, row: int) -> float:
-        return (self.accepted.get(row, 2 * PRIOR_ALPHA)) / self.tested.get(row, 2.0)
+        return (self.accepted.get(row, 2 * self.prior)) / self.tested.get(row, 2.0)
 
     def verify_cost(self, tokens: float) -> float:
         forward = self.costs.at(tokens, self.rows)
@@ -284,7 +303,8 @@ class BatchGamma:
             self.costs.note_read(read, draft_s - gamma * d)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row, _, accepted, rejected in drafted:
-            self.accepted[row] = self.memory * self.accepted.get(row, 2 * PRIOR_ALPHA) + accepted
+            self.accepted[row] = self.memory * self.accepted.get(row, 2 * self.prior) + accepted
             self.tested[row] = self.memory * self.tested.get(row, 2.0) + accepted + rejected
+            self.costs.drafted.note_verdict(accepted, rejected)
             if self.copies:
                 count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
