@@ -404,6 +404,30 @@ def test_a_row_new_to_a_run_starts_from_how_often_its_drafters_drafts_held_befor
     assert other.alpha(7) == pytest.approx(0.7) and other.next_gamma([4, 5, 6, 7]) == 2
 
 
+def test_a_row_left_out_for_one_rejected_draft_drafts_again_as_that_verdict_ages():
+    """Forwards of 1 + 0.08·T, a drafted position 0.05; the drafter's rows hold 0.9 of the time. Three rows held 9
+    drafts in 10, the fourth had its only draft rejected (α 0.58): it is left out while the others draft γ 4, and
+    each step it sits out its one verdict counts less against what the drafter's rows hold, until it drafts again.
+    Left out for good, it would write a token a step and end the batch alone."""
+    costs, rows = ForwardCosts(), list(range(4))
+    forward = lambda tokens: 1 + 0.08 * tokens  # noqa: E731
+    for tokens in (1, 4, 8, 16, 20):
+        costs.note(tokens, forward(tokens))
+    controller = BatchGamma(4, costs, draft_per_token=0.05, bookkeeping=0.0, prior=0.9)
+    controller.accepted, controller.tested = dict.fromkeys(range(3), 9.0) | {3: 1.62}, dict.fromkeys(range(3), 10.0)
+    controller.tested[3] = 2.8
+    alphas, steps = [], []
+    for _ in range(20):
+        alphas.append(controller.alpha(3))
+        steps.append(gammas := controller.next_gammas(rows))
+        if gammas[3]:
+            break
+        held = [(row, g, g, False) for row, g in zip(rows, gammas)]
+        controller.observe(4, held, sum(gammas) + 4, 0.05 * 4, forward(sum(gammas) + 4), bookkeeping_s=0.0)
+    assert steps[0] == [4, 4, 4, 0] and 3 < len(steps) <= 12 and steps[-1] == [4, 4, 4, 4]
+    assert alphas[0] == pytest.approx(0.58, abs=0.01) and alphas == sorted(alphas) and alphas[-1] < 0.9
+
+
 def test_drafting_for_rows_the_draft_is_behind_on_pays_its_share_of_reading_them():
     """One row, α 0.5, a drafted position 0.4 of a forward that costs alike up to 64 positions, a token read 0.01 of
     one: at γ 1 a step promises 1.5 tokens for 1.4 forwards. The draft is 30 tokens behind (plain steps wrote them):

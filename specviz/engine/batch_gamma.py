@@ -30,7 +30,9 @@ costs, by drafter, so a run starts from what earlier runs of its drafter on the 
 steps where no row was behind by more than its last draft (the steady feed); r from the others, as the draft's
 seconds over γ·d_k per token read, once d_k is known. Until a read was measured it is priced as nothing. How often
 the drafter's drafts held, over all the rows it drafted for, is kept there too: a row's α_b starts from it, so a row
-new to the batch is priced as the drafter's rows were, not as a fixed guess, until its own drafts are judged.
+new to the batch is priced as the drafter's rows were, not as a fixed guess, until its own drafts are judged. A row
+left out while others draft learns nothing new, so what its drafts said ages back toward that, step by step: one
+rejected draft does not keep a row plain for its whole life, the batch's straggler.
 """
 
 import statistics
@@ -274,6 +276,11 @@ class BatchGamma:
         self.chosen.append((len(rows), gamma))
         return gammas
 
+    def count(self, row: int, held: float, tested: float) -> None:
+        """Drafts of `row` held and tested, over what earlier steps counted (decayed by `memory`)."""
+        self.accepted[row] = self.memory * self.accepted.get(row, 2 * self.prior) + held
+        self.tested[row] = self.memory * self.tested.get(row, 2.0) + tested
+
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of the whole batch
 
     def judges(self) -> None:
@@ -302,9 +309,10 @@ class BatchGamma:
         elif (d := self.measured_draft_cost(len(drafted))) is not None:  # the rest read, against a d_B measured
             self.costs.note_read(read, draft_s - gamma * d)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
+        for row in (v[0] for v in verdicts if not v[1]):  # left out while others drafted: what it said ages
+            self.count(row, (1 - self.memory) * 2 * self.prior, (1 - self.memory) * 2)
         for row, _, accepted, rejected in drafted:
-            self.accepted[row] = self.memory * self.accepted.get(row, 2 * self.prior) + accepted
-            self.tested[row] = self.memory * self.tested.get(row, 2.0) + accepted + rejected
+            self.count(row, accepted, accepted + rejected)
             self.costs.drafted.note_verdict(accepted, rejected)
             if self.copies:
                 count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
