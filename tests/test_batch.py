@@ -428,6 +428,24 @@ def test_a_row_left_out_for_one_rejected_draft_drafts_again_as_that_verdict_ages
     assert alphas[0] == pytest.approx(0.58, abs=0.01) and alphas == sorted(alphas) and alphas[-1] < 0.9
 
 
+def test_in_a_batch_no_row_joins_the_row_that_would_end_it_alone_drafts_too():
+    """Four rows with 30 tokens to go, drafts that hold 0.9 of the time; the draft has read three of them and is 200
+    tokens behind on the fourth, at 0.01 s a token. Leaving the fourth out makes the faster step, but it would then
+    write a token a step and finish alone long after the others: in a batch that opened with these rows it drafts
+    too, since that step still beats a plain one. In a batch rows keep joining, the batch does not end with it, and
+    it waits."""
+    costs, rows = ForwardCosts(), list(range(4))
+    for tokens in (1, 4, 8, 16, 20):
+        costs.note(tokens, 1 + 0.05 * tokens)
+    costs.note_read(100, 1.0)
+    closed = BatchGamma(4, costs, draft_per_token=0.05, bookkeeping=0.0, prior=0.9)
+    assert closed.next_gammas(rows, [0, 0, 0, 200], [30] * 4) == [4, 4, 4, 4]
+    assert closed.rate(4, rows, [0, 1, 2]) > closed.rate(4, rows) > closed.rate(0, rows)
+    joined = BatchGamma(4, costs, draft_per_token=0.05, bookkeeping=0.0, prior=0.9)
+    assert joined.next_gammas(rows[:3], [0] * 3, [30] * 3) == [4] * 3
+    assert joined.next_gammas(rows, [0, 0, 0, 200], [30] * 4) == [4, 4, 4, 0]
+
+
 def test_drafting_for_rows_the_draft_is_behind_on_pays_its_share_of_reading_them():
     """One row, α 0.5, a drafted position 0.4 of a forward that costs alike up to 64 positions, a token read 0.01 of
     one: at γ 1 a step promises 1.5 tokens for 1.4 forwards. The draft is 30 tokens behind (plain steps wrote them):

@@ -32,9 +32,12 @@ seconds over γ·d_k per token read, once d_k is known. Until a read was measure
 the drafter's drafts held, over all the rows it drafted for, is kept there too: a row's α_b starts from it, so a row
 new to the batch is priced as the drafter's rows were, not as a fixed guess, until its own drafts are judged. A row
 left out while others draft learns nothing new, so what its drafts said ages back toward that, step by step: one
-rejected draft does not keep a row plain for its whole life, the batch's straggler.
+rejected draft does not keep a row plain for its whole life, the batch's straggler. In a batch no row joins (the
+flow is nil) the step also looks past itself: the batch ends with its last row, so a row left plain with more tokens
+to go than the drafting rows have steps drafts too, where the step still beats a plain one (`with_last_rows`).
 """
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -209,7 +212,18 @@ class BatchGamma:
                 rate = self.rate(gamma, rows, order[:count], perfect)
                 if rate > found[0]:
                     found = (rate, gamma, order[:count])
-        return found
+        return found if perfect or self.flow else self.with_last_rows(*found, rows, plain)
+
+    def with_last_rows(self, rate: float, gamma: int, drafting: list[int], rows: list[int], plain: float) -> tuple:
+        """In a batch no row joins, the batch ends with its last row: a row left to decode plainly with more tokens
+        to go than the rows drafting have steps becomes that row and ends the batch alone, each of its steps paying
+        a whole forward for a token or a few. So such rows draft too, as long as the step still beats a plain one."""
+        if not drafting:
+            return rate, gamma, drafting
+        steps = max(math.ceil(self.left.get(r, 1) / self.made(r, gamma)) for r in drafting)
+        last = [r for r in rows if r not in drafting and self.left.get(r, 1) > steps]
+        widened = self.rate(gamma, rows, drafting + last) if last else 0.0
+        return (widened, gamma, drafting + last) if widened > plain else (rate, gamma, drafting)
 
     def made(self, row: int, gamma: int, perfect: bool = False) -> float:
         """E_b(γ): the tokens a step drafting γ for `row` is expected to give it (γ + 1 if every draft held)."""
