@@ -487,9 +487,9 @@ def test_what_a_token_read_costs_the_draft_is_measured_apart_from_a_drafted_posi
 def test_rows_joining_a_batch_that_drafts_on_are_a_flow_every_drafting_step_pays_to_read():
     """Four rows, α 0.7, forwards that cost alike up to 32 positions, a drafted position 0.1 of one, a token read 0.01
     of one: a batch opening with 300-token prompts, 100 tokens left each, drafts (each read spread over its row's
-    life). If a new row of 300 tokens then joins at every step, what drafting on will keep reading (the flow, a
-    moving average of the tokens joining per step) grows toward 3 forwards a step and plain steps win; a batch that
-    no one joins drafts on."""
+    life). If a new row of 300 tokens then joins at every step, what drafting on will keep reading (the flow: the
+    tokens joining per step, a moving average read as what the steps so far measured, not diluted by the zeros it
+    started from) is 3 forwards a step, and plain steps win from the second join; a batch no one joins drafts on."""
     costs = ForwardCosts()
     for tokens in (1, 4, 32):
         costs.note(tokens, 1.0)
@@ -500,8 +500,8 @@ def test_rows_joining_a_batch_that_drafts_on_are_a_flow_every_drafting_step_pays
         assert controller.next_gamma(list(range(4))) == 4 and controller.flow == 0.0  # its own prompts: no flow
     assert joined.next_gammas(list(range(4)), [300] * 4, [100] * 4)  # read when they first draft
     steps = [joined.next_gamma(list(range(k, k + 4)), [0, 0, 0, 300], [100] * 4) for k in range(1, 16)]
-    assert steps[:5] == [4] * 5 and steps[5:13] == [0] * 8  # (then, after probe_after plain steps, a probe)
-    assert joined.flow == pytest.approx(300 * (1 - 0.9**15))
+    assert steps[:1] == [4] and steps[1:9] == [0] * 8  # (then, after probe_after plain steps, a probe)
+    assert joined.joining() == pytest.approx(300 * (1 - 0.9**15) / (1 - 0.9**17))  # 17 steps, 15 of them joins
     assert all(closed.next_gamma(list(range(4)), [0] * 4, [100] * 4) for _ in range(15)) and closed.flow == 0.0
 
 

@@ -14,7 +14,8 @@ tokens first, at r seconds a token; the read serves the rest of the row's life, 
 that one step of the row's remaining steps (its tokens left over E_b) takes: catch-up = r · Σ_{b∈D} behind_b ·
 min(1, E_b / left_b). Coming back to drafting after plain steps, or letting rows that joined draft, then pays exactly
 what the reading costs against what the row has left to gain. A batch that drafts on also reads every row that joins
-it later: that flow (the tokens of rows joining a batch that decodes on, per step, a moving average) is charged to
+it later: that flow (the tokens of rows joining a batch that decodes on, per step, a moving average, read as what
+the steps so far measured rather than diluted by the zeros it started from) is charged to
 drafting steps in the share of rows that draft, so under steady arrivals drafting is priced at what it costs in the
 long run, each row's read spread over its life, not only at the step it joins. V(T) is the target's forward over T
 tokens as measured (ForwardCosts keeps what every run on the model measured, by T): cheap while the device is
@@ -165,7 +166,8 @@ class BatchGamma:
     behind: dict = field(default_factory=dict)  # row -> tokens the draft has not read (this step's)
     left: dict = field(default_factory=dict)  # row -> tokens it may still write (this step's)
     seen: set = field(default_factory=set)  # every row this run decoded
-    flow: float = 0.0  # tokens of rows joining a batch that decodes on, per step: a moving average
+    flow: float = 0.0  # tokens of rows joining a batch that decodes on, per step: a moving average from 0
+    steps: int = 0  # steps the moving average took: what its start at 0 still weighs is memory ** steps
     prior: float | None = None  # α of a row before it drafts (default: as earlier runs of the drafter left it)
 
     def __post_init__(self):
@@ -194,10 +196,15 @@ class BatchGamma:
             return batch / self.verify_cost(batch)
         made = {row: self.made(row, gamma, perfect) for row in drafting}
         tokens = sum(made.values()) + batch - len(drafting)
-        flow = self.flow * len(drafting) / batch  # a row that joins is read once it drafts: as often as rows do
+        flow = self.joining() * len(drafting) / batch  # a row that joins is read once it drafts: as often as rows do
         reads = self.catch_up(made) + self.costs.read_cost() * flow
         drafts = gamma * self.draft_cost(len(drafting)) + reads  # what no acceptance changes: `perfect` pays it too
         return tokens / (drafts + self.verify_cost(batch + self.nodes_per_gamma * gamma * len(drafting)))
+
+    def joining(self) -> float:
+        """The flow as the steps so far measured it: the moving average less the weight its start at 0 still has (a
+        batch's first joins are its flow, not a tenth of it)."""
+        return self.flow / (1 - self.memory**self.steps) if self.flow else 0.0
 
     def best(self, rows: list[int], perfect: bool = False) -> tuple[float, int, list[int]]:
         """The step with the most expected tokens per second: (its rate, γ, the rows drafting). For each γ the rows
@@ -268,7 +275,7 @@ class BatchGamma:
         self.left = dict(zip(rows, left or [1] * len(rows)))
         going_on = self.seen.intersection(rows)  # none: the batch opens, and what it reads is its own backlog
         joined = sum(self.behind[r] for r in rows if r not in self.seen) if going_on else 0
-        self.flow = self.memory * self.flow + (1 - self.memory) * joined
+        self.flow, self.steps = self.memory * self.flow + (1 - self.memory) * joined, self.steps + 1
         self.seen.update(rows)
         _, gamma, drafting = self.best(rows)
         gaps = self.costs.drafted.probe_gaps
