@@ -47,6 +47,7 @@ from .adaptive import count_positions, tokens_by_position
 from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
+PRIOR_DRAFTS = 2.0  # what a prior α weighs: as many drafts judged
 PRIOR_SLOPE = 0.05  # until two widths are measured: one more token costs this share of a row's share of V(B)
 RECENT = 5  # timings per width whose median is its cost
 LONGEST_PROBE_GAP = 8  # times probe_after: the longest wait for a probe after probes that failed
@@ -75,7 +76,7 @@ class DraftCosts:
     def prior_alpha(self) -> float:
         """α for a row not yet drafted for: what the drafter's drafts held for the rows before it, from the fixed
         prior worth two drafts."""
-        return (2 * PRIOR_ALPHA + self.held) / (2 + self.tested)
+        return (PRIOR_DRAFTS * PRIOR_ALPHA + self.held) / (PRIOR_DRAFTS + self.tested)
 
 
 @dataclass
@@ -167,7 +168,7 @@ class BatchGamma:
     left: dict = field(default_factory=dict)  # row -> tokens it may still write (this step's)
     seen: set = field(default_factory=set)  # every row this run decoded
     flow: float = 0.0  # tokens of rows joining a batch that decodes on, per step: a moving average from 0
-    steps: int = 0  # steps the moving average took: what its start at 0 still weighs is memory ** steps
+    flow_steps: int = 0  # steps the flow averaged: what its start at 0 still weighs is memory ** flow_steps
     prior: float | None = None  # α of a row before it drafts (default: as earlier runs of the drafter left it)
 
     def __post_init__(self):
@@ -179,7 +180,7 @@ class BatchGamma:
         return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
 
     def alpha(self, row: int) -> float:
-        return (self.accepted.get(row, 2 * self.prior)) / self.tested.get(row, 2.0)
+        return self.accepted.get(row, PRIOR_DRAFTS * self.prior) / self.tested.get(row, PRIOR_DRAFTS)
 
     def verify_cost(self, tokens: float) -> float:
         forward = self.costs.at(tokens, self.rows)
@@ -204,7 +205,7 @@ class BatchGamma:
     def joining(self) -> float:
         """The flow as the steps so far measured it: the moving average less the weight its start at 0 still has (a
         batch's first joins are its flow, not a tenth of it)."""
-        return self.flow / (1 - self.memory**self.steps) if self.flow else 0.0
+        return self.flow / (1 - self.memory**self.flow_steps) if self.flow else 0.0
 
     def best(self, rows: list[int], perfect: bool = False) -> tuple[float, int, list[int]]:
         """The step with the most expected tokens per second: (its rate, γ, the rows drafting). For each γ the rows
@@ -275,7 +276,7 @@ class BatchGamma:
         self.left = dict(zip(rows, left or [1] * len(rows)))
         going_on = self.seen.intersection(rows)  # none: the batch opens, and what it reads is its own backlog
         joined = sum(self.behind[r] for r in rows if r not in self.seen) if going_on else 0
-        self.flow, self.steps = self.memory * self.flow + (1 - self.memory) * joined, self.steps + 1
+        self.flow, self.flow_steps = self.memory * self.flow + (1 - self.memory) * joined, self.flow_steps + 1
         self.seen.update(rows)
         _, gamma, drafting = self.best(rows)
         gaps = self.costs.drafted.probe_gaps
@@ -299,8 +300,8 @@ class BatchGamma:
 
     def count(self, row: int, held: float, tested: float) -> None:
         """Drafts of `row` held and tested, over what earlier steps counted (decayed by `memory`)."""
-        self.accepted[row] = self.memory * self.accepted.get(row, 2 * self.prior) + held
-        self.tested[row] = self.memory * self.tested.get(row, 2.0) + tested
+        self.accepted[row] = self.memory * self.accepted.get(row, PRIOR_DRAFTS * self.prior) + held
+        self.tested[row] = self.memory * self.tested.get(row, PRIOR_DRAFTS) + tested
 
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of the whole batch
 
@@ -331,7 +332,7 @@ class BatchGamma:
             self.costs.note_read(read, draft_s - gamma * d)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, sum(v[1] for v in drafted) / (gamma * len(drafted)))
         for row in (v[0] for v in verdicts if not v[1]):  # left out while others drafted: what it said ages
-            self.count(row, (1 - self.memory) * 2 * self.prior, (1 - self.memory) * 2)
+            self.count(row, (1 - self.memory) * PRIOR_DRAFTS * self.prior, (1 - self.memory) * PRIOR_DRAFTS)
         for row, _, accepted, rejected in drafted:
             self.count(row, accepted, accepted + rejected)
             self.costs.drafted.note_verdict(accepted, rejected)
