@@ -1,6 +1,7 @@
 """Several prompts decoded together: every row writes what its prompt writes alone (bit for bit in exact mode), rows
 leave the batch as they finish, sampled rows follow the target's law, and adaptive γ backs off as the batch grows."""
 
+import random
 from collections import Counter
 
 import pytest
@@ -503,6 +504,37 @@ def test_rows_joining_a_batch_that_drafts_on_are_a_flow_every_drafting_step_pays
     assert steps[:1] == [4] and steps[1:9] == [0] * 8  # (then, after probe_after plain steps, a probe)
     assert joined.joining() == pytest.approx(300 * (1 - 0.9**15) / (1 - 0.9**17))  # 17 steps, 15 of them joins
     assert all(closed.next_gamma(list(range(4)), [0] * 4, [100] * 4) for _ in range(15)) and closed.flow == 0.0
+
+
+def test_a_steps_price_is_rate_of_its_choice_and_no_count_of_the_rows_ranked_best_first_beats_it():
+    """best() prices each count of the ranked rows from running sums (a step's choice in a handful of operations, so
+    the traffic simulator can make it at each of 10,000 requests' steps): in random states (rows behind and not,
+    joins and none, measured widths and draft costs) what it returns is what rate() says of its choice, and rate()
+    prices no count of the rows, ranked as best() ranks them (what drafting adds to a row less its read, in plain
+    tokens), above it, at any γ, as drafted or as if every draft held (in a batch no row joins, the last rows may
+    draft at a lower rate than that: only a step no slower than plain's is asked of it there)."""
+    rnd = random.Random(7)
+    for _ in range(300):
+        rows, costs = list(range(rnd.randint(1, 8))), ForwardCosts()
+        for width in {1, *rnd.sample(range(2, 41), rnd.randint(0, 8))}:
+            costs.note(width, 0.25 + 0.01 * width + 0.02 * rnd.random())
+        for drafting in rnd.sample(range(1, 9), rnd.randint(0, 3)):
+            costs.note_draft(drafting, 0.05 + 0.01 * drafting)
+        costs.note_read(100, rnd.random())
+        policy = BatchGamma(4, costs, bookkeeping=0.01, flow=rnd.choice([0.0, 50 * rnd.random()]), flow_steps=5)
+        policy.accepted, policy.tested = {r: 4 * rnd.random() for r in rows}, dict.fromkeys(rows, 4.0)
+        policy.behind = {r: rnd.choice([0, 1, rnd.randint(2, 200)]) for r in rows}
+        policy.left, policy.rows = {r: rnd.randint(1, 30) for r in rows}, len(rows)
+        plain = policy.rate(0, rows)
+        for perfect in (False, True):
+            rate, gamma, drafting = policy.best(rows, perfect)
+            assert rate == pytest.approx(policy.rate(gamma, rows, drafting, perfect), rel=1e-12) and rate >= plain
+            if not (perfect or policy.flow):  # a closed batch: with_last_rows may give up rate for the last rows
+                continue
+            for g in range(1, 5):
+                read = {r: costs.read_cost() * policy.read_share(r, policy.made(r, g)) for r in rows}
+                ranked = sorted(rows, key=lambda r: -(policy.made(r, g, perfect) - 1 - plain * read[r]))
+                assert all(policy.rate(g, rows, ranked[:k], perfect) <= rate * (1 + 1e-12) for k in range(1, 9))
 
 
 def test_a_probing_row_teaches_only_its_own_acceptance():

@@ -4,6 +4,14 @@ It knows drafters only through the contract in step.py (a Proposal in, a Verdict
 registry, the app or the benchmark, which all build on it.
 """
 
-from .loop import generate, make_clock, new_generator
-
 __all__ = ["generate", "make_clock", "new_generator"]
+
+
+def __getattr__(name: str):
+    """The loop, and torch with it, load when first asked for, so the engine's pure parts (the admission queue,
+    adaptive γ's pricing) import without them: the traffic simulator runs adaptive γ's own code."""
+    if name in __all__:
+        from . import loop
+
+        return getattr(loop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

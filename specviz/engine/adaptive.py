@@ -17,38 +17,10 @@ Pure Python: every estimate comes from the step timings the engine already measu
 
 from dataclasses import dataclass, field
 
-from ..analysis.theory import expected_tokens_per_step
+from ..analysis.theory import count_positions, expected_tokens_per_step, held_chance, tokens_by_position
 from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
-
-
-# Acceptance by draft position, for a drafter whose drafts hold in runs (a copy, a block): decayed counts of how often
-# each position held when every one before it did, each position starting from a prior of 0.7 worth two observations.
-
-
-def count_positions(held_at: list, tested_at: list, memory: float, accepted: int, rejected: bool) -> None:
-    """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected."""
-    for position in range(accepted + rejected):
-        while position >= len(tested_at):
-            held_at.append(1.4)
-            tested_at.append(2.0)
-        held_at[position] = memory * held_at[position] + (position < accepted)
-        tested_at[position] = memory * tested_at[position] + 1
-
-
-def held_chance(held_at: list, tested_at: list, position: int) -> float:
-    """How often the draft at `position` (0 = the first) held when every one before it did."""
-    return held_at[position] / tested_at[position] if position < len(tested_at) else 0.7
-
-
-def tokens_by_position(held_at: list, tested_at: list, gamma: int) -> float:
-    """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did."""
-    tokens, held = 1.0, 1.0
-    for position in range(gamma):
-        held *= held_chance(held_at, tested_at, position)
-        tokens += held
-    return tokens
 
 
 @dataclass

@@ -41,10 +41,13 @@ to go than the drafting rows have steps drafts too, where the step still beats a
 import math
 import statistics
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import TYPE_CHECKING
 
-from ..analysis.theory import expected_tokens_per_step, interpolate
-from .adaptive import count_positions, tokens_by_position
-from .step import DrafterProfile, FinishedStep
+from ..analysis.theory import count_positions, expected_tokens_per_step, interpolate, tokens_by_position
+
+if TYPE_CHECKING:  # the pricing is pure Python: the simulator runs it without torch
+    from .step import DrafterProfile, FinishedStep
 
 PRIOR_ALPHA = 0.7
 PRIOR_DRAFTS = 2.0  # what a prior α weighs: as many drafts judged
@@ -68,6 +71,7 @@ class DraftCosts:
     probe_gaps: dict[int, int] = field(default_factory=dict)  # rows -> plain steps before the next probe there
     held: float = 0.0  # decayed drafts held, over every row this drafter drafted for
     tested: float = 0.0  # decayed drafts tested (held, and the one rejected)
+    read_at: dict = field(default_factory=dict)  # rows -> d_B as draft_at last read it, emptied by each timing noted
 
     def note_verdict(self, accepted: int, rejected: bool) -> None:
         self.held = HELD_MEMORY * self.held + accepted
@@ -92,11 +96,12 @@ class ForwardCosts:
     timings: dict[int, list] = field(default_factory=dict)  # T -> the last RECENT timings
     drafters: dict[str, DraftCosts] = field(default_factory=dict)  # by drafter, shared by every view of these costs
     drafted: DraftCosts = field(default_factory=DraftCosts)  # the drafter this view prices
+    read_at: dict = field(default_factory=dict)  # (T, rows) -> V(T) as `at` last read it, emptied by each note
 
     def for_drafter(self, name: str) -> "ForwardCosts":
         """These forward costs (shared: what one notes, all read) with `name`'s drafting costs."""
         mine = self.drafters.setdefault(name, DraftCosts())
-        return ForwardCosts(self.seconds, self.timings, self.drafters, mine)
+        return ForwardCosts(self.seconds, self.timings, self.drafters, mine, self.read_at)
 
     @property
     def draft(self) -> dict[int, float]:
@@ -113,13 +118,20 @@ class ForwardCosts:
 
     def note(self, tokens: int, seconds: float) -> None:
         _note(self.seconds, self.timings, tokens, seconds)
+        self.read_at.clear()
 
     def note_draft(self, rows: int, seconds: float) -> None:
         _note(self.drafted.per_position, self.drafted.timings, rows, seconds)
+        self.drafted.read_at.clear()
 
     def draft_at(self, rows: int) -> float | None:
         """d_B as measured at B rows, between and past measured B along the nearest; None before any was."""
-        return interpolate(self.draft, rows, rising=True) if self.draft else None
+        if not self.draft:
+            return None
+        known = self.drafted.read_at
+        if rows not in known:  # a step prices every count of rows at every γ: each read once between timings
+            known[rows] = interpolate(self.draft, rows, rising=True)
+        return known[rows]
 
     def at(self, tokens: float, rows: int) -> float | None:
         """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
@@ -127,6 +139,11 @@ class ForwardCosts:
         measured, a slope of PRIOR_SLOPE per row's share; None before anything was measured."""
         if not self.seconds:
             return None
+        if (tokens, rows) not in self.read_at:  # read once between timings, as draft_at
+            self.read_at[tokens, rows] = self._forward(tokens, rows)
+        return self.read_at[tokens, rows]
+
+    def _forward(self, tokens: float, rows: int) -> float:
         if len(self.seconds) == 1:
             ((base, seconds),) = self.seconds.items()
             return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
@@ -176,7 +193,7 @@ class BatchGamma:
             self.prior = self.costs.drafted.prior_alpha()
 
     @classmethod
-    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, costs: ForwardCosts, rows: int) -> "BatchGamma":
+    def for_drafter(cls, max_gamma: int, profile: "DrafterProfile", costs: ForwardCosts, rows: int) -> "BatchGamma":
         return cls(max_gamma, costs, copies=profile.copies or profile.drafts_block, rows=rows)
 
     def alpha(self, row: int) -> float:
@@ -195,12 +212,25 @@ class BatchGamma:
         batch, drafting = len(rows), rows if drafting is None else drafting
         if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
-        made = {row: self.made(row, gamma, perfect) for row in drafting}
-        tokens = sum(made.values()) + batch - len(drafting)
-        flow = self.joining() * len(drafting) / batch  # a row that joins is read once it drafts: as often as rows do
-        reads = self.catch_up(made) + self.costs.read_cost() * flow
-        drafts = gamma * self.draft_cost(len(drafting)) + reads  # what no acceptance changes: `perfect` pays it too
-        return tokens / (drafts + self.verify_cost(batch + self.nodes_per_gamma * gamma * len(drafting)))
+        made = [self.made(row, gamma, perfect) for row in drafting]
+        shares = sum(self.read_share(row, e) for row, e in zip(drafting, made))
+        return self.pricer(batch)(gamma, len(drafting), sum(made), shares)
+
+    def pricer(self, batch: int):
+        """rate() of a step of `batch` rows as a function of γ, the rows drafting, Σ E_b over them and Σ of the shares
+        of their reads the step pays (in tokens), what no choice of the step changes read once."""
+        read, joining, drafted = self.costs.read_cost(), self.joining(), {}
+
+        def price(gamma: int, drafting: int, made: float, shares: float) -> float:
+            if drafting not in drafted:
+                drafted[drafting] = self.draft_cost(drafting)
+            tokens = made + batch - drafting
+            flow = joining * drafting / batch  # a row that joins is read once it drafts: as often as rows do
+            reads = read * shares + read * flow
+            drafts = gamma * drafted[drafting] + reads  # what no acceptance changes: `perfect` pays it too
+            return tokens / (drafts + self.verify_cost(batch + self.nodes_per_gamma * gamma * drafting))
+
+        return price
 
     def joining(self) -> float:
         """The flow as the steps so far measured it: the moving average less the weight its start at 0 still has (a
@@ -210,14 +240,18 @@ class BatchGamma:
     def best(self, rows: list[int], perfect: bool = False) -> tuple[float, int, list[int]]:
         """The step with the most expected tokens per second: (its rate, γ, the rows drafting). For each γ the rows
         are taken best first, by the tokens drafting adds to a row less what its reading costs the batch (its share
-        of the read, in tokens a plain step of the batch writes in that time), and every count of them is priced."""
-        plain = self.rate(0, rows)
-        found = (plain, 0, [])
+        of the read, in tokens a plain step of the batch writes in that time), and every count of them is priced
+        (running sums over that order: a step's price in a handful of operations, so a simulator can afford it)."""
+        plain, price = self.rate(0, rows), self.pricer(len(rows))
+        found, read = (plain, 0, []), self.costs.read_cost()
         for gamma in range(1, self.max_gamma + 1):
-            gain = {r: self.made(r, gamma, perfect) - 1 - plain * self.catch_up({r: self.made(r, gamma)}) for r in rows}
-            order = sorted(rows, key=lambda r: -gain[r])
-            for count in range(1, len(rows) + 1):
-                rate = self.rate(gamma, rows, order[:count], perfect)
+            made = {r: self.made(r, gamma, perfect) for r in rows}
+            spent = {r: self.read_share(r, made[r]) for r in rows}
+            judged = {r: self.read_share(r, self.made(r, gamma)) for r in rows} if perfect else spent
+            order = sorted(rows, key=lambda r: -(made[r] - 1 - plain * (read * judged[r])))
+            sums = zip(accumulate(made[r] for r in order), accumulate(spent[r] for r in order))
+            for count, (tokens, shares) in enumerate(sums, start=1):
+                rate = price(gamma, count, tokens, shares)
                 if rate > found[0]:
                     found = (rate, gamma, order[:count])
         return found if perfect or self.flow else self.with_last_rows(*found, rows, plain)
@@ -241,11 +275,10 @@ class BatchGamma:
             return tokens_by_position(self.held_at, self.tested_at, gamma)
         return expected_tokens_per_step(self.alpha(row), gamma)
 
-    def catch_up(self, made: dict) -> float:
-        """This step's share of the draft's reading of the rows it is behind on: each row's read serves its
-        remaining steps (tokens left over E_b), so a step pays r · behind_b · E_b / left_b, all of it at the end."""
-        shares = (self.behind.get(row, 0) * min(1.0, e / max(1, self.left.get(row, 1))) for row, e in made.items())
-        return self.costs.read_cost() * sum(shares)
+    def read_share(self, row: int, made: float) -> float:
+        """The share of the draft's reading of `row` (the tokens it is behind on) that a step making `made` of its
+        tokens pays: the read serves the row's remaining steps (tokens left over E_b), so behind_b · E_b / left_b."""
+        return self.behind.get(row, 0) * min(1.0, made / max(1, self.left.get(row, 1)))
 
     def measured_draft_cost(self, drafting: int) -> float | None:
         """d_k for k rows drafting: as fixed, else as this run and earlier ones on the model measured; None before."""
@@ -309,7 +342,7 @@ class BatchGamma:
         """Nothing: in a batch γ is the batch's, so no row's drafter sizes its own draft."""
         return None
 
-    def learn(self, step: FinishedStep) -> None:
+    def learn(self, step: "FinishedStep") -> None:
         """The step as observe takes it: each row's nodes sent, drafts held and whether one was rejected."""
         verdicts = [(r, len(c.tree.tokens), c.verdict.accepted, c.rejected) for r, c in zip(step.rows, step.checked)]
         self.observe(step.gamma, verdicts, step.verify_tokens, step.draft_s, step.verify_s, step.bookkeeping_s)
