@@ -95,13 +95,14 @@ def test_legend_names_every_origin():
 
 
 def test_ui_never_imports_torch(new_process):
-    """The screen, its drawings (Figure 1, the tree, the production block) and what they read, in a fresh
-    interpreter: none of it brings torch in."""
+    """The screen, its drawings (Figure 1, the tree, the production block) and what they read, and the traffic
+    simulator with adaptive γ's pricing it runs, in a fresh interpreter: none of it brings torch in."""
     code = (
         "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
         "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
         "specviz.drafters.options, specviz.drafters.listing, specviz.render.handoff_block, specviz.render.tree_view, "
-        "specviz.render.traffic_page, specviz.app.ui.traffic_screen, specviz.app.ui.concurrency_screen; "
+        "specviz.render.traffic_page, specviz.app.ui.traffic_screen, specviz.app.ui.concurrency_screen, "
+        "specviz.traffic.simulator, specviz.engine.batch_gamma, specviz.engine.admission; "
         "print('torch' in sys.modules)"
     )
     out = new_process("-c", code, cwd=ROOT, check=True)

@@ -11,13 +11,14 @@ from dataclasses import replace
 import pytest
 from test_cli import assert_one_line_error, run_cli
 
+from specviz.analysis.theory import expected_tokens_per_step
 from specviz.concurrency.sweep_results import BatchStep
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
 from specviz.settings import Settings
 from specviz.trace import RunModels
 from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
-from specviz.traffic.simulator import Calibration, simulate
+from specviz.traffic.simulator import Calibration, adaptive_limit, simulate
 from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
 from specviz.traffic.traffic_record import TrafficRecord, TrafficRecordError
 from specviz.traffic.traffic_results import Prefill, TrafficNews, TrafficRun
@@ -253,6 +254,34 @@ def test_what_the_draft_reads_of_a_rows_text_is_measured_apart_and_charged_when_
     assert read.last_token == pytest.approx(alone.last_token + 0.05)
     (plain,) = simulate(replace(calibration(gamma=0), read_s=0.01), (0.0,), [0], max_rows=4)
     assert plain.last_token == simulate(calibration(gamma=0), (0.0,), [0], max_rows=4)[0].last_token
+
+
+def adaptive(verify: dict, alpha=0.8, length=12) -> Calibration:
+    """An adaptive lane up to γ 4 whose drafts hold with probability `alpha`, a drafted position 0.05 s."""
+    made = {g: expected_tokens_per_step(alpha, g) for g in range(1, 5)}
+    draft = {(1, g): 0.05 * g for g in range(1, 5)}
+    return replace(calibration(length=length), verify_s=verify, tokens_at=made, draft_s=draft, adapts=4)
+
+
+def test_the_simulated_adaptive_lane_chooses_each_step_as_adaptive_gamma_prices_it():
+    """An adaptive lane is simulated by adaptive γ's own pricing with the calibrated costs, not by the schedule its
+    runs happened to take: where the target's forward costs the same for 1 to 64 tokens (memory-bound) one request
+    drafts and ends in far fewer steps than its 12 tokens; where it costs a second a token (compute-bound) it decodes
+    plainly, a step a token, though the runs it was calibrated on drafted γ 4 at every batch size."""
+    flat, steep = {t: 1.0 for t in (1, 4, 8, 16, 32, 64)}, {t: 1.0 * t for t in (1, 4, 8, 16, 32, 64)}
+    (drafting,) = simulate(adaptive(flat), (0.0,), [0], max_rows=4)
+    (plain,) = simulate(adaptive(steep), (0.0,), [0], max_rows=4)
+    assert drafting.last_token < 0.5 + 6 * 1.0 and plain.last_token == pytest.approx(0.5 + 12 * 1.0)
+    (scheduled,) = simulate(replace(adaptive(steep), adapts=0), (0.0,), [0], max_rows=4)  # the lane's γ 4, always
+    assert scheduled.last_token > plain.last_token
+
+
+def test_the_simulator_reads_an_adaptive_lanes_alpha_and_limit_from_its_runs_and_its_name():
+    """α is the one whose E(α, γ) is what drafting rows measured; a lane named NAME@aG is adaptive up to G."""
+    assert adaptive({1: 1.0}, alpha=0.8).alpha() == pytest.approx(0.8, abs=1e-6)
+    assert adaptive({1: 1.0}, alpha=0.35).alpha() == pytest.approx(0.35, abs=1e-6)
+    lanes = ("draft@a4", "ngram@A8", "draft@4", "plain", "draft@table")
+    assert [adaptive_limit(lane) for lane in lanes] == [4, 8, 0, 0, 0]
 
 
 def test_ten_thousand_simulated_requests_take_seconds_not_minutes():

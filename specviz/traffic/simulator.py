@@ -11,8 +11,12 @@ come from what was measured:
                      step it drafts, what plain steps wrote since), which it reads before drafting; r its measured cost
                      a token, draft(k, γ) measured on steps that read nothing more
     tokens(γ)      = the new tokens a drafting row got per step at that γ, on average (a row not drafting gets one)
-    γ, k (B)       = the lane's γ for all rows; adaptive: the (γ, k) it chose most often at B rows (its measured
-                     schedule), the k rows with the least unread drafting
+    γ, k (B)       = the lane's γ for all rows, or vLLM's table's at B rows (the γ it ran most often there), the k
+                     rows with the least unread drafting; adaptive: what adaptive γ's own pricing
+                     (engine/batch_gamma.py) chooses at each simulated step, given these costs, the α that makes
+                     E(α, γ) the measured tokens, each row's unread text and tokens left, and the joins so far: so it
+                     answers to the rate as the engine does, drafting while few rows decode and reading joiners only
+                     where that pays
 
 V, draft and rest are read between measured points as theory.interpolate reads them (rising, never below 0). So the
 simulator says what this device would do at rates and request counts nobody ran, and it is held to the runs it was
@@ -24,7 +28,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from statistics import fmean, median
 
-from ..analysis.theory import interpolate
+from ..analysis.theory import expected_tokens_per_step, interpolate
+from ..engine.batch_gamma import BatchGamma, DraftCosts, ForwardCosts
 from .latency import RateFigures, RequestTiming
 from .traffic_plan import Slo, poisson_arrivals
 from .traffic_results import TrafficRun
@@ -43,11 +48,13 @@ class Calibration:
     lengths: dict  # prompt -> the tokens a request of it wrote
     prompt_tokens: dict  # prompt -> its tokens
     read_s: float = 0.0  # what the draft spends on each token of a row's text it catches up on
+    adapts: int = 0  # adaptive γ's largest draft (0: the lane follows gamma_at)
 
     @classmethod
-    def of(cls, runs: list[TrafficRun], prompt_tokens: dict, device_runs: list[TrafficRun] | None = None):
+    def of(cls, runs: list[TrafficRun], prompt_tokens: dict, device_runs: list[TrafficRun] | None = None, adapts=0):
         """From a lane's runs; the target's own costs (its verify forward, the rest of a step, the prefill), which
-        are the device's and no lane's, from `device_runs` where given (every lane's: more steps at more widths)."""
+        are the device's and no lane's, from `device_runs` where given (every lane's: more steps at more widths).
+        `adapts`: the lane is adaptive γ up to that draft length."""
         yields, chosen = defaultdict(list), defaultdict(list)
         device_runs = runs if device_runs is None else device_runs
         verify = _voted(device_runs, lambda s: (s.forward_tokens, s.verify_s))
@@ -78,7 +85,30 @@ class Calibration:
             lengths=lengths,
             prompt_tokens=dict(prompt_tokens),
             read_s=_read_cost(reading, draft),
+            adapts=adapts,
         )
+
+    def alpha(self) -> float:
+        """α of drafts that hold independently, as the drafting rows' measured tokens per step say: the α whose E(α, γ)
+        over the γ measured is on average what they gave (bisection; E rises with α)."""
+        measured = [(g, tokens) for g, tokens in self.tokens_at.items() if g > 0]
+        low, high = 0.0, 1.0
+        for _ in range(40):
+            mid = (low + high) / 2
+            short = sum(expected_tokens_per_step(mid, g) - tokens for g, tokens in measured) < 0
+            low, high = (mid, high) if short else (low, mid)
+        return (low + high) / 2
+
+    def policy(self) -> BatchGamma:
+        """Adaptive γ as the engine runs it, pricing steps with these costs: V(T) the verify forward, d_k a drafted
+        position's seconds at k rows (each γ's draft over γ, their median), r a token read, a step's rest."""
+        per_position = defaultdict(list)
+        for (rows, gamma), seconds in self.draft_s.items():
+            per_position[rows].append(seconds / gamma)
+        drafted = DraftCosts({k: median(v) for k, v in per_position.items()}, read_seconds=self.read_s, read_tokens=1.0)
+        rest = median(self.rest_s.values()) if self.rest_s else 0.0
+        costs = ForwardCosts(dict(self.verify_s), drafted=drafted)
+        return BatchGamma(self.adapts, costs, bookkeeping=rest, prior=self.alpha())
 
     def gamma(self, rows: int) -> tuple[int, int]:
         """(γ, rows drafting) at `rows` rows: as chosen at the nearest count measured, at most `rows` drafting."""
@@ -157,6 +187,7 @@ def simulate(
     order = sorted(range(len(arrivals)), key=lambda r: (arrivals[r], r))
     queue, now, decoding, at = [], 0.0, [], 0  # decoding: [request, tokens so far (fractional), tokens the draft read]
     admitted, first, last = {}, {}, {}
+    policy = calibration.policy() if calibration.adapts else None  # one per run, as the engine's
     while at < len(order) or queue or decoding:
         while at < len(order) and arrivals[order[at]] <= now:
             heapq.heappush(queue, (arrivals[order[at]], order[at]))
@@ -169,10 +200,8 @@ def simulate(
             admitted.update(dict.fromkeys(joining, now))
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
             decoding += [[r, 0.0, 0.0] for r in joining]
-        gamma, count = calibration.gamma(len(decoding))
-        unread = [_unread(calibration, row, prompts) for row in decoding] if gamma else []
-        drafting = set(sorted(range(len(unread)), key=unread.__getitem__)[:count])  # the rows read most of draft
-        read = sum(unread[i] for i in drafting)
+        gamma, drafting = _drafting(calibration, policy, decoding, prompts)
+        read = sum(_unread(calibration, decoding[i], prompts) for i in drafting)
         now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * read
         gained, staying = calibration.new_tokens(gamma), []
         for i, row in enumerate(decoding):
@@ -188,6 +217,19 @@ def simulate(
         RequestTiming(prompts[r], arrivals[r], admitted[r], first[r], last[r], calibration.lengths[prompts[r]])
         for r in range(len(arrivals))
     ]
+
+
+def _drafting(calibration: Calibration, policy: BatchGamma | None, decoding: list, prompts: list[int]):
+    """This step's γ and which of the decoding rows draft (their indices): adaptive γ's choice, given each row's text
+    unread by the draft and tokens left; else the lane's γ at this many rows, for the rows the draft read most of."""
+    if policy is None:
+        gamma, count = calibration.gamma(len(decoding))
+        unread = [_unread(calibration, row, prompts) for row in decoding] if gamma else []
+        return gamma, set(sorted(range(len(unread)), key=unread.__getitem__)[:count])
+    behind = [max(1, round(calibration.prompt_tokens[prompts[r]] + made - read)) for r, made, read in decoding]
+    left = [max(1, round(calibration.lengths[prompts[r]] - made)) for r, made, _ in decoding]
+    gammas = policy.next_gammas([row[0] for row in decoding], behind, left)
+    return max(gammas), {i for i, g in enumerate(gammas) if g}
 
 
 def _unread(calibration: Calibration, row: list, prompts: list[int]) -> float:
@@ -211,7 +253,7 @@ def held_out(view, prompt_tokens: dict, schedules: dict, max_rows: int) -> None:
             others = [run for run in elsewhere if run.lane == lane]
             if not others or not view.rounds_of(lane, rate):
                 continue
-            calibration = Calibration.of(others, prompt_tokens, elsewhere)
+            calibration = Calibration.of(others, prompt_tokens, elsewhere, adaptive_limit(lane))
             asked = [r % len(prompt_tokens) for r in range(len(arrivals))]
             view.simulated[(lane, rate)] = simulated_figures(calibration, rate, arrivals, asked, max_rows, view.slo)
 
@@ -224,13 +266,19 @@ def projected(view, prompt_tokens: dict, rates: list[float], requests: int, max_
         runs = [run for run in every if run.lane == lane]
         if not runs:
             continue
-        calibration = Calibration.of(runs, prompt_tokens, every)
+        calibration = Calibration.of(runs, prompt_tokens, every, adaptive_limit(lane))
         asked = [r % len(prompt_tokens) for r in range(requests)]
         out[lane] = [
             simulated_figures(calibration, rate, poisson_arrivals(rate, requests, seed), asked, max_rows, view.slo)
             for rate in rates
         ]
     return out
+
+
+def adaptive_limit(lane: str) -> int:
+    """G for a lane named NAME@aG (adaptive γ up to G, as the lanes are written), else 0."""
+    _, _, at = lane.partition("@")
+    return int(at[1:]) if at[:1] in ("a", "A") and at[1:].isdigit() else 0
 
 
 def rate_grid(measured: tuple[float, ...], points: int = 16) -> list[float]:
