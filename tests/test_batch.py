@@ -344,6 +344,23 @@ def test_no_probe_where_reading_the_rows_would_eat_all_that_held_drafts_give():
         assert any(any(s) for s in steps) == probes
 
 
+def test_a_look_that_finds_no_acceptance_would_pay_waits_as_long_as_a_probe_before_the_next():
+    """The batch above, its rows 40 tokens behind: after probe_after plain steps it looks whether drafts that all held
+    would pay, finds they would not, and waits probe_after steps again before the next look (a full price of every
+    option each step would cost a busy batch, and the traffic simulator at each of its steps, as much as a step's
+    choice). Once nothing is left to read, the next look probes, at its time, not at once."""
+    costs = ForwardCosts()
+    for tokens in (1, 4, 8, 16, 32):
+        costs.note(tokens, max(1.0, tokens / 8))
+    costs.note_read(100, 1.0)
+    controller = BatchGamma(4, costs, draft_per_token=0.6, bookkeeping=0.0, probe_after=3)
+    controller.accepted, controller.tested = {r: 0.0 for r in range(4)}, {r: 10.0 for r in range(4)}
+    runs = [(controller.next_gammas(list(range(4)), [40] * 4, [4] * 4), controller.plain_run)[1] for _ in range(4)]
+    assert runs == [1, 2, 3, 0]  # three plain steps, then a look that found nothing: the count starts again
+    steps = [controller.next_gammas(list(range(4)), [0] * 4, [4] * 4) for _ in range(4)]
+    assert [any(s) for s in steps] == [False, False, False, True]
+
+
 @pytest.mark.parametrize("drafter", ["draft", "ngram"])
 def test_a_probe_of_one_row_in_a_bfloat16_batch_keeps_every_row_bit_for_bit(
     bf16, tokenizer, reference, drafter, monkeypatch

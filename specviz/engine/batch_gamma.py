@@ -24,7 +24,8 @@ rows draft, down to none, plain decoding, as the batch grows, and come back as f
 win, after `probe_after` plain steps one row drafts, so its α can recover: each in turn of the rows with the fewest
 tokens unread by the draft (a probe drafts once, so a whole text read for it is never repaid); each probe that did
 not bring drafting back doubles the wait before the next at that batch size or larger (up to LONGEST_PROBE_GAP),
-kept for the next run.
+kept for the next run. Where not even drafts that all held would pay, there is no probe, and the next look waits as
+long again.
 
 What a drafted position costs (d_k, by the rows drafting) and what a token read costs (r) are kept with the forward
 costs, by drafter, so a run starts from what earlier runs of its drafter on the model measured. d_k is learnt from
@@ -302,8 +303,9 @@ class BatchGamma:
     def next_gammas(self, rows: list[int], behind: list[int] | None = None, left: list[int] | None = None) -> list[int]:
         """Each row's γ for this step: γ for the rows whose drafting pays and 0 for the others, or, on a probe, γ for
         one row. No probe where drafts that all held would still not pay: no acceptance measured could change the
-        choice. `behind`: per row, the tokens the draft would read before drafting for it (default none); `left`:
-        the tokens it may still write (default: one, so a read is paid by the step that makes it)."""
+        choice; the next look comes after as many plain steps again. `behind`: per row, the tokens the draft would
+        read before drafting for it (default none); `left`: the tokens it may still write (default: one, so a read
+        is paid by the step that makes it)."""
         self.rows = len(rows)
         self.behind = dict(zip(rows, behind or [0] * len(rows)))
         self.left = dict(zip(rows, left or [1] * len(rows)))
@@ -318,7 +320,9 @@ class BatchGamma:
             self.plain_run = 0
             for width in [w for w in gaps if w <= len(rows)]:  # it pays here, so it may with fewer rows
                 del gaps[width]
-        elif self.plain_run >= gap and self.best(rows, perfect=True)[1]:
+        elif self.plain_run >= gap and not self.best(rows, perfect=True)[1]:
+            self.plain_run = 0  # no acceptance could make drafting pay yet: look again after as many plain steps
+        elif self.plain_run >= gap:
             unread = {r: max(1, self.behind.get(r, 0)) for r in rows}  # the root and a last draft read alike
             cheapest = [r for r in rows if unread[r] == min(unread.values())]  # a probe drafts once: read little
             drafting = [cheapest[self.probes % len(cheapest)]]
