@@ -101,7 +101,9 @@ class Calibration:
 
     def policy(self) -> BatchGamma:
         """Adaptive γ as the engine runs it, pricing steps with these costs: V(T) the verify forward, d_k a drafted
-        position's seconds at k rows (each γ's draft over γ, their median), r a token read, a step's rest."""
+        position's seconds at k rows (each γ's draft over γ, their median), r a token read, a step's rest. Every
+        row's drafts hold with one α, the lane's: a copying drafter, which the engine prices by how often each
+        position held, is priced here as if its drafts held independently."""
         per_position = defaultdict(list)
         for (rows, gamma), seconds in self.draft_s.items():
             per_position[rows].append(seconds / gamma)
