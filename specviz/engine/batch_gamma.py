@@ -72,7 +72,6 @@ class DraftCosts:
     probe_gaps: dict[int, int] = field(default_factory=dict)  # rows -> plain steps before the next probe there
     held: float = 0.0  # decayed drafts held, over every row this drafter drafted for
     tested: float = 0.0  # decayed drafts tested (held, and the one rejected)
-    read_at: dict = field(default_factory=dict)  # rows -> d_B as draft_at last read it, emptied by each timing noted
 
     def note_verdict(self, accepted: int, rejected: bool) -> None:
         self.held = HELD_MEMORY * self.held + accepted
@@ -97,12 +96,12 @@ class ForwardCosts:
     timings: dict[int, list] = field(default_factory=dict)  # T -> the last RECENT timings
     drafters: dict[str, DraftCosts] = field(default_factory=dict)  # by drafter, shared by every view of these costs
     drafted: DraftCosts = field(default_factory=DraftCosts)  # the drafter this view prices
-    read_at: dict = field(default_factory=dict)  # (T, rows) -> V(T) as `at` last read it, emptied by each note
+    worked_out: dict = field(default_factory=dict)  # (T, rows) -> V(T) as `at` last gave it, emptied by each note
 
     def for_drafter(self, name: str) -> "ForwardCosts":
         """These forward costs (shared: what one notes, all read) with `name`'s drafting costs."""
         mine = self.drafters.setdefault(name, DraftCosts())
-        return ForwardCosts(self.seconds, self.timings, self.drafters, mine, self.read_at)
+        return ForwardCosts(self.seconds, self.timings, self.drafters, mine, self.worked_out)
 
     @property
     def draft(self) -> dict[int, float]:
@@ -119,20 +118,14 @@ class ForwardCosts:
 
     def note(self, tokens: int, seconds: float) -> None:
         _note(self.seconds, self.timings, tokens, seconds)
-        self.read_at.clear()
+        self.worked_out.clear()
 
     def note_draft(self, rows: int, seconds: float) -> None:
         _note(self.drafted.per_position, self.drafted.timings, rows, seconds)
-        self.drafted.read_at.clear()
 
     def draft_at(self, rows: int) -> float | None:
         """d_B as measured at B rows, between and past measured B along the nearest; None before any was."""
-        if not self.draft:
-            return None
-        known = self.drafted.read_at
-        if rows not in known:  # a step prices every count of rows at every γ: each read once between timings
-            known[rows] = interpolate(self.draft, rows, rising=True)
-        return known[rows]
+        return interpolate(self.draft, rows, rising=True) if self.draft else None
 
     def at(self, tokens: float, rows: int) -> float | None:
         """V(T): as theory.interpolate reads measured costs (between two widths on the line through them, past the
@@ -140,9 +133,9 @@ class ForwardCosts:
         measured, a slope of PRIOR_SLOPE per row's share; None before anything was measured."""
         if not self.seconds:
             return None
-        if (tokens, rows) not in self.read_at:  # read once between timings, as draft_at
-            self.read_at[tokens, rows] = self._forward(tokens, rows)
-        return self.read_at[tokens, rows]
+        if (tokens, rows) not in self.worked_out:  # a step prices every count of rows at every γ: once per timing
+            self.worked_out[tokens, rows] = self._forward(tokens, rows)
+        return self.worked_out[tokens, rows]
 
     def _forward(self, tokens: float, rows: int) -> float:
         if len(self.seconds) == 1:
