@@ -61,6 +61,14 @@ class Settings:
         return self.acceptance == "typical" and not self.greedy
 
 
+def draft_length(text: str) -> tuple[int, bool] | None:
+    """A lane's draft length as written after its @: "G", a fixed γ, or "aG", adaptive γ up to G: (G, adaptive);
+    None for anything else (digits in ASCII only: "²".isdigit(), yet int() refuses it)."""
+    adaptive = text[:1] in ("a", "A")
+    digits = text[1:] if adaptive else text
+    return (int(digits), adaptive) if digits.isascii() and digits.isdigit() else None
+
+
 def check_prompt(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("the prompt is empty")

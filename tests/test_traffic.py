@@ -280,8 +280,8 @@ def test_the_simulator_reads_an_adaptive_lanes_alpha_and_limit_from_its_runs_and
     """α is the one whose E(α, γ) is what drafting rows measured; a lane named NAME@aG is adaptive up to G."""
     assert adaptive({1: 1.0}, alpha=0.8).alpha() == pytest.approx(0.8, abs=1e-6)
     assert adaptive({1: 1.0}, alpha=0.35).alpha() == pytest.approx(0.35, abs=1e-6)
-    lanes = ("draft@a4", "ngram@A8", "draft@4", "plain", "draft@table")
-    assert [adaptive_limit(lane) for lane in lanes] == [4, 8, 0, 0, 0]
+    lanes = ("draft@a4", "ngram@A8", "draft@4", "plain", "draft@table", "draft@a²")
+    assert [adaptive_limit(lane) for lane in lanes] == [4, 8, 0, 0, 0, 0]
 
 
 def test_ten_thousand_simulated_requests_take_seconds_not_minutes():

@@ -30,6 +30,7 @@ from statistics import fmean, median
 
 from ..analysis.theory import expected_tokens_per_step, interpolate
 from ..engine.batch_gamma import BatchGamma, DraftCosts, ForwardCosts
+from ..settings import draft_length
 from .latency import RateFigures, RequestTiming
 from .traffic_plan import Slo, poisson_arrivals
 from .traffic_results import TrafficRun
@@ -279,8 +280,8 @@ def projected(view, prompt_tokens: dict, rates: list[float], requests: int, max_
 
 def adaptive_limit(lane: str) -> int:
     """G for a lane named NAME@aG (adaptive γ up to G, as the lanes are written), else 0."""
-    _, _, at = lane.partition("@")
-    return int(at[1:]) if at[:1] in ("a", "A") and at[1:].isdigit() else 0
+    written = draft_length(lane.partition("@")[2])
+    return written[0] if written and written[1] else 0
 
 
 def rate_grid(measured: tuple[float, ...], points: int = 16) -> list[float]:

@@ -14,7 +14,7 @@ from ..models.offline import production_name
 from ..serving.batch_table import ANY_DRAFTER
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran
-from ..settings import Settings, mode_text
+from ..settings import Settings, draft_length, mode_text
 from ..views.grand_prix import RaceLane
 from .view import Contender
 
@@ -123,13 +123,11 @@ def lane_entrants(
             widest = max(gamma for _, _, gamma in table)  # a measured table may say 0 (plain) at every size
             settings = replace(base, gamma=max(1, widest), adaptive=False)
         elif at:
-            adaptive = at[:1] in ("a", "A")
-            digits = at[1:] if adaptive else at
-            if not (digits.isascii() and digits.isdigit()):  # "²".isdigit(), yet int() refuses it
+            if (written := draft_length(at)) is None:
                 raise InvalidRequest(
                     f"lane {item!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
                 )
-            settings = replace(base, gamma=int(digits), adaptive=adaptive)  # the range is checked here
+            settings = replace(base, gamma=written[0], adaptive=written[1])  # the range is checked here
         label = drafter + ("@table" if table else f"@{'a' if settings.adaptive else ''}{settings.gamma}" if at else "")
         if label in seen:
             raise InvalidRequest(f"lane {label!r} is named twice")
