@@ -203,8 +203,7 @@ def simulate(
             admitted.update(dict.fromkeys(joining, now))
             now += calibration.prefill_s(sum(calibration.prompt_tokens[prompts[r]] for r in joining))
             decoding += [[r, 0.0, 0.0] for r in joining]
-        gamma, drafting = _drafting(calibration, policy, decoding, prompts)
-        read = sum(_unread(calibration, decoding[i], prompts) for i in drafting)
+        gamma, drafting, read = _drafting(calibration, policy, decoding, prompts)
         now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * read
         gained, staying = calibration.new_tokens(gamma), []
         for i, row in enumerate(decoding):
@@ -223,16 +222,21 @@ def simulate(
 
 
 def _drafting(calibration: Calibration, policy: BatchGamma | None, decoding: list, prompts: list[int]):
-    """This step's γ and which of the decoding rows draft (their indices): adaptive γ's choice, given each row's text
-    unread by the draft and tokens left; else the lane's γ at this many rows, for the rows the draft read most of."""
+    """This step's γ, which of the decoding rows draft (their indices) and the tokens of their texts the draft reads
+    first: adaptive γ's choice, given each row's unread text (the root at least) and tokens left; else the lane's γ
+    at this many rows, for the rows the draft read most of."""
     if policy is None:
         gamma, count = calibration.gamma(len(decoding))
-        unread = [_unread(calibration, row, prompts) for row in decoding] if gamma else []
-        return gamma, set(sorted(range(len(unread)), key=unread.__getitem__)[:count])
-    behind = [max(1, round(calibration.prompt_tokens[prompts[r]] + made - read)) for r, made, read in decoding]
+        if not gamma:
+            return 0, set(), 0.0
+        unread = [_unread(calibration, row, prompts) for row in decoding]
+        drafting = set(sorted(range(len(unread)), key=unread.__getitem__)[:count])
+        return gamma, drafting, sum(unread[i] for i in drafting)
+    unread = [_unread(calibration, row, prompts) for row in decoding]
     left = [max(1, round(calibration.lengths[prompts[r]] - made)) for r, made, _ in decoding]
-    gammas = policy.next_gammas([row[0] for row in decoding], behind, left)
-    return max(gammas), {i for i, g in enumerate(gammas) if g}
+    gammas = policy.next_gammas([row[0] for row in decoding], [max(1, round(u)) for u in unread], left)
+    drafting = {i for i, g in enumerate(gammas) if g}
+    return max(gammas), drafting, sum(unread[i] for i in drafting)
 
 
 def _unread(calibration: Calibration, row: list, prompts: list[int]) -> float:
