@@ -52,3 +52,12 @@ class CacheLayoutChanged(SpecvizError):
 
 class CustomMaskUnsupported(SpecvizError):
     """The model's attention implementation ignores or rejects a custom 4D attention mask."""
+
+
+class LlamaCppMissing(SpecvizError):
+    """The llama.cpp runtime was asked for, but llama-cpp-python is not installed (or its library does not load)."""
+
+
+class RuntimeUnsupported(SpecvizError, ValueError):
+    """What a run asks for is not something the chosen runtime can do (a head that reads hidden states llama.cpp
+    does not expose, a precision only transformers has)."""

@@ -39,8 +39,7 @@ def divergence(
     at = next((i for i, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
     if at is None:
         return None
-    context = torch.tensor([prompt_ids + plain[:at]], device=target.device)
-    probs = torch.softmax(target.model(input_ids=context).logits[0, -1].float(), dim=-1)
+    probs = torch.softmax(target.next_logits(prompt_ids + plain[:at]).float(), dim=-1)
     top = torch.topk(probs, 2)
     return Divergence(
         at,

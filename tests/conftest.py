@@ -33,6 +33,9 @@ settings.load_profile("specviz")
 # The precision a command or the app loads when none is named: bfloat16, as the tests were written for; the default
 # (auto: measured on the device) has its own tests, on injected cost tables (test_precision_choice.py).
 os.environ["SPECVIZ_DTYPE"] = os.environ.get("SPECVIZ_DTYPE") or "bfloat16"
+# The runtime likewise: transformers, unless a test names another (auto, which measures llama.cpp beside it, has its
+# own tests: test_llama_cli.py, test_runtime_choice.py).
+os.environ["SPECVIZ_RUNTIME"] = os.environ.get("SPECVIZ_RUNTIME") or "transformers"
 
 # Every test's call against its tier's time budget (tests/budget.py); pytester runs pytest inside a test.
 pytest_plugins = ("budget", "pytester")
@@ -140,6 +143,19 @@ def drafts(tokenizer, target):
         "unrelated": loaded(tiny_llama(len(tokenizer), seed=2), tokenizer, "tiny-unrelated"),
         "partial": loaded(perturbed(target.model, seed=3, scale=0.3), tokenizer, "tiny-partial"),
         "int8": loaded(int8_rows(perturbed(target.model, seed=3, scale=0.3)), tokenizer, "tiny-partial-int8"),
+    }
+
+
+@pytest.fixture(scope="session")
+def gguf_pair(tmp_path_factory, target, drafts, tokenizer):
+    """The tiny target and its partly agreeing draft written as GGUF files and loaded by the llama.cpp runtime
+    (float32 weights): {"target", "draft", "unrelated"} (tests/tiny_gguf.py)."""
+    from tiny_gguf import load_tiny, save_gguf
+
+    folder = tmp_path_factory.mktemp("tiny-gguf")
+    return {
+        name: load_tiny(save_gguf(drafts[which].model, folder / f"{name}.gguf"), tokenizer, f"gguf-{name}")
+        for name, which in (("target", "same"), ("draft", "partial"), ("unrelated", "unrelated"))
     }
 
 

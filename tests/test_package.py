@@ -34,6 +34,13 @@ def test_the_cluster_extra_is_its_requirements_file_and_never_the_spaces():
     assert not [p for p in space if p.startswith("ray")]
 
 
+def test_the_llama_extra_is_its_requirements_file_and_never_the_spaces():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["optional-dependencies"]["llama"] == pins(ROOT / "requirements-llama.txt")
+    space = pins(ROOT / "requirements.txt") + pins(ROOT / "requirements-app.txt")
+    assert not [p for p in space if p.startswith("llama")]
+
+
 def build_leftovers(root: Path) -> set[str]:
     """What a build may leave in the folder it builds from: the top-level entries and any egg-info beside the code."""
     return {p.name for p in root.iterdir()} | {p.relative_to(root).as_posix() for p in root.glob("*/*.egg-info")}

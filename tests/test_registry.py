@@ -308,7 +308,7 @@ LAYERS = (
     ("trace", "serving"),
     ("analysis", "models", "runtime"),
     ("engine", "record"),
-    ("drafters",),
+    ("drafters", "llama"),
     ("runs", "training"),
     ("views",),
     ("workload", "bench", "concurrency"),

@@ -10,6 +10,7 @@ reading does) is then the probing row's alone, or none for a row that never draf
 
 import torch
 
+from ..engine.batch_rows import open_batch
 from ..engine.batched_lm import BatchedLM, Feed
 from ..engine.sampling import choose, fit_vocab, probabilities
 from ..settings import Settings
@@ -34,7 +35,7 @@ class BatchedDraftModel:
     def start(self, prompts: list[list[int]], target=None, judges=None, rows: list[int] | None = None) -> None:
         """Rows joining the batch (a new one, or one decoding, between two steps): read when they first draft."""
         if self.lm is None:
-            self.lm = BatchedLM(self.model)
+            self.lm = open_batch(self.model)
         rows = range(len(self.generators), len(self.generators) + len(prompts)) if rows is None else rows
         self.generators += [self.by_row[r] for r in rows]
         self.slot += [None] * len(prompts)

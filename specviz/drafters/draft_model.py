@@ -2,11 +2,11 @@
 temperature, top-k, top-p) so its probabilities q go to the rejection rule with each token; or a tree of its own top
 candidates, grown where it is most confident (tree_growth.py), whose tokens are point masses to the tree rule."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from ..engine.cached_lm import CachedLM
+from ..engine.cached_lm import CachedLM, measured_curve, readable_ids
 from ..engine.sampling import choose, fit_vocab, probabilities
 from ..engine.static_lm import open_lm
 from ..engine.tree import draft_position
@@ -40,7 +40,10 @@ class DraftModelDrafter(BaseDrafter):
     ):
         self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
         self.shape, self.nodes, self.window = shape, nodes, window
-        self.readable = model.get_input_embeddings().num_embeddings  # ids the draft can be fed
+        self.readable = readable_ids(model)  # ids the draft can be fed
+        curve = measured_curve(model)
+        if curve:  # a drafted token costs the draft one forward: adaptive γ prices it so from the first step
+            self.profile = replace(self.profile, position_s=curve[1])
         self.lm: CachedLM | None = None
         self.blind = False  # the text holds a token the draft cannot read: it drafts no more this run
         self._base = self._count = 0

@@ -17,7 +17,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 
 from dataclasses import dataclass, field
 
-from ..analysis.theory import count_positions, expected_tokens_per_step, held_chance, tokens_by_position
+from ..analysis.theory import count_positions, expected_tokens_per_step, held_chance, interpolate, tokens_by_position
 from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
@@ -65,11 +65,22 @@ class GammaController:
     block_s: float | None = None  # seconds per block pass (prior: a tenth of V(1))
     held_at: list = field(default_factory=list)  # by block position: decayed counts held / tested, prior 0.7
     tested_at: list = field(default_factory=list)
+    curve: dict | None = None  # V(k) by k as measured for the model before the run: its shape V(k)/V(1) stands in
+    # for the slope, each width's updated by the steps that take it
 
     @classmethod
-    def for_drafter(cls, max_gamma: int, profile: DrafterProfile) -> "GammaController":
-        """The controller for a drafter as its profile declares it."""
-        return cls(max_gamma, stops_early=profile.stops_early, block=profile.drafts_block, copies=profile.copies)
+    def for_drafter(cls, max_gamma: int, profile: DrafterProfile, curve: dict | None = None) -> "GammaController":
+        """The controller for a drafter as its profile declares it, priced from the target's measured `curve` (and
+        the drafter's measured position cost) where there is one, so the first steps are chosen as the later ones."""
+        return cls(
+            max_gamma,
+            stops_early=profile.stops_early,
+            block=profile.drafts_block,
+            copies=profile.copies,
+            draft_per_token=profile.position_s,
+            curve=dict(curve) if curve else None,
+            forward_1=curve[1] if curve else None,
+        )
 
     @property
     def alpha(self) -> float:
@@ -77,21 +88,25 @@ class GammaController:
 
     def verify_cost(self, k: float) -> float:
         """V(k) + b: what a step costs besides drafting, when its forward runs over k tokens."""
-        return (self.forward_1 or 1.0) * (1.0 + self.slope * (k - 1)) + (self.bookkeeping or 0.0)
+        shape = interpolate(self.curve, k, rising=True) / self.curve[1] if self.curve else 1.0 + self.slope * (k - 1)
+        return (self.forward_1 or 1.0) * shape + (self.bookkeeping or 0.0)
 
     def held_chance(self, position: int) -> float:
         """How often the draft at `position` (0 = the first) of a block or a copy held when every one before it did."""
         return held_chance(self.held_at, self.tested_at, position)
 
-    def rate(self, gamma: int) -> float:
-        """Expected tokens per second of a step with γ drafts (γ = 0: a plain step)."""
+    def rate(self, gamma: int, perfect: bool = False) -> float:
+        """Expected tokens per second of a step with γ drafts (γ = 0: a plain step); `perfect`: as if all held."""
         if gamma == 0:
             return 1.0 / self.verify_cost(1)
         if self.block:
             block_s = 0.1 * self.verify_cost(1) if self.block_s is None else self.block_s
-            return self._tokens_by_position(gamma) / (block_s + self.verify_cost(1 + gamma))
+            tokens = gamma + 1.0 if perfect else self._tokens_by_position(gamma)
+            return tokens / (block_s + self.verify_cost(1 + gamma))
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
         cost = gamma * d + self.verify_cost(1 + self.nodes_per_gamma * gamma)
+        if perfect:
+            return (gamma + 1.0) / cost
         tokens = self._tokens_by_position(gamma) if self.copies else expected_tokens_per_step(self.alpha, gamma)
         return tokens / cost
 
@@ -101,11 +116,16 @@ class GammaController:
     def next_gamma(self, rows: list[int] | None = None) -> int:
         """The γ of the next step (`rows`: the batch's, always the one row here)."""
         best = max(range(1, self.max_gamma + 1), key=self.rate)
-        if self.rate(best) > self.rate(0) or self.plain_run >= self.probe_after:
+        if self.rate(best) > self.rate(0) or (self.plain_run >= self.probe_after and self.could_pay()):
             self.plain_run = 0
             return self.max_gamma if self.stops_early else best
-        self.plain_run += 1
+        self.plain_run = 0 if self.plain_run >= self.probe_after else self.plain_run + 1
         return 0
+
+    def could_pay(self) -> bool:
+        """Whether drafts that all held would beat a plain step at some γ: if not, no acceptance the run could
+        measure would change the choice, and a probe would only cost (a draft model dearer than its verify saves)."""
+        return any(self.rate(g, perfect=True) > self.rate(0) for g in range(1, self.max_gamma + 1))
 
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of its one row
 
@@ -202,7 +222,12 @@ class GammaController:
         if self.block or self.copies:
             count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
-        if not self.forward_1:  # no plain step timed yet (or timed at 0 s): read V(1) off this one, through the slope
+        if self.curve and self.forward_1:  # the width's point of the curve moves toward what this forward took
+            self.curve[forward_tokens] = blend(
+                self.curve.get(forward_tokens, interpolate(self.curve, forward_tokens, rising=True)),
+                verify_s / self.forward_1 * self.curve[1],
+            )
+        elif not self.forward_1:  # no plain step timed yet (or timed at 0 s): read V(1) off this one, through the slope
             self.forward_1 = verify_s / (1.0 + self.slope * (forward_tokens - 1))
         else:
             self.slope = max(0.0, blend(self.slope, (verify_s / self.forward_1 - 1.0) / (forward_tokens - 1)))

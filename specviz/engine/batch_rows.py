@@ -6,7 +6,7 @@ root and accepted path; a batch also lets the rows that finished leave, and new 
 import torch
 
 from .batched_lm import BatchedLM, Feed
-from .cached_lm import CachedLM
+from .cached_lm import CachedLM, OwnsCaches
 from .static_lm import open_lm
 from .tree import TokenTree, row_after
 
@@ -54,4 +54,10 @@ def open_rows(model: torch.nn.Module, capacity: int, rows: int, keep_hidden: tup
     """The target's cache for `rows` prompts: one row as open_lm makes it (static on a GPU), or a batch."""
     if rows == 1:
         return OneRow(open_lm(model, capacity, keep_hidden=keep_hidden))
-    return ManyRows(BatchedLM(model))
+    return ManyRows(open_batch(model, capacity * rows))
+
+
+def open_batch(model: torch.nn.Module, capacity: int = 0):
+    """A packed cache of several rows of `model` (a model of another runtime opens its own, with room for
+    `capacity` entries of all its rows together; 0: its default)."""
+    return model.open_batch(capacity) if isinstance(model, OwnsCaches) else BatchedLM(model)

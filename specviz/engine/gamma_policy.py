@@ -63,15 +63,21 @@ class FixedGamma:
 
 
 def gamma_policy(
-    settings: Settings, drafting: RowDrafting | None, rows: int, costs: ForwardCosts | None, table: tuple = ()
+    settings: Settings,
+    drafting: RowDrafting | None,
+    rows: int,
+    costs: ForwardCosts | None,
+    table: tuple = (),
+    curve: dict | None = None,
 ) -> GammaPolicy:
     """The policy for a run: the set γ (0 without a drafter), γ by batch size from `table` where one is given, or
     adaptive γ for the drafter its profile describes, priced by the whole batch's step when several rows decode or
-    the caller keeps the forward costs (a sweep's batch of one is priced like its batches)."""
+    the caller keeps the forward costs (a sweep's batch of one is priced like its batches); one row by its own
+    steps, from the target's measured forward `curve` where its runtime measured one."""
     if drafting is None:
         return FixedGamma(0, costs)
     if table or not settings.adaptive:
         return FixedGamma(settings.gamma, costs, table)
     if rows > 1 or costs is not None:
         return BatchGamma.for_drafter(settings.gamma, drafting.profile, costs or ForwardCosts(), rows)
-    return GammaController.for_drafter(settings.gamma, drafting.profile)
+    return GammaController.for_drafter(settings.gamma, drafting.profile, curve)

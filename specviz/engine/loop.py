@@ -95,7 +95,8 @@ def generate_rows(
     clock, admission, n = make_clock(target.device), admission or Admission.together(len(prompts)), len(prompts)
     generators = generators or [new_generator(target.device, settings.seed + r) for r in range(n)]
     lm, limits = _open_rows(target, prompts, settings, drafting)
-    policy, rows = gamma_policy(settings, drafting, n, costs, gamma_table), []  # rows: those decoding, in order
+    policy = gamma_policy(settings, drafting, n, costs, gamma_table, target.forward_curve)
+    rows: list[int] = []  # those decoding, in order
     tokens, index, prefill_s = [list(p) for p in prompts], [0] * n, [0.0] * n  # each row's text, steps, prompt read
     while not (stop is not None and stop.is_set()):
         # 0. Admit: requests that arrived join at this step boundary, their prompts read first (prefill).

@@ -134,6 +134,8 @@ class DrafterProfile:
     stops_early: bool = False  # under adaptive γ it decides its draft's length while drafting, asking keep_drafting
     copies: bool = False  # its drafts are copied spans (a lookup): they hold in runs, so adaptive γ counts them by
     # position
+    position_s: float | None = None  # seconds a drafted position costs as measured for its model before the run
+    # (a draft model's one-token forward); None: adaptive γ learns it from the run
 
 
 class Drafter(Protocol):

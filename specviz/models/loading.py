@@ -26,6 +26,7 @@ class LoadedModel:
     device: torch.device
     # what was loaded for this model (e.g. Medusa heads), keyed by kind and location, kept as long as the model is
     companions: dict = field(default_factory=dict, repr=False, compare=False)
+    runtime = "transformers"  # what computes its forwards (a class attribute: llama.cpp's model says "llama.cpp")
 
     def companion(self, key, load):
         """The companion under `key`, loaded once by `load()` and kept with this model."""
@@ -36,6 +37,18 @@ class LoadedModel:
     @property
     def context_length(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", None) or 2048)
+
+    @property
+    def forward_curve(self) -> dict[int, float] | None:
+        """Seconds of one forward over k tokens by k, where the runtime measured them for this model (None here:
+        transformers' costs are measured by precision, models/kernel_costs.py, and learnt by each run)."""
+        return None
+
+    @torch.inference_mode()
+    def next_logits(self, ids: list[int]) -> torch.Tensor:
+        """[V] logits of the token after `ids`, from one forward over them all."""
+        context = torch.tensor([ids], device=self.device)
+        return self.model(input_ids=context).logits[0, -1]
 
     @property
     def eos_ids(self) -> frozenset[int]:

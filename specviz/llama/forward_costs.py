@@ -1,0 +1,104 @@
+"""What a llama.cpp forward over k tokens costs this CPU, for the model itself: the plain step (k = 1) and the verify
+cost curve (k = 2, 4, 8, 16), measured on the loaded GGUF rather than assumed.
+
+A quantised model's cost is its kernels': in Q4 one token streams a quarter of bfloat16's bytes, which makes plain
+decoding fast, while a forward of several tokens turns compute-bound sooner and its kernels switch (a repacked
+product of four rows or more), so k tokens cost far more than one. The curve is measured once per file, CPU, thread
+count and llama.cpp version after a short text has been read (as a verify runs after a prompt), each width the
+median of REPEATS timings, and kept in the cache folder.
+"""
+
+import json
+import os
+import statistics
+import time
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from ..models.kernel_costs import device_name
+from ..models.offline import cache_root
+from .binding import threads
+
+WIDTHS = (1, 2, 4, 8, 16)  # a plain step, and verifies of γ 1, 3, 7, 15
+REPEATS = 5
+CONTEXT = 64  # tokens read before the timed forwards
+COSTS_FILE = "llama-costs.json"
+METHOD = 1  # how the curve is measured: a kept curve measured otherwise is measured again
+
+
+def _key(path: Path) -> str:
+    stat = path.stat()
+    return (
+        f"method {METHOD}|{device_name(torch.device('cpu'))}|{threads()} threads|llama-cpp-python {_version()}|"
+        f"{path.name}:{stat.st_size}"
+    )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def measure(model, widths=WIDTHS, repeats: int = REPEATS) -> dict[int, float]:
+    """Seconds of one forward over each width, on a context holding CONTEXT tokens: the median of `repeats`."""
+    context = model.take_context(CONTEXT + max(widths) + 1)
+    try:
+        filler = [min(1000 + i, model.vocab - 1) for i in range(CONTEXT)]
+        context.forward(filler, range(CONTEXT), [(0,)] * CONTEXT, [False] * (CONTEXT - 1) + [True])
+        seconds = {}
+        for width in widths:
+            timings = []
+            for _ in range(repeats + 1):  # the first warms the kernels for this width
+                context.remove(0, CONTEXT, -1)
+                began = time.perf_counter()
+                context.forward(filler[:width], range(CONTEXT, CONTEXT + width), [(0,)] * width, [True] * width)
+                timings.append(time.perf_counter() - began)
+            seconds[width] = statistics.median(timings[1:])
+        return seconds
+    finally:
+        model.give_context(context)
+
+
+def _known(folder: Path | None) -> tuple[Path, dict]:
+    path = Path(folder or cache_root()) / COSTS_FILE
+    try:
+        return path, json.loads(path.read_text())
+    except (OSError, ValueError):
+        return path, {}
+
+
+def kept_curve(gguf: Path, folder: Path | None = None) -> tuple[dict[int, float], str] | None:
+    """The curve measured before for this file on this CPU, and llama.cpp's words for the model; None if never."""
+    entry = _known(folder)[1].get(_key(gguf))
+    if not isinstance(entry, dict) or "curve" not in entry:
+        return None
+    return {int(w): float(s) for w, s in entry["curve"].items()}, str(entry.get("describe", ""))
+
+
+def forward_curve(model, report=lambda _: None, folder: Path | None = None) -> dict[int, float]:
+    """The model's cost curve on this CPU: kept from an earlier measurement, else measured now (a few seconds, said
+    through `report`) and kept."""
+    kept = kept_curve(model.path, folder)
+    if kept is not None:
+        return kept[0]
+    report(f"measuring llama.cpp's forward of {', '.join(map(str, WIDTHS))} tokens for {model.path.name}, once")
+    curve = measure(model)
+    path, known = _known(folder)
+    known[_key(model.path)] = {"curve": {str(w): s for w, s in curve.items()}, "describe": model.describe()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(known, indent=1))
+        scratch.replace(path)
+    except OSError:  # a read-only cache: measured again next time
+        pass
+    return curve
+
+
+def in_forwards(curve: dict[int, float]) -> dict[int, float]:
+    """The curve in one-token forwards: V(k) / V(1)."""
+    return {w: s / curve[1] for w, s in curve.items()}
