@@ -57,6 +57,7 @@ class RunModels:
     draft_precision: str = ""  # "" where the draft has the target's, or there is no draft
     device: str = ""
     exact: str = ""  # EXACT_ON, or why exact mode did not hold (filled in once the target has run)
+    runtime: str = ""  # what computed the models: transformers, llama.cpp ("": a trace from before it was said)
 
     @staticmethod
     def from_json(data: dict) -> "RunModels":

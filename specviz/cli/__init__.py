@@ -17,6 +17,7 @@ from ..events import summarize
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
 from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
+from ..models.runtime_choice import check_run
 from ..render.concurrency_page import concurrency_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..render.traffic_page import traffic_snapshot_html
@@ -227,6 +228,11 @@ def _print_json(duel, production=None) -> None:
     }
     if duel.pair.choice is not None:  # --dtype auto: what the device's measured costs chose, and why
         result["precision"] = duel.pair.choice.as_dict()
+    runtime = duel.pair.runtime
+    if runtime is not None:  # which runtime computed it, why, and the prediction it rests on against this run
+        result["runtime"] = runtime.as_dict()
+        if runtime.plan is not None and events:
+            result["runtime"]["check"] = check_run(runtime.plan, events).as_dict()
     if production is not None:  # the same drafter in transformers, vLLM and SGLang
         result["production"] = production.to_json()
     print(json.dumps({**result, **({"diagnosis": asdict(found)} if found else {})}))
@@ -259,6 +265,9 @@ def _print_summary(duel, shown: str) -> None:
     found = diagnose(duel.plain_events, events) if duel.plain_events else None
     if found:
         print(f"why: {found.line()}", file=sys.stderr)
+    runtime = duel.pair.runtime
+    if runtime is not None and runtime.plan is not None and events:
+        print(f"runtime: {runtime.reason}; {check_run(runtime.plan, events).line()}", file=sys.stderr)
 
 
 def cmd_snapshot(args) -> int:

@@ -5,12 +5,14 @@ an option meets its drafter; and what the parsed flags mean (the run's settings,
 import argparse
 import os
 import sys
+from dataclasses import replace
 
 from .. import reading as read
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
-from ..runs import Pair, choose_precision, open_draft, open_target
+from ..models.runtime_choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
+from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
 from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
@@ -19,9 +21,19 @@ from ..workload.entrants import EntryRules, lane_entrants
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
 
+class Named(argparse.Action):
+    """Stores the value and notes that it was named on the command line (`<dest>_named`), not taken from a default
+    or the environment."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_named", True)
+
+
 def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, auto: bool = False) -> None:
     p.add_argument(
         "--dtype",
+        action=Named,
         default=(os.environ.get("SPECVIZ_DTYPE") or AUTO) if auto else "bfloat16",
         choices=[AUTO, *PRECISIONS] if auto else list(PRECISIONS),
         help=(
@@ -36,12 +48,22 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, 
     )
     p.add_argument(
         "--draft-dtype",
+        action=Named,
         choices=None if several_drafts else list(PRECISIONS),
         help="the draft model's precision (default, as for every command: int8 on a CPU, where it measured "
         "fastest, else --dtype); an int8 draft costs less per token, and the target alone still decides the output"
         + ("; several, comma-separated, run the draft model at each" if several_drafts else ""),
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument(
+        "--runtime",
+        default=os.environ.get("SPECVIZ_RUNTIME") or AUTO,
+        choices=[AUTO, *RUNTIMES],
+        help="what computes the models (default: $SPECVIZ_RUNTIME, else auto): transformers (full precision or int8, "
+        "any device) or llama.cpp (the GGUF's own quantisation, a CPU: the engine laptops run); auto measures both "
+        "on this device where both can run the pair, and takes the faster; a --dtype other than auto means "
+        "transformers",
+    )
 
 
 def add_exact_option(p: argparse.ArgumentParser) -> None:
@@ -165,18 +187,50 @@ def draft_dtype(args, device) -> str:
 
 
 def open_models(args, with_draft: bool):
-    """The pair the flags name (runs.Pair): the target in exact mode as --exact asks, where it holds, and, with
-    `with_draft`, the draft model at its precision (--draft-dtype, else the fastest on the target's device)."""
+    """The pair the flags name (runs.Pair): on the runtime --runtime names or auto measured fastest, the target in
+    exact mode as --exact asks, where it holds, and, with `with_draft`, the draft model at its precision
+    (--draft-dtype, else the fastest on the target's device)."""
 
-    choice = None
+    say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    draft = args.draft if with_draft else ""
+    runtime = runtime_for(args, draft, say)
+    if runtime.runtime == LLAMA_CPP:
+        return open_llama_models(args, draft, runtime, say)
+    choice = runtime.precision
     if args.dtype == AUTO:  # measured (or read back) before any weights are read; the flags then name what it chose
-        say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
-        choice = choose_precision(args.target, args.draft if with_draft else "", args.device, say)
+        choice = choice or choose_precision(args.target, draft, args.device, say)
         args.dtype = choice.dtype
     target = open_target(args.target, args.dtype, args.device)
     draft = open_draft(target, args.draft, draft_dtype(args, target.device), args.device) if with_draft else None
-    pair = Pair(target, draft, choice=choice)
+    pair = Pair(target, draft, choice=choice, runtime=runtime)
     pair.choose_exact(exact_wanted(args, choice))
+    return pair
+
+
+def runtime_for(args, draft: str, say):
+    """The runtime the flags ask for: --runtime as named; auto measures both, unless --dtype names a precision (which
+    only transformers has) or --draft-dtype does."""
+    asked = getattr(args, "runtime", TRANSFORMERS)
+    named_dtype = getattr(args, "dtype_named", False) and args.dtype != AUTO
+    precise = named_dtype or bool(getattr(args, "draft_dtype", None))
+    if asked == LLAMA_CPP and precise:
+        raise InvalidRequest(
+            "--dtype and --draft-dtype name transformers' precisions; --runtime llama.cpp runs each GGUF's own "
+            "quantisation (leave them out, or --runtime transformers)"
+        )
+    if asked == AUTO and precise:
+        return named(TRANSFORMERS, f"transformers: --dtype {args.dtype} names one of its precisions")
+    return choose_runtime(args.target, draft, args.device, asked, say)
+
+
+def open_llama_models(args, draft: str, runtime, say):
+    """The pair on llama.cpp: each model's GGUF, its forward measured once; exact mode does not hold there."""
+    target = open_gguf(args.target, report=say)
+    pair = Pair(target, open_draft(target, draft, "", args.device) if draft else None)
+    pair.runtime = runtime if runtime.plans else replace(runtime, plans={LLAMA_CPP: llama_plan_of(pair)})
+    if getattr(args, "exact", None):
+        raise InvalidRequest("--exact: llama.cpp has no exact mode (its multi-token kernels round otherwise)")
+    pair.choose_exact(False)
     return pair
 
 
@@ -190,14 +244,18 @@ def run_models(args, pair):
     """The run's models as the flags named them (`pair`, the loaded runs.Pair, for its device and precision)."""
 
     target, with_draft = pair.target, pair.draft is not None
+    llama = target.runtime == LLAMA_CPP
     return RunModels(
         target=args.target,
         draft=(args.draft or "") if with_draft else "",
         pair=f"{args.target} ← {args.draft}" if with_draft else args.target,
-        precision=args.dtype,
-        draft_precision=draft_dtype(args, target.device) if with_draft else "",
+        precision=f"GGUF {target.model.describe()}" if llama else args.dtype,
+        draft_precision=(f"GGUF {pair.draft.model.describe()}" if llama else draft_dtype(args, target.device))
+        if with_draft
+        else "",
         device=target.device.type,
         exact=pair.exact,
+        runtime=target.runtime,
     )
 
 

@@ -16,6 +16,7 @@ path is exact by construction (integer products: quantize.RowInt8Linear).
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -64,6 +65,8 @@ class PrecisionChoice:
     reason: str
     plans: dict = field(default_factory=dict, compare=False)  # path → PathPlan
     device: str = ""
+    draft_s: float = 0.0  # seconds per drafted token the choice priced (the draft model's, int8)
+    table: CostTable | None = field(default=None, compare=False, repr=False)  # the costs it was chosen from
 
     def as_dict(self) -> dict:
         return {
@@ -89,7 +92,8 @@ def choose(table: CostTable, draft_cost: float, alpha: float = PRIOR_ALPHA) -> P
         chosen = quantised
     else:
         chosen = best_full
-    return PrecisionChoice(chosen.path, chosen.exact, chosen.gamma, _reason(table, chosen, plans), plans, table.device)
+    reason = _reason(table, chosen, plans)
+    return PrecisionChoice(chosen.path, chosen.exact, chosen.gamma, reason, plans, table.device, draft_cost, table)
 
 
 def _reason(table: CostTable, chosen: PathPlan, plans: dict) -> str:
@@ -125,6 +129,9 @@ def for_pair(target_source: str, draft_source: str, where: torch.device, local_o
     from .offline import cache_root
 
     def shape_of(source: str) -> Shape:
+        if source.endswith(".gguf"):  # an offline preset not yet converted: its config read from the GGUF
+            path = Path(source)
+            return Shape.of(AutoConfig.from_pretrained(path.parent, gguf_file=path.name))
         return Shape.of(AutoConfig.from_pretrained(source, local_files_only=local_only))
 
     try:
