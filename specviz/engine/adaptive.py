@@ -124,7 +124,11 @@ class GammaController:
 
     def could_pay(self) -> bool:
         """Whether drafts that all held would beat a plain step at some γ: if not, no acceptance the run could
-        measure would change the choice, and a probe would only cost (a draft model dearer than its verify saves)."""
+        measure would change the choice, and a probe would only cost (a draft model dearer than its verify saves).
+        Asked only of costs measured on the device before the run (a curve): costs learnt from a run's first few
+        timings are too rough a ground to stop looking for good."""
+        if self.curve is None:
+            return True
         return any(self.rate(g, perfect=True) > self.rate(0) for g in range(1, self.max_gamma + 1))
 
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of its one row
