@@ -13,7 +13,7 @@ from test_cli import run_cli
 from tiny import PAIR_WORDS, tiny_llama, word_tokenizer
 
 from specviz.drafters.registry import kind, kinds
-from specviz.render.handoff_block import production_block
+from specviz.render.handoff_block import production_block, shared_notes
 from specviz.render.snapshot import snapshot_html
 from specviz.serving.engine_settings import ENGINES, handoff
 from specviz.serving.handoff import Handoff, Ran, recorded
@@ -50,6 +50,8 @@ def keys_named(h: Handoff) -> set[str]:
             found |= set(re.findall(r"(\w+)=", call))
         elif s.engine == "vLLM" and s.text:
             found |= set(json.loads(s.text[s.text.index("'") + 1 : s.text.rindex("'")]))
+        elif s.engine == "llama.cpp" and s.text:
+            found |= set(re.findall(r"(?:^|\s)(-{1,2}[a-z][\w-]*)", s.text))
         elif s.text:
             found |= set(re.findall(r"(--speculative-[\w-]+)", s.text))
     return found
@@ -165,8 +167,10 @@ def test_the_block_says_once_what_every_engine_gives_up_and_copies_a_block_whole
     draft = kind("draft")
     options = draft.parse({"draft_tree": "tree"})
     h = handoff(Ran("draft", ADAPTIVE, options, "Org/Target", "Org/Draft", serving=draft.serving))
-    assert len({s.nearest for s in h.settings}) == 1  # all three engines give up the tree and adaptive γ alike
+    alike = set(shared_notes(h.settings))  # every engine gives up the tree and adaptive γ alike (each says what else)
+    assert {"specviz verifies a tree of candidates in one forward", "this drafts one chain"} <= alike
+    assert "specviz chose γ per step (up to 4) from measured costs" in alike
     page, app = production_block([h]), production_block([h], copy=True)
     assert page.count("specviz chose γ per step") == 1 and "in every engine:" in page
     assert "sv-prod-copy" not in page and "sv-prod-select" in page  # a page without script selects in one click
-    assert app.count('class="sv-prod-copy"') == 3 and "navigator.clipboard.writeText" in app
+    assert app.count('class="sv-prod-copy"') == len(ENGINES) and "navigator.clipboard.writeText" in app

@@ -12,7 +12,7 @@ from ..engine.static_lm import open_lm
 from ..engine.tree import draft_position
 from ..errors import InvalidRequest
 from ..models.vocabulary import check_draft_fits, same_vocabulary
-from ..serving.declaration import PAIR_DRAFT, AssistedGeneration, Serving, SglangAlgorithm, VllmMethod
+from ..serving.declaration import PAIR_DRAFT, AssistedGeneration, LlamaSpecType, Serving, SglangAlgorithm, VllmMethod
 from ..settings import MAX_GAMMA, Settings
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .cross_tokenizer import CrossTokenizerDrafter
@@ -216,8 +216,9 @@ KIND = Recipe(
     build_batch=build_batch,
     serving=Serving(
         transformers=AssistedGeneration(),
-        vllm=VllmMethod("draft_model", weights=PAIR_DRAFT),
+        vllm=VllmMethod("draft_model", weights=PAIR_DRAFT, adaptive_verification=True),
         sglang=SglangAlgorithm("STANDALONE", weights=PAIR_DRAFT),
+        llama_cpp=LlamaSpecType("draft-simple", weights=PAIR_DRAFT),
         tree=lambda o: o.draft_tree != "chain",
     ),
 )

@@ -5,7 +5,7 @@ import random
 from dataclasses import dataclass
 
 from ..events import OUTPUT
-from ..serving.declaration import Serving
+from ..serving.declaration import LlamaSpecType, Serving
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
 from .listing import Listing
 from .ngram import KIND as NGRAM
@@ -91,5 +91,10 @@ KIND = Recipe(
         ),
         vllm=SUFFIX.as_nearest("vLLM has no lookup over a tree of earlier continuations; its nearest is `suffix`"),
         sglang=NGRAM.as_nearest("SGLang's n-gram cache of earlier tokens, not specviz's earlier continuations"),
+        llama_cpp=LlamaSpecType(
+            "ngram-mod",
+            note="ngram-mod keeps one next token per hashed n-gram, shared by every request the server has seen; "
+            "specviz's history keeps earlier runs' whole continuations",
+        ),
     ),
 )

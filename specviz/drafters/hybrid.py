@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..events import HEAD, MODEL  # the origin of a step a model drafted; a lookup's names where it copied
-from ..serving.declaration import Serving
+from ..serving.declaration import PAIR_DRAFT, LlamaSpecType, Serving
 from .contract import BaseDrafter, DrafterProfile, Proposal, Recipe, Verdict
 from .draft_model import KIND as DRAFT_MODEL
 from .draft_model import DraftOptions
@@ -214,5 +214,6 @@ KIND = Recipe(
         sglang=DRAFT_MODEL.as_nearest(
             "SGLang runs one algorithm per server: the draft model alone, without the lookup's copies"
         ),
+        llama_cpp=LlamaSpecType("draft-simple", weights=PAIR_DRAFT, with_lookup=True),
     ),
 )

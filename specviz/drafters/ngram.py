@@ -6,7 +6,7 @@ probabilities: each proposal is a point mass."""
 
 from dataclasses import dataclass
 
-from ..serving.declaration import LookupWindow, PromptLookup, Serving, SglangAlgorithm, VllmMethod
+from ..serving.declaration import LlamaSpecType, LookupWindow, PromptLookup, Serving, SglangAlgorithm, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
 from .listing import FamilyBest, Listing
 from .options import Options, option
@@ -68,5 +68,10 @@ KIND = Recipe(
         transformers=PromptLookup(WINDOW),
         vllm=VllmMethod("ngram", window=WINDOW),
         sglang=SglangAlgorithm("NGRAM", window=WINDOW, block=True),
+        llama_cpp=LlamaSpecType(
+            "ngram-simple",
+            window=WINDOW,
+            note="llama.cpp looks up one n-gram length; specviz copies after the longest match of at least it",
+        ),
     ),
 )

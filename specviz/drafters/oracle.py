@@ -70,5 +70,5 @@ KIND = Recipe(
         menu=False,
         sets_alpha=True,
     ),
-    serving=Serving(transformers=NOT_A_DRAFTER, vllm=NOT_A_DRAFTER, sglang=NOT_A_DRAFTER),
+    serving=Serving(transformers=NOT_A_DRAFTER, vllm=NOT_A_DRAFTER, sglang=NOT_A_DRAFTER, llama_cpp=NOT_A_DRAFTER),
 )

@@ -7,7 +7,7 @@ candidate is a point mass."""
 
 from dataclasses import dataclass
 
-from ..serving.declaration import CacheLimits, Serving, VllmMethod
+from ..serving.declaration import CacheLimits, LlamaSpecType, Serving, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe, Verdict
 from .listing import FamilyBest, Listing
 from .ngram import KIND as NGRAM
@@ -113,8 +113,14 @@ KIND = Recipe(
         transformers=NGRAM.as_nearest(
             "prompt lookup copies from this request only, one chain: no tree, no earlier requests"
         ),
-        vllm=VllmMethod("suffix", cache=CacheLimits(lambda o: o.suffix_factor, lambda o: o.suffix_runs)),
+        vllm=VllmMethod(
+            "suffix", cache=CacheLimits(lambda o: o.suffix_factor, lambda o: o.suffix_runs), adaptive_verification=True
+        ),
         sglang=NGRAM.as_nearest("SGLang's n-gram cache (earlier requests' tokens too), not a suffix tree"),
+        llama_cpp=LlamaSpecType(
+            "ngram-mod",
+            note="llama.cpp's nearest: a hash of n-grams shared across requests, one next token each, no suffix tree",
+        ),
         tree=True,
     ),
 )

@@ -10,7 +10,12 @@ from typing import Any
 
 Read = Callable[[Any], Any]  # the kind's own options -> a value
 
-ENGINE_FIELDS = (("transformers", "transformers"), ("vLLM", "vllm"), ("SGLang", "sglang"))  # engine -> Serving field
+ENGINE_FIELDS = (  # engine -> Serving field
+    ("transformers", "transformers"),
+    ("vLLM", "vllm"),
+    ("SGLang", "sglang"),
+    ("llama.cpp", "llama_cpp"),
+)
 
 
 def _never(options) -> bool:
@@ -74,12 +79,15 @@ class PromptLookup:
 
 @dataclass(frozen=True)
 class VllmMethod:
-    """A `method` of vLLM's --speculative-config: what it drafts with, the match it copies after, its cache."""
+    """A `method` of vLLM's --speculative-config: what it drafts with, the match it copies after, its cache, and
+    whether vLLM's adaptive verification (each step's draft sized by its own cost model) serves it."""
 
     method: str
     weights: Weights | None = None
     window: LookupWindow | None = None
     cache: CacheLimits | None = None
+    adaptive_verification: bool = False
+    note: str = ""  # what else the engine offers near it, or gives up, in words
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,19 @@ class SglangAlgorithm:
     weights: Weights | None = None
     window: LookupWindow | None = None
     block: bool = False
+
+
+@dataclass(frozen=True)
+class LlamaSpecType:
+    """A --spec-type of llama.cpp's server: what it drafts with (-md: the pair's draft model, or a head converted to
+    GGUF), the n-gram a lookup matches, and `with_lookup`: a draft model beside ngram-simple, which llama.cpp asks
+    first and falls back from (the hybrid's nearest)."""
+
+    spec_type: str
+    weights: Weights | None = None
+    window: LookupWindow | None = None
+    with_lookup: bool = False
+    note: str = ""  # what else llama.cpp offers near it, or gives up, in words
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,7 @@ class Serving:
     transformers: AssistedGeneration | PromptLookup | Nearest | None = None
     vllm: VllmMethod | Nearest | None = None
     sglang: SglangAlgorithm | Nearest | None = None
+    llama_cpp: LlamaSpecType | Nearest | None = None
     tree: bool | Read = _never
 
     def declared(self, engine: str):

@@ -6,7 +6,7 @@ beside specviz (a tree, adaptive γ) is said here once for all three."""
 from dataclasses import dataclass
 from types import ModuleType
 
-from . import sglang_flags, transformers_script, vllm_setting
+from . import llama_cpp_flags, sglang_flags, transformers_script, vllm_setting
 from .declaration import Nearest, Serving
 from .handoff import EngineSetting, Handoff, Ran
 
@@ -24,6 +24,7 @@ _ENGINES = (
     _Engine("transformers", "python", transformers_script),
     _Engine("vLLM", "json", vllm_setting),
     _Engine("SGLang", "flags", sglang_flags),
+    _Engine("llama.cpp", "flags", llama_cpp_flags),
 )
 ENGINES = tuple(e.name for e in _ENGINES)
 
@@ -39,7 +40,7 @@ def _setting(engine: _Engine, ran: Ran) -> EngineSetting:
         return EngineSetting(engine.name, engine.kind, "", no_equivalent(engine.name, ran.drafter))
     if isinstance(declared, Nearest):
         return _nearest(engine, ran, declared)
-    notes = [_tree(ran), engine.writer.gives_up(declared, ran.options), _adaptive(ran)]
+    notes = [_tree(ran), engine.writer.gives_up(declared, ran.options), _adaptive(ran, declared)]
     return EngineSetting(engine.name, engine.kind, engine.writer.write(ran, declared, True), _joined(notes))
 
 
@@ -53,7 +54,7 @@ def _nearest(engine: _Engine, ran: Ran, nearest: Nearest) -> EngineSetting:
     if way is None or isinstance(way, Nearest):
         return EngineSetting(engine.name, engine.kind, "", nearest.gives_up)
     text = engine.writer.write(ran, way, False)
-    return EngineSetting(engine.name, engine.kind, text, _joined([nearest.gives_up, _adaptive(ran)]))
+    return EngineSetting(engine.name, engine.kind, text, _joined([nearest.gives_up, _adaptive(ran, way)]))
 
 
 def no_equivalent(engine: str, drafter: str) -> str:
@@ -84,8 +85,17 @@ def _tree(ran: Ran) -> str:
     )
 
 
-def _adaptive(ran: Ran) -> str:
-    return f"specviz chose γ per step (up to {ran.settings.gamma}) from measured costs" if ran.settings.adaptive else ""
+def _adaptive(ran: Ran, way=None) -> str:
+    """What the engine makes of specviz's adaptive γ: vLLM's adaptive verification prices each step too (where it
+    serves the method); llama.cpp stops a model's draft at its own confidence; the others draft γ every step."""
+    if not ran.settings.adaptive:
+        return ""
+    chose = f"specviz chose γ per step (up to {ran.settings.gamma}) from measured costs"
+    if getattr(way, "adaptive_verification", False):
+        return chose + "; vLLM's adaptive verification sizes each step's draft from its own profiled costs"
+    if getattr(way, "spec_type", None) and getattr(way, "weights", None) is not None:
+        return chose + f"; llama.cpp stops a draft where its own probability falls below {llama_cpp_flags.P_MIN}"
+    return chose
 
 
 def _joined(notes) -> str:

@@ -16,7 +16,7 @@ def write(ran: Ran, way, own: bool) -> str:
 
 
 def gives_up(way, options) -> str:
-    return ""
+    return getattr(way, "note", "")
 
 
 def in_vllm(serving: Serving) -> bool:
@@ -39,6 +39,8 @@ def speculative_config(ran: Ran, way: VllmMethod, own: bool) -> dict:
     if way.cache is not None and options is not None:  # else vLLM's defaults
         config["suffix_decoding_max_spec_factor"] = float(way.cache.spec_factor(options))
         config["suffix_decoding_max_cached_requests"] = way.cache.cached_requests(options)
+    if ran.settings.adaptive and way.adaptive_verification and not ran.per_batch_size:  # priced per step, as specviz
+        config["enable_adaptive_verification"] = True
     if own and ran.per_batch_size:  # vLLM drafts the most of the table's lengths; each range gets its own
         config["num_speculative_tokens"] = max(1, max(k for *_, k in ran.per_batch_size))
         config["num_speculative_tokens_per_batch_size"] = [list(r) for r in ran.per_batch_size]

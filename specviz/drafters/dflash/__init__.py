@@ -5,7 +5,7 @@ target's own continuations."""
 
 from dataclasses import dataclass
 
-from ...serving.declaration import Nearest, Serving, SglangAlgorithm, Weights
+from ...serving.declaration import LlamaSpecType, Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
@@ -65,6 +65,13 @@ def _build(options: DFlashOptions, ctx):
     return DFlashDrafter(draft, options.dflash_tree, options.dflash_nodes)
 
 
+# What the field added since, beside DFlash in the engines that have both: the same block drafting, each position's
+# logits biased by a low-rank term on the token before it.
+DSPARK = (
+    "also there: DSpark (vLLM's dspark, llama.cpp's draft-dspark) drafts a block the same way with a Markov head over "
+    "the previous token, from a DSpark checkpoint for the target"
+)
+
 KIND = Recipe(
     "dflash",
     DFlashOptions,
@@ -83,8 +90,11 @@ KIND = Recipe(
     unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
-        vllm=Nearest("vLLM's documentation names no DFlash method"),
+        vllm=VllmMethod(
+            "dflash", weights=Weights(lambda o: o.dflash, "DFLASH_DRAFT"), adaptive_verification=True, note=DSPARK
+        ),
         sglang=SglangAlgorithm("DFLASH", weights=Weights(lambda o: o.dflash, "DFLASH_DRAFT"), block=True),
+        llama_cpp=LlamaSpecType("draft-dflash", weights=Weights(lambda o: o.dflash, "DFLASH_DRAFT.gguf"), note=DSPARK),
         tree=lambda o: o.dflash_tree != "chain",
     ),
 )

@@ -4,7 +4,7 @@ and specviz's own). specviz/training/eagle.py trains one by self-distillation on
 
 from dataclasses import dataclass
 
-from ...serving.declaration import Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
+from ...serving.declaration import LlamaSpecType, Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
@@ -84,8 +84,14 @@ KIND = Recipe(
     unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
-        vllm=VllmMethod("eagle", weights=HEAD),
+        vllm=VllmMethod("eagle", weights=HEAD, adaptive_verification=True),
         sglang=SglangAlgorithm("EAGLE", weights=HEAD),
+        llama_cpp=LlamaSpecType(
+            "draft-eagle3",
+            weights=Weights(lambda o: o.eagle, "EAGLE3_HEAD.gguf"),
+            note="llama.cpp runs EAGLE-3 heads converted to GGUF (convert_hf_to_gguf.py --target-model-dir); an "
+            "EAGLE-1 or -2 head has no llama.cpp type",
+        ),
         tree=lambda o: o.eagle_tree != "chain",
     ),
 )

@@ -4,7 +4,7 @@ specviz/training/medusa.py trains them by self-distillation."""
 
 from dataclasses import dataclass
 
-from ...serving.declaration import Nearest, Serving, VllmMethod, Weights
+from ...serving.declaration import LlamaSpecType, Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
 from ..listing import Listing
@@ -68,8 +68,17 @@ KIND = Recipe(
     unbatched=READS_HIDDEN,
     serving=Serving(
         transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
-        vllm=VllmMethod("medusa", weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS")),
+        vllm=VllmMethod(
+            "medusa",
+            weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS"),
+            note="also there: mtp, which drafts from a model's own multi-token prediction layers where it has them",
+        ),
         sglang=Nearest("SGLang has no Medusa heads: an EAGLE head trained for the target is its nearest"),
+        llama_cpp=Nearest(
+            "llama.cpp has no Medusa heads; its nearest is draft-mtp, which drafts from a model's own multi-token "
+            "prediction layers where it was trained with them (Medusa's heads are added to a model that was not)",
+            of=Serving(llama_cpp=LlamaSpecType("draft-mtp")),
+        ),
         tree=lambda o: o.medusa_tree != "chain",
     ),
 )
