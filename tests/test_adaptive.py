@@ -33,9 +33,10 @@ def test_a_verify_cost_that_grows_with_k_shortens_the_draft():
 
 def test_when_speculation_cannot_pay_it_decodes_plainly_and_probes():
     controller = settled(0.2, 0.5)  # E(1) = 1.2 tokens for 1.5 forwards: a loss
-    choices = [controller.next_gamma() for _ in range(20)]
+    choices = [controller.next_gamma() for _ in range(60)]
     assert choices[:8] == [0] * 8 and choices[8] == 1  # eight plain steps, then a probe at the best γ > 0
-    assert choices[9:17] == [0] * 8 and choices[17] == 1
+    assert choices[9:25] == [0] * 16 and choices[25] == 1  # the probe did not pay: the next waits twice as long
+    assert choices[26:58] == [0] * 32 and choices[58] == 1
 
 
 def test_observed_steps_move_the_estimates():

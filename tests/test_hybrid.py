@@ -168,3 +168,49 @@ def test_a_step_the_model_drafted_can_be_won_by_the_copy_beside_it(target, token
     assert generated_ids(events) == generated_ids(generate(target, ids, Settings(max_new_tokens=40)))
     won = [e for e in events if e.origin not in (None, MODEL) and e.accepted > 0]
     assert won and all(len(e.candidates) == 3 and e.draft_forwards == 1 for e in won)
+
+
+class DearModel(TwoGuesses):
+    """A model side whose drafted token costs as much as a plain step, as measured before the run; it counts how
+    often it is asked."""
+
+    profile = dataclasses.replace(TwoGuesses.profile, position_s=1.0)
+
+    def __init__(self):
+        self.asked = self.started = 0
+
+    def start(self, prompt_ids, target=None, judges=None):
+        self.started += 1
+
+    def propose(self, tokens, gamma):
+        self.asked += 1
+        return super().propose(tokens, gamma)
+
+
+def test_a_model_side_that_could_never_pay_is_left_out_and_only_the_lookup_drafts():
+    """Where the costs measured before the run say even drafts that all held would lose (a Q4 draft model on a CPU,
+    against llama.cpp's multi-token verify), the hybrid never reads with its model: a probe would only cost."""
+    from specviz.engine.adaptive import GammaController
+    from specviz.engine.step import Judges
+
+    controller = GammaController(8, forward_1=1.0, curve={1: 1.0, 2: 1.6, 4: 2.9, 8: 5.0})
+    assert not controller.pays_at(1.0) and controller.pays_at(0.0)
+    model = DearModel()
+    hybrid = HybridDrafter(SuffixDrafter(), model)
+    hybrid.start([1, 2, 3, 1, 2], judges=controller.judges())
+    assert hybrid.propose([1, 2, 3, 1, 2], 4).candidates[0][:1] == (3,)  # the lookup's copy
+    assert hybrid.propose([1, 2, 3, 1, 2, 3, 9], 4) is None  # nothing to copy: a plain step, not the model's guess
+    assert model.started == model.asked == 0
+    fair = HybridDrafter(SuffixDrafter(), DearModel())  # no measured curve: the judges cannot say, the model drafts
+    fair.start([1, 2, 3], judges=Judges(lambda paths, depth: len(paths)))
+    assert fair.propose([1, 2, 3, 9], 4) is not None and fair.model.asked == 1
+
+
+def test_a_probe_priced_by_a_measured_curve_drafts_the_shortest_draft_that_could_pay():
+    from specviz.engine.adaptive import GammaController
+
+    # a verify of 2 tokens costs 1.6 plain steps; a free lookup whose drafts hardly hold
+    controller = GammaController(8, forward_1=1.0, draft_per_token=0.0, curve={1: 1.0, 2: 1.6, 4: 2.9, 8: 5.0})
+    controller.accepted, controller.tested = 0.2, 2.0
+    choices = [controller.next_gamma() for _ in range(9)]
+    assert choices == [0] * 8 + [1]

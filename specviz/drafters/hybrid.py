@@ -70,10 +70,6 @@ class HybridDrafter(BaseDrafter):
     def max_nodes(self, gamma: int) -> int:
         return max(self.lookup.max_nodes(gamma), self.model.max_nodes(gamma) + gamma * self.branch)
 
-    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
-        self.lookup.start(prompt_ids)  # its drafts are as long as its match: nothing for the judges to size
-        self.model.start(prompt_ids, target, judges)
-
     def rate(self, side) -> float:
         """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
         model, lookup = self.seconds[MODEL].value, self.seconds["lookup"].value
@@ -83,9 +79,26 @@ class HybridDrafter(BaseDrafter):
             seconds = lookup if lookup is not None else 1.0 if model is None else model / MODEL_COST
         return self.tokens[side].value / seconds
 
+    def model_pays(self) -> bool:
+        """Whether the model side could pay here: by costs measured before the run (its one-token forward against
+        the target's verify), none of its drafts might, and then only the lookup drafts (a Q4 draft model on a CPU,
+        where a verify of two tokens costs 1.6 plain steps and the draft 0.6)."""
+        judged = self.judges.could_pay if self.judges is not None else None
+        cost = self.model.profile.position_s
+        return judged is None or cost is None or judged(cost)
+
+    def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
+        self.judges = judges
+        self.lookup.start(prompt_ids)  # its drafts are as long as its match: nothing for the judges to size
+        if self.model_pays():
+            self.model.start(prompt_ids, target, judges)
+
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         self.began = time.perf_counter()
         copied = self.lookup.propose(tokens, gamma)
+        if not self.model_pays():
+            self.chosen = bucket(self.lookup.match) if copied is not None else None
+            return copied
         if copied is not None and self.rate(bucket(self.lookup.match)) >= self.rate(MODEL):
             self.chosen = bucket(self.lookup.match)
             return copied
@@ -121,7 +134,7 @@ class HybridDrafter(BaseDrafter):
         else:
             self.lookup.observe(verdict)
             forget = getattr(self.model, "forget", None)  # a draft model drops the draft it keeps in its cache
-            if forget is not None:
+            if forget is not None and self.model_pays():  # (a model side left out never started)
                 forget()
 
 

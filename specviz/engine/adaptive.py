@@ -6,8 +6,9 @@ and costs γ·d (drafting, d per token) + V(k) (one target forward over k tokens
 We pick γ* = argmax E(γ) / (γ·d + V(1 + n·γ)) over γ = 0..max, where n is how many nodes a step verifies per
 unit of γ (1 for a chain; more for a tree) and γ = 0 is a plain step: 1 token for V(1). Paper: E(γ)/(γc + 1),
 the same with V(k) = V(1). When no γ > 0 beats a plain step, decode plainly and probe again later so α can
-recover. A drafter with its own probabilities (a draft model) is also asked after each token whether one more
-pays (keep_drafting): its probability for the token, calibrated on the run's verdicts, stands in for α there.
+recover: after 8 plain steps, each probe that did not bring drafting back doubling the wait (up to 64). A
+drafter with its own probabilities (a draft model) is also asked after each token whether one more pays
+(keep_drafting): its probability for the token, calibrated on the run's verdicts, stands in for α there.
 A block drafter (DFlash) pays one pass D whatever γ, and its drafts hold less often the further they sit in the
 block: there E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j, with a_j how often position j held when the ones before it did, over
 D + V(1 + γ). A copy (a lookup) is not i.i.d. either: once its first tokens hold, the span it copies usually goes
@@ -18,6 +19,7 @@ Pure Python: every estimate comes from the step timings the engine already measu
 from dataclasses import dataclass, field
 
 from ..analysis.theory import count_positions, expected_tokens_per_step, held_chance, interpolate, tokens_by_position
+from .batch_gamma import LONGEST_PROBE_GAP
 from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
@@ -58,6 +60,8 @@ class GammaController:
     bookkeeping: float | None = None  # b: seconds per step outside drafting and the verify forward
     nodes_per_gamma: float = 1.0
     plain_run: int = 0  # plain steps chosen in a row
+    probe_gap: int | None = None  # plain steps before the next probe: probe_after, doubled by each probe that did not
+    # bring drafting back (up to LONGEST_PROBE_GAP times it), as a batch's adaptive γ waits
     calibration: Calibration = field(default_factory=Calibration)
     stops_early: bool = False  # the drafter asks keep_drafting() after each token: γ is then only the ceiling
     block: bool = False  # the drafter fills a block in one pass: drafting costs block_s whatever γ
@@ -116,11 +120,23 @@ class GammaController:
     def next_gamma(self, rows: list[int] | None = None) -> int:
         """The γ of the next step (`rows`: the batch's, always the one row here)."""
         best = max(range(1, self.max_gamma + 1), key=self.rate)
-        if self.rate(best) > self.rate(0) or (self.plain_run >= self.probe_after and self.could_pay()):
-            self.plain_run = 0
+        gap = self.probe_gap or self.probe_after
+        if self.rate(best) > self.rate(0):
+            self.plain_run, self.probe_gap = 0, self.probe_after  # drafting pays: probes, when due, come as first
             return self.max_gamma if self.stops_early else best
-        self.plain_run = 0 if self.plain_run >= self.probe_after else self.plain_run + 1
+        if self.plain_run >= gap and self.could_pay():  # a probe; the next waits twice as long unless this one pays
+            self.plain_run, self.probe_gap = 0, min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)
+            if self.curve is not None:  # priced by a measured curve: the shortest probe, whoever sizes the draft
+                return self.probe_gamma(best)
+            return self.max_gamma if self.stops_early else best
+        self.plain_run = 0 if self.plain_run >= gap else self.plain_run + 1
         return 0
+
+    def probe_gamma(self, best: int) -> int:
+        """How far a probe priced by a measured curve drafts (where every token verified costs a share of a forward):
+        the shortest draft that could pay at all, so a probe that fails costs least and one that holds still brings
+        drafting back."""
+        return next((g for g in range(1, best + 1) if self.rate(g, perfect=True) > self.rate(0)), best)
 
     def could_pay(self) -> bool:
         """Whether drafts that all held would beat a plain step at some γ: if not, no acceptance the run could
@@ -134,8 +150,16 @@ class GammaController:
     # GammaPolicy (gamma_policy.py): what the decode loop asks, of its one row
 
     def judges(self) -> Judges:
-        """Lent to the drafter: tree_size, and keep_drafting to a drafter that stops early."""
-        return Judges(self.tree_size, self.keep_drafting if self.stops_early else None)
+        """Lent to the drafter: tree_size, keep_drafting to a drafter that stops early, and (priced by a measured
+        curve) whether drafts of a given cost could pay at all."""
+        could_pay = self.pays_at if self.curve is not None else None
+        return Judges(self.tree_size, self.keep_drafting if self.stops_early else None, could_pay)
+
+    def pays_at(self, draft_s: float) -> bool:
+        """Whether drafts costing `draft_s` seconds a token, all held, would beat a plain step at some γ."""
+        return any(
+            (g + 1.0) / (g * draft_s + self.verify_cost(1 + g)) > self.rate(0) for g in range(1, self.max_gamma + 1)
+        )
 
     def next_gammas(self, rows: list[int], behind=None, left=None) -> list[int]:
         """One row's γ; what its drafter reads is inside the draft seconds it measures, and the budget cuts γ."""

@@ -121,6 +121,9 @@ class Judges:
 
     tree_size: TreeSize  # for a drafter that grows a tree: how many of its best nodes to send
     keep_drafting: KeepDrafting | None = None  # only for a drafter that stops_early: one more token, or stop
+    # whether drafted tokens costing this many seconds each could beat a plain step even if all held, by costs
+    # measured on the device before the run (None: none were): a drafter with a dear side may leave it out
+    could_pay: Callable[[float], bool] | None = None
 
 
 @dataclass(frozen=True)
