@@ -18,7 +18,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from specviz.app.ui.examples import FAMILIES, example_kinds  # noqa: E402
 from specviz.bench.plan import load_prompts  # noqa: E402
-from specviz.drafters.registry import kind  # noqa: E402
+from specviz.drafters.registry import NO_DRAFTER, kind, kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
 from specviz.llama.binding import threads  # noqa: E402
 from specviz.llama.gguf_model import locate_gguf  # noqa: E402
@@ -36,7 +35,8 @@ from specviz.models import encode_prompt  # noqa: E402
 from specviz.runs import generate_named, open_draft, open_gguf  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
-LANES = ("draft", "ngram", "suffix", "hybrid")  # specviz's drafters that run on llama.cpp, each at its defaults
+# specviz's drafters that run on llama.cpp with a draft model or none, each at its defaults (heads do not run there)
+LANES = tuple(k.name for k in kinds(menu_only=True) if not k.not_on_llama_cpp)
 
 
 def servers(draft: Path) -> dict[str, list[str]]:
@@ -97,11 +97,11 @@ def serve(tools: Path, target: Path, flags: list[str], texts: list[str], n: int,
         server.wait(30)
 
 
-def bench_plain(tools: Path, target: Path, n: int, threads_: int) -> float:
-    """llama-bench's tg N: plain decoding of N tokens, tokens/s."""
+def bench_plain(tools: Path, target: Path, n: int, threads_: int, depth: int = 0) -> float:
+    """llama-bench's tg N: plain decoding of N tokens after `depth` tokens of context (a prompt's length), tokens/s."""
     out = subprocess.run(
         [str(tools / "llama-bench"), "-m", str(target), "-t", str(threads_), "-p", "0", "-n", str(n), "-r", "1"]
-        + ["-o", "json"],
+        + ["-d", str(depth), "-o", "json"],
         capture_output=True,
         text=True,
         check=True,
@@ -111,23 +111,20 @@ def bench_plain(tools: Path, target: Path, n: int, threads_: int) -> float:
 
 def completion_text(tools: Path, target: Path, text: str, n: int, threads_: int) -> str:
     """llama-completion's greedy continuation of `text` (chat template already applied)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(text)
-    out = subprocess.run(
-        [str(tools / "llama-completion"), "-m", str(target), "-f", f.name, "-n", str(n), "--temp", "0", "-no-cnv"]
-        + ["--no-display-prompt", "-t", str(threads_), "--simple-io", "-s", "0"],
+    out = subprocess.run(  # -p as it is: a prompt file would lose its last line break, --escape its backslashes
+        [str(tools / "llama-completion"), "-m", str(target), "-p", text, "--no-escape", "-n", str(n), "--temp", "0"]
+        + ["-no-cnv", "--no-display-prompt", "-t", str(threads_), "--simple-io", "-s", "0"],
         capture_output=True,
         text=True,
         timeout=600,
     ).stdout
-    Path(f.name).unlink()
-    return out.removesuffix("\n").removesuffix(" [end of text]").rstrip("\n")
+    return out.rstrip().removesuffix("[end of text]").rstrip()  # its end-of-text marker and closing line break
 
 
 def specviz_run(target, draft, ids, drafter: str, n: int) -> dict:
     """specviz on llama.cpp: `drafter` at its defaults (its measured best γ and adaptivity), greedy."""
     options = None
-    if drafter == "none":
+    if drafter == NO_DRAFTER:
         settings = Settings(max_new_tokens=n)
     else:
         listing = kind(drafter).listing
@@ -135,7 +132,7 @@ def specviz_run(target, draft, ids, drafter: str, n: int) -> dict:
             max_new_tokens=n, gamma=listing.prefers("gamma", 4), adaptive=listing.prefers("adaptive", False)
         )
         options = dict(listing.preferred)
-    needs = drafter != "none" and kind(drafter).draft_needed(kind(drafter).parse(options))
+    needs = drafter != NO_DRAFTER and kind(drafter).draft_needed(kind(drafter).parse(options))
     events = list(generate_named(target, ids, settings, drafter, draft if needs else None, options, explain=False))
     m = summarize(events)
     return {
@@ -192,12 +189,15 @@ def main() -> int:
     ids = {k: encode_prompt(target, p) for k, p in prompts}
     texts = {k: target.tokenizer.decode(ids[k]) for k, _ in prompts}
     for k, _ in prompts:  # every prompt's contexts made and its kernels warm before anything is timed
-        specviz_run(target, draft, ids[k], "none", 8)
+        specviz_run(target, draft, ids[k], NO_DRAFTER, 8)
     result = {"cpu": target.model.describe(), "threads": t, "n": n, "bench": [], "specviz": {}, "llama": {}}
+    result["bench_at_depth"] = {}
     for r in range(args.rounds):
         result["bench"].append(bench_plain(args.tools, target_file, n, t))
         for k, _ in prompts:
-            for lane in ("none", *LANES):
+            depth_run = bench_plain(args.tools, target_file, n, t, len(ids[k]))
+            result["bench_at_depth"].setdefault(k, []).append(depth_run)
+            for lane in (NO_DRAFTER, *LANES):
                 run = specviz_run(target, draft, ids[k], lane, n)
                 result["specviz"].setdefault(k, {}).setdefault(lane, []).append(run)
         for name, flags in servers(draft_file).items():
@@ -207,7 +207,7 @@ def main() -> int:
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
     result["completion_equal"] = {
         k: completion_text(args.tools, target_file, texts[k], n, t)
-        == target.tokenizer.decode(result["specviz"][k]["none"][0]["ids"], skip_special_tokens=True).rstrip("\n")
+        == target.tokenizer.decode(result["specviz"][k][NO_DRAFTER][0]["ids"], skip_special_tokens=True).rstrip()
         for k, _ in prompts
     }
     result["curves"] = cost_curves(args.target, target)
@@ -222,22 +222,24 @@ def report(result: dict, examples: dict[str, str]) -> str:
     lines = [
         f"llama-bench tg{result['n']}: {bench:.2f} tok/s (rounds {', '.join(f'{b:.2f}' for b in result['bench'])})",
         "",
-        "| prompt | specviz plain | ÷ llama-bench | = llama-completion | example's drafter | ×plain (α, τ) | best "
+        "| prompt | specviz plain | ÷ llama-bench (at the prompt's depth) | = llama-completion | example's drafter "
+        "| ×plain (α, τ) | best "
         "of specviz's | ×plain | llama.cpp plain (server) | llama.cpp's best | ×its plain (α) | specviz ÷ llama.cpp's "
         "best |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k, lanes in result["specviz"].items():
         speed = {lane: median(r["tok_s"] for r in runs) for lane, runs in lanes.items()}
-        plain, ex = speed["none"], examples.get(k, "draft")
-        ex_runs = lanes.get(ex, lanes["draft"])
+        plain, ex = speed[NO_DRAFTER], examples.get(k, LANES[0])
+        ex_runs = lanes.get(ex, lanes[LANES[0]])
         alpha, tau = median(r["alpha"] for r in ex_runs), median(r["tau"] for r in ex_runs)
         best = max(LANES, key=lambda lane: speed[lane])
         theirs = {name: median(r["tok_s"] for r in runs) for name, runs in result["llama"][k].items()}
         their_best = max((name for name in theirs if name != "plain"), key=lambda name: theirs[name])
         their_alpha = median(r["alpha"] for r in result["llama"][k][their_best])
         lines.append(
-            f"| {k} | {plain:.2f} | {plain / bench:.2f} | {'yes' if result['completion_equal'][k] else 'NO'} | {ex} | "
+            f"| {k} | {plain:.2f} | {plain / bench:.2f} ({plain / median(result['bench_at_depth'][k]):.2f}) | "
+            f"{'yes' if result['completion_equal'][k] else 'NO'} | {ex} | "
             f"{speed[ex] / plain:.2f}× ({_num(alpha)}, {_num(tau)}) | {best} | {speed[best] / plain:.2f}× | "
             f"{theirs['plain']:.2f} | {their_best} | {theirs[their_best] / theirs['plain']:.2f}× ({_num(their_alpha)}) "
             f"| {speed[ex] / theirs[their_best]:.2f} |"

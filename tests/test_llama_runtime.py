@@ -132,3 +132,30 @@ def test_rows_decoded_together_write_what_each_writes_alone(gguf_pair, tokenizer
     for row, event in generate_rows(target, prompts, settings, drafting, generators, admission=admission):
         out[row] += event.tokens
     assert [out[r] for r in range(len(prompts))] == alone
+
+
+def test_a_prompt_is_read_as_llama_cpps_tools_read_it_and_its_last_token_is_not_fed_twice(gguf_pair):
+    """The prompt read whole (its last token too), as llama-completion reads it; the first step then takes that
+    token's logits as read and feeds only what follows: a plain step, a chain and a tree alike."""
+    model = gguf_pair["target"].model
+    whole = model.open_lm(32).extend(torch.tensor(TEXT), last_only=True)
+    for feed in ([], [9, 13], "tree"):
+        lm = model.open_lm(32)
+        lm.read_prompt(TEXT)
+        assert lm.length == len(TEXT) - 1  # the engine's view: every token but the root
+        if feed == "tree":
+            tree = build_tree([(9, 13), (40,)])
+            logits = lm.extend_tree(TEXT[-1], tree)
+            assert torch.equal(logits[0], whole[0]) and logits.shape[0] == 1 + len(tree.tokens)
+            assert near(logits[1 + tree.tokens.index(40)], fresh(model, [*TEXT, 40])[-1])
+            lm.keep(len(TEXT), [tree.tokens.index(40)])
+            assert near(lm.extend(torch.tensor([5]))[0], fresh(model, [*TEXT, 40, 5])[-1])
+            continue
+        logits = lm.extend(torch.tensor([TEXT[-1], *feed]))
+        assert torch.equal(logits[0], whole[0]) and lm.length == len(TEXT) + len(feed)
+        if feed:
+            assert near(logits[-1], fresh(model, [*TEXT, *feed])[-1])
+    lm = model.open_lm(32)
+    lm.read_prompt(TEXT)
+    lm.truncate(3)  # a rollback before the root: the root read with the prompt goes with the rest
+    assert near(lm.extend(torch.tensor(TEXT[3:5]))[-1], fresh(model, TEXT[:5])[-1])

@@ -20,8 +20,7 @@ class OneRow:
 
     def start(self, prompts: list[list[int]], rows: list[int] | None = None) -> None:
         (prompt,) = prompts
-        if len(prompt) > 1:  # the cache holds every token but the last, which each step feeds
-            self.lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+        self.lm.read_prompt(prompt)  # the cache holds every token but the last, which each step feeds
 
     def verify(self, roots: list[int], trees: list[TokenTree]) -> list[torch.Tensor]:
         return [self.lm.extend_tree(roots[0], trees[0])]

@@ -103,6 +103,11 @@ class CachedLM:
         self.length += n
         return out.logits[0]
 
+    def read_prompt(self, prompt: list[int]) -> None:
+        """The prompt into the cache but its last token, which the first step feeds (the root)."""
+        if len(prompt) > 1:
+            self.extend(torch.tensor(prompt[:-1]), last_only=True)
+
     def truncate(self, length: int) -> None:
         """Forget every cached token from `length` on (rollback after a rejection)."""
         assert 0 <= length <= self.length

@@ -142,6 +142,12 @@ class GgufModel:
         self.lib.llama_model_desc(self.handle, out, 128)
         return out.value.decode(errors="replace")
 
+    def entry_bytes(self) -> int:
+        """What one token keeps in a context's cache: keys and values of every layer, float16 (llama.cpp's own)."""
+        lib, m = self.lib, self.handle
+        head = lib.llama_model_n_embd(m) // max(1, lib.llama_model_n_head(m))
+        return 2 * lib.llama_model_n_layer(m) * lib.llama_model_n_head_kv(m) * head * 2
+
     def end_of_text(self) -> frozenset[int]:
         """The ids llama.cpp ends a generation at (its end-of-generation tokens)."""
         return frozenset(t for t in range(self.vocab) if self.lib.llama_vocab_is_eog(self.vocab_handle, t))
@@ -204,11 +210,10 @@ class GgufLoaded(LoadedModel):
         return self.model.forward_curve
 
     def next_logits(self, ids: list[int]) -> torch.Tensor:
-        """[V] logits of the token after `ids` as plain decoding computes them: the text before the last token read,
-        then that token alone."""
+        """[V] logits of the token after `ids` as plain decoding computes them: the text read as llama.cpp reads a
+        prompt."""
         lm = self.model.open_lm(len(ids) + 1)
-        if len(ids) > 1:
-            lm.extend(torch.tensor(ids[:-1]), last_only=True)
+        lm.read_prompt(ids)
         return lm.extend(torch.tensor(ids[-1:]))[0]
 
     @property

@@ -35,18 +35,43 @@ class LlamaLM:
         self.chain = 0  # entries [0, chain) are sequence 0's positions 0..chain-1
         self.rows: list[tuple[int, int]] = []  # entries chain.. : (sequence, position) of each tree row fed since
         self.leaves: list[tuple[int, tuple[int, ...]]] = []  # a pending verify tree: (leaf's sequence, its path)
+        self.root: tuple[int, torch.Tensor] | None = None  # the prompt's last token, read with it: (id, its logits)
         self._free = list(range(MAX_SEQUENCES - 1, MAIN, -1))
 
     def hidden(self, start: int, end: int):
         raise RuntimeUnsupported("llama.cpp does not hand specviz the target's hidden states")
 
     # -- the committed text ------------------------------------------------------------------------------------
+    def read_prompt(self, prompt: list[int]) -> None:
+        """The prompt into the cache as llama.cpp's own tools read it: every token, the last one too, in micro-batches
+        of MICRO_BATCH, keeping the last one's logits. The cache then counts the prompt but its last token (the
+        engine's root, which the first step feeds): that step reads the root's logits kept here and feeds only what
+        follows it, so plain decoding's first token and every later one are llama.cpp's."""
+        if not prompt:
+            return
+        logits = self.extend(torch.tensor(prompt), last_only=True)
+        self.chain = self.length = len(prompt) - 1
+        self.root = (prompt[-1], logits)
+
+    def _after_root(self, ids: list[int]) -> tuple[list[int], torch.Tensor | None]:
+        """`ids` starting with the root read with the prompt: the rest to feed, and the root's logits; else as
+        given."""
+        root, self.root = self.root, None
+        if root is None or not ids or ids[0] != root[0]:
+            if root is not None:  # another token at the root's place: the cell read with the prompt goes
+                self.ctx.remove(MAIN, self.chain, -1)
+            return ids, None
+        self.chain = self.length = self.length + 1
+        return ids[1:], root[1]
+
     def extend(self, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         """Append [n] token ids at positions length..length+n-1; return their [n, V] logits ([1, V] if last_only)."""
         assert not self.rows and not self.leaves, "a step's tree rows are kept or dropped before the text grows"
-        ids = [int(t) for t in ids.reshape(-1).tolist()]
+        ids, kept = self._after_root([int(t) for t in ids.reshape(-1).tolist()])
+        if kept is not None and (last_only or not ids):
+            return kept if not ids else self.extend(torch.tensor(ids), last_only=True)
         self._check_room(len(ids))
-        out = []
+        out = [] if kept is None else [kept.numpy()]
         for start in range(0, len(ids), MICRO_BATCH):  # a long prompt is read a micro-batch at a time
             piece = ids[start : start + MICRO_BATCH]
             last_piece = start + MICRO_BATCH >= len(ids)
@@ -61,6 +86,9 @@ class LlamaLM:
         """Forget every entry from `length` on: a pending verify tree's sequences go whole, a drafter's tree rows from
         `length` on with theirs, then sequence 0's tail."""
         assert 0 <= length <= self.length
+        if self.root is not None:  # the prompt's last token goes too (the cache stops before it)
+            self.root = None
+            self.ctx.remove(MAIN, self.chain, -1)
         for sequence, _ in self.leaves:
             self._release(sequence)
         self.leaves = []
@@ -81,20 +109,23 @@ class LlamaLM:
         if tree.is_chain:
             return self.extend(torch.tensor([root, *tree.tokens]))
         assert not self.rows and not self.leaves
+        ids, kept = self._after_root([root])
         self._check_room(1 + len(tree.tokens))
-        shape, base = tree.shape, self.length
+        shape, base = tree.shape, self.length - (kept is not None)
         leaves = [node for node in range(len(tree.tokens)) if not shape.children(node)]
         if len(leaves) > len(self._free):
             raise InvalidRequest(f"a tree of {len(leaves)} leaves needs more sequences than llama.cpp has")
         sequences = {leaf: self._take() for leaf in leaves}
         below = {node: [] for node in range(len(tree.tokens))}
         for leaf, sequence in sequences.items():
-            self.ctx.share(MAIN, sequence, 0, base)
+            self.ctx.share(MAIN, sequence, 0, base + (kept is not None))  # a root read with the prompt is shared too
             for node in shape.path_to(leaf):
                 below[node].append(sequence)
-        feed = [(root, base, (MAIN, *sequences.values()))]
+        feed = [] if kept is not None else [(root, base, (MAIN, *sequences.values()))]
         feed += [(t, base + d, tuple(below[n])) for n, (t, d) in enumerate(zip(tree.tokens, tree.depths))]
         logits = self._forward(feed)
+        if kept is not None:
+            logits = torch.cat([kept, logits])
         self.leaves = [(sequences[leaf], tuple(shape.path_to(leaf))) for leaf in leaves]
         self.chain, self.length = base + 1, base + 1 + len(tree.tokens)  # the root joined sequence 0
         return logits
