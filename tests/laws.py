@@ -32,7 +32,7 @@ def exact_law(target, prompt: list[int], settings: Settings, horizon: int = 2) -
             law[tuple(prefix)] = prob
             return
         with torch.no_grad():
-            logits = target.model(torch.tensor([prompt + prefix])).logits[0, -1:]
+            logits = target.next_logits(prompt + prefix)[None]  # whatever runtime computes the target
         for token, p in enumerate(probabilities(logits, settings)[0].tolist()):
             if p > 0:
                 walk(prefix + [token], prob * p)
