@@ -78,22 +78,19 @@ def _leaves_see_no_prefix(original):
     return extend_tree
 
 
-def _path_from_the_first_leaf(original):
-    def keep(self, committed, nodes):
+def _path_from_the_last_leaf(original):
+    def keep(self, committed, nodes):  # the accepted positions' cells read from the last leaf, whatever it holds
         if self.leaves and nodes:
-            first = self.leaves[0][0]
-            self.leaves = [(first, tuple(nodes))] + [leaf for leaf in self.leaves if leaf[0] != first]
+            last = self.leaves[-1][0]
+            self.leaves = [(last, tuple(nodes))] + [leaf for leaf in self.leaves if leaf[0] != last]
         return original(self, committed, nodes)
 
     return keep
 
 
 MUTANTS = {  # each computes every position, and a law it moves, without llama.cpp noticing
-    "a verify tree's leaves do not hold the prefix": lambda mp: mp.setattr(
-        LlamaLM, "extend_tree", _leaves_see_no_prefix(LlamaLM.extend_tree)
-    ),
-    "the accepted path is taken from the first leaf's cells": lambda mp: mp.setattr(
-        LlamaLM, "keep", _path_from_the_first_leaf(LlamaLM.keep)
+    "the accepted path is taken from the last leaf's cells": lambda mp: mp.setattr(
+        LlamaLM, "keep", _path_from_the_last_leaf(LlamaLM.keep)
     ),
 }
 
@@ -104,27 +101,37 @@ def test_each_silent_cache_mutant_of_the_runtime_fails_the_same_test(on_llama, d
     assert several_steps(on_llama, draws, "tree", refuse_below=REFUSED) < REFUSED
 
 
-def test_a_stale_cache_entry_is_refused_by_llama_cpp_not_passed_silently(on_llama, draws, monkeypatch):
-    """A rollback that leaves the first rejected entry behind (the transformers runtime's mutant): llama.cpp requires
-    each sequence's positions to stay consecutive, so the next forward fails loudly instead of reading it."""
-    original = LlamaLM.truncate
-
-    def short(self, length):
-        if length + 1 < self.length:  # the cell at `length` stays in sequence 0; the count says it went
+def _short_rollback(original):
+    def truncate(self, length):  # the cell at `length` stays in sequence 0; the count says it went
+        if length + 1 < self.length:
             original(self, length + 1)
             self.chain = self.length = length
         else:
             original(self, length)
 
-    monkeypatch.setattr(LlamaLM, "truncate", short)
+    return truncate
+
+
+REFUSED_LOUDLY = {  # the transformers runtime's silent kind of bug: llama.cpp's own checks stop it
+    "a rollback leaves the first rejected entry": ("chain", lambda mp: mp.setattr(
+        LlamaLM, "truncate", _short_rollback(LlamaLM.truncate))),
+    "a verify tree's leaves do not hold the prefix": ("tree", lambda mp: mp.setattr(
+        LlamaLM, "extend_tree", _leaves_see_no_prefix(LlamaLM.extend_tree))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mutant", list(REFUSED_LOUDLY))
+def test_a_stale_or_missing_cache_entry_is_refused_not_passed_silently(on_llama, draws, monkeypatch, mutant):
+    """llama.cpp requires each sequence's positions to stay consecutive and the sequences one token joins to hold the
+    same positions, so a stale entry or a leaf without its prefix fails the next forward loudly instead of being
+    read."""
+    which, apply = REFUSED_LOUDLY[mutant]
+    apply(monkeypatch)
     target, draft, tok = on_llama["sensitive"]
     prompt = tok.encode("a b c d")
     with pytest.raises(RuntimeError, match="refused"):
         for seed in range(200):
             settings = Settings(**{**SEVERAL.__dict__, "seed": seed, "max_new_tokens": 12})
             generator = new_generator(target.device, seed)
-            list(
-                generate(
-                    target, prompt, settings, build_drafter("draft", settings, generator, target, draft), generator
-                )
-            )
+            made = build_drafter("draft", settings, generator, target, draft) if which == "chain" else None
+            list(generate(target, prompt, settings, made or SiblingsDrafter(tok), generator))
