@@ -62,6 +62,13 @@ def parse_args(argv=None):
         help="the precision loaded first (default: auto on a CPU, measured on this device once; bfloat16 on a GPU); "
         "under ZeroGPU the only one",
     )
+    p.add_argument(
+        "--runtime",
+        default=env("SPECVIZ_RUNTIME", "auto"),
+        choices=["auto", "transformers", "llama.cpp"],
+        help="what computes the models first (default: auto, measured on this device: llama.cpp or transformers on a "
+        "CPU where both run the pair; transformers on a GPU); the sidebar offers the others",
+    )
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
     p.add_argument(
@@ -121,7 +128,10 @@ def build(args):
     dtypes = ["bfloat16", "float32"] if gpu else ["auto", "bfloat16", "float32", "int8"]
     if args.dtype in dtypes:
         dtypes.insert(0, dtypes.pop(dtypes.index(args.dtype)))
-    print(f"specviz: {describe(device, dtypes[0])}", file=sys.stderr, flush=True)
+    runtimes = ["transformers"] if gpu else ["auto", "llama.cpp", "transformers"]
+    if args.runtime in runtimes:
+        runtimes.insert(0, runtimes.pop(runtimes.index(args.runtime)))
+    print(f"specviz: {describe(device, dtypes[0])}; runtime {runtimes[0]}", file=sys.stderr, flush=True)
     shelf = ModelShelf(pairs, args.device, added_pairs(os.environ))
     # The draft precision a race starts with: the one measured fastest here (int8 on a CPU), else the target's. A
     # ZeroGPU Space serves one pair at one precision, pinned below.
@@ -139,12 +149,18 @@ def build(args):
         )
     elif not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
         threading.Thread(
-            target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision), daemon=True
+            target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision, runtimes[0]), daemon=True
         ).start()
     backend = Backend(shelf, device_calls(shelf), cluster=args.cluster)
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
     return build_app(
-        backend, [p.label for p in pairs], kinds(menu_only=True), dtypes, 256 if gpu else 64, draft_precision or "same"
+        backend,
+        [p.label for p in pairs],
+        kinds(menu_only=True),
+        dtypes,
+        256 if gpu else 64,
+        draft_precision or "same",
+        tuple(runtimes),
     )
 
 
@@ -163,9 +179,9 @@ def _say(line):
     print(f"specviz: {line}", file=sys.stderr, flush=True)
 
 
-def _preload(shelf, label, dtype, gpu, draft_dtype=""):
+def _preload(shelf, label, dtype, gpu, draft_dtype="", runtime="transformers"):
     try:
-        shelf.get(label, dtype, report=_say, draft_dtype=draft_dtype)
+        shelf.get(label, dtype, report=_say, draft_dtype=draft_dtype, runtime=runtime)
         if gpu:  # CUDA's start-up (context, kernels, allocator) is paid here, not by the first visitor's plain side
             began = time.perf_counter()
             warm_up(shelf, label, dtype)

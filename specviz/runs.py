@@ -168,6 +168,17 @@ def llama_plan_of(pair: "Pair"):
     return plan_from(LLAMA_CPP, f"GGUF {pair.target.model.describe()}", pair.target.forward_curve, draft_s)
 
 
+def runtime_line(pair: "Pair", events=()) -> str:
+    """Which runtime computed the pair and why, and (after a run) the prediction it rests on against the run."""
+    from .models.runtime_choice import check_run
+
+    chosen = pair.runtime
+    if chosen is None:
+        return ""
+    checked = f"; {check_run(chosen.plan, events).line()}" if chosen.plan is not None and events else ""
+    return chosen.reason + checked
+
+
 def open_gguf(name: str, tokenizer=None, report=lambda _: None) -> LoadedModel:
     """A model for the llama.cpp runtime: its GGUF loaded by llama.cpp, its forward's cost measured (once)."""
     from .llama.gguf_model import load_gguf
@@ -328,13 +339,22 @@ class LaneRun:
     options: Options | None
     remembers: bool = False  # drafts from the visitor's earlier runs (each lane from its own copy)
     table: tuple = ()  # under load, γ by the batch's size: [first, last, γ] ranges (vLLM's table); (): settings' γ
+    runtime: str = ""  # where a race compares runtimes, the one it runs on ("": the race's own)
 
 
 def lane_runs(entrants) -> list[LaneRun]:
     """The lanes that can run, of a Grand Prix's, sweep's or traffic run's entrants (workload/entrants.lane_entrants),
     in the order asked, as they run."""
     return [
-        LaneRun(e.name, e.drafter, e.settings, e.options, kind(e.drafter).remembers, e.table)
+        LaneRun(
+            e.name,
+            NO_DRAFTER if e.drafter == PLAIN else e.drafter,  # another runtime's plain lane, in a runtime race
+            e.settings,
+            e.options,
+            e.drafter != PLAIN and kind(e.drafter).remembers,
+            e.table,
+            e.runtime,
+        )
         for e in entrants
         if e.settings
     ]

@@ -13,9 +13,11 @@ from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest
 from ..events import PLAIN
+from ..llama.forward_costs import in_forwards
 from ..models import encode_prompt
+from ..models.runtime_choice import LLAMA_CPP, TRANSFORMERS
 from ..record import TextTable, TokenTexts, make_trace
-from ..runs import lane_runs
+from ..runs import lane_runs, runtime_line
 from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
@@ -23,7 +25,7 @@ from ..views.grand_prix import GrandPrixView, starting_grid
 from ..views.race import SPEC, Lane, RaceView
 from ..views.sweep import SweepView
 from ..workload.cluster import run_on_cluster
-from ..workload.entrants import drafter_names, entrants, lane_entrants, lane_of, setting_words
+from ..workload.entrants import across_runtimes, drafter_names, entrants, lane_entrants, lane_of, setting_words
 from ..workload.job import prepare
 from ..workload.prompts import GPU_LIMITS, check_workload, limits_for
 from ..workload.run import run_workload, side_runner
@@ -60,7 +62,7 @@ class Backend(UnderLoad):
 
     def _load(self, asked: Request) -> Iterator[str]:
         """The pair at the precisions asked for (the draft's: the target's unless the request named another)."""
-        return self.shelf.load(asked.pair, asked.dtype, draft_dtype=asked.draft_dtype)
+        return self.shelf.load(asked.pair, asked.dtype, draft_dtype=asked.draft_dtype, runtime=asked.runtime)
 
     def race(self, values: Mapping, stopped: Stopped = lambda: False, session: str = "") -> Iterator[RaceView]:
         """Views while loading, then after every decoding step of either side; the last one is final. The
@@ -81,6 +83,7 @@ class Backend(UnderLoad):
                 lossy=settings.lossy,
                 production=race_production(asked, pair, self.swept.of(session, asked.pair)),
                 precision=pair.choice.reason if pair.choice else "",
+                runtime=runtime_line(pair),
             )
             began, call = time.perf_counter(), self.calls.race(asked, None if memory is None else memory.copy())
             prompt_ids, end = yield from _relay(call, view, texts, pair, (began, stopped), view.hear)
@@ -92,6 +95,7 @@ class Backend(UnderLoad):
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 self.memories.remember(session, prompt_ids, view.spec.tokens)
         view.finished, view.wall_s = True, time.perf_counter() - began
+        view.runtime = runtime_line(pair, view.spec.events)
         sides = [Side(PLAIN, "", view.plain.events), Side(asked.drafter, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
             kind="race",
@@ -168,24 +172,36 @@ class Backend(UnderLoad):
         best: bool = True,
         stopped: Stopped = lambda: False,
         session: str = "",
+        both_runtimes: bool = False,
     ) -> Iterator[GrandPrixView]:
         """Plain decoding and every lane (default: every drafter the app offers; `best`: each at its measured best γ,
         else at the request's) racing on one prompt in one device call, by the race's rule; a view after every step
         of any lane, the last one final. A lane that cannot run with this pair gets its reason and never holds the
         race. Each lane that copies from earlier runs drafts from the session's runs as they were; the race adds
-        none."""
+        none. `both_runtimes`: every lane also on the other runtime (transformers or llama.cpp), beside its own plain
+        decoding, the pair loaded there too."""
         asked = read_request({**values, "drafter": NO_DRAFTER}, self.shelf, session)
         settings = asked.settings
         view, chosen, runs = self._grid(asked, lanes, best)
-        with self.line.on_device(session, 1 + len(runs), f"Grand Prix of {1 + len(runs)} lanes"):
+        with self.line.on_device(
+            session, (1 + len(runs)) * (1 + both_runtimes), f"Grand Prix of {1 + len(runs)} lanes"
+        ):
             for line in self._load(asked):
                 view.message = line
                 yield view
-            pair, view.text_of = self.shelf.current(), TextTable()
+            pair, others = self.shelf.current(), ()
+            if both_runtimes:
+                others = (TRANSFORMERS if pair.target.runtime == LLAMA_CPP else LLAMA_CPP,)
+                for line in self.shelf.beside(others[0]):
+                    view.message = line
+                    yield view
+                view, chosen, runs = self._grid(asked, lanes, best, others)
+                view.curves = {p.target.runtime: in_forwards(p.target.forward_curve) for p in self._pairs(others)}
+            view.runtime, view.text_of = pair.target.runtime, TextTable()
             swept = self.swept.of(session, asked.pair)
             view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, swept, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
-            began, call = time.perf_counter(), self.calls.grand_prix(asked, runs, memory)
+            began, call = time.perf_counter(), self.calls.grand_prix(asked, runs, memory, others)
             prompt_ids, end = yield from _relay(call, view, view.text_of, pair, (began, stopped), view.hear)
             view.stopped = bool(view.running())
             if end is None and settings.greedy:  # stopped before the device compared the lanes with plain
@@ -205,15 +221,30 @@ class Backend(UnderLoad):
             wall_s=view.wall_s,
             stopped=view.stopped,
             made_with="the app",
-            extra={**view.record(), **recording(view.production)},
+            extra={
+                **view.record(),
+                **recording(view.production),
+                **({"runtime_curves": view.curves} if others else {}),
+            },
         )
         yield view
 
-    def _grid(self, asked: Request, lanes, best: bool):
+    def _pairs(self, others) -> list:
+        """The held pair and the pairs held beside it on `others`, where they have a measured curve."""
+        found = [self.shelf.current(), *(self.shelf.beside_pair(r) for r in others)]
+        return [p for p in found if p is not None and p.target.forward_curve]
+
+    def _grid(self, asked: Request, lanes, best: bool, others=()):
         """A Grand Prix's lanes before the start (those that cannot run already done, with their reason), and the
-        device's part of it: each runnable lane as it runs (its drafter, settings and options)."""
+        device's part of it: each runnable lane as it runs (its drafter, settings and options); with `others`, each
+        lane again on each of those runtimes, beside its own plain decoding."""
         preset = self.shelf.preset(asked.pair)
-        chosen = lane_entrants(lanes, asked.settings, not best, entry_rules(asked, preset))
+        rules = entry_rules(asked, preset)
+        chosen = lane_entrants(lanes, asked.settings, not best, rules)
+        if others:
+            chosen = across_runtimes(
+                chosen, asked.settings, replace(rules, runtime=self.shelf.current().target.runtime), others
+            )
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
         return view, chosen, tuple(lane_runs(chosen))
 

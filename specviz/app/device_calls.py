@@ -27,8 +27,9 @@ from ..traffic.traffic_results import TrafficNews
 from ..traffic.traffic_runner import traffic
 from ..views.race import SPEC, Lane, interleave
 from ..workload.lanes import LaneRun, run_lanes
+from .loaded_pair import LoadedPair
 from .request import Request
-from .shelf import LoadedPair, ModelShelf
+from .shelf import ModelShelf
 
 # What a call asks ZeroGPU for: start-up, then seconds per generated token and side (an eager 7B forward on the
 # shared GPU, a draft's steps included), so the default race (2 sides × 256 tokens) asks for well under 60 s.
@@ -143,18 +144,25 @@ class DeviceCalls:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
     def grand_prix(
-        self, asked: Request, lanes: tuple[LaneRun, ...], memory: RunMemory | None = None
+        self, asked: Request, lanes: tuple[LaneRun, ...], memory: RunMemory | None = None, others: tuple = ()
     ) -> Iterator[Packet]:
         """Plain decoding and every lane taking turns by the race's rule (workload/lanes.run_lanes): a packet per step
         of any lane, one for a lane that fails, then (greedy) one for each lane that parted from plain decoding.
-        Each lane that reads earlier runs drafts from its own copy of `memory`."""
+        Each lane that reads earlier runs drafts from its own copy of `memory`; a lane on another runtime (`others`:
+        a race comparing runtimes) runs on the pair held beside it there."""
         try:
             pair, exact = self._ready(asked)
+            beside = {r: self.shelf.beside_pair(r) for r in others}
+            missing = [r for r, p in beside.items() if p is None]
+            if missing:
+                raise InvalidRequest(f"the pair is not loaded on {missing[0]} on the device")
+            for other in beside.values():
+                other.choose_exact(asked.exact)
             prompt_ids = encode_prompt(pair.target, asked.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
             texts = _Texts(pair.target.tokenizer)
             with torch.inference_mode():
-                for news in run_lanes(pair, prompt_ids, asked.settings, list(lanes), memory):
+                for news in run_lanes(pair, prompt_ids, asked.settings, list(lanes), memory, others=beside):
                     if news.kind == "step":
                         yield Packet("step", lane=news.lane, event=news.event, texts=texts.new(news.event))
                     else:

@@ -12,9 +12,9 @@ from ..serving.handoff import Ran
 from ..workload.entrants import production
 from ..workload.job import WorkloadJob
 from ..workload.view import WorkloadView
+from .loaded_pair import LoadedPair
 from .memories import SESSIONS_REMEMBERED
 from .request import Request
-from .shelf import LoadedPair
 
 
 class SweptTables:

@@ -18,7 +18,8 @@ from ..workload.entrants import EntryRules
 # The named values a run takes besides drafter options; the screen calls the token budget max_new.
 NO_TABLE = "run a Concurrency sweep first: the lane follows the table of γ by batch size it measured"
 _GENERAL = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new_tokens", "temperature", "top_k", "top_p", "seed")
-_GENERAL += ("adaptive", "acceptance", "draft_dtype", "exact")
+_GENERAL += ("adaptive", "acceptance", "draft_dtype", "exact", "runtime")
+RUNTIME_CHOICES = ("auto", "transformers", "llama.cpp")  # what computes the models: auto measures both here
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Request:
     exact: bool = True  # exact mode where it holds (models/exact.py): each token computed as plain decoding does
     dtype: str = "bfloat16"  # the target's precision
     draft_dtype: str = ""  # the draft's, where it is not the target's
+    runtime: str = "transformers"  # what computes the models: transformers, llama.cpp, or auto (measured here)
     remembers: bool = False  # the drafter drafts from the visitor's earlier runs
     mode: str = ""  # how the drafter's side drafts and verifies, in words (settings.mode_text)
 
@@ -67,13 +69,16 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
         if not chosen.listing.menu:  # the benchmark's measuring tools are not raced
             raise InvalidRequest(f"unknown drafter {name!r}")
         drafter, options = chosen.name, chosen.parse(given)
-        chosen.check_for(options, preset.target)
+        chosen.check_for(options, preset.target, values.get("runtime", "transformers"))
         remembers, words = chosen.remembers, chosen.listing.words(options)
     dtype, draft_dtype = values.get("dtype", "bfloat16"), values.get("draft_dtype", "same")
     for precision, other in ((dtype, AUTO), (draft_dtype, "same")):
         if not isinstance(precision, str) or (precision not in DTYPES and precision != other):
             raise InvalidRequest(f"precision must be one of {', '.join([other, *DTYPES])}, got {precision!r}")
     exact = _flag(values.get("exact", True), "exact")
+    runtime = values.get("runtime", "transformers")
+    if runtime not in RUNTIME_CHOICES:
+        raise InvalidRequest(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {runtime!r}")
     settings, prompt = settings_of(values), check_prompt(values.get("prompt"))
     return Request(
         pair=preset.label,
@@ -85,6 +90,7 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
         exact=exact,
         dtype=dtype,
         draft_dtype="" if draft_dtype == "same" else draft_dtype,
+        runtime=runtime,
         remembers=remembers,
         mode=mode_text(words, settings) if words else "",
     )
@@ -129,4 +135,4 @@ def _integer(value, name: str) -> int:
 def entry_rules(asked: Request, preset, tables: dict | None = None) -> EntryRules:
     """Each entrant read with the request's options, checked against the preset's target and draft; NAME@table
     lanes from `tables` (the visitor's last Concurrency sweep of the pair; None where no table lane runs)."""
-    return EntryRules(asked.options_for, preset.target, bool(preset.draft), tables, NO_TABLE)
+    return EntryRules(asked.options_for, preset.target, bool(preset.draft), tables, NO_TABLE, asked.runtime)

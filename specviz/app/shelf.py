@@ -4,17 +4,18 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..drafters.registry import build_drafter, kinds, published_options
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
-from ..models.device import check_fits, heads_bytes, weight_bytes
+from ..models.device import check_fits, heads_bytes, resolve_device, weight_bytes
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
+from ..models.runtime_choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..models.vocabulary import check_tokenizers_fit
-from ..runs import Pair, choose_precision, open_draft, open_target
+from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
 from ..settings import AUTO, Settings
-from ..trace import RunModels
+from .loaded_pair import LoadedPair, held_bytes
 
 
 @dataclass(frozen=True)
@@ -85,50 +86,6 @@ def default_pairs(gpu: bool, custom: PairPreset | None = None) -> list[PairPrese
     return [custom, *pairs] if custom else pairs
 
 
-@dataclass(kw_only=True)
-class LoadedPair(Pair):
-    """A preset's pair as the shelf holds it; what drafters load for its target (Medusa heads) is kept with the
-    target (LoadedModel.companions)."""
-
-    preset: PairPreset
-    dtype: str  # the target's precision
-    draft_dtype: str = ""  # the draft's precision
-    asked: str = ""  # the precision asked for: `dtype`, or "auto" (measured: `choice` says what and why)
-
-    def precision_words(self) -> str:
-        """The pair's precisions in a few words, with how the target's was chosen."""
-        words = self.dtype if self.draft_dtype in ("", self.dtype) else f"{self.dtype}, draft {self.draft_dtype}"
-        return words + (" (auto: measured fastest on this device)" if self.choice else "")
-
-    def prompt_line(self, prompt_tokens: int, exact: str) -> str:
-        """What a run says when it starts: the prompt's length, the pair, its precisions, exact mode."""
-        return f"prompt: {prompt_tokens} tokens; {self.preset.label}, {self.precision_words()}; {exact}"
-
-    def models(self, exact: str = "") -> RunModels:
-        """The run's models as a trace records them; `exact` is filled in from the device's answer."""
-        return RunModels(
-            target=self.preset.target,
-            draft=self.preset.draft,
-            pair=self.preset.label,
-            precision=self.dtype,
-            draft_precision=self.draft_dtype,
-            device=self.target.device.type,
-            exact=exact,
-        )
-
-    def run_eagerly(self) -> None:
-        """Both models on the eager, dynamic-cache path: a pair runs one path, so a fast-path failure of either
-        turns it off for both."""
-        self.target.model.specviz_static = self.draft.model.specviz_static = False
-
-
-def held_bytes(pair: LoadedPair | None) -> int:
-    """The bytes of a loaded pair's weights: what loading another pair in its place frees."""
-    if pair is None:
-        return 0
-    return sum(p.numel() * p.element_size() for m in (pair.target, pair.draft) for p in m.model.parameters())
-
-
 ADDED_PER_SESSION = 4
 
 
@@ -148,6 +105,7 @@ class ModelShelf:
         self._lock = threading.Lock()
         self.loading = ""  # while a pair loads: what is loading, in words
         self.pinned = ""  # when set, the held pair is the only one: why, for anyone who asks for another
+        self._beside: ModelShelf | None = None  # the held pair on another runtime, for a race comparing runtimes
 
     def pin(self, why: str) -> None:
         """Keep the held pair for good (ZeroGPU places weights on the GPU only at start-up): asking for another pair
@@ -156,6 +114,31 @@ class ModelShelf:
 
     def current(self) -> LoadedPair | None:
         return self._loaded
+
+    def beside(self, runtime: str, report: Callable[[str], None] = lambda _: None) -> Iterator[str]:
+        """The held pair's models on `runtime` too, for a race that compares runtimes: loaded once (yielding its
+        progress lines) and kept beside the held pair until another pair is loaded; a pair whose other runtime reads
+        other token ids is refused in one line."""
+        held = self._loaded
+        if held is None:
+            raise InvalidRequest("a race comparing runtimes needs its pair loaded first")
+        if held.target.runtime == runtime:
+            raise InvalidRequest(f"the pair already runs on {runtime}; the other runtime is the one to compare")
+        if self._beside is None:
+            self._beside = ModelShelf([held.preset], self.device, "off")
+        self._beside.pairs[held.preset.label] = held.preset
+        yield from self._beside.load(held.preset.label, AUTO, report, runtime=runtime)
+        other = self._beside.current()
+        if other.target.tokenizer.get_vocab() != held.target.tokenizer.get_vocab():
+            raise InvalidRequest(f"{held.preset.label} reads other token ids on {runtime}: the lanes could not race")
+
+    def beside_pair(self, runtime: str) -> LoadedPair | None:
+        """The held pair on `runtime`, where beside() loaded it for the held pair."""
+        other = self._beside.current() if self._beside is not None else None
+        held = self._loaded
+        if other is None or held is None or other.preset != held.preset or other.target.runtime != runtime:
+            return None
+        return other
 
     def add(self, target: str, draft: str, session: str = "") -> str:
         """A pair of any target and any draft, by name (offline preset, folder or Hub id), added to this session's
@@ -222,66 +205,56 @@ class ModelShelf:
         return lines
 
     def get(
-        self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None, draft_dtype: str = ""
+        self,
+        label: str,
+        dtype: str,
+        report: Callable[[str], None] = lambda _: None,
+        draft_dtype: str = "",
+        runtime: str = TRANSFORMERS,
     ) -> LoadedPair:
-        for _ in self.load(label, dtype, report, draft_dtype):
+        for _ in self.load(label, dtype, report, draft_dtype, runtime):
             pass
         return self._loaded
 
     def load(
-        self, label: str, dtype: str, report: Callable[[str], None] = lambda _: None, draft_dtype: str = ""
+        self,
+        label: str,
+        dtype: str,
+        report: Callable[[str], None] = lambda _: None,
+        draft_dtype: str = "",
+        runtime: str = TRANSFORMERS,
     ) -> Iterator[str]:
         """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision
-        is the target's unless `draft_dtype` says otherwise."""
+        is the target's unless `draft_dtype` says otherwise. `runtime`: transformers, llama.cpp or auto (measured
+        on this device, as the command line's --runtime); llama.cpp runs each GGUF's own quantisation, whatever the
+        precisions asked."""
+        if runtime != AUTO and runtime not in RUNTIMES:
+            raise InvalidRequest(f"runtime must be one of {AUTO}, {', '.join(RUNTIMES)}, got {runtime!r}")
         preset = self.preset(label)
-        asked, choice = dtype, None
         with self._lock:
             held = self._loaded
-            same_draft = held and held.draft_dtype == (draft_dtype or (held.dtype if asked == AUTO else dtype))
-            if held and held.preset == preset and held.asked == asked and same_draft:
-                return
-            if self.pinned:
+            on_llama = runtime == LLAMA_CPP or (runtime == AUTO and dtype == AUTO)
+            if held and held.preset == preset and held.asked_runtime == runtime and held.target.runtime == LLAMA_CPP:
+                if on_llama:
+                    return
+            if self.pinned and not (held and held.preset == preset):
                 raise InvalidRequest(self.pinned)
             began = time.perf_counter()
             try:
-                # What can fail before weights are read fails while the pair in use is still loaded, so a pair
-                # that cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload.
-                self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
-                if asked == AUTO:  # measured (or read back) from the configs alone, before anything is freed
-                    choice = choose_precision(preset.target, preset.draft, self.device, report)
-                    dtype = choice.dtype
-                draft_dtype = draft_dtype or dtype
-                where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
-                found = [check_loadable(name) for name in (preset.target, preset.draft)]
-                sizes = [
-                    (name, weight_bytes(source, precision, local_only=bool(offline)))
-                    for name, precision, (source, _, offline) in zip(
-                        (preset.target, preset.draft), (dtype, draft_dtype), found
-                    )
-                ]
-                offline = bool(found[0][2])
-                sizes += [(heads, heads_bytes(heads, dtype, offline)) for _, heads in preset.options]  # heads come too
-                check_fits(sizes, where, freed=held_bytes(held))
-                self.loading = f"checking the tokenizers of {preset.label}"
-                tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
-                check_tokenizers_fit(*tokenizers, preset.target, preset.draft)
-                self._loaded = None
-                del held
-                gc.collect()
-                for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
-                    line = f"loading {model} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
-                    self.loading = line
-                    report(line)
-                    yield line
-                    if step == 1:
-                        target = open_target(preset.target, dtype, self.device, tokenizers[0])
-                    else:
-                        draft = open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1])
+                self.loading = f"checking {preset.label}: which runtime runs it here"
+                chosen = self._runtime(preset, runtime, dtype, report)
+                if chosen.runtime == LLAMA_CPP:
+                    fresh = yield from self._load_gguf(preset, held, chosen, runtime, report)
+                else:
+                    fresh = yield from self._load_transformers(preset, held, dtype, draft_dtype, report, chosen)
             finally:
                 self.loading = ""
-            self._loaded = LoadedPair(
-                target, draft, choice=choice, preset=preset, dtype=dtype, draft_dtype=draft_dtype, asked=asked
-            )
+            if not fresh:
+                return
+            other = self._beside.current() if self._beside is not None else None
+            if other is not None and other.preset != preset:  # the pair beside it was for the pair it replaced
+                self._beside._loaded = None
+            target, draft = self._loaded.target, self._loaded.draft
             precision = self._loaded.precision_words()
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)
@@ -292,3 +265,89 @@ class ModelShelf:
                     self._loaded.run_eagerly()
                     report(f"{loaded.name}: {note}")
                     yield f"{loaded.name}: {note}"
+
+    def _runtime(self, preset: PairPreset, runtime: str, dtype: str, report):
+        """The runtime for the pair: as asked, or measured (auto) unless a precision is named (transformers'); a
+        pair llama.cpp cannot run is refused here, in one line, while the pair in use stays loaded."""
+        if runtime == AUTO and dtype != AUTO:
+            return named(TRANSFORMERS, f"transformers: the precision asked for, {dtype}, is one it runs")
+        if runtime == TRANSFORMERS:
+            return named(TRANSFORMERS, "transformers, as asked")
+        return choose_runtime(preset.target, preset.draft, self.device, runtime, report)
+
+    def _load_gguf(self, preset: PairPreset, held, chosen, asked: str, report) -> Iterator[str]:
+        """The pair's GGUF files in llama.cpp (no conversion: the files as their packages ship them)."""
+        files = [gguf_bytes(name) for name in (preset.target, preset.draft)]
+        check_fits(list(zip((preset.target, preset.draft), files)), resolve_device(self.device), held_bytes(held))
+        self._loaded = None
+        del held
+        gc.collect()
+        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
+            line = f"loading {model} in llama.cpp ({step}/2; its forward is measured once)"
+            self.loading = line
+            report(line)
+            yield line
+            if step == 1:
+                target = open_gguf(preset.target, report=report)
+            else:
+                draft = open_draft(target, preset.draft, "", self.device)
+        pair = Pair(target, draft)
+        pair.runtime = chosen if chosen.plans else replace(chosen, plans={LLAMA_CPP: llama_plan_of(pair)})
+        words = f"GGUF {target.model.describe()}"
+        self._loaded = LoadedPair(
+            target, draft, runtime=pair.runtime, preset=preset, dtype=words, asked=AUTO, asked_runtime=asked
+        )
+        self._loaded.choose_exact(False)
+        return True
+
+    def _load_transformers(self, preset: PairPreset, held, dtype: str, draft_dtype: str, report, chosen):
+        """The pair in transformers at the precisions asked (auto: measured from the configs, before anything is
+        freed); what can fail before weights are read fails while the pair in use is still loaded, so a pair that
+        cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload."""
+        asked, choice = dtype, chosen.precision
+        same_draft = held and held.draft_dtype == (draft_dtype or (held.dtype if asked == AUTO else dtype))
+        if held and held.preset == preset and held.asked == asked and same_draft and held.target.runtime != LLAMA_CPP:
+            return False
+        if self.pinned:
+            raise InvalidRequest(self.pinned)
+        self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
+        if asked == AUTO:
+            choice = choice or choose_precision(preset.target, preset.draft, self.device, report)
+            dtype = choice.dtype
+        draft_dtype = draft_dtype or dtype
+        where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
+        found = [check_loadable(name) for name in (preset.target, preset.draft)]
+        sizes = [
+            (name, weight_bytes(source, precision, local_only=bool(offline)))
+            for name, precision, (source, _, offline) in zip((preset.target, preset.draft), (dtype, draft_dtype), found)
+        ]
+        offline = bool(found[0][2])
+        sizes += [(heads, heads_bytes(heads, dtype, offline)) for _, heads in preset.options]  # heads come too
+        check_fits(sizes, where, freed=held_bytes(held))
+        self.loading = f"checking the tokenizers of {preset.label}"
+        tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
+        check_tokenizers_fit(*tokenizers, preset.target, preset.draft)
+        self._loaded = None
+        del held
+        gc.collect()
+        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
+            line = f"loading {model} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
+            self.loading = line
+            report(line)
+            yield line
+            if step == 1:
+                target = open_target(preset.target, dtype, self.device, tokenizers[0])
+            else:
+                draft = open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1])
+        self._loaded = LoadedPair(
+            target, draft, choice=choice, runtime=chosen, preset=preset, dtype=dtype, draft_dtype=draft_dtype,
+            asked=asked,
+        )  # fmt: skip
+        return True
+
+
+def gguf_bytes(name: str) -> int:
+    """A model's GGUF file size: what llama.cpp maps (an offline preset's joined once, a file as it is)."""
+    from ..llama.gguf_model import locate_gguf
+
+    return locate_gguf(name).stat().st_size

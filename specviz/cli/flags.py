@@ -16,7 +16,7 @@ from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_d
 from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
 from ..trace import RunModels
-from ..workload.entrants import EntryRules, lane_entrants
+from ..workload.entrants import EntryRules, across_runtimes, lane_entrants
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
 
@@ -301,7 +301,7 @@ def read_tables(path: str | None) -> dict[str, tuple]:
         raise InvalidRequest(f"--table: cannot read a table of γ by batch size from {path}: {exc}") from None
 
 
-def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | None = None) -> list:
+def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | None = None, others=()) -> list:
     """The lanes --drafters names (workload/entrants.Entrant; none named: every drafter), at --gamma where given,
     each with the option flags given for its drafter and, with `preferred_trees`, the tree shape it measured best;
     NAME@table lanes from `tables` (None: a command that runs none); refused in one line where check_entrants
@@ -315,10 +315,10 @@ def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | Non
         return k.parse({**preferred, **given.get(k.name, {})})
 
     no_table = "give --table FILE: a run recorded with --trace, or a vLLM speculative config"
-    rules = EntryRules(options, args.target, bool(args.draft), tables, no_table)
+    rules = EntryRules(options, args.target, bool(args.draft), tables, no_table, getattr(args, "runtime", TRANSFORMERS))
     chosen = lane_entrants(args.drafters, base, args.gamma is not None, rules)
     check_entrants(chosen, bool(args.drafters), bool(args.draft))
-    return chosen
+    return across_runtimes(chosen, base, rules, others) if others else chosen
 
 
 def add_cluster_options(p: argparse.ArgumentParser, what: str) -> None:

@@ -4,6 +4,7 @@ place once settled); `--json` prints one object with each lane's metrics and tok
 plain decoding's; `--trace FILE` records the race for the app's Recorded runs and `snapshot`. Bad input: one
 `error:` line, exit 2, before any model loads."""
 
+import argparse
 import json
 import shlex
 import sys
@@ -15,7 +16,9 @@ import torch
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import summarize
+from ..llama.forward_costs import in_forwards
 from ..models import encode_prompt
+from ..models.runtime_choice import LLAMA_CPP, RUNTIMES
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
 from ..runs import lane_runs, parted
@@ -23,6 +26,7 @@ from ..serving.handoff import recording
 from ..settings import check_prompt
 from ..trace import Side
 from ..views.grand_prix import KIND, starting_grid
+from ..views.runtimes import compared, sentence
 from ..workload.entrants import lane_of, production
 from ..workload.lanes import run_lanes
 from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
@@ -42,6 +46,12 @@ def add_race_command(sub) -> None:
     add_lanes_run_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: every lane's metrics and tokens")
     p.add_argument("--trace", metavar="FILE", help="also record the race (the app replays it on the lanes' own clocks)")
+    p.add_argument(
+        "--runtimes",
+        metavar="A,B",
+        help="race every lane on each of these runtimes (transformers, llama.cpp), each beside its own plain "
+        "decoding, and say why the same drafter pays in one and not in the other; the first is the race's own",
+    )
 
 
 def cmd_race(args) -> int:
@@ -51,26 +61,63 @@ def cmd_race(args) -> int:
     if args.adaptive is not None and args.gamma is None:
         raise InvalidRequest("--adaptive goes with --gamma; without them each lane runs at its measured best")
     base = settings_from(args, NO_DRAFTER)
-    lanes = chosen_lanes(args, base, preferred_trees=True)
-    view, pair, prompt_ids, models = _race(args, base, lanes)
+    others = runtimes_asked(args)
+    lanes = chosen_lanes(args, base, preferred_trees=True, others=others)
+    view, pair, prompt_ids, models, curves = _race(args, base, lanes, others)
     target = pair.target
     view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat, pair.same_vocab())
+    compared = runtime_sentences(view, target.runtime, curves)
+    for line in compared.values():
+        print(f"why: {line}", file=sys.stderr)
     if args.trace:
-        _record(args, view, target, prompt_ids, base, models)
+        _record(args, view, target, prompt_ids, base, models, curves)
     if args.json:
         out = view.summary()
         for lane in out["lanes"]:
             lane["text"] = target.tokenizer.decode(lane["tokens"], skip_special_tokens=True)
         out |= {"prompt_tokens": len(prompt_ids), "models": models.__dict__}
+        if compared:
+            out |= {"runtimes": compared}
         out |= recording(view.production)  # each lane in transformers, vLLM and SGLang
         print(json.dumps(out, ensure_ascii=False))
     return 0
 
 
-def _race(args, base, entrants):
-    """The models loaded once, then the race, its lines redrawn on stderr as it goes."""
+def runtimes_asked(args) -> list[str]:
+    """The runtimes besides the race's own that --runtimes names (none without it); the first becomes --runtime."""
+    if not args.runtimes:
+        return []
+    named = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    wrong = [r for r in named if r not in RUNTIMES]
+    if wrong or len(set(named)) < 2:
+        raise InvalidRequest(
+            f"--runtimes names two or more of {', '.join(RUNTIMES)}, comma-separated, got {args.runtimes!r}"
+        )
+    args.runtime = named[0]
+    return list(dict.fromkeys(named[1:]))
+
+
+def on_runtime(args, runtime: str):
+    """The flags as another runtime of the race takes them: its precisions are transformers' alone."""
+    own = {"runtime": runtime}
+    if runtime == LLAMA_CPP:
+        own |= {"dtype_named": False, "draft_dtype": None, "exact": None}
+    return argparse.Namespace(**{**vars(args), **own})
+
+
+def runtime_sentences(view, own: str, curves: dict) -> dict[str, str]:
+    """Per drafter raced on several runtimes, why its speedups differ (views/runtimes.py)."""
+    return {d: sentence(d, sides) for d, sides in compared(view, own, curves).items()}
+
+
+def _race(args, base, entrants, others: list[str]):
+    """The models loaded once (a pair per runtime raced), then the race, its lines redrawn on stderr as it goes."""
 
     pair = open_models(args, bool(args.draft))
+    on = {r: open_models(on_runtime(args, r), bool(args.draft)) for r in others}
+    curves = {
+        p.target.runtime: in_forwards(p.target.forward_curve) for p in (pair, *on.values()) if p.target.forward_curve
+    }
     target = pair.target
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     view = starting_grid([lane_of(e) for e in entrants], base, text_of=TokenTexts(target.tokenizer), exact=pair.exact)
@@ -79,7 +126,7 @@ def _race(args, base, entrants):
     began = time.perf_counter()
     try:
         with torch.inference_mode():
-            for news in run_lanes(pair, prompt_ids, base, runs, explain=bool(args.trace)):
+            for news in run_lanes(pair, prompt_ids, base, runs, explain=bool(args.trace), others=on):
                 view.hear(news)
                 view.wall_s = time.perf_counter() - began
                 board.draw()
@@ -88,11 +135,13 @@ def _race(args, base, entrants):
     view.stopped = view.stopped or bool(view.running())
     if view.stopped and view.greedy:  # stopped before the lanes were compared with plain: compare what each wrote
         for lane in view.drafted:
-            if lane.runs and lane.events:
-                lane.divergence = parted(target, prompt_ids, view.plain.tokens, lane.tokens, base, view.text_of)
+            own = view.plain_of(lane)
+            if lane.runs and lane.events and lane is not own:
+                on_target = on[lane.runtime].target if lane.runtime in on else target
+                lane.divergence = parted(on_target, prompt_ids, own.tokens, lane.tokens, base, view.text_of)
     view.finished, view.wall_s = True, time.perf_counter() - began
     board.draw(final=True)
-    return view, pair, prompt_ids, run_models(args, pair)
+    return view, pair, prompt_ids, run_models(args, pair), curves
 
 
 class Board:
@@ -143,7 +192,7 @@ def footer(view) -> str:
     return f"{state} in {view.wall_s:.1f} s wall time ({racing} lanes took turns on one device)"
 
 
-def _record(args, view, target, prompt_ids, base, models) -> None:
+def _record(args, view, target, prompt_ids, base, models, curves=None) -> None:
     trace = make_trace(
         kind=KIND,
         prompt=args.prompt,
@@ -157,7 +206,7 @@ def _record(args, view, target, prompt_ids, base, models) -> None:
         made_with="python -m specviz " + shlex.join(sys.argv[1:])
         if sys.argv[1:2] == ["race"]
         else "python -m specviz race",
-        extra={**view.record(), **recording(view.production)},
+        extra={**view.record(), **recording(view.production), **({"runtime_curves": curves} if curves else {})},
     )
     try:
         trace.save(args.trace)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.step import BaseDrafter, Drafter, DrafterProfile, EachRow, Judges, Proposal, Provenance, Verdict
+from ..errors import RuntimeUnsupported
 from ..serving.declaration import Nearest, Serving
 from .listing import Listing
 from .options import Options
@@ -61,6 +62,7 @@ class Recipe:
     # drafter per row, side by side (engine/step.EachRow)
     build_batch: Callable[[Any, DraftContext], Any] | None = None
     unbatched: str = ""  # why it cannot decode concurrent requests in one batch yet; "": it can
+    not_on_llama_cpp: str = ""  # why it does not run on the llama.cpp runtime; "": it does
     # what it is in the serving engines (transformers, vLLM, SGLang), or their nearest setting; nothing declared: the
     # handoff says each engine has no equivalent
     serving: Serving = Serving()
@@ -73,7 +75,11 @@ class Recipe:
         """Whether a run with these options drafts with a second model."""
         return self.needs_draft(options) if callable(self.needs_draft) else self.needs_draft
 
-    def check_for(self, options: Options, target_name: str) -> None:
+    def check_for(self, options: Options, target_name: str, runtime: str = "transformers") -> None:
+        """Refuse, in one line, before any model loads: what its own precheck refuses, and a runtime it cannot run
+        on."""
+        if runtime == "llama.cpp" and self.not_on_llama_cpp:
+            raise RuntimeUnsupported(f"{self.name} does not run on llama.cpp: {self.not_on_llama_cpp}")
         if self.precheck is not None:
             self.precheck(options, target_name)
 

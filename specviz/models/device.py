@@ -166,6 +166,8 @@ def batch_bytes(model: torch.nn.Module, rows: int, context: int, widest: int) ->
     """What decoding `rows` sequences of up to `context` tokens together needs beyond the weights: the KV cache
     (keys and values of every layer and row, kept twice while a step re-aligns it) and a verify forward's
     probabilities over the vocabulary (float32, the logits and their softmax) for `widest` tokens a row."""
+    if hasattr(model, "entry_bytes"):  # a model of another runtime says what its cache keeps per token
+        return rows * context * model.entry_bytes() + 3 * rows * widest * model.vocab * 4
     config = model.config
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads

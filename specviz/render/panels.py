@@ -6,7 +6,7 @@ from html import escape
 from ..analysis.diagnosis import diagnose
 from ..errors import SpecvizError
 from ..events import PLAIN, Metrics, summarize
-from ..trace import EXACT_ADVICE, EXACT_ON, identity_grounds
+from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
 from ..views.race import RaceView
 from .figure1 import origin_text, visible
 from .grand_prix_lanes import ordinal, position_bars
@@ -131,7 +131,8 @@ def _why_parted(exact: str) -> str:
             "In exact mode this should not happen: please report it, with the run's trace (Recorded runs, "
             "Download trace)."
         )
-    return f"A near tie like this can flip: {identity_grounds(exact)}. {EXACT_ADVICE}"
+    advice = LLAMA_ADVICE if "llama.cpp" in exact else EXACT_ADVICE
+    return f"A near tie like this can flip: {identity_grounds(exact)}. {advice}"
 
 
 def how_it_runs() -> str:
@@ -181,8 +182,10 @@ def diagnosis(view) -> str:
     """One line: the speedup measured and predicted, and, when speculation lost, the term that lost it; under it,
     where the precision was chosen by measuring this device, what it measured and why."""
     found = diagnose(view.plain.events, view.spec.events) if view is not None else None
-    precision = getattr(view, "precision", "")
+    precision, runtime = getattr(view, "precision", ""), getattr(view, "runtime", "")
     chosen = f'<div class="sv-note" id="sv-precision">precision: {escape(precision)}</div>' if precision else ""
+    if runtime:
+        chosen = f'<div class="sv-note" id="sv-runtime-why">runtime: {escape(runtime)}</div>' + chosen
     if found is None:
         return '<div class="sv-note">after a run that drafted: why its speedup came out as it did</div>' + chosen
     kind = "sv-diag-lost" if found.culprit else "sv-diag-paid"

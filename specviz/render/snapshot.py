@@ -16,6 +16,7 @@ from . import panels
 from .charts import PLAIN_COLOUR, SPEC_COLOUR, running_rate
 from .figure1 import legend, origin_text, step_rows
 from .handoff_block import production_block
+from .runtime_compare import runtime_comparison
 
 PAGE_CSS = """body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5rem auto; padding: 0 1rem; }
 .sv-lanes { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }
@@ -98,7 +99,11 @@ def snapshot_html(trace: Trace, side: str | None = None) -> str:
         f"{trace.settings.get('temperature')}, {trace.settings.get('max_new_tokens')} new tokens at most"
     )
     several = trace.kind in (GRAND_PRIX, "comparison")
-    comparison = f"<h2>Every lane of the Grand Prix</h2>{compare_table(trace)}{lane_texts(trace)}" if several else ""
+    raced = from_trace(trace) if several else None
+    runtimes = runtime_comparison(raced, raced.runtime, raced.curves) if raced is not None else ""
+    comparison = (
+        f"<h2>Every lane of the Grand Prix</h2>{compare_table(trace)}{runtimes}{lane_texts(trace)}" if several else ""
+    )
     css = (ASSETS / "specviz.css").read_text() + PAGE_CSS
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">'

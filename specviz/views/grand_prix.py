@@ -28,6 +28,7 @@ class RaceLane(Lane):
     divergence: Divergence | None = None  # greedy: where it first parted from plain decoding
     gamma: int = 0  # its draft length (adaptive: the most it drafts); 0 for plain decoding
     adaptive: bool = False
+    runtime: str = ""  # what computed it, where a race compares runtimes ("": the race's own, plain decoding's)
 
     @property
     def runs(self) -> bool:
@@ -67,6 +68,8 @@ class GrandPrixView:
     exact: str = ""
     trace: Trace | None = None
     production: tuple = ()  # each lane's settings in other engines (serving/handoff.Handoff)
+    runtime: str = ""  # what computed the race's own lanes (its plain decoding's)
+    curves: dict = field(default_factory=dict)  # runtime -> V(k)/V(1) measured before the race, where it compares
 
     @property
     def plain(self) -> RaceLane:
@@ -75,6 +78,11 @@ class GrandPrixView:
     @property
     def drafted(self) -> list[RaceLane]:
         return self.lanes[1:]
+
+    def plain_of(self, lane: RaceLane) -> RaceLane:
+        """The plain decoding a lane is measured against: its own runtime's (a race comparing runtimes has one plain
+        lane per runtime), else the race's."""
+        return next((o for o in self.lanes if o.drafter == PLAIN and o.runtime == lane.runtime), self.plain)
 
     def lane(self, name: str) -> RaceLane:
         return next(lane for lane in self.lanes if lane.name == name)
@@ -99,7 +107,11 @@ class GrandPrixView:
     def record(self) -> dict:
         """What a trace keeps beside the lanes' sides: each lane's drafter and settings, and the turn order."""
         keys = ("name", "drafter", "words", "note", "gamma", "adaptive")
-        return {"lanes": [{k: getattr(lane, k) for k in keys} for lane in self.lanes], "turns": list(self.turns)}
+        lanes = [
+            {k: getattr(lane, k) for k in keys} | ({"runtime": lane.runtime} if lane.runtime else {})
+            for lane in self.lanes
+        ]
+        return {"lanes": lanes, "turns": list(self.turns)}
 
     def summary(self) -> dict:
         """The race in numbers, as the API and `specviz race --json` give it: every lane's metrics, tokens, own
@@ -120,6 +132,7 @@ class GrandPrixView:
                     "words": lane.words,
                     "gamma": lane.gamma,
                     "adaptive": lane.adaptive,
+                    "runtime": lane.runtime,
                     "note": lane.note,
                     "done": lane.done,
                     "place": self.place(lane),
@@ -148,7 +161,7 @@ class GrandPrixView:
         return 1 + sum(o.clock_s < lane.clock_s for o in ended)
 
     def speedup(self, lane: RaceLane) -> float | None:
-        base, own = summarize(self.plain.events), summarize(lane.events)
+        base, own = summarize(self.plain_of(lane).events), summarize(lane.events)
         if not base.tokens_per_s or not own.new_tokens:
             return None
         return own.tokens_per_s / base.tokens_per_s
@@ -158,24 +171,26 @@ class GrandPrixView:
         divergence comes from the target (where they part, with its top two there)."""
         if not self.greedy or not lane.events or not lane.runs:
             return None
-        if lane is self.plain:
+        if lane is self.plain_of(lane):
             return True
         return lane.divergence is None if self.finished else None
 
     def agrees_so_far(self, lane: RaceLane) -> bool | None:
         """Greedy, live: has the lane written plain decoding's tokens so far, over what both have written?"""
-        if not self.greedy or not lane.events or lane is self.plain:
+        if not self.greedy or not lane.events or lane is self.plain_of(lane):
             return None
-        return all(a == b for a, b in zip(lane.tokens, self.plain.tokens))
+        return all(a == b for a, b in zip(lane.tokens, self.plain_of(lane).tokens))
 
     def rows(self) -> list[CompareRow]:
-        """The table the race leaves behind: one row per lane, plain first."""
-        base = summarize(self.plain.events) if self.plain.events else None
+        """The table the race leaves behind: one row per lane, plain first; each lane's speedup over its own
+        runtime's plain decoding."""
         rows = []
         for lane in self.lanes:
             if not lane.events:
                 rows.append(CompareRow(lane.name, None, None, None, None, None, None, lane.note or "waiting"))
                 continue
+            own_plain = self.plain_of(lane)
+            base = summarize(own_plain.events) if own_plain.events else None
             m = summarize(lane.events)
             rows.append(
                 CompareRow(
@@ -235,6 +250,7 @@ def from_trace(trace: Trace) -> GrandPrixView:
             divergence=side.divergence,
             gamma=int(about.get("gamma", 0)),
             adaptive=bool(about.get("adaptive", False)),
+            runtime=str(about.get("runtime", "")),
         )
         for event in side.events:
             lane.add(event)
@@ -255,7 +271,23 @@ def from_trace(trace: Trace) -> GrandPrixView:
         exact=trace.models.exact,
         trace=trace,
         production=recorded_handoffs(trace.extra),
+        runtime=trace.models.runtime,
+        curves=_curves(trace.extra.get("runtime_curves")),
     )
+
+
+def _curves(found) -> dict:
+    """The runtime curves a trace recorded ({runtime: {k: V(k)/V(1)}}), leniently: what is not one is left out."""
+    if not isinstance(found, dict):
+        return {}
+    out = {}
+    for runtime, curve in found.items():
+        if isinstance(curve, dict):
+            try:
+                out[str(runtime)] = {int(k): float(v) for k, v in curve.items()}
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 def replay_grand_prix(
@@ -277,6 +309,8 @@ def replay_grand_prix(
         lossy=done.lossy,
         exact=done.exact,
         trace=trace,
+        runtime=done.runtime,
+        curves=done.curves,
     )
     timeline = []  # (own-clock time at which the step ended, lane index, event)
     for i, lane in enumerate(done.lanes):

@@ -51,6 +51,7 @@ class RaceView:
     trace: Trace | None = None  # the finished run, recorded
     production: tuple = ()  # the drafter's settings in other engines (serving/handoff.Handoff)
     precision: str = ""  # how the target's precision was chosen on this device, where it was measured
+    runtime: str = ""  # which runtime computed it and why; after the run, its prediction against what the run measured
 
     def hear(self, packet) -> None:
         """One packet of the device call (app/device_calls.Packet): a step goes to its side, by the side's name."""

@@ -10,6 +10,7 @@ from ..drafters.contract import Recipe
 from ..drafters.options import Options
 from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
+from ..events import PLAIN
 from ..models.offline import production_name
 from ..serving.batch_table import ANY_DRAFTER
 from ..serving.engine_settings import handoff
@@ -29,6 +30,7 @@ class Entrant:
     options: Options | None = None
     drafter: str = ""  # the drafter's kind name
     table: tuple = ()  # γ by batch size ([first, last, γ] ranges) for a NAME@table lane; (): its settings' γ
+    runtime: str = ""  # in a race comparing runtimes, the one it runs on ("": the race's own)
 
     @property
     def name(self) -> str:
@@ -45,6 +47,7 @@ class EntryRules:
     has_draft: bool
     tables: Mapping[str, tuple] | None = None  # drafter -> γ by batch size as measured; None: no NAME@table lanes here
     no_table: str = "a concurrency sweep measures it"  # where a table comes from, said when a lane asks for none
+    runtime: str = "transformers"  # what computes the target: a drafter that cannot run there says why
 
 
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
@@ -83,7 +86,7 @@ def entrant(k: Recipe, name: str, settings: Settings, rules: EntryRules, table: 
         options = rules.options_of(k)
         if k.draft_needed(options) and not rules.has_draft:
             raise InvalidRequest("it needs a draft model (--draft)")
-        k.check_for(options, rules.target_name)
+        k.check_for(options, rules.target_name, rules.runtime)
     except SpecvizError as exc:
         return Entrant(Contender(name, k.listing.label, f"not available: {exc}"), drafter=k.name)
     words = k.listing.words(options)
@@ -181,9 +184,25 @@ def lane_of(e: Entrant) -> RaceLane:
         note=e.contender.note,
         gamma=at.gamma if at else 0,
         adaptive=bool(at and at.adaptive),
+        runtime=e.runtime,
     )
     lane.done = not lane.runs
     return lane
+
+
+def across_runtimes(chosen: Sequence[Entrant], base: Settings, rules: EntryRules, others: Sequence[str]):
+    """A race that compares runtimes: the entrants on the race's own runtime, then for each other runtime its own
+    plain decoding and every entrant again, named "NAME · RUNTIME" and checked against that runtime (a head that
+    does not run on llama.cpp says why there)."""
+    out = list(chosen)
+    for runtime in others:
+        own = replace(rules, runtime=runtime)
+        words = f"plain decoding on {runtime}: one target forward per token"
+        out.append(Entrant(Contender(f"{PLAIN} · {runtime}", words), base, None, PLAIN, runtime=runtime))
+        for e in chosen:
+            again = entrant(kind(e.drafter), f"{e.name} · {runtime}", e.settings or base, own, e.table)
+            out.append(replace(again, runtime=runtime, settings=again.settings if e.settings else None))
+    return out
 
 
 def production(
@@ -216,5 +235,5 @@ def production(
             )
         )
         for e in chosen
-        if e.settings
+        if e.settings and e.drafter != PLAIN  # another runtime's plain lane has no setting to hand on
     )

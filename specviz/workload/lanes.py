@@ -35,16 +35,19 @@ def run_lanes(
     memory: RunMemory | None = None,
     stopped: Callable[[], bool] = lambda: False,
     explain: bool = True,
+    others: dict[str, Pair] | None = None,
 ) -> Iterator[LaneNews]:
-    """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain.
-    `explain`: each step's detail, for a race shown or recorded step by step."""
-    target, failed = pair.target, {}
-    sides = {PLAIN: generate_named(target, prompt_ids, plain, explain=explain)}
+    """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain (its
+    own runtime's, where the race compares runtimes: `others`, the pair loaded on each other runtime, whose lanes
+    name it). `explain`: each step's detail, for a race shown or recorded step by step."""
+    others, failed = others or {}, {}
+    sides = {PLAIN: generate_named(pair.target, prompt_ids, plain, explain=explain)}
     for lane in lanes:
         own = memory.copy() if memory is not None and lane.remembers else None
+        on = others.get(lane.runtime, pair)
         try:
             steps = generate_named(
-                target, prompt_ids, lane.settings, lane.drafter, pair.draft, lane.options, None, own, explain
+                on.target, prompt_ids, lane.settings, lane.drafter, on.draft, lane.options, None, own, explain
             )
         except SpecvizError as exc:  # the drafter could not be built for this pair
             yield LaneNews("failed", lane.name, message=f"failed: {first_line(exc)}")
@@ -61,12 +64,17 @@ def run_lanes(
         yield LaneNews("failed", gone, message=failed[gone])
     if stopped() or not plain.greedy:
         return
-    text_of, base = TokenTexts(target.tokenizer), states[PLAIN].tokens
+    text_of = TokenTexts(pair.target.tokenizer)
+    runtime_of = {lane.name: lane.runtime for lane in lanes}
+    plains = {r: f"{PLAIN} · {r}" for r in others}  # each other runtime's own plain lane
     for name, state in states.items():
-        if name != PLAIN and name not in failed:
-            found = parted(target, prompt_ids, base, state.tokens, plain, text_of)
-            if found is not None:
-                yield LaneNews("parted", name, divergence=found)
+        runtime = runtime_of.get(name, "")
+        base = states.get(plains.get(runtime, PLAIN), states[PLAIN])
+        if state is base or name in failed:
+            continue
+        found = parted(others.get(runtime, pair).target, prompt_ids, base.tokens, state.tokens, plain, text_of)
+        if found is not None:
+            yield LaneNews("parted", name, divergence=found)
 
 
 def _guarded(steps: Iterator[StepEvent], name: str, failed: dict[str, str]) -> Iterator[StepEvent]:

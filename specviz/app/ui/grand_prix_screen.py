@@ -12,6 +12,7 @@ from ...render import charts, panels
 from ...render.figure1 import origin_text
 from ...render.grand_prix_lanes import grand_prix_lanes, ordinal
 from ...render.handoff_block import production_block
+from ...render.runtime_compare import runtime_comparison
 from ...views.grand_prix import KIND, GrandPrixView, replay_grand_prix
 from ...views.replay import SPEEDS
 
@@ -45,7 +46,7 @@ class GrandPrixHandlers:
     """Compare all (a Grand Prix), its outputs, and its replay on the lanes' own clocks; mixed into Handlers, whose
     screen (`self.screen`), stop board, backend and downloads these use."""
 
-    def compare(self, request: gr.Request, lanes=None, lane_setting=BEST, lane_names="", **values):
+    def compare(self, request: gr.Request, lanes=None, lane_setting=BEST, lane_names="", both_runtimes=False, **values):
         with self.on_device(request.session_hash) as flag:
             try:
                 views = self.backend.grand_prix(
@@ -54,6 +55,7 @@ class GrandPrixHandlers:
                     best=lane_setting != SIDEBAR,
                     stopped=flag.is_set,
                     session=request.session_hash,
+                    both_runtimes=bool(both_runtimes),
                 )
                 yield from self.stream_grand_prix(views)
             except Exception as exc:
@@ -85,7 +87,8 @@ class GrandPrixHandlers:
         shows each lane's under its name)."""
         s = self.screen
         rows = view.rows()
-        table = panels.compare_table(rows) + production_block(view.production, open_first=False, copy=True)
+        table = panels.compare_table(rows) + runtime_comparison(view, view.runtime, view.curves)
+        table += production_block(view.production, open_first=False, copy=True)
         out = {s.compare_table: table, s.compare_chart: charts.compare_chart(rows)}
         for name, box in s.compare_texts.items():
             lanes = [lane for lane in view.lanes if (lane.drafter if lane is not view.plain else PLAIN) == name]

@@ -293,11 +293,12 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers, Traffic
             except Exception as exc:
                 yield panels.failure(exc), gr.skip()
 
-    def load(self, pair_label, dtype_name, draft_dtype="same", request: gr.Request = None):
+    def load(self, pair_label, dtype_name, draft_dtype="same", runtime="transformers", request: gr.Request = None):
         try:
             self.backend.shelf.preset(pair_label, request.session_hash if request else "")
             mixed = draft_dtype not in ("same", dtype_name)
-            for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype="" if not mixed else draft_dtype):
+            draft = "" if not mixed else draft_dtype
+            for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype=draft, runtime=runtime):
                 yield panels.status(line, "busy")
             yield panels.status(f"ready: {pair_label} ({self.backend.shelf.current().precision_words()})", "done")
         except Exception as exc:

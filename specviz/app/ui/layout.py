@@ -53,15 +53,22 @@ CLIENT_JS = """() => {
 
 
 def build_app(
-    backend, pair_labels: list[str], kinds, dtypes: list[str], max_new_default: int = 128, draft_default: str = "same"
+    backend,
+    pair_labels: list[str],
+    kinds,
+    dtypes: list[str],
+    max_new_default: int = 128,
+    draft_default: str = "same",
+    runtimes: tuple[str, ...] = ("transformers",),
 ) -> gr.Blocks:
     """`kinds`: the drafter kinds to offer (drafters.registry.kinds(menu_only=True)), each with its option panel;
-    `draft_default`: the draft precision a run starts with ("same" as the target's, or one of `dtypes`)."""
+    `draft_default`: the draft precision a run starts with ("same" as the target's, or one of `dtypes`); `runtimes`:
+    what may compute the models, the first the default (one alone: the choice is not shown)."""
     prompts = json.loads((ASSETS / "prompts.json").read_text())
     s = SimpleNamespace()  # the screen's components by name, filled part by part, top to bottom
     with gr.Blocks(title="specviz: speculative decoding you can see") as demo:
         s.prompt = prompt_box(prompts["code"][0])  # drawn in the race's prompt bar, but the examples fill it
-        settings_sidebar(s, pair_labels, kinds, dtypes, max_new_default, draft_default, prompts)
+        settings_sidebar(s, pair_labels, kinds, dtypes, max_new_default, draft_default, prompts, runtimes)
         race_row(s)
         result_tabs(s, kinds)
         s.trace = gr.State(None)  # the path of the last run's trace file

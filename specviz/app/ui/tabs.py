@@ -123,6 +123,12 @@ def compare_tab(s, kinds) -> None:
                     elem_id="sv-gp-lanes",
                     max_lines=1,
                 )
+                s.gp_runtimes = gr.Checkbox(
+                    False,
+                    label="on both runtimes: each lane on transformers and on llama.cpp, each beside its own plain "
+                    "decoding, and why the speedups differ",
+                    elem_id="sv-gp-runtimes",
+                )
         with gr.Row(equal_height=True):
             s.gp_replay = gr.Button("Replay the last Grand Prix at real pace", elem_id="sv-gp-replay", scale=3)
             s.gp_speed = gr.Radio(list(SPEEDS), value="1×", label="pace", elem_id="sv-gp-speed", scale=1)

@@ -43,6 +43,7 @@ def run_controls(s) -> dict:
             draft_dtype=s.draft_dtype,
             **s.options,
             exact=s.exact,
+            runtime=s.runtime,
         )
     )
 
@@ -73,7 +74,9 @@ def wire_runs(s, h, controls: dict) -> None:
     )
     s.compare.click(h.waiting_grand_prix, [s.gp_drafters, s.gp_lanes], waiting, api_name=False, **AT_ONCE).then(
         h.compare,
-        inputs_kwargs=dict(controls, lanes=s.gp_drafters, lane_setting=s.gp_setting, lane_names=s.gp_lanes),
+        inputs_kwargs=dict(
+            controls, lanes=s.gp_drafters, lane_setting=s.gp_setting, lane_names=s.gp_lanes, both_runtimes=s.gp_runtimes
+        ),
         outputs=compare_outputs(s),
         api_name="compare",
         **ONE_ON_THE_DEVICE,
@@ -176,9 +179,10 @@ def wire_settings(demo: gr.Blocks, s, h) -> None:
         api_name=False,
         queue=False,
     )
-    s.pair.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name="load", **ONE_ON_THE_DEVICE)
-    for precision in (s.dtype, s.draft_dtype):
-        precision.change(h.load, [s.pair, s.dtype, s.draft_dtype], [s.status], api_name=False, **ONE_ON_THE_DEVICE)
+    loading = [s.pair, s.dtype, s.draft_dtype, s.runtime]
+    s.pair.change(h.load, loading, [s.status], api_name="load", **ONE_ON_THE_DEVICE)
+    for precision in (s.dtype, s.draft_dtype, s.runtime):
+        precision.change(h.load, loading, [s.status], api_name=False, **ONE_ON_THE_DEVICE)
     s.stop.click(h.stop, None, None, api_name="stop", concurrency_id="stop", concurrency_limit=None)
     s.add_pair.click(h.add_pair, [s.any_target, s.any_draft], [s.pair, s.status], api_name="add_pair")
     demo.load(None, None, s.presenter, js="() => new URLSearchParams(window.location.search).get('presenter') === '1'")

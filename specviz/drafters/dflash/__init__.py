@@ -88,6 +88,10 @@ KIND = Recipe(
     ),
     precheck=location_check("dflash", _location),
     unbatched=READS_HIDDEN,
+    not_on_llama_cpp=(
+        "its draft reads several of the target's inner layers, which llama.cpp does not hand to a caller (its "
+        "own draft-dflash reads them inside llama.cpp)"
+    ),
     serving=Serving(
         transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
         vllm=VllmMethod(

@@ -82,6 +82,10 @@ KIND = Recipe(
     ),
     precheck=location_check("eagle", _location),
     unbatched=READS_HIDDEN,
+    not_on_llama_cpp=(
+        "its head reads the target's hidden states from inside the model, which llama.cpp does not hand to a "
+        "caller (its own draft-eagle3 reads them inside llama.cpp)"
+    ),
     serving=Serving(
         transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
         vllm=VllmMethod("eagle", weights=HEAD, adaptive_verification=True),

@@ -66,6 +66,10 @@ KIND = Recipe(
     ),
     precheck=location_check("medusa", _location),
     unbatched=READS_HIDDEN,
+    not_on_llama_cpp=(
+        "its heads read the target's final hidden state at every verified position; specviz's llama.cpp "
+        "runtime reads logits alone (llama.cpp's nearest, draft-mtp, drafts inside llama.cpp)"
+    ),
     serving=Serving(
         transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
         vllm=VllmMethod(
