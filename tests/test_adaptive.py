@@ -177,3 +177,30 @@ def test_a_plain_step_timed_at_zero_seconds_leaves_adaptive_gamma_working():
     controller.observe(gamma=1, forward_tokens=1, accepted=0, rejected=False, draft_s=0.0, verify_s=0.0)
     controller.observe(gamma=1, forward_tokens=2, accepted=0, rejected=True, draft_s=0.0, verify_s=0.0)
     assert 0 <= controller.next_gamma() <= 1
+
+
+def test_a_copy_that_holds_lengthens_its_drafts_step_by_step_on_a_dear_verify():
+    """llama.cpp's Q4 verify here (about 0.6 of a forward per token verified): only long copies pay. A copy whose
+    drafts all hold is taken to go on as far as it held, so its drafts grow step after step up to γ; one that always
+    breaks after two tokens stays short, and a copy that never holds drafts nothing."""
+    from specviz.analysis.theory import interpolate
+
+    curve = {1: 1.0, 2: 1.7, 4: 3.0, 8: 5.5, 16: 8.5}
+
+    def run(holds: int, steps: int = 40) -> list[int]:
+        controller = GammaController(10, forward_1=1.0, draft_per_token=0.0, curve=curve, copies=True)
+        chosen = []
+        for _ in range(steps):
+            gamma = controller.next_gamma()
+            chosen.append(gamma)
+            if gamma:
+                accepted = min(gamma, holds)
+                controller.observe(gamma, 1 + gamma, accepted, accepted < gamma, 0.0, interpolate(curve, 1 + gamma))
+            else:
+                controller.observe(0, 1, 0, False, 0.0, 1.0)
+        return chosen
+
+    long = run(holds=99)
+    assert long[-1] == 10 and long[:8] == [0] * 8 and 0 < long[8] < 10  # it got there from a probe, lengthening
+    assert max(run(holds=2)[20:]) <= 4
+    assert max(run(holds=0)[30:]) <= 1  # a probe of one token now and then, nothing longer

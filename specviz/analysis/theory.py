@@ -19,26 +19,33 @@ def expected_tokens_per_step(alpha: float, gamma: int) -> float:
 # each position held when every one before it did, each position starting from a prior of 0.7 worth two observations.
 
 
-def count_positions(held_at: list, tested_at: list, memory: float, accepted: int, rejected: bool) -> None:
-    """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected."""
+def count_positions(
+    held_at: list, tested_at: list, memory: float, accepted: int, rejected: bool, prior: float = 0.7
+) -> None:
+    """Positions 0..accepted − 1 held; the one after them was tested and failed, if a draft was rejected. A position
+    tested for the first time starts from `prior`, worth two tests."""
     for position in range(accepted + rejected):
         while position >= len(tested_at):
-            held_at.append(1.4)
+            held_at.append(2.0 * prior)
             tested_at.append(2.0)
         held_at[position] = memory * held_at[position] + (position < accepted)
         tested_at[position] = memory * tested_at[position] + 1
 
 
-def held_chance(held_at: list, tested_at: list, position: int) -> float:
-    """How often the draft at `position` (0 = the first) held when every one before it did."""
-    return held_at[position] / tested_at[position] if position < len(tested_at) else 0.7
+def held_chance(held_at: list, tested_at: list, position: int, beyond: float | None = None) -> float:
+    """How often the draft at `position` (0 = the first) held when every one before it did; a position never tested
+    holds `beyond` (default 0.7)."""
+    if position < len(tested_at):
+        return held_at[position] / tested_at[position]
+    return 0.7 if beyond is None else beyond
 
 
-def tokens_by_position(held_at: list, tested_at: list, gamma: int) -> float:
-    """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did."""
+def tokens_by_position(held_at: list, tested_at: list, gamma: int, beyond: float | None = None) -> float:
+    """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did (a position never
+    tested: `beyond`, default 0.7)."""
     tokens, held = 1.0, 1.0
     for position in range(gamma):
-        held *= held_chance(held_at, tested_at, position)
+        held *= held_chance(held_at, tested_at, position, beyond)
         tokens += held
     return tokens
 

@@ -115,7 +115,18 @@ class GammaController:
         return tokens / cost
 
     def _tokens_by_position(self, gamma: int) -> float:
-        return tokens_by_position(self.held_at, self.tested_at, gamma)
+        """E(γ) by position. A copy priced by a measured curve, where every verified token costs a share of a forward
+        and only long copies pay, takes a position it never tested to hold as the deepest it did: a copy that held
+        so far usually goes on, and its drafts then lengthen step by step as far as they keep holding, instead of
+        waiting for probes of one token to learn each position."""
+        return tokens_by_position(self.held_at, self.tested_at, gamma, self._untested())
+
+    def _untested(self) -> float:
+        """What a position never tested is taken to hold: 0.7, or for a copy priced by a measured curve the chance of
+        the deepest position tested (the first time it is tested, too: its count starts there)."""
+        if self.copies and self.curve is not None and self.tested_at:
+            return held_chance(self.held_at, self.tested_at, len(self.tested_at) - 1)
+        return 0.7
 
     def next_gamma(self, rows: list[int] | None = None) -> int:
         """The γ of the next step (`rows`: the batch's, always the one row here)."""
@@ -248,7 +259,7 @@ class GammaController:
         if self.block:
             self.block_s = blend(self.block_s, draft_s)
         if self.block or self.copies:
-            count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected)
+            count_positions(self.held_at, self.tested_at, self.memory, accepted, rejected, self._untested())
         self.nodes_per_gamma = blend(self.nodes_per_gamma, (forward_tokens - 1) / gamma)
         if self.curve and self.forward_1:  # the width's point of the curve moves toward what this forward took
             self.curve[forward_tokens] = blend(

@@ -47,6 +47,14 @@ def installed() -> bool:
     return True
 
 
+def kernels() -> str:
+    """The CPU features llama.cpp was built to use ("AVX2 FMA F16C ..."), from its own system line: a forward's cost
+    depends on them as much as on the CPU."""
+    line = library().llama_print_system_info().decode(errors="replace")
+    found = [part.split("=")[0].split(":")[-1].strip() for part in line.split("|") if part.strip().endswith("= 1")]
+    return " ".join(found)
+
+
 def threads() -> int:
     """The threads llama.cpp computes with: every CPU this process may run on, as llama.cpp's tools take them on a
     machine whose CPUs are its cores (the 2-core machines this project measures on)."""

@@ -19,7 +19,7 @@ import torch
 
 from ..models.kernel_costs import device_name
 from ..models.offline import cache_root
-from .binding import threads
+from .binding import kernels, threads
 
 WIDTHS = (1, 2, 4, 8, 16)  # a plain step, and verifies of γ 1, 3, 7, 15
 REPEATS = 5
@@ -32,6 +32,7 @@ def _key(path: Path) -> str:
     stat = path.stat()
     return (
         f"method {METHOD}|{device_name(torch.device('cpu'))}|{threads()} threads|llama-cpp-python {_version()}|"
+        f"{kernels()}|"
         f"{path.name}:{stat.st_size}"
     )
 
