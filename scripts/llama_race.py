@@ -247,7 +247,7 @@ def report(result: dict, examples: dict[str, str]) -> str:
         their_alpha = median(r["alpha"] for r in result["llama"][k][their_best])
         lines.append(
             f"| {k} | {plain:.2f} | {plain / bench:.2f} ({plain / median(result['bench_at_depth'][k]):.2f}) | "
-            f"{'yes' if result['completion_equal'][k] else 'NO'} | {ex if k in examples else ex + ' (best: no example)'} | "
+            f"{'yes' if result['completion_equal'][k] else 'NO'} | {ex if k in examples else ex + ' (no example)'} | "
             f"{speed[ex] / plain:.2f}× ({_num(alpha)}, {_num(tau)}) | {best} | {speed[best] / plain:.2f}× | "
             f"{theirs['plain']:.2f} | {their_best} | {theirs[their_best] / theirs['plain']:.2f}× ({_num(their_alpha)}) "
             f"| {speed[ex] / theirs[their_best]:.2f} |"
