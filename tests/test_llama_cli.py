@@ -107,3 +107,17 @@ def test_llama_cpp_not_installed_is_one_line(capsys, ggufs, monkeypatch):
 
     monkeypatch.setattr(binding, "library", missing)
     assert_one_line_error(*run_cli(capsys, *llama(ggufs["target"], "--max-new-tokens", "4"))[::2], "not installed")
+
+
+def test_a_workload_runs_on_llama_cpp_and_bench_and_the_trainers_say_where_they_run(capsys, ggufs, tmp_path):
+    prompts = tmp_path / "mine.txt"
+    prompts.write_text("w1 w2 w3 w1 w2 w3\n\nw4 w5 w4 w5\n", encoding="utf-8")
+    out = tmp_path / "report.html"
+    args = ["workload", "--target", str(ggufs["target"]), "--prompts", str(prompts), "--out", str(out)]
+    code, _, err = run_cli(capsys, *args, "--runtime", "llama.cpp", "--drafters", "ngram", "--max-new-tokens", "8")
+    assert code == 0, err
+    assert "llama.cpp" in out.read_text(encoding="utf-8")
+    bench = ["bench", "--target", str(ggufs["target"]), "--runtime", "llama.cpp"]
+    assert_one_line_error(*run_cli(capsys, *bench)[::2], "llama_race.py")
+    train = ["train-medusa", "--base", str(ggufs["target"]), "--out", str(tmp_path / "heads"), "--runtime", "llama.cpp"]
+    assert_one_line_error(*run_cli(capsys, *train)[::2], "transformers")

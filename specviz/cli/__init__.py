@@ -158,6 +158,7 @@ def main(argv=None) -> int:
         if args.command in WORKLOAD:
             return cmd_workload(args)
         if args.command in ("train-medusa", "train-eagle", "train-dflash"):
+            train.on_transformers(args)
             return getattr(train, "cmd_" + args.command.replace("-", "_"))(args)
 
         return cmd_bench(args)

@@ -16,6 +16,7 @@ from ..bench.suite import Bench, brought
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.device import resolve_device
+from ..models.runtime_choice import LLAMA_CPP
 from ..runtime import quiet_transformers
 from ..settings import Settings
 from ..workload.ray_shards import ClusterRun, connect
@@ -157,6 +158,11 @@ def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "runtime", "") == LLAMA_CPP:
+        raise InvalidRequest(
+            "bench measures transformers' precisions against its assisted generation; on llama.cpp, specviz races "
+            "llama.cpp's own binaries with scripts/llama_race.py"
+        )
     plan = plan_from(args)
     began = time.perf_counter()
     if args.cluster:  # without Ray: one line, before any model loads

@@ -267,6 +267,12 @@ def _texts(base, args, prompts: list[str]):
     return texts
 
 
+def on_transformers(args) -> None:
+    """Training reads the target's hidden states in torch: the trainers run on transformers alone."""
+    if getattr(args, "runtime", "") == "llama.cpp":
+        raise InvalidRequest("the trainers read the target's hidden states in torch: use --runtime transformers")
+
+
 def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
     quiet_transformers()

@@ -32,6 +32,7 @@ from .flags import (
     check_entrants,
     exact_wanted,
     given_options,
+    runtime_for,
     settings_from,
 )
 
@@ -87,7 +88,10 @@ def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
     def preferred(k):  # each drafter at the settings it measured best, under the options given
         return k.parse({**dict(k.listing.preferred), **given.get(k.name, {})})
 
-    chosen = entrants(names, base, fixed, EntryRules(preferred, args.target, bool(args.draft)))
+    say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    runtime = runtime_for(args, args.draft or "", say)
+    rules = EntryRules(preferred, args.target, bool(args.draft), runtime=runtime.runtime)
+    chosen = entrants(names, base, fixed, rules)
     check_entrants(chosen, args.drafters is not None, bool(args.draft))
     job = WorkloadJob(
         target=args.target,
@@ -106,7 +110,9 @@ def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
             draft=args.draft or "",
             pair=f"{args.target} ← {args.draft}" if args.draft else args.target,
             precision=args.dtype,
+            runtime=runtime.runtime,
         ),
+        runtime=runtime.runtime,
     )
     return partial(prepare, job), out
 

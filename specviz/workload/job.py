@@ -10,7 +10,7 @@ from ..drafters.suffix_index import RunMemory
 from ..models import encode_prompt
 from ..models.loading import best_draft_dtype
 from ..record import TokenTexts
-from ..runs import Duel, Pair, open_draft, open_target
+from ..runs import Duel, Pair, open_draft, open_gguf, open_target
 from ..settings import Settings
 from ..trace import RunModels
 from .entrants import Entrant, production
@@ -33,13 +33,15 @@ class WorkloadJob:
     base: Settings  # plain decoding's settings; each drafter's are its entrant's
     setting: str  # how γ was chosen, in words
     models: RunModels  # the models as the report names them (exact mode filled in once loaded)
+    runtime: str = "transformers"  # what computes them (llama.cpp: each GGUF as it is)
 
 
 def prepare(job: WorkloadJob, actors: int = 1) -> tuple[WorkloadView, RunSide]:
     """The models loaded once, the workload checked against the device's bounds (`actors` devices' on a cluster),
     and how one side of one prompt is decoded."""
-    target = open_target(job.target, job.dtype, job.device)
-    draft_dtype = job.draft_dtype or best_draft_dtype(target.device) or job.dtype  # as the CLI's flags choose it
+    llama = job.runtime == "llama.cpp"
+    target = open_gguf(job.target) if llama else open_target(job.target, job.dtype, job.device)
+    draft_dtype = "" if llama else job.draft_dtype or best_draft_dtype(target.device) or job.dtype  # as the CLI's
     pair = Pair(target, open_draft(target, job.draft, draft_dtype, job.device) if job.draft else None)
     pair.choose_exact(job.exact)
     ids = [encode_prompt(target, p, chat=job.chat) for p in job.prompts]
