@@ -151,7 +151,7 @@ def test_a_new_drafter_declaring_a_vllm_method_is_handed_to_vllm_as_that_method(
 @pytest.mark.budget(45, "a copy of the package with one module added, run in a new process")
 def test_a_new_drafter_declaring_nothing_has_no_equivalent_in_any_engine(new_process, with_toy, model_folder):
     engines = handoff_in_copy(new_process, with_toy, model_folder)
-    assert list(engines) == ["transformers", "vLLM", "SGLang"]
+    assert list(engines) == ["transformers", "vLLM", "SGLang", "llama.cpp"]
     for engine, setting in engines.items():
         assert setting["text"] == "", engine  # nothing borrowed from another kind
         assert "no equivalent" in setting["nearest"] and "toy" in setting["nearest"], setting
@@ -200,6 +200,7 @@ def test_a_new_drafter_module_reaches_the_app_menu_and_its_api(new_process, with
         "dflash_nodes",
         "toy_offset",
         "exact",
+        "runtime",
     ]
 
 
