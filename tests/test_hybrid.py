@@ -214,3 +214,16 @@ def test_a_probe_priced_by_a_measured_curve_drafts_the_shortest_draft_that_could
     controller.accepted, controller.tested = 0.2, 2.0
     choices = [controller.next_gamma() for _ in range(9)]
     assert choices == [0] * 8 + [1]
+
+
+def test_a_model_side_left_out_stays_out_when_the_judges_change_their_mind():
+    """The judges' estimates move as a run measures its steps; a model side left out at the start never started, so
+    the hybrid keeps it out for the whole run rather than ask an unstarted model to draft."""
+    from specviz.engine.step import Judges
+
+    verdict = {"pays": False}
+    hybrid = HybridDrafter(SuffixDrafter(), DearModel())
+    hybrid.start([1, 2, 3, 1, 2], judges=Judges(lambda paths, depth: len(paths), None, lambda cost: verdict["pays"]))
+    verdict["pays"] = True  # later in the run, a draft of this cost could pay
+    assert hybrid.propose([1, 2, 3, 1, 2, 3, 9], 4) is None  # still the lookup alone: nothing to copy here
+    assert hybrid.model.started == hybrid.model.asked == 0

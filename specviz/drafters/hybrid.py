@@ -65,6 +65,7 @@ class HybridDrafter(BaseDrafter):
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
         self.seconds = {MODEL: Average(), "lookup": Average()}
         self.chosen = None  # MODEL or the lookup's bucket, for the step in flight
+        self.judges, self.with_model = None, True  # start() decides whether the model side drafts this run
         self.began = 0.0
 
     def max_nodes(self, gamma: int) -> int:
@@ -90,13 +91,14 @@ class HybridDrafter(BaseDrafter):
     def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
         self.judges = judges
         self.lookup.start(prompt_ids)  # its drafts are as long as its match: nothing for the judges to size
-        if self.model_pays():
+        self.with_model = self.model_pays()  # decided once: the judges' estimates move during the run
+        if self.with_model:
             self.model.start(prompt_ids, target, judges)
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         self.began = time.perf_counter()
         copied = self.lookup.propose(tokens, gamma)
-        if not self.model_pays():
+        if not self.with_model:
             self.chosen = bucket(self.lookup.match) if copied is not None else None
             return copied
         if copied is not None and self.rate(bucket(self.lookup.match)) >= self.rate(MODEL):
@@ -134,7 +136,7 @@ class HybridDrafter(BaseDrafter):
         else:
             self.lookup.observe(verdict)
             forget = getattr(self.model, "forget", None)  # a draft model drops the draft it keeps in its cache
-            if forget is not None and self.model_pays():  # (a model side left out never started)
+            if forget is not None and self.with_model:  # (a model side left out never started)
                 forget()
 
 
