@@ -10,4 +10,5 @@ if python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$pin')" 
     exit 0
 fi
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
-python -m pip install -q -r requirements-llama.txt
+# no wheel cache: a wheel built before with other CMAKE_ARGS would be reused as it is
+python -m pip install -q --no-cache-dir -r requirements-llama.txt

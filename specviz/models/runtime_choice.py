@@ -7,7 +7,7 @@ rate α: the best of plain decoding and every γ, since adaptive γ decodes plai
 
     tokens/s = max(1 / V(1), max over γ of E(α, γ) / (γ·d + V(γ + 1))),   E(α, γ) = (1 − α^(γ+1)) / (1 − α).
 
-llama.cpp's V(k) is measured on the GGUF itself (llama/costs.py) and its d is the draft's own plain step; the
+llama.cpp's V(k) is measured on the GGUF itself (llama/forward_costs.py) and its d is the draft's own plain step; the
 transformers paths' costs are models/kernel_costs.py's. A quantised GGUF streams a quarter of bfloat16's bytes, so its
 plain step is fast and a multi-token verify relatively dear: the same draft may pay in one runtime and lose in the
 other, which is what the reason says. What a run measures then checks the prediction (`Check`): the costs'
