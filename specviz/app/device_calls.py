@@ -63,9 +63,7 @@ def decode_seconds(asked: Request, plain_ids=None, memory: RunMemory | None = No
     return CALL_START_S + int(asked.settings.max_new_tokens * SECONDS_PER_TOKEN)
 
 
-def grand_prix_seconds(
-    asked: Request, lanes: tuple = (), memory: RunMemory | None = None, others: tuple = ()
-) -> int:
+def grand_prix_seconds(asked: Request, lanes: tuple = (), memory: RunMemory | None = None, others: tuple = ()) -> int:
     """The GPU time a Grand Prix asks for: every lane's tokens, plain decoding's included (N lanes count as N runs;
     another runtime's plain decoding is one of the lanes)."""
     tokens = (1 + len(lanes)) * asked.settings.max_new_tokens
