@@ -84,6 +84,8 @@ KIND = Recipe(
         "code), rarely elsewhere",
         order=30,
         lookup=True,
+        # its tree is wide (several candidates × γ): adaptive γ backs off where a wide verify costs more than it saves
+        preferred=(("adaptive", True),),
     ),
     serving=Serving(
         transformers=NGRAM.as_nearest(
