@@ -160,6 +160,24 @@ def gguf_pair(tmp_path_factory, target, drafts, tokenizer):
 
 
 @pytest.fixture(scope="session")
+def pair_folders_with_gguf(tmp_path_factory, pair_folders):
+    """The tiny pair's folders, each also holding its model as a GGUF: transformers reads the folder, llama.cpp the
+    file in it (tests/tiny_gguf.py)."""
+    import shutil
+
+    from tiny_gguf import save_gguf
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("pair-gguf")
+    out = []
+    for folder in pair_folders:
+        copy = shutil.copytree(folder, root / folder.name)
+        save_gguf(AutoModelForCausalLM.from_pretrained(copy), copy / "model.gguf")
+        out.append(copy)
+    return out
+
+
+@pytest.fixture(scope="session")
 def model_folder(tmp_path_factory, target, tokenizer):
     """The tiny target saved as a Hugging Face folder, to load through the CLI."""
     folder = tmp_path_factory.mktemp("tiny-model")

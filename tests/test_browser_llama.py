@@ -3,24 +3,13 @@ folder, served with --runtime llama.cpp (the choice said on the screen); the fir
 explained, *Why this speedup* with the runtime and its checked prediction, and a Grand Prix on both runtimes whose
 comparison says why the speedups differ and fits the screen. Screenshots go to test-artifacts/."""
 
-import shutil
-
 import pytest
 from pages import WAIT, fill_kept, open_page, shot
-from tiny_gguf import save_gguf
 
 
 @pytest.fixture(scope="module")
-def llama_app(launch_app, pair_folders, pair_heads, tmp_path_factory):
-    from transformers import AutoModelForCausalLM
-
-    root = tmp_path_factory.mktemp("browser-gguf")
-    folders = []
-    for folder in pair_folders:
-        copy = shutil.copytree(folder, root / folder.name)
-        save_gguf(AutoModelForCausalLM.from_pretrained(copy), copy / "model.gguf")
-        folders.append(copy)
-    proc, url = launch_app(folders, pair_heads, extra=("--runtime", "llama.cpp", "--dtype", "auto"))
+def llama_app(launch_app, pair_folders_with_gguf, pair_heads):
+    proc, url = launch_app(pair_folders_with_gguf, pair_heads, extra=("--runtime", "llama.cpp", "--dtype", "auto"))
     yield url
     proc.terminate()
     proc.wait(timeout=30)

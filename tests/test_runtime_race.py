@@ -3,11 +3,9 @@ its own plain decoding, each greedy lane writing its own runtime's plain tokens,
 speedups differ, from the race's own timings; recorded and snapshotted like every race."""
 
 import json
-import shutil
 
 import pytest
 from test_cli import run_cli
-from tiny_gguf import save_gguf
 
 from specviz.events import PLAIN, StepEvent
 from specviz.render.runtime_compare import runtime_comparison
@@ -65,23 +63,10 @@ def test_the_sentence_says_why_the_same_drafter_pays_on_one_runtime_and_not_the_
     )
 
 
-@pytest.fixture(scope="module")
-def both_formats(tmp_path_factory, pair_folders):
-    """The tiny pair's folders, each also holding its model as a GGUF: transformers reads the folder, llama.cpp the
-    file in it."""
-    from transformers import AutoModelForCausalLM
-
-    root = tmp_path_factory.mktemp("both-formats")
-    out = []
-    for folder in pair_folders:
-        copy = shutil.copytree(folder, root / folder.name)
-        save_gguf(AutoModelForCausalLM.from_pretrained(copy), copy / "model.gguf")
-        out.append(copy)
-    return out
-
-
-def test_a_race_on_both_runtimes_puts_every_lane_beside_its_own_plain_and_says_why(capsys, both_formats, tmp_path):
-    target, draft = (str(p) for p in both_formats)
+def test_a_race_on_both_runtimes_puts_every_lane_beside_its_own_plain_and_says_why(
+    capsys, pair_folders_with_gguf, tmp_path
+):
+    target, draft = (str(p) for p in pair_folders_with_gguf)
     path = tmp_path / "runtimes.json"
     code, out, err = run_cli(
         capsys,

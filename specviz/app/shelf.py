@@ -282,15 +282,13 @@ class ModelShelf:
         self._loaded = None
         del held
         gc.collect()
-        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
-            line = f"loading {model} in llama.cpp ({step}/2; its forward is measured once)"
-            self.loading = line
-            report(line)
-            yield line
-            if step == 1:
-                target = open_gguf(preset.target, report=report)
-            else:
-                draft = open_draft(target, preset.draft, "", self.device)
+        target, draft = yield from self._load_both(
+            preset,
+            "in llama.cpp ({}/2; its forward is measured once)",
+            lambda: open_gguf(preset.target, report=report),
+            lambda target: open_draft(target, preset.draft, "", self.device),
+            report,
+        )
         pair = Pair(target, draft)
         pair.runtime = chosen if chosen.plans else replace(chosen, plans={LLAMA_CPP: llama_plan_of(pair)})
         words = f"GGUF {target.model.describe()}"
@@ -299,6 +297,20 @@ class ModelShelf:
         )
         self._loaded.choose_exact(False)
         return True
+
+    def _load_both(self, preset: PairPreset, how: str, open_target, open_draft_of, report):
+        """The target, then its draft, each said (on the load line and to `report`) before it loads; `how` tells how,
+        with a {} for the step's number. Returns (target, draft)."""
+        target = None
+        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
+            line = f"loading {model} {how.format(step)}"
+            self.loading = line
+            report(line)
+            yield line
+            if step == 1:
+                target = open_target()
+            else:
+                return target, open_draft_of(target)
 
     def _load_transformers(self, preset: PairPreset, held, dtype: str, draft_dtype: str, report, chosen):
         """The pair in transformers at the precisions asked (auto: measured from the configs, before anything is
@@ -330,15 +342,13 @@ class ModelShelf:
         self._loaded = None
         del held
         gc.collect()
-        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
-            line = f"loading {model} ({step}/2; the first load of an offline model converts it once, 1-2 min)"
-            self.loading = line
-            report(line)
-            yield line
-            if step == 1:
-                target = open_target(preset.target, dtype, self.device, tokenizers[0])
-            else:
-                draft = open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1])
+        target, draft = yield from self._load_both(
+            preset,
+            "({}/2; the first load of an offline model converts it once, 1-2 min)",
+            lambda: open_target(preset.target, dtype, self.device, tokenizers[0]),
+            lambda target: open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1]),
+            report,
+        )
         self._loaded = LoadedPair(
             target, draft, choice=choice, runtime=chosen, preset=preset, dtype=dtype, draft_dtype=draft_dtype,
             asked=asked,
