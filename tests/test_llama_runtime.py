@@ -159,3 +159,24 @@ def test_a_prompt_is_read_as_llama_cpps_tools_read_it_and_its_last_token_is_not_
     lm.read_prompt(TEXT)
     lm.truncate(3)  # a rollback before the root: the root read with the prompt goes with the rest
     assert near(lm.extend(torch.tensor(TEXT[3:5]))[-1], fresh(model, TEXT[:5])[-1])
+
+
+def test_a_cost_curve_the_physics_forbids_is_measured_again_and_never_kept(gguf_pair, tmp_path, monkeypatch):
+    """A forward over k tokens costs at most about k one-token forwards, and a wider one never much less than a
+    narrower one: a curve outside that (measured while the machine was busy) is measured again, and when every
+    attempt is implausible it serves this run only, so the next load measures afresh."""
+    from specviz.llama import forward_costs
+
+    assert forward_costs.implausible({1: 0.11, 2: 0.72, 4: 0.38, 8: 1.21, 16: 1.63})  # measured beside a compiler
+    assert forward_costs.implausible({1: 0.03, 2: 0.05, 4: 0.03, 8: 0.2})  # 4 tokens cheaper than 2
+    for kept in ({1: 0.0277, 2: 0.0515, 4: 0.089, 8: 0.186, 16: 0.254}, {1: 0.121, 2: 0.110, 4: 0.107, 8: 0.119}):
+        assert forward_costs.implausible(kept) == ""  # llama.cpp Q4's shape, and bfloat16's cheaper two tokens
+    model = gguf_pair["target"].model
+    timed = iter([{1: 1.0, 2: 9.0}, {1: 1.0, 2: 9.0}, {1: 1.0, 2: 1.5}, {1: 1.0, 2: 9.0}, {1: 1.0, 2: 9.0}] * 2)
+    monkeypatch.setattr(forward_costs, "measure", lambda m: next(timed))
+    said = []
+    assert forward_costs.forward_curve(model, said.append, tmp_path) == {1: 1.0, 2: 1.5}  # the third: plausible
+    assert len(said) == 3 and "moved" in said[1] and forward_costs.kept_curve(model.path, tmp_path)[0][2] == 1.5
+    (tmp_path / forward_costs.COSTS_FILE).unlink()
+    assert forward_costs.forward_curve(model, said.append, tmp_path) == {1: 1.0, 2: 9.0}  # never plausible
+    assert forward_costs.kept_curve(model.path, tmp_path) is None

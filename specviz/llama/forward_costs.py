@@ -5,7 +5,10 @@ A quantised model's cost is its kernels': in Q4 one token streams a quarter of b
 decoding fast, while a forward of several tokens turns compute-bound sooner and its kernels switch (a repacked
 product of four rows or more), so k tokens cost far more than one. The curve is measured once per file, CPU, thread
 count and llama.cpp version after a short text has been read (as a verify runs after a prompt), each width the
-median of REPEATS timings, and kept in the cache folder.
+median of REPEATS timings taken in rounds (every width once a round, so a machine that slows for a while slows them
+all alike), and kept in the cache folder. A curve the physics forbids (a forward over k tokens dearer than k forwards
+of one, or a wider forward much cheaper than a narrower one) says the machine's speed moved while it was measured:
+it is measured again, and one that never comes out plausible is used for this run only, never kept.
 """
 
 import json
@@ -25,7 +28,9 @@ WIDTHS = (1, 2, 4, 8, 16)  # a plain step, and verifies of γ 1, 3, 7, 15
 REPEATS = 5
 CONTEXT = 64  # tokens read before the timed forwards
 COSTS_FILE = "llama-costs.json"
-METHOD = 1  # how the curve is measured: a kept curve measured otherwise is measured again
+METHOD = 2  # how the curve is measured: a kept curve measured otherwise is measured again
+ATTEMPTS = 3  # measurements of a curve before an implausible one is used (for this run only)
+SLACK = 1.25  # how far a timing may stray before a curve is implausible: V(k) ≤ SLACK·k·V(1), V(wider) ≥ V / SLACK
 
 
 def _key(path: Path) -> str:
@@ -45,23 +50,47 @@ def _version() -> str:
 
 
 def measure(model, widths=WIDTHS, repeats: int = REPEATS) -> dict[int, float]:
-    """Seconds of one forward over each width, on a context holding CONTEXT tokens: the median of `repeats`."""
+    """Seconds of one forward over each width, on a context holding CONTEXT tokens: the median of `repeats` rounds,
+    each timing every width once, after a round that warms the kernels."""
     context = model.take_context(CONTEXT + max(widths) + 1)
     try:
         filler = [min(1000 + i, model.vocab - 1) for i in range(CONTEXT)]
         context.forward(filler, range(CONTEXT), [(0,)] * CONTEXT, [False] * (CONTEXT - 1) + [True])
-        seconds = {}
-        for width in widths:
-            timings = []
-            for _ in range(repeats + 1):  # the first warms the kernels for this width
+        timings = {width: [] for width in widths}
+        for _ in range(repeats + 1):
+            for width in widths:
                 context.remove(0, CONTEXT, -1)
                 began = time.perf_counter()
                 context.forward(filler[:width], range(CONTEXT, CONTEXT + width), [(0,)] * width, [True] * width)
-                timings.append(time.perf_counter() - began)
-            seconds[width] = statistics.median(timings[1:])
-        return seconds
+                timings[width].append(time.perf_counter() - began)
+        return {width: statistics.median(seconds[1:]) for width, seconds in timings.items()}
     finally:
         model.give_context(context)
+
+
+def implausible(curve: dict[int, float]) -> str:
+    """Why `curve` cannot be this machine's steady cost ('' when it can): a width dearer than that many one-token
+    forwards, or cheaper than a narrower width, beyond SLACK."""
+    one = curve[min(curve)]
+    for width, seconds in sorted(curve.items()):
+        if seconds > SLACK * width * one:
+            return f"{width} tokens took {seconds / one:.1f} one-token forwards"
+    widths = sorted(curve)
+    for narrow, wide in zip(widths, widths[1:]):
+        if curve[wide] * SLACK < curve[narrow]:
+            return f"{wide} tokens took less than {narrow}"
+    return ""
+
+
+def plausible_measure(model, report=lambda _: None, attempts: int = ATTEMPTS) -> tuple[dict[int, float], str]:
+    """A curve measured until it is plausible, at most `attempts` times; the last one's problem ('' if none)."""
+    for _ in range(attempts):
+        curve = measure(model)
+        problem = implausible(curve)
+        if not problem:
+            return curve, ""
+        report(f"the machine's speed moved while llama.cpp's forward was measured ({problem}); measuring again")
+    return curve, problem
 
 
 def _known(folder: Path | None) -> tuple[Path, dict]:
@@ -82,12 +111,14 @@ def kept_curve(gguf: Path, folder: Path | None = None) -> tuple[dict[int, float]
 
 def forward_curve(model, report=lambda _: None, folder: Path | None = None) -> dict[int, float]:
     """The model's cost curve on this CPU: kept from an earlier measurement, else measured now (a few seconds, said
-    through `report`) and kept."""
+    through `report`) and kept if plausible."""
     kept = kept_curve(model.path, folder)
     if kept is not None:
         return kept[0]
     report(f"measuring llama.cpp's forward of {', '.join(map(str, WIDTHS))} tokens for {model.path.name}, once")
-    curve = measure(model)
+    curve, problem = plausible_measure(model, report)
+    if problem:  # used for this run; the next load measures again
+        return curve
     path, known = _known(folder)
     known[_key(model.path)] = {"curve": {str(w): s for w, s in curve.items()}, "describe": model.describe()}
     try:
