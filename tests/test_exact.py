@@ -246,6 +246,50 @@ def greedy_pair(wide, tokenizer, label: str, prompt: str) -> tuple[list[int], li
     return plain, generated_ids(generate_named(target, ids, settings, name, draft, options, memory=memory))
 
 
+LONG_PROMPT = 1100  # tokens: a long document's prompt, read by the static cache
+
+
+def test_a_prompt_is_read_in_one_ordinary_forward_and_the_steps_after_it_stay_exact(wide, tokenizer, exact):
+    """Both sides read a prompt with the same forward, so it needs no row-exactness: on kernels that switch past
+    SWITCH_PAST rows, exact mode multiplies a prompt of three times as many tokens whole, a verify after it still in
+    pieces, and greedy speculative decoding after it, and after a prompt of LONG_PROMPT tokens, writes plain
+    decoding's tokens."""
+    target = wide[0]
+    text = " ".join(f"w{(7 * i) % 60}" for i in range(3 * SWITCH_PAST + 1))
+    prompt = tokenizer.encode(text)
+    with kernels_that_count_rows(target.model):
+        assert set_exact(target.model, True) == ""
+        emulated, rows = F.linear, []
+
+        def counted(x, weight, bias=None):
+            rows.append(x.numel() // x.shape[-1])
+            return emulated(x, weight, bias)
+
+        for make in caches(target.model).values():
+            lm = make()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(F, "linear", counted)
+                lm.read_prompt(prompt)
+                assert set(rows) == {len(prompt) - 1, 2}  # every product whole; the kept logits' lone row paired
+                rows.clear()
+                lm.extend(torch.tensor(prompt[-1:] + prompt[: 2 * SWITCH_PAST]))
+                assert max(rows) <= SWITCH_PAST  # a verify of 2·SWITCH_PAST + 1 tokens: in pieces, as before
+                rows.clear()
+        for label in ("draft", "ngram"):
+            plain, spec = greedy_pair(wide, tokenizer, label, text)
+            assert spec == plain and len(plain) == 40, label
+        # a model whose context holds a long document, read by the static cache
+        context = 2 * LONG_PROMPT
+        target = loaded(tiny_llama(len(tokenizer), seed=1, intermediate=WIDE, context=context).bfloat16(), tokenizer)
+        draft = perturbed(tiny_llama(len(tokenizer), seed=1, intermediate=WIDE, context=context), seed=3, scale=0.3)
+        long = (target, loaded(draft.bfloat16(), tokenizer, "tiny-wide-draft"), None, None, None)
+        assert set_exact(target.model, True) == ""
+        long_text = " ".join(f"w{(7 * i + i // 60) % 60}" for i in range(LONG_PROMPT))
+        for label in ("draft", "ngram"):
+            plain, spec = greedy_pair(long, tokenizer, label, long_text)
+            assert spec == plain and len(plain) == 40, label
+
+
 # The fast tier's drafters: the draft model's chain and Medusa's tree; every other drafter's are in the slow tier.
 FAST_LABELS = ("draft", "medusa")
 OTHER_LABELS = [label for label in PARTING if label not in FAST_LABELS]

@@ -62,8 +62,8 @@ class DraftModelDrafter(BaseDrafter):
         prompt_ids = prompt_ids[:head] + prompt_ids[head + self.skipped :]
         self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + WIDTH * MAX_GAMMA + 1)
         self.blind = any(t >= self.readable for t in prompt_ids)
-        if len(prompt_ids) > 1 and not self.blind:
-            self.lm.extend(torch.tensor(prompt_ids[:-1]), last_only=True)
+        if not self.blind:
+            self.lm.read_prompt(prompt_ids)
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         # The cache may lag behind `tokens` (tokens accepted last step, the target's own token):

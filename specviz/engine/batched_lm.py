@@ -66,8 +66,7 @@ class BatchedLM:
         alone = []
         for prompt in prompts:
             lm = CachedLM(self.model)
-            if len(prompt) > 1:
-                lm.extend(torch.tensor(prompt[:-1]), last_only=True)
+            lm.read_prompt(prompt)
             alone.append(lm)
         lengths = [lm.length for lm in alone]
         rows = list(range(len(self.rows), len(self.rows) + len(prompts))) if rows is None else list(rows)

@@ -5,6 +5,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from ..errors import TreeAttentionUnsupported
+from ..models.exact import whole_rows
 from .kv_cache import KVCache, require_custom_mask
 from .tree import TokenTree, additive_mask, branch_sees, tree_mask, tree_positions
 
@@ -104,9 +105,11 @@ class CachedLM:
         return out.logits[0]
 
     def read_prompt(self, prompt: list[int]) -> None:
-        """The prompt into the cache but its last token, which the first step feeds (the root)."""
+        """The prompt into the cache but its last token, which the first step feeds (the root): one ordinary forward,
+        exact mode or not (models/exact.py, whole_rows)."""
         if len(prompt) > 1:
-            self.extend(torch.tensor(prompt[:-1]), last_only=True)
+            with whole_rows():
+                self.extend(torch.tensor(prompt[:-1]), last_only=True)
 
     def truncate(self, length: int) -> None:
         """Forget every cached token from `length` on (rollback after a rejection)."""

@@ -13,11 +13,18 @@ Two things in a bfloat16 forward on a CPU give a row that depends on how many ro
   and, in a tree, its own ancestors, in the order plain decoding would have written them. Only the very first forward
   (the prompt, from an empty cache) runs as one causal call: both sides make that same call.
 
+The prompt's forward needs neither: plain decoding and every speculative run read the same prompt with the same one
+forward, so its cache entries and its last row's logits are the same on both sides whatever kernel computes them,
+and only rows that one side computes alone and the other among others must match. So reading a prompt
+(`whole_rows`) multiplies every product in one piece, at the full speed of an ordinary forward.
+
 Both are installed on a loaded model in place (its Linear layers' class, a registered attention function) and taken
 off again; nothing is copied and no modeling file is touched. Whether they hold on this machine's kernels is probed
 when the mode is switched on (`exact_problem`).
 """
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -50,12 +57,29 @@ def rows_product(x: torch.Tensor, weight: torch.Tensor, bias, most: int | None) 
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+_reading = threading.local()  # per thread: whether the forward running is a prompt's (whole_rows)
+
+
+@contextmanager
+def whole_rows():
+    """While a prompt is read (in this thread): every product in one piece, as an ordinary forward multiplies."""
+    before = getattr(_reading, "prompt", False)
+    _reading.prompt = True
+    try:
+        yield
+    finally:
+        _reading.prompt = before
+
+
 class PairedLinear(torch.nn.Linear):
-    """A Linear whose products all go through the several-row kernel, at most `rows_at_once` rows each (set_exact)."""
+    """A Linear whose products all go through the several-row kernel, at most `rows_at_once` rows each (set_exact);
+    a prompt's forward (whole_rows) multiplies in one piece."""
 
     rows_at_once: int | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if getattr(_reading, "prompt", False) and x.shape[:-1].numel() > 1:
+            return F.linear(x, self.weight, self.bias)
         return rows_product(x, self.weight, self.bias, self.rows_at_once)
 
 
