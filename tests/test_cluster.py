@@ -103,6 +103,7 @@ def test_a_workload_on_two_actors_merges_into_the_one_machine_report(
     assert view.retried() == []
 
 
+@pytest.mark.budget(120, "Ray restarts the killed actor and reloads its model: 61 s on a slow 2-core day")
 def test_an_actor_killed_mid_prompt_loses_nothing_and_its_prompt_is_marked_retried(
     ray_cluster, pair_folders, workload_prompts, here, tmp_path
 ):

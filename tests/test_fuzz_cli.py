@@ -66,6 +66,12 @@ def test_generate_with_one_junk_flag_is_one_line_naming_it(capsys, flag, value):
     assert len(lines[0]) < 600 and named(lines[0], flag), lines[0][:300]
 
 
+def test_a_pasted_essay_as_a_choice_is_quoted_only_in_part(capsys):
+    """argparse quotes a bad choice back whole; the error line keeps its first words and the choices."""
+    code, lines = run(["generate", "--target", NOWHERE, "--prompt", "hi", "--acceptance", "x" * 10_000], capsys)
+    assert code == 2 and len(lines) == 1 and len(lines[0]) < 300 and "'greedy'" in lines[0], lines[0][:300]
+
+
 @settings(max_examples=40)
 @given(st.lists(st.tuples(st.sampled_from(sorted(GENERAL)), junk_value), min_size=1, max_size=4))
 def test_race_and_bench_with_junk_flags_are_one_line(capsys, flags):

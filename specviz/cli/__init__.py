@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from dataclasses import asdict
@@ -47,10 +48,12 @@ from .train import add_train_commands
 from .workload import NAMES as WORKLOAD
 from .workload import add_workload_command, cmd_workload
 
+LONGEST_QUOTED = 80  # characters of a value argparse quotes back in an error, before it is cut
+
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage dump
-        raise SystemExit(_fail(message))
+    def error(self, message):  # one line, not argparse's usage dump, and a pasted essay quoted only in part
+        raise SystemExit(_fail(re.sub(f"'([^']{{{LONGEST_QUOTED}}})[^']+'", r"'\1…'", message)))
 
 
 def _fail(message: str) -> int:
