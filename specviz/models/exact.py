@@ -78,9 +78,8 @@ class PairedLinear(torch.nn.Linear):
     rows_at_once: int | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if getattr(_reading, "prompt", False) and x.shape[:-1].numel() > 1:
-            return F.linear(x, self.weight, self.bias)
-        return rows_product(x, self.weight, self.bias, self.rows_at_once)
+        most = None if getattr(_reading, "prompt", False) else self.rows_at_once
+        return rows_product(x, self.weight, self.bias, most)
 
 
 @dataclass(frozen=True)
