@@ -11,7 +11,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$pin" -d "$work"
 tar -xzf "$work"/llama_cpp_python-"$pin".tar.gz -C "$work"
-flags="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+. scripts/llama-kernels.sh
+flags=$(llama_cmake_args)
 # shellcheck disable=SC2086
 cmake -S "$work/llama_cpp_python-$pin/vendor/llama.cpp" -B "$out" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DBUILD_SHARED_LIBS=OFF $flags >/dev/null
