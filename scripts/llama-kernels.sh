@@ -14,8 +14,8 @@ llama_cmake_args() {
     case "${SPECVIZ_LLAMA_KERNELS:-avx2}" in
         avx2) printf '%s' "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" ;;
         native)
-            printf '%s' "-DGGML_NATIVE=ON -DCMAKE_C_FLAGS_RELEASE=-O2 -DCMAKE_CXX_FLAGS_RELEASE=-O2 " \
-                "-DCMAKE_C_FLAGS=-DNDEBUG -DCMAKE_CXX_FLAGS=-DNDEBUG"
+            local at_o2="-DCMAKE_C_FLAGS_RELEASE=-O2 -DCMAKE_CXX_FLAGS_RELEASE=-O2"
+            printf '%s' "-DGGML_NATIVE=ON $at_o2 -DCMAKE_C_FLAGS=-DNDEBUG -DCMAKE_CXX_FLAGS=-DNDEBUG"
             ;;
         *) echo "error: SPECVIZ_LLAMA_KERNELS is avx2 or native, not '$SPECVIZ_LLAMA_KERNELS'" >&2; return 2 ;;
     esac
