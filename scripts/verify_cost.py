@@ -6,7 +6,7 @@ off, and transformers' own forward on its DynamicCache (what its prompt lookup a
 Every k is timed in a shuffled order within a round, the rounds interleave the cells, and each figure is a median.
 A speculative step pays off when its tokens outnumber what this costs in one-token forwards. Run it alone.
 
-    python scripts/verify_cost.py [--kind summarization] [--ks 1-16] [--rounds 5] [--dtype bfloat16]
+    python scripts/verify_cost.py [--kind summarization] [--gammas 1-16] [--rounds 5] [--dtype bfloat16]
 """
 
 import argparse
@@ -21,21 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-from specviz.bench.plan import load_prompts  # noqa: E402
+from specviz.bench.plan import load_prompts, parse_gammas  # noqa: E402
 from specviz.engine.static_lm import open_lm  # noqa: E402
 from specviz.engine.tree import build_tree  # noqa: E402
+from specviz.errors import InvalidRequest  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
 from specviz.runs import open_pair  # noqa: E402
 
 CELLS = ("exact chain", "exact tree", "no exact chain", "no exact tree", "transformers")
-
-
-def ks_of(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = (int(n) for n in text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(n) for n in text.split(",")]
 
 
 def two_branches(drafts: list[int]):
@@ -90,14 +84,17 @@ def main() -> int:
     p.add_argument("--target", default="qwen2.5-coder-1.5b-instruct")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--kind", default="summarization")
-    p.add_argument("--ks", default="1-16")
+    p.add_argument("--gammas", default="1-16", help="the draft lengths k, e.g. 1-16 or 2,4,8")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
+    try:  # before a model loads: a bad list is a one-line error
+        ks = sorted({0, *parse_gammas(args.gammas)})
+    except InvalidRequest as exc:
+        p.error(str(exc))
     pair = open_pair(args.target, args.dtype, "cpu")
     print(f"{device_name(pair.target.device)}, {torch.get_num_threads()} threads, {args.target} {args.dtype}")
     print(f"exact mode here: {pair.choose_exact(True)}")
     prompt = encode_prompt(pair.target, load_prompts([args.kind], 1)[0][1])
-    ks = sorted({0, *ks_of(args.ks)})
     drafts = (prompt * 2)[100 : 100 + max(ks)]  # real tokens of the prompt, as a lookup would copy them
     spec, hf = SpecvizSide(pair, prompt, max(ks)), TransformersSide(pair, prompt)
     timed = {cell: {k: [] for k in ks} for cell in CELLS}
