@@ -6,6 +6,7 @@ from html import escape
 from ..events import PLAIN
 from .nearest import nearest_table
 from .rows import BenchMeta
+from .scoreboard import scoreboard_table
 from .tally import ASSISTED, best_cell, drafters, figure, groups, mean, spread
 from .targets import TARGETS, targets
 
@@ -15,6 +16,12 @@ NEAREST_TITLE = (
     "the specviz drafter nearest to their method at its best fixed γ here (a tree stays a tree), transformers as its "
     "own method at its default schedule; speedups over plain decoding, geometric means over kinds and temperatures, "
     "the ratio to specviz's in brackets.\n\n"
+)
+
+SCOREBOARD_TITLE = (
+    "### The scoreboard: each library's plain decoding and its fastest method, per kind\n\n"
+    "Whole-call tokens/s (prefill included), means over a kind's prompts of the median runs; transformers' best is "
+    "the fastest of its plain decoding, assisted generation and prompt lookup as they ran here.\n\n"
 )
 
 
@@ -184,6 +191,7 @@ def runs_in_order_table(rows) -> str:
 
 def markdown_report(rows, meta: BenchMeta) -> str:
     in_order, positions, nearest = runs_in_order_table(rows), position_table(rows), nearest_table(rows)
+    scoreboard = scoreboard_table(rows)
     title = (
         f"specviz bench: {meta.target}"
         + (f" ← {meta.draft}" if meta.draft else "")
@@ -203,6 +211,7 @@ def markdown_report(rows, meta: BenchMeta) -> str:
         [
             f"## {title}",
             modes,
+            *([SCOREBOARD_TITLE + scoreboard] if scoreboard else []),
             "### Targets\n\n" + "\n".join(f"- {line}" for line in targets(rows)),
             "### Summary (means over the prompts of a kind)\n\n" + summary_table(rows),
             "### The engine against the engine: the same draft in specviz and in transformers\n\n" + engine_table(rows),
