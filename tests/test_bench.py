@@ -194,8 +194,8 @@ def test_bench_runs_every_method_and_writes_three_reports(
         (
             ["--kinds", "poetry"],
             "error: unknown prompt kind 'poetry'; kinds: code, extraction, prose, edit, repetitive, chat, "
-            "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, or context-N (a prompt "
-            "of about N tokens)",
+            "translation, summarization, qa, math, rag, multi_turn, repeat_sql, repeat_fields, document, or context-N "
+            "(a prompt of about N tokens)",
         ),
     ],
 )
