@@ -206,10 +206,13 @@ KIND = Recipe(
         preferred=(("gamma", 8), ("adaptive", True), ("draft_tree", "tree")),
         describe=lambda o: "draft model" + (f", a tree of {o.draft_nodes} nodes" if o.draft_tree == "tree" else ""),
         counterpart="transformers assisted",
-        best_for=(  # the task families, int8 draft, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
-            FamilyBest("code", 8, adaptive=True),  # 1.82x (γ 4: 1.62x; the hybrid 1.72x)
-            FamilyBest("translation", 8, adaptive=True),  # 1.10x
-            FamilyBest("prose", 8, adaptive=True),  # 1.24x (γ 4: 0.91x)
+        # the family suite, int8 draft, bfloat16 target, whole-call tok/s, medians of 3, AMX Xeon, 2026-12-03
+        # (docs/benchmarks.md); where the best cell's repeats overlapped another's, the earlier choice stays
+        best_for=(
+            FamilyBest("code", 8, adaptive=True),  # 5.63 (the hybrid at γ 4 6.15, repeats overlapping)
+            FamilyBest("translation", 8, adaptive=True),  # 3.68 (γ 4 3.69, level)
+            FamilyBest("prose", 8, adaptive=True),  # 3.41 (γ 4 2.78)
+            FamilyBest("qa", 4, adaptive=False),  # 4.75 (the hybrid adaptive 2.18)
         ),
     ),
     needs_draft=True,

@@ -212,10 +212,8 @@ KIND = Recipe(
         preferred=(("gamma", 8), ("adaptive", True)),
         counterpart="transformers assisted",
         lookup=True,
-        best_for=(  # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md)
-            FamilyBest("math", 8, adaptive=True),  # 2.08x (the draft model alone 2.00x)
-            FamilyBest("qa", 8, adaptive=True),  # 1.42x (the draft model alone 1.36x)
-        ),
+        # the family suite, whole-call tok/s, medians of 3, AMX Xeon, 2026-12-03 (docs/benchmarks.md)
+        best_for=(FamilyBest("math", 8, adaptive=True),),  # 6.06 (the draft model adaptive 5.80)
     ),
     needs_draft=lambda o: o.hybrid_model == "draft",
     precheck=_precheck,

@@ -101,10 +101,11 @@ KIND = Recipe(
         order=35,
         preferred=(("gamma", 10), ("adaptive", True)),  # a copy holds in runs: let adaptive γ copy up to 10
         lookup=True,
-        # the task families, medians of 3 runs, 2026-11-26 (docs/benchmarks.md); an earlier repetition workload
+        # the family suite, whole-call tok/s, medians of 3, AMX Xeon, 2026-12-03 (docs/benchmarks.md); an earlier
+        # repetition workload
         best_for=(
-            FamilyBest("summarization", 10, adaptive=True),  # 1.65x (γ 4 1.67x, n-gram 1.56x)
-            FamilyBest("rag", 10, adaptive=True),  # 1.59x (γ 4 1.57x, n-gram 1.53x)
+            FamilyBest("summarization", 10, adaptive=True),  # 4.35 (n-gram adaptive 4.34, level)
+            FamilyBest("document", 10, adaptive=True),  # 8.46 (n-gram adaptive 7.90)
             FamilyBest("repeat_sql", 16, adaptive=False),  # 3.3x on run 2
         ),
     ),

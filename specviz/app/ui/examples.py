@@ -1,5 +1,5 @@
 """Example prompts by kind. Picking one also picks the drafter and γ that the benchmark measured fastest for that
-kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the task families, 2026-11-26), as each
+kind of prompt with the offline pair on a laptop CPU (docs/benchmarks.md, the family suite, 2026-12-03), as each
 drafter declares it (Listing.best_for), so an example shows a setup that pays; every control can still be
 changed before Run."""
 
@@ -26,6 +26,7 @@ FAMILIES = (  # (a kind of assets/prompts.json, its label), in the order the exa
     ("extraction", "Extraction from a passage"),
     ("summarization", "Summarize an article"),
     ("rag", "Answer from retrieved passages"),
+    ("document", "Return a long document with one edit"),
     ("translation", "Translation"),
     ("math", "Math reasoning"),
     ("qa", "Question answering"),
