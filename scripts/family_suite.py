@@ -55,11 +55,7 @@ def this_cpu() -> str:
 def read_family(folder: Path) -> tuple[dict, list[BenchRow]]:
     """A bench.json's meta and rows."""
     saved = json.loads((folder / "bench.json").read_text())
-    rows = []
-    for r in saved["rows"]:
-        r["tps_range"] = tuple(r["tps_range"]) if r.get("tps_range") else None
-        rows.append(BenchRow(**r))
-    return saved["meta"], rows
+    return saved["meta"], [BenchRow.from_json(r) for r in saved["rows"]]
 
 
 def scoreboard(out: Path, kinds: list[str], repeats: int) -> str:

@@ -73,6 +73,12 @@ class BenchRow:
     def to_json(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict) -> "BenchRow":
+        """A row as bench.json stores it (its repeats' range a JSON list)."""
+        spread = data.get("tps_range")
+        return cls(**{**data, "tps_range": tuple(spread) if spread else None})
+
 
 @dataclass(frozen=True)
 class BenchMeta:

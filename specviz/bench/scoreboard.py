@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..events import PLAIN
 from .rows import drafter_of
-from .tally import drafters, groups, mean, overlap, spread
+from .tally import drafters, fastest, groups, mean, overlap, spread
 
 HF_PLAIN = "transformers plain"
 PROMPT_LOOKUP = "transformers prompt lookup"
@@ -54,7 +54,7 @@ def pick(rows) -> Pick | None:
     """The fastest (name, γ) among the rows, by mean tokens/s over prompts."""
     if not rows:
         return None
-    (name, gamma), best = max(groups(rows, "name", "gamma").items(), key=lambda kv: mean(r.tps for r in kv[1]))
+    (name, gamma), best = fastest(rows)
     same = [r.same_as_plain for r in best if r.same_as_plain is not None]
     return Pick(name, gamma, mean(r.tps for r in best), spread(best), all(same) if same else None)
 

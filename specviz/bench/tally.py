@@ -61,6 +61,11 @@ def groups(rows, *keys):
     return out
 
 
+def fastest(rows, key: str = "tps"):
+    """((name, γ), rows) of the name and γ with the highest mean of `key` over prompts."""
+    return max(groups(rows, "name", "gamma").items(), key=lambda kv: mean(getattr(r, key) for r in kv[1]))
+
+
 def spread(rs) -> tuple[float, float]:
     """The slowest and fastest tokens/s over these rows' repeats (a row without repeats counts its own figure)."""
     ranges = [r.tps_range or (r.tps, r.tps) for r in rs]

@@ -4,7 +4,7 @@ import statistics
 
 from ..events import PLAIN
 from .rows import drafter_of
-from .tally import ASSISTED, Drafters, best_cell, drafters, groups, mean, unsettled
+from .tally import ASSISTED, Drafters, best_cell, drafters, fastest, groups, mean, unsettled
 
 TARGETS = (
     "best drafter ≥ 2.0× plain on code and ≥ 1.2× transformers' best on every kind; with the same draft, the "
@@ -34,16 +34,11 @@ def targets(rows) -> list[str]:
     ]
 
 
-def _fastest(rows, key: str = "tps"):
-    """((name, γ), rows) of the name and γ with the highest mean of `key` over prompts."""
-    return max(groups(rows, "name", "gamma").items(), key=lambda kv: mean(getattr(r, key) for r in kv[1]))
-
-
 def _code_lines(ours) -> list[str]:
     code = [r for r in ours if r.kind == "code" and r.temperature == 0]
     if not code:
         return []
-    (name, gamma), best = _fastest(code, "speedup")
+    (name, gamma), best = fastest(code, "speedup")
     return [
         f"best speedup on code (greedy, mean over prompts): {mean(r.speedup for r in best):.2f}x "
         f"({name}, γ {gamma}) (target ≥ 2.00x)"
@@ -58,8 +53,8 @@ def _over_transformers_lines(rows, ours) -> list[str]:
         other = [r for r in theirs if r.kind == kind and r.temperature == t]
         if not other:
             continue
-        (name, gamma), best = _fastest(rs)
-        (o_name, o_gamma), o_best = _fastest(other)
+        (name, gamma), best = fastest(rs)
+        (o_name, o_gamma), o_best = fastest(other)
         ratio = mean(r.tps for r in best) / mean(r.tps for r in o_best)
         lines.append(
             f"{kind}, T {t:g}: specviz's best ({name}, γ {gamma}) over transformers' best ({o_name}, γ "
@@ -113,7 +108,7 @@ def _geometric_mean_lines(rows, ours) -> list[str]:
     for (kind, t), rs in groups(ours, "kind", "temperature").items():
         plain = [r for r in rows if r.method == "transformers plain" and r.kind == kind and r.temperature == t]
         if plain:
-            best = max(groups(rs, "name", "gamma").values(), key=lambda group: mean(r.tps for r in group))
+            _, best = fastest(rs)
             kinds_best.append(mean(r.tps for r in best) / mean(r.tps for r in plain))
     if not kinds_best:
         return []
