@@ -179,28 +179,39 @@ def test_a_plain_step_timed_at_zero_seconds_leaves_adaptive_gamma_working():
     assert 0 <= controller.next_gamma() <= 1
 
 
-def test_a_copy_that_holds_lengthens_its_drafts_step_by_step_on_a_dear_verify():
-    """llama.cpp's Q4 verify here (about 0.6 of a forward per token verified): only long copies pay. A copy whose
-    drafts all hold is taken to go on as far as it held, so its drafts grow step after step up to γ; one that always
-    breaks after two tokens stays short, and a copy that never holds drafts nothing."""
+def _copy_run(curve: dict, holds, steps: int = 40) -> list[int]:
+    """The γ chosen at each of `steps` steps for a copy whose drafts hold `holds(step)` tokens deep, priced by `curve`."""
     from specviz.analysis.theory import interpolate
 
+    controller = GammaController(10, forward_1=1.0, draft_per_token=0.0, curve=curve, copies=True)
+    chosen = []
+    for step in range(steps):
+        gamma = controller.next_gamma()
+        chosen.append(gamma)
+        if gamma:
+            accepted = min(gamma, holds(step))
+            controller.observe(gamma, 1 + gamma, accepted, accepted < gamma, 0.0, interpolate(curve, 1 + gamma))
+        else:
+            controller.observe(0, 1, 0, False, 0.0, 1.0)
+    return chosen
+
+
+def test_a_copy_on_a_dear_verify_drafts_as_deep_as_it_holds():
+    """llama.cpp's Q4 verify here (about 0.6 of a forward per token verified): only long copies pay. A copy whose
+    drafts all hold reaches γ at its second step; one that always breaks after two tokens stays at two, one that
+    breaks after five at five, and a copy that never holds drafts nothing but a probe of one token now and then."""
     curve = {1: 1.0, 2: 1.7, 4: 3.0, 8: 5.5, 16: 8.5}
+    long = _copy_run(curve, lambda step: 99)
+    assert long[1:] == [10] * 39 and 0 < long[0] < 10  # the first, unmeasured, is short: a verify here is dear
+    assert _copy_run(curve, lambda step: 2)[2:] == [2] * 38
+    assert _copy_run(curve, lambda step: 5)[2:] == [5] * 38
+    assert max(_copy_run(curve, lambda step: 0)[1:]) <= 1
 
-    def run(holds: int, steps: int = 40) -> list[int]:
-        controller = GammaController(10, forward_1=1.0, draft_per_token=0.0, curve=curve, copies=True)
-        chosen = []
-        for _ in range(steps):
-            gamma = controller.next_gamma()
-            chosen.append(gamma)
-            if gamma:
-                accepted = min(gamma, holds)
-                controller.observe(gamma, 1 + gamma, accepted, accepted < gamma, 0.0, interpolate(curve, 1 + gamma))
-            else:
-                controller.observe(0, 1, 0, False, 0.0, 1.0)
-        return chosen
 
-    long = run(holds=99)
-    assert long[-1] == 10 and long[:8] == [0] * 8 and 0 < long[8] < 10  # it got there from a probe, lengthening
-    assert max(run(holds=2)[20:]) <= 4
-    assert max(run(holds=0)[30:]) <= 1  # a probe of one token now and then, nothing longer
+def test_a_copy_whose_first_draft_failed_goes_on_at_the_ceiling_when_the_next_holds():
+    """AMX's bf16 verify (16 tokens for about 1.5 forwards): a document copied back starts with a token the prompt
+    does not predict, then holds for the rest. That first failure says nothing of how far a copy goes on once it
+    holds, so the next copies are drafted to γ at once instead of lengthening 5, 7, 9 as positions get tested."""
+    curve = {1: 1.0, 2: 0.96, 3: 0.99, 4: 1.0, 5: 1.04, 12: 1.17, 17: 1.46, 25: 1.69, 33: 2.72}
+    chosen = _copy_run(curve, lambda step: 0 if step == 0 else 99, steps=8)
+    assert chosen == [10] * 8

@@ -23,6 +23,8 @@ from .batch_gamma import LONGEST_PROBE_GAP
 from .step import DrafterProfile, FinishedStep, Judges
 
 BINS = 10
+COPY_GOES_ON = 0.9  # a copy's next token, once the ones before it held, until the run has measured it: the family
+# suite's copy-heavy texts held 0.8-1.0 there (docs/benchmarks.md); a run's own steps replace it within a few
 
 
 @dataclass
@@ -122,11 +124,16 @@ class GammaController:
         return tokens_by_position(self.held_at, self.tested_at, gamma, self._untested())
 
     def _untested(self) -> float:
-        """What a position never tested is taken to hold: 0.7, or for a copy priced by a measured curve the chance of
-        the deepest position tested (the first time it is tested, too: its count starts there)."""
-        if self.copies and self.curve is not None and self.tested_at:
+        """What a position never tested is taken to hold (the first time it is tested, too: its count starts there):
+        0.7; for a copy priced by a measured curve, the chance of the deepest position tested beyond the first, and
+        COPY_GOES_ON until one is. Whether a copy starts to hold (the first position) says little about whether it
+        goes on once it did: a copy whose first token failed would otherwise start every later one short and
+        lengthen it step by step."""
+        if not (self.copies and self.curve is not None):
+            return 0.7
+        if len(self.tested_at) > 1:
             return held_chance(self.held_at, self.tested_at, len(self.tested_at) - 1)
-        return 0.7
+        return COPY_GOES_ON
 
     def next_gamma(self, rows: list[int] | None = None) -> int:
         """The γ of the next step (`rows`: the batch's, always the one row here)."""
