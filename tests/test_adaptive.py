@@ -179,11 +179,12 @@ def test_a_plain_step_timed_at_zero_seconds_leaves_adaptive_gamma_working():
     assert 0 <= controller.next_gamma() <= 1
 
 
-def _copy_run(curve: dict, holds, steps: int = 40) -> list[int]:
-    """The γ chosen at each of `steps` steps for a copy whose drafts hold `holds(step)` tokens deep, priced by `curve`."""
+def _copy_run(curve: dict, holds, steps: int = 40, priced: bool = True) -> list[int]:
+    """The γ chosen at each step for a copy whose drafts hold `holds(step)` tokens deep, its verify taking what
+    `curve` says; `priced`: the controller knows the curve (llama.cpp measures one), else it learns a slope."""
     from specviz.analysis.theory import interpolate
 
-    controller = GammaController(10, forward_1=1.0, draft_per_token=0.0, curve=curve, copies=True)
+    controller = GammaController(10, forward_1=1.0, draft_per_token=0.0, curve=curve if priced else None, copies=True)
     chosen = []
     for step in range(steps):
         gamma = controller.next_gamma()
@@ -208,10 +209,11 @@ def test_a_copy_on_a_dear_verify_drafts_as_deep_as_it_holds():
     assert max(_copy_run(curve, lambda step: 0)[1:]) <= 1
 
 
-def test_a_copy_whose_first_draft_failed_goes_on_at_the_ceiling_when_the_next_holds():
+@pytest.mark.parametrize("priced", [True, False])
+def test_a_copy_whose_first_draft_failed_goes_on_at_the_ceiling_when_the_next_holds(priced):
     """AMX's bf16 verify (16 tokens for about 1.5 forwards): a document copied back starts with a token the prompt
     does not predict, then holds for the rest. That first failure says nothing of how far a copy goes on once it
     holds, so the next copies are drafted to γ at once instead of lengthening 5, 7, 9 as positions get tested."""
     curve = {1: 1.0, 2: 0.96, 3: 0.99, 4: 1.0, 5: 1.04, 12: 1.17, 17: 1.46, 25: 1.69, 33: 2.72}
-    chosen = _copy_run(curve, lambda step: 0 if step == 0 else 99, steps=8)
+    chosen = _copy_run(curve, lambda step: 0 if step == 0 else 99, steps=8, priced=priced)
     assert chosen == [10] * 8

@@ -117,19 +117,18 @@ class GammaController:
         return tokens / cost
 
     def _tokens_by_position(self, gamma: int) -> float:
-        """E(γ) by position. A copy priced by a measured curve, where every verified token costs a share of a forward
-        and only long copies pay, takes a position it never tested to hold as the deepest it did: a copy that held
-        so far usually goes on, and its drafts then lengthen step by step as far as they keep holding, instead of
-        waiting for probes of one token to learn each position."""
+        """E(γ) by position. A copy takes a position it never tested to hold as the deepest it tested beyond the
+        first: a copy that held so far usually goes on, so its drafts reach as far as they keep holding, instead of
+        waiting for probes of one token to learn each position (where every verified token costs a share of a
+        forward, only long copies pay)."""
         return tokens_by_position(self.held_at, self.tested_at, gamma, self._untested())
 
     def _untested(self) -> float:
         """What a position never tested is taken to hold (the first time it is tested, too: its count starts there):
-        0.7; for a copy priced by a measured curve, the chance of the deepest position tested beyond the first, and
-        COPY_GOES_ON until one is. Whether a copy starts to hold (the first position) says little about whether it
-        goes on once it did: a copy whose first token failed would otherwise start every later one short and
-        lengthen it step by step."""
-        if not (self.copies and self.curve is not None):
+        0.7; for a copy, the chance of the deepest position tested beyond the first, and COPY_GOES_ON until one is.
+        Whether a copy starts to hold (the first position) says little about whether it goes on once it did: a copy
+        whose first token failed would otherwise start every later one short and lengthen it step by step."""
+        if not self.copies:
             return 0.7
         if len(self.tested_at) > 1:
             return held_chance(self.held_at, self.tested_at, len(self.tested_at) - 1)
