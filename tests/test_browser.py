@@ -375,6 +375,38 @@ def test_presenter_mode_from_the_url_and_ctrl_enter_runs(app_server, browser):
         page.close()
 
 
+# What presenter mode enlarges, and how much at least: read from the back of a hall, the race's words a quarter larger.
+PRESENTED = {
+    "race text": ("#sv-spec .sv-text", 1.25),
+    "metrics": ("#sv-metrics .sv-metrics", 1.25),
+    "badge": ("#sv-badge .sv-badge", 1.25),
+    "Figure 1": ("#sv-fig1 .sv-fig1", 1.2),
+}
+SIZES_JS = """(parts) => Object.fromEntries(Object.entries(parts).map(([name, sel]) => {
+  const e = document.querySelector(sel);
+  return [name, e ? parseFloat(getComputedStyle(e).fontSize) : null];
+}))"""
+
+
+def test_presenter_mode_enlarges_the_race_its_metrics_badge_and_figure_1(app_server, browser):
+    """The same page, one race, its sizes read with presenter mode off and then on at 1920×1080: every part named in
+    PRESENTED grows by at least its factor (Gradio's scoped copy of a normal rule must not outrank a presenter one)."""
+    page = open_page(browser, app_server[0], 1920, 1080)
+    try:
+        race(page, "w1 w2 w3")
+        selectors = {name: sel for name, (sel, _) in PRESENTED.items()}
+        normal = page.evaluate(SIZES_JS, selectors)
+        assert all(normal.values()), normal
+        page.locator("#sv-presenter input").check()
+        page.wait_for_function("document.body.classList.contains('sv-presenter')", timeout=WAIT)
+        presented = page.evaluate(SIZES_JS, selectors)
+        small = {n: (normal[n], presented[n]) for n, (_, k) in PRESENTED.items() if presented[n] < k * normal[n]}
+        assert not small, f"not enlarged (normal px, presenter px): {small}"
+        shot(page, "presenter-1920x1080.png")
+    finally:
+        page.close()
+
+
 def test_a_run_queued_behind_another_visitors_says_what_it_waits_for(app_server, browser):
     url, pair = app_server
     other = Client(url, verbose=False)

@@ -35,6 +35,42 @@ def wait_done(page, seconds: float = 240) -> None:
         time.sleep(0.1)
 
 
+# Traffic's words in presenter mode: the drawn size of a chart's text (its font scaled as the SVG is drawn), and the
+# size a concurrency sweep's table takes there, read off a probe table of the sweep's classes put in the same place.
+TRAFFIC_PARTS = {
+    "verdict": "#sv-traffic-verdict li",
+    "table": "#sv-traffic-table td",
+    "caption": "#sv-traffic-charts figcaption",
+}
+SIZES_JS = """(parts) => {
+  const px = (e) => parseFloat(getComputedStyle(e).fontSize);
+  const sizes = Object.fromEntries(Object.entries(parts).map(([name, sel]) => [name, px(document.querySelector(sel))]));
+  const svgs = [...document.querySelectorAll('#sv-traffic-charts svg')];
+  const drawn = (s) => px(s.querySelector('text')) * s.getBoundingClientRect().width / s.viewBox.baseVal.width;
+  sizes.chart = Math.min(...svgs.map(drawn));
+  const probe = document.createElement('table');
+  probe.className = 'sv-metrics sv-concurrency';
+  probe.innerHTML = '<tbody><tr><td>1</td></tr></tbody>';
+  document.querySelector('#sv-traffic-table').appendChild(probe);
+  sizes.sweep_table = px(probe.querySelector('td'));
+  probe.remove();
+  return sizes;
+}"""
+
+
+def check_presenter_enlarges_traffic(page) -> None:
+    """In presenter mode the chart text as drawn and the table are no smaller than a sweep's table there, the
+    table fills the width, and every part is larger than with presenter mode off (read again on the same page)."""
+    presented = page.evaluate(SIZES_JS, TRAFFIC_PARTS)
+    assert presented["chart"] >= presented["sweep_table"] and presented["table"] >= presented["sweep_table"], presented
+    table, column = (page.locator(s).bounding_box() for s in ("#sv-traffic-table table", "#sv-traffic-table"))
+    assert table["width"] >= 0.95 * column["width"], (table, column)
+    page.locator("#sv-presenter input").uncheck()
+    page.wait_for_function("!document.body.classList.contains('sv-presenter')")
+    normal = page.evaluate(SIZES_JS, TRAFFIC_PARTS)
+    assert all(presented[k] > normal[k] for k in (*TRAFFIC_PARTS, "chart")), (presented, normal)
+
+
 def table_rows(page) -> list[list[str]]:
     return page.locator("#sv-traffic-table tr").evaluate_all(
         "rows => rows.slice(1).map(r => [...r.querySelectorAll('td')].map(c => c.innerText))"
@@ -73,6 +109,8 @@ def test_traffic_fills_the_verdict_charts_and_table_and_fits_the_screen(app_serv
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing off the screen's width
     page.locator("#sv-traffic-charts").scroll_into_view_if_needed()
     shot(page, f"traffic-{size}.png")
+    if query:
+        check_presenter_enlarges_traffic(page)
     page.close()
 
 

@@ -94,6 +94,17 @@ def test_the_screen_shows_three_charts_and_escapes_the_prompts_text(served):
     assert "w3 &lt;b&gt;&amp;" in html and "<b>&" not in html
 
 
+def test_a_run_with_no_vllm_lines_writes_no_vllm_heading(served):
+    import copy
+
+    final = copy.copy(served[1])
+    final.advice = []
+    said = traffic_production(final)
+    assert "for vLLM" not in said and "without a per-batch-size table" not in said
+    assert said.startswith('<div class="sv-vllm"><p>Into production:</p><ul><li>')
+    assert "for vLLM:</p><ul><li>" in traffic_production(served[1]) or not served[1].advice
+
+
 def test_nothing_is_said_before_a_run(backend):
     first = next(iter(backend.traffic(values(), PROMPTS, "draft@2", "20", requests=2)))
     assert "<li>" not in traffic_verdict(first) and "<svg" not in traffic_charts(first)
@@ -140,7 +151,7 @@ def test_a_traffic_run_asks_zero_gpu_for_its_arrivals_span_and_tokens_within_the
         (dict(requests=0), "number of requests"),
         (dict(requests=2.5), "number of requests"),
         (dict(max_rows=0), "at once"),
-        (dict(rates="0.001", requests=16), "minutes of arrivals"),
+        (dict(rates="0.001", requests=16), "minutes of arrivals for each lane; here at most 10 minutes:"),
         (dict(rounds=0), "rounds"),
     ],
 )

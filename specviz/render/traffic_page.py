@@ -8,6 +8,7 @@ from html import escape
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.traffic_view import TrafficView, error_of
+from .concurrency_page import progress_line
 from .svg_charts import GRID, INK, SERIES_COLOURS, _svg, _text, nice_ticks
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
@@ -15,6 +16,11 @@ CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
     "tpot99": ("p99 time per output token", lambda f: f.tpot[2], "s"),
     "goodput": ("goodput: requests per second that met the SLO", lambda f: f.goodput, "req/s"),
 }
+
+
+def _sentence(words: str) -> str:
+    """The first letter up, the rest as written (str.capitalize would turn "SLO" into "slo")."""
+    return words[:1].upper() + words[1:]
 
 
 def lane_colour(view: TrafficView, lane: str) -> str:
@@ -42,7 +48,7 @@ def traffic_verdict(view: TrafficView) -> str:
 def traffic_progress(view: TrafficView) -> str:
     done = len(view.order)
     kind = "sv-done" if view.finished else "sv-busy"
-    return f'<div class="sv-progress-text {kind}">{escape(view.message)} · {done} runs done</div>'
+    return progress_line(view.message, done, kind)
 
 
 def traffic_charts(view: TrafficView) -> str:
@@ -50,7 +56,7 @@ def traffic_charts(view: TrafficView) -> str:
     if not any(view.measured(lane) for lane in view.lanes):
         return '<p class="sv-note">TPOT and goodput against the request rate appear here as each rate runs.</p>'
     figures = "".join(
-        f'<figure class="sv-traffic-chart"><figcaption>{escape(CHARTS[what][0].capitalize())} '
+        f'<figure class="sv-traffic-chart"><figcaption>{escape(_sentence(CHARTS[what][0]))} '
         f"({escape(CHARTS[what][2])})</figcaption>{svg_traffic_chart(view, what)}</figure>"
         for what in CHARTS
     )
@@ -69,10 +75,9 @@ def traffic_production(view: TrafficView) -> str:
         for a in view.advice
     )
     off = "".join(f"<li>{escape(line)}</li>" for line in view.turn_off_lines())
-    return (
-        f'<div class="sv-vllm"><p>Into production, for vLLM:</p><ul>{items}</ul>'
-        f"<p>For engines without a per-batch-size table:</p><ul>{off}</ul></div>"
-    )
+    vllm = f"<p>Into production, for vLLM:</p><ul>{items}</ul>" if items else ""
+    others = "For engines without a per-batch-size table:" if items else "Into production:"
+    return f'<div class="sv-vllm">{vllm}' + (f"<p>{others}</p><ul>{off}</ul>" if off else "") + "</div>"
 
 
 def traffic_table(view: TrafficView) -> str:
@@ -101,13 +106,15 @@ def traffic_table(view: TrafficView) -> str:
                 f"{f.ttft[0]:.2f} / {f.ttft[2]:.2f}",
                 tpot,
                 f"{f.goodput:.3f}" + _spread_of(view.spread(lane, rate, lambda x: x.goodput)),
-                "" if lane == PLAIN or ratio is None else f"{ratio:.2f}×",
+                "–" if lane == PLAIN or ratio is None else f"{ratio:.2f}×",
                 "met" if f.meets_slo else "missed",
                 {None: "–", True: "yes", False: "NO"}[view.identical(lane, rate)],
                 simulated,
             ]
             rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    return f'<div class="sv-traffic-scroll"><table class="sv-traffic-table">{head}{"".join(rows)}</table></div>'
+    return (
+        f'<div class="sv-traffic-scroll"><table class="sv-metrics sv-traffic-table">{head}{"".join(rows)}</table></div>'
+    )
 
 
 def _spread_of(spread: tuple[float, float] | None) -> str:
@@ -131,7 +138,8 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
         simulated = [(r, pick(s)) for r in view.rates if (s := view.simulated.get((lane, r))) is not None]
         series.append((lane, measured, simulated))
     values = [y for _, m, s in series for _, y in m + s]
-    ticks = nice_ticks(max(values + [1e-9]) * 1.05)
+    # an axis from 0 to 1 where every value is 0 (no request met the SLO): "0" at the foot, not 2e-10
+    ticks = nice_ticks(max(values) * 1.05 if any(v > 0 for v in values) else 1.0)
     left, right, top, bottom = 64, 190, 16, height - 42
     rates = list(view.rates)
 
@@ -182,7 +190,7 @@ def traffic_snapshot_html(record) -> str:
         f"{record.settings.get('max_new_tokens')} new tokens per request · at most {record.max_rows} rows at once"
     )
     prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
-    charts = "".join(f"<h2>{escape(CHARTS[w][0].capitalize())}</h2>{svg_traffic_chart(view, w)}" for w in CHARTS)
+    charts = "".join(f"<h2>{escape(_sentence(CHARTS[w][0]))}</h2>{svg_traffic_chart(view, w)}" for w in CHARTS)
     css = (ASSETS / "specviz.css").read_text()
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: traffic</title>'

@@ -131,13 +131,24 @@ def race_row(s) -> None:
 # sessions, least recently used dropped first: at about 1 MB for a session whose last run was 1,500 tokens long.
 SESSIONS_KEPT = 256
 
+# Gradio serves each rule of the stylesheet twice: as written, and scoped under its container
+# (".gradio-container.gradio-container-VERSION .contain" before the selector), three classes more specific. A presenter
+# rule ("body.sv-presenter …") has no scoped copy that matches (the body holds the container), so the scoped copy of
+# the normal rule it overrides would win; each presenter rule names the container itself, and outranks that copy.
+PRESENTER = "body.sv-presenter "
+
+
+def app_stylesheet() -> str:
+    """specviz.css as the app serves it: its presenter rules raised above Gradio's scoped copies of the normal ones."""
+    return (ASSETS / "specviz.css").read_text().replace(PRESENTER, PRESENTER + ".gradio-container .contain ")
+
 
 def launch_options() -> dict:
     """Theme, stylesheet and the page's script (Gradio 6 takes them in launch(), not in Blocks()), and how many
     sessions' screens the server keeps."""
     return dict(
         theme=gr.themes.Soft(),
-        css=(ASSETS / "specviz.css").read_text(),
+        css=app_stylesheet(),
         js=CLIENT_JS,
         state_session_capacity=SESSIONS_KEPT,
     )
