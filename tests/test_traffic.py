@@ -46,6 +46,29 @@ def test_a_rate_that_is_not_a_positive_number_is_refused_in_one_line(rates):
     with pytest.raises(InvalidRequest) as refused:
         check_rates(rates)
     assert "\n" not in str(refused.value)
+    if rates:  # the field's own unit and range, in words
+        assert "a request rate is a number of requests per second above 0 and at most 1000" in str(refused.value)
+
+
+def test_an_objective_refused_names_its_unit():
+    with pytest.raises(InvalidRequest, match="the TPOT objective is a number of seconds above 0 and at most 600"):
+        check_slo("1", "-2")
+
+
+@pytest.mark.parametrize("levels", ["-1", "0", "x", "300", "1.5"])
+def test_a_level_refused_names_the_range_in_words(levels):
+    from specviz.concurrency.sweep_plan import check_levels
+
+    with pytest.raises(InvalidRequest, match="a concurrency level is a whole number of requests from 1 to 256, got"):
+        check_levels(levels)
+
+
+@pytest.mark.parametrize("done, words", [(0, "0 runs done"), (1, "1 run done"), (2, "2 runs done")])
+def test_the_progress_line_counts_runs_in_agreement(done, words):
+    from specviz.render.concurrency_page import progress_line
+
+    line = progress_line("running <ngram>", done, "sv-busy")
+    assert line.endswith(f"· {words}</div>") and "&lt;ngram&gt;" in line
 
 
 def test_an_slo_of_zero_or_not_a_number_is_refused():

@@ -95,8 +95,8 @@ class UnderLoad:
         if requests / lowest > LONGEST_ARRIVALS_S:
             raise InvalidRequest(
                 f"{requests} requests at {lowest:g}/s take about {requests / lowest / 60:.0f} "
-                f"minutes of arrivals for each lane; here at most {LONGEST_ARRIVALS_S // 60}: fewer requests or a "
-                "higher rate"
+                f"minutes of arrivals for each lane; here at most {LONGEST_ARRIVALS_S // 60} minutes: fewer requests "
+                "or a higher rate"
             )
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)

@@ -7,6 +7,7 @@ from ..errors import InvalidRequest
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
 MAX_ROWS = 256  # the most requests one level decodes together
+LEVEL_WORDS = f"a concurrency level is a whole number of requests from 1 to {MAX_ROWS}"
 # Runs of each level and lane; the figures are the median round's. Every round repeats the whole sweep, and the app's
 # device call asks ZeroGPU for time in proportion (app/device_calls.concurrency_seconds, capped at LONGEST_CALL_S):
 # five rounds of a small sweep (levels 1, 2, 4; two lanes; 64 new tokens) ask about 110 s of the 300 s a call gets.
@@ -16,7 +17,7 @@ ROUNDS = range(1, 6)
 def check_rows(rows) -> int:
     """One level: a whole number of requests in 1..MAX_ROWS."""
     if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= MAX_ROWS:
-        raise InvalidRequest(f"a concurrency level is a number of requests in 1..{MAX_ROWS}, got {rows!r}")
+        raise InvalidRequest(f"{LEVEL_WORDS}, got {rows!r}")
     return rows
 
 
@@ -27,7 +28,7 @@ def check_levels(levels) -> tuple[int, ...]:
     for item in items:
         text = str(item).strip()
         if not (text.isascii() and text.lstrip("+").isdigit()):
-            raise InvalidRequest(f"a concurrency level is a whole number of requests (1, 4, 16), got {item!r}")
+            raise InvalidRequest(f"{LEVEL_WORDS}, got {item!r}")
         found.append(check_rows(int(text)))
     if not found:
         raise InvalidRequest("no concurrency levels given (e.g. --levels 1,4,16)")

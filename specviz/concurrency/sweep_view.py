@@ -9,14 +9,24 @@ The theory at a level of B rows: a step of γ drafts yields E(α, γ) tokens a r
 is the verify forward's tokens, against plain decoding's 1 token a row for V(B) + b; V, d and b are the seconds the
 runs at that level measured, α the lane's acceptance with the fewest rows (rows decode independently, so concurrency
 does not change α). Its crossover is the first level where that ratio falls below 1.
+
+A level whose figures the physics forbids (analysis/physics.py: a speedup beyond τ, or plain decoding's step outside
+what the other levels allow) is flagged as the machine's speed moving, and the verdicts leave it out. A lane below
+plain at one level and above it at a larger one is mixed: it has no crossover to name.
 """
 
 from dataclasses import dataclass, field
 from statistics import median
 
+from ..analysis.physics import MOVED, forbidden_words, moved_batches, speedup_forbidden
 from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
 from .sweep_results import ConcurrencyNews, LevelRun
+
+
+def requests(n: int) -> str:
+    return f"{n} request{'s' * (n != 1)}"
+
 
 VERDICT_ROUNDS = 3  # rounds a verdict needs: fewer, and the screen and the CLI say the figures may flip
 
@@ -33,6 +43,7 @@ class Figures:
     identical: bool | None  # every row wrote what its prompt writes alone (greedy; None: not compared)
     rounds: int = 1  # the runs the figures are the median of
     spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the rounds
+    moved: str = ""  # why the physics forbids these figures (the machine's speed moved); "": they stand
 
 
 @dataclass
@@ -82,18 +93,50 @@ class ConcurrencyView:
             return None
         steps = [s for s in run.steps if s.rows]
         same = self.identical.get((lane, level))
+        speedup = None if plain is None or lane == PLAIN else run.throughput / plain.throughput
         return Figures(
             throughput=run.throughput,
             latency=median(run.row_speeds),
             tau=run.tau,
             alpha=run.alpha,
-            speedup=None if plain is None or lane == PLAIN else run.throughput / plain.throughput,
+            speedup=speedup,
             predicted=self.predicted(lane, level),
             gamma=sum(s.gamma for s in steps) / len(steps) if steps and lane != PLAIN else None,
             identical=None if same is None else all(same),
             rounds=len(self.runs[lane, level]),
             spread=self.spread(lane, level),
+            moved=self.moved(level, speedup, run.tau),
         )
+
+    def moved(self, level: int, speedup: float | None, tau: float) -> str:
+        """Why the physics forbids a lane's figures at `level` ("" when it allows them)."""
+        if level in self.moved_levels():
+            return f"{MOVED}: plain decoding's step at {requests(level)} is outside what the other levels allow"
+        return forbidden_words(speedup, tau) if speedup_forbidden(speedup, tau) else ""
+
+    def moved_levels(self) -> set[int]:
+        """The levels whose plain step (the median round's mean) the other levels' forbid."""
+        seconds = {}
+        for level in self.levels:
+            plain = self.typical(PLAIN, level)
+            if plain is not None and plain.steps:
+                seconds[level] = sum(s.step_s for s in plain.steps) / len(plain.steps)
+        return moved_batches(seconds)
+
+    def steady(self, lane: str, theory: bool = False) -> list[tuple[int, float]]:
+        """(level, speedup) where the lane ran and the physics allows it, in level order (`theory`: the theory's)."""
+        out = []
+        for level in self.levels:
+            f = self.figures(lane, level)
+            value = None if f is None else f.predicted if theory else f.speedup
+            if value is not None and not f.moved:
+                out.append((level, value))
+        return out
+
+    def mixed(self, lane: str, theory: bool = False) -> bool:
+        """Whether the lane is below plain at one level and above it at a larger one."""
+        steady = self.steady(lane, theory)
+        return any(s < 1 <= later for i, (_, s) in enumerate(steady) for _, later in steady[i + 1 :])
 
     def speedups(self, lane: str, level: int) -> list[float]:
         """The lane's speedup in each round: its round i against plain decoding's round i at the level, which ran just
@@ -126,14 +169,11 @@ class ConcurrencyView:
         return expected_tokens_per_step(alpha, gamma) * plain_s / spec_s
 
     def crossover(self, lane: str, theory: bool = False) -> int | None:
-        """The first level where the lane's speedup (or the theory's) falls below 1; None: it pays at every level
-        run."""
-        for level in self.levels:
-            f = self.figures(lane, level)
-            value = None if f is None else f.predicted if theory else f.speedup
-            if value is not None and value < 1:
-                return level
-        return None
+        """The first level where the lane's speedup (or the theory's) falls below 1 and stays there, among the levels
+        the physics allows; None: it pays at every such level, or it is mixed (see mixed)."""
+        if self.mixed(lane, theory):
+            return None
+        return next((level for level, value in self.steady(lane, theory) if value < 1), None)
 
     def rows(self) -> list[dict]:
         """The table: one row per lane and level run."""
@@ -172,6 +212,7 @@ class ConcurrencyView:
                 }
             levels.append({"level": level, "lanes": lanes})
         crossover = {lane: self.crossover(lane) for lane in self.lanes if lane != PLAIN}
+        mixed = [lane for lane in self.lanes if lane != PLAIN and self.mixed(lane)]
         predicted = {lane: self.crossover(lane, theory=True) for lane in self.lanes if lane != PLAIN}
         return {
             "levels": levels,
@@ -181,6 +222,8 @@ class ConcurrencyView:
             "not_concurrent": dict(self.notes),  # lane -> why it cannot decode concurrent requests
             "crossover": crossover,
             "predicted_crossover": predicted,
+            "mixed": mixed,  # lanes below plain at one level and above it at a larger one: no crossover
+            "moved_levels": sorted(self.moved_levels()),  # levels whose plain step the others forbid
             "fewest_rounds": self.fewest_rounds(),  # what every verdict rests on (per lane, "rounds" lists each)
             "verdict_rounds": VERDICT_ROUNDS,
             "greedy": self.greedy,

@@ -6,7 +6,7 @@ the whole sweep as one offline page with SVG charts. Every piece of model or use
 
 from html import escape
 
-from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView
+from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
@@ -14,34 +14,48 @@ from .concurrency_charts import crossover_label, lane_colour, series
 from .svg_charts import GRID, INK, _svg, _text, nice_ticks
 
 
-def requests(n: int) -> str:
-    return f"{n} request{'s' * (n != 1)}"
-
-
 def _x(value, pattern: str = "{:.2f}×") -> str:
     return "–" if value is None else pattern.format(value)
+
+
+def progress_line(message: str, done: int, kind: str) -> str:
+    """The line under a run of many requests: what it is doing, and how many runs are done."""
+    runs = "1 run" if done == 1 else f"{done} runs"
+    return f'<div class="sv-progress-text {kind}">{escape(message)} · {runs} done</div>'
 
 
 def concurrency_progress(view: ConcurrencyView) -> str:
     done = sum(len(runs) for runs in view.runs.values())
     kind = "sv-stopped" if view.stopped else "sv-done" if view.finished else "sv-busy"
-    return f'<div class="sv-progress-text {kind}">{escape(view.message)} · {done} runs done</div>'
+    return progress_line(view.message, done, kind)
 
 
 def crossover_words(view: ConcurrencyView, lane: str) -> str:
     """Where the lane stops paying, with its speedup there and that speedup's spread over the rounds (levels whose
     rounds fall on both sides of 1× named as not settled), and the theory's verdict where it priced a level (adaptive
-    γ has none); no verdict before a level has run."""
+    γ has none); "mixed" where it is below plain at one level and above at a larger one; levels the physics forbids
+    left out and named; no verdict before a level has run."""
     ran = [level for level in view.levels if view.figures(lane, level) is not None]
     if not ran:
         return "not run yet"
+    steady = [level for level, _ in view.steady(lane)]
     at = view.crossover(lane)
-    if at is None:
-        words = f"pays at every level run: {ratio_words(view, lane, ran[-1], f' at {requests(ran[-1])}')}"
+    if not steady:
+        words = "no verdict: the machine's speed moved at every level run"
+    elif view.mixed(lane):
+        words = f"mixed: {_sides(view.steady(lane))}"
+    elif at is None:
+        words = f"pays at every level run: {ratio_words(view, lane, steady[-1], f' at {requests(steady[-1])}')}"
     else:
         words = f"below plain from {requests(at)}: {ratio_words(view, lane, at, ' there')}"
     if any(view.figures(lane, level).predicted is not None for level in ran):
-        words += f"; theory: {_stops(view.crossover(lane, theory=True))}"
+        theory = view.steady(lane, theory=True)
+        words += (
+            f"; theory: {f'mixed: {_sides(theory)}' if view.mixed(lane, True) else _stops(view.crossover(lane, True))}"
+        )
+    moved = [level for level in ran if view.figures(lane, level).moved]
+    if moved:
+        words += f"; left out: {_levels(moved)} ({view.figures(lane, moved[0]).moved})"
     both = [str(level) for level in ran if (s := view.spread(lane, level)) and s[0] < 1 <= s[1]]
     if both:
         words += (
@@ -74,6 +88,17 @@ def rounds_words(view: ConcurrencyView, how: str = "") -> str:
     )
 
 
+def _levels(levels: list[int]) -> str:
+    return requests(levels[0]) if len(levels) == 1 else f"{', '.join(map(str, levels))} requests"
+
+
+def _sides(steady: list[tuple[int, float]]) -> str:
+    """Where a mixed lane is below plain and where above: "below plain at 1 request, above at 2 requests"."""
+    below = [level for level, value in steady if value < 1]
+    above = [level for level, value in steady if value >= 1]
+    return f"below plain at {_levels(below)}, above at {_levels(above)}"
+
+
 def _stops(level: int | None) -> str:
     return "pays at every level run" if level is None else f"below plain from {requests(level)}"
 
@@ -100,8 +125,10 @@ def _speedup_head(view: ConcurrencyView) -> str:
 
 def _speedup_cell(f) -> str:
     if f.speedup is None or f.spread is None or f.rounds < 2:
-        return _x(f.speedup)
-    return f"{f.speedup:.2f}× ({f.spread[0]:.2f}–{f.spread[1]:.2f})"
+        shown = _x(f.speedup)
+    else:
+        shown = f"{f.speedup:.2f}× ({f.spread[0]:.2f}–{f.spread[1]:.2f})"
+    return f"{shown} ⚠ machine moved" if f.moved and f.speedup is not None else shown
 
 
 def concurrency_table(view: ConcurrencyView) -> str:
@@ -127,12 +154,14 @@ def concurrency_table(view: ConcurrencyView) -> str:
                 f"{f.latency:.1f}",
                 f"{f.tau:.2f}",
                 _speedup_cell(f),
-                _x(f.predicted),
+                _x(f.predicted) + (" ⚠" if f.moved and f.predicted is not None else ""),
                 _x(f.gamma, "{:.1f}"),
                 identical,
             )
-            losing = ' class="sv-loses"' if f.speedup is not None and f.speedup < 1 else ""
-            body.append(f"<tr{losing}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+            kind = "sv-moved" if f.moved else "sv-loses" if f.speedup is not None and f.speedup < 1 else ""
+            why = f' title="{escape(f.moved)}"' if f.moved else ""
+            opening = f'<tr class="{kind}"{why}>' if kind else "<tr>"
+            body.append(opening + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     heads, rows = "".join(f"<th>{escape(h)}</th>" for h in head), "".join(body)
     return (
         f"{verdicts(view)}"

@@ -79,7 +79,7 @@ def stand_in(engine: str, drafter: str, serving: Serving) -> str | None:
 
 def _tree(ran: Ran) -> str:
     return (
-        "specviz verifies a tree of candidates in one forward; this drafts one chain"
+        "specviz checked several candidate continuations per step; this engine checks one"
         if ran.serving.drafts_a_tree(ran.options)
         else ""
     )

@@ -29,23 +29,21 @@ class Slo:
         return ttft_s <= self.ttft_s and (tpot_s is None or tpot_s <= self.tpot_s)
 
 
-def _positive(text, what: str, high: float) -> float:
-    """A number in (0, high], as typed or passed; one line naming `what` otherwise."""
+def _positive(text, what: str, unit: str, high: float) -> float:
+    """A number of `unit` in (0, high], as typed or passed; one line naming `what` and its unit otherwise."""
     try:
         value = float(str(text).strip()) if not isinstance(text, (int, float)) or isinstance(text, bool) else text
     except ValueError:
         value = None
     if value is None or isinstance(value, bool) or not math.isfinite(value) or not 0 < value <= high:
-        raise InvalidRequest(
-            f"{what} is a number of seconds or requests above 0 and up to {high:g}, got {read.shown(text)}"
-        )
+        raise InvalidRequest(f"{what} is a number of {unit} above 0 and at most {high:g}, got {read.shown(text)}")
     return float(value)
 
 
 def check_rates(rates) -> tuple[float, ...]:
     """Request rates (requests per second) as given, comma-separated text or numbers: each above 0, ascending."""
     items = rates.split(",") if isinstance(rates, str) else list(rates)
-    found = {_positive(item, "a request rate (requests per second)", MAX_RATE) for item in items if str(item).strip()}
+    found = {_positive(item, "a request rate", "requests per second", MAX_RATE) for item in items if str(item).strip()}
     if not found:
         raise InvalidRequest("no request rates given (e.g. --rates 0.1,0.2,0.4)")
     return tuple(sorted(found))
@@ -53,8 +51,8 @@ def check_rates(rates) -> tuple[float, ...]:
 
 def check_slo(ttft_s, tpot_s) -> Slo:
     return Slo(
-        _positive(ttft_s, "the TTFT objective (seconds)", 3600.0),
-        _positive(tpot_s, "the TPOT objective (seconds)", 600.0),
+        _positive(ttft_s, "the TTFT objective", "seconds", 3600.0),
+        _positive(tpot_s, "the TPOT objective", "seconds", 600.0),
     )
 
 
