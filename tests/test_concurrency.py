@@ -403,7 +403,9 @@ def test_the_command_line_sweep_writes_json_a_record_and_vllms_config(capsys, pa
     assert RunModels.from_json(record.models.__dict__) == record.models
 
 
-@pytest.mark.parametrize(("levels", "needle"), [("0", "1..256"), ("1,x", "whole number"), ("999", "1..256")])
+@pytest.mark.parametrize(
+    ("levels", "needle"), [("0", "from 1 to 256"), ("1,x", "whole number"), ("999", "from 1 to 256")]
+)
 def test_the_command_line_refuses_bad_levels_in_one_line(capsys, pair_folders, levels, needle):
     code, _, err = run_cli(capsys, "concurrency", "--target", str(pair_folders[0]), "--levels", levels)
     assert_one_line_error(code, err, needle)
