@@ -35,32 +35,31 @@ def crossover_words(view: ConcurrencyView, lane: str) -> str:
     rounds fall on both sides of 1× named as not settled), and the theory's verdict where it priced a level (adaptive
     γ has none); "mixed" where it is below plain at one level and above at a larger one; levels the physics forbids
     left out and named; no verdict before a level has run."""
-    ran = [level for level in view.levels if view.figures(lane, level) is not None]
-    if not ran:
+    figures = {level: f for level in view.levels if (f := view.figures(lane, level)) is not None}
+    if not figures:
         return "not run yet"
-    steady = [level for level, _ in view.steady(lane)]
+    steady = view.steady(lane)
     at = view.crossover(lane)
     if not steady:
         words = "no verdict: the machine's speed moved at every level run"
     elif view.mixed(lane):
-        words = f"mixed: {_sides(view.steady(lane))}"
+        words = f"mixed: {_sides(steady)}"
     elif at is None:
-        words = f"pays at every level run: {ratio_words(view, lane, steady[-1], f' at {requests(steady[-1])}')}"
+        last = steady[-1][0]
+        words = f"pays at every level run: {ratio_words(view, lane, last, f' at {requests(last)}')}"
     else:
         words = f"below plain from {requests(at)}: {ratio_words(view, lane, at, ' there')}"
-    if any(view.figures(lane, level).predicted is not None for level in ran):
+    if any(f.predicted is not None for f in figures.values()):
         theory = view.steady(lane, theory=True)
         words += (
             f"; theory: {f'mixed: {_sides(theory)}' if view.mixed(lane, True) else _stops(view.crossover(lane, True))}"
         )
-    moved = [level for level in ran if view.figures(lane, level).moved]
+    moved = [level for level, f in figures.items() if f.moved]
     if moved:
-        words += f"; left out: {_levels(moved)} ({view.figures(lane, moved[0]).moved})"
-    both = [str(level) for level in ran if (s := view.spread(lane, level)) and s[0] < 1 <= s[1]]
+        words += f"; left out: {_levels(moved)} ({figures[moved[0]].moved})"
+    both = [level for level, f in figures.items() if f.spread and f.spread[0] < 1 <= f.spread[1]]
     if both:
-        words += (
-            f"; not settled at {', '.join(both)} request{'s' * (both != ['1'])}: its rounds fall on both sides of 1×"
-        )
+        words += f"; not settled at {_levels(both)}: its rounds fall on both sides of 1×"
     return words
 
 
