@@ -14,6 +14,8 @@ from ..events import PLAIN
 from .charts import _LAYOUT, PLAIN_COLOUR
 from .svg_charts import SERIES_COLOURS
 
+LABEL_SHARE = 0.13  # of the plot's height: one crossover label's two lines
+
 
 def lane_colour(view: ConcurrencyView, lane: str) -> str:
     return PLAIN_COLOUR if lane == PLAIN else SERIES_COLOURS[(view.lanes.index(lane) - 1) % len(SERIES_COLOURS)]
@@ -95,7 +97,6 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
                 )
             at = view.crossover(lane)
             if at is not None:
-                fig.add_vline(x=at, line=dict(color=colour, dash="dot", width=2))
                 crossings.append((lane, at, colour))
     title = "total tokens/s: what the device serves" if what == "throughput" else "each request's own tokens/s"
     fig.update_layout(title=title, xaxis_title="requests decoded at once", yaxis_title="tokens/s", **_LAYOUT)
@@ -109,27 +110,37 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
         ticktext=[str(v) for v in view.levels],
     )
     fig.update_yaxes(rangemode="tozero", ticklabelstandoff=8)
+    if crossings:  # the data kept below the band where the crossovers' words sit, so no line crosses them
+        peak = max(max(values, default=0.0) for values in _drawn_highs(fig))
+        fig.update_yaxes(range=[0, peak * 1.05 / (1 - LABEL_SHARE * len(crossings))])
     for n, (lane, at, colour) in enumerate(crossings):
+        fig.add_vline(x=at, y1=1 - LABEL_SHARE * len(crossings), line=dict(color=colour, dash="dot", width=2))
         _label_crossover(fig, view, lane, at, colour, n)
     return fig
 
 
+def _drawn_highs(fig: go.Figure):
+    """Per trace, the top of each point as drawn (its value plus its error bar's reach)."""
+    for trace in fig.data:
+        ups = trace.error_y.array if trace.error_y is not None and trace.error_y.array is not None else ()
+        yield [y + (ups[i] if i < len(ups) else 0.0) for i, y in enumerate(trace.y)]
+
+
 def _label_crossover(fig: go.Figure, view: ConcurrencyView, lane: str, at: int, colour: str, n: int) -> None:
-    """The dotted line's words beside it, on the side with room (right of a line in the left half), the n-th a row
-    lower than the one before. On a log axis an annotation's x is the level's logarithm (a line's is the level itself):
-    given the level, the words land far off the axis and are never drawn."""
+    """The dotted line's words in the band above the data, starting at the line (ending there in the right half),
+    the n-th a row lower than the one before. On a log axis an annotation's x is the level's logarithm (a line's is
+    the level itself): given the level, the words land far off the axis and are never drawn."""
     right = view.levels.index(at) < len(view.levels) / 2
     fig.add_annotation(
         x=math.log10(at),
         xref="x",
-        y=1 - 0.13 * n,
+        y=1 - LABEL_SHARE * n,
         yref="y domain",
         text=crossover_label(lane, at, marked=True),
         showarrow=False,
         xanchor="left" if right else "right",
         yanchor="top",
         align="left" if right else "right",
-        xshift=4 if right else -4,
         font=dict(color=colour, size=13),
         bgcolor="rgba(255, 255, 255, 0.85)",
     )

@@ -11,7 +11,7 @@ from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
 from .concurrency_charts import crossover_label, lane_colour, series
-from .svg_charts import GRID, INK, _svg, _text, nice_ticks
+from .svg_charts import GRID, INK, LABEL_ROW, _svg, _text, nice_ticks
 
 
 def _x(value, pattern: str = "{:.2f}×") -> str:
@@ -230,13 +230,15 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
             lines.append((f"{lane}: theory", theory, lane_colour(view, lane), "6 3"))
     top_value = max([y for _, (_, ys), _, _ in lines for y in ys] + [1e-9])
     ticks = nice_ticks(top_value * 1.05)
+    crossings = _crossings(view) if what == "throughput" else []
     left, right, top, bottom = 60, 170, 14, height - 40
+    plot_top = top + 2 * LABEL_ROW * len(crossings)  # a band above the data for the crossovers' words
     levels = list(view.levels)
 
     def at(level, value):
         i = levels.index(level)
         x = left + (0.5 if len(levels) == 1 else i / (len(levels) - 1)) * (width - left - right)
-        return x, bottom - value / ticks[-1] * (bottom - top)
+        return x, bottom - value / ticks[-1] * (bottom - plot_top)
 
     parts = []
     for t in ticks:
@@ -253,29 +255,33 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
         parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
         parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
-    if what == "throughput":
-        parts += _svg_crossovers(view, at, levels, top, bottom)
+    parts += _svg_crossovers(view, crossings, at, levels, top, bottom)
     return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
 
 
-def _svg_crossovers(view: ConcurrencyView, at, levels: list[int], top: float, bottom: float) -> list[str]:
-    """Each lane's crossover as a dotted line, labelled with what it is on two lines, the n-th label two rows
-    lower."""
-    parts, n = [], 0
-    for lane in view.lanes:
-        level = None if lane == PLAIN or lane in view.notes else view.crossover(lane)
-        if level is None:
-            continue
+def _crossings(view: ConcurrencyView) -> list[tuple[str, int]]:
+    """(lane, level) for each lane that stops paying inside the levels run."""
+    found = [(lane, None if lane == PLAIN or lane in view.notes else view.crossover(lane)) for lane in view.lanes]
+    return [(lane, level) for lane, level in found if level is not None]
+
+
+def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top: float, bottom: float) -> list[str]:
+    """Each lane's crossover as a dotted line below the band of words, labelled in the band with what it is on two
+    lines starting (or, in the right half, ending) above it, the n-th label two rows lower."""
+    parts = []
+    for n, (lane, level) in enumerate(crossings):
         x, colour = at(level, 0)[0], lane_colour(view, lane)
         dots = f'stroke="{colour}" stroke-width="2" stroke-dasharray="2 3"'
-        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
+        band = top + 2 * LABEL_ROW * len(crossings)
+        parts.append(f'<line x1="{x:.1f}" y1="{band}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
         right = levels.index(level) < len(levels) / 2
         label = crossover_label(lane, level)
-        side = (x + 5, "start") if right else (x - 5, "end")
-        for row, words in enumerate(label.split(" stops", 1)):  # two short lines fit beside the line
+        side = (x, "start") if right else (x, "end")
+        for row, words in enumerate(label.split(" stops", 1)):  # two short lines above the line
             words = words if row == 0 else f"stops{words}"
-            parts.append(_text(side[0], top + 12 + 16 * (2 * n + row), words, side[1], f' fill="{colour}"', label))
-        n += 1
+            parts.append(
+                _text(side[0], top + 12 + LABEL_ROW * (2 * n + row), words, side[1], f' fill="{colour}"', label)
+            )
     return parts
 
 

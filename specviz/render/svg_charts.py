@@ -10,6 +10,7 @@ from ..events import PLAIN
 from ..workload.view import WorkloadRow
 
 FONT = 13  # px; the layout below budgets about 0.62 of this per character of a label
+LABEL_ROW = 16  # px: one row of the band of labels kept above a chart's data, clear of every line
 CHAR_W = 0.62 * FONT
 GAIN, LOSS, GRID, INK = "#009e73", "#d55e00", "#d9d9d9", "#333333"
 # Okabe-Ito colours (black in place of the yellow, which fades on white), each line also given its own dash and marker

@@ -9,7 +9,7 @@ from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.traffic_view import TrafficView, error_of
 from .concurrency_page import progress_line
-from .svg_charts import GRID, INK, SERIES_COLOURS, _svg, _text, nice_ticks
+from .svg_charts import GRID, INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
     "tpot50": ("median time per output token", lambda f: f.tpot[0], "s"),
@@ -140,13 +140,16 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
     values = [y for _, m, s in series for _, y in m + s]
     # an axis from 0 to 1 where every value is 0 (no request met the SLO): "0" at the foot, not 2e-10
     ticks = nice_ticks(max(values) * 1.05 if any(v > 0 for v in values) else 1.0)
+    stops = [(lane, where) for lane, _, _ in series if lane != PLAIN and (where := view.stops_paying(lane)) is not None]
+    # each stop-paying label on its own row in a band above the data and its line, so nothing drawn crosses it
     left, right, top, bottom = 64, 190, 16, height - 42
+    plot_top = top + LABEL_ROW * len(stops)
     rates = list(view.rates)
 
     def at(rate, value):
         i = rates.index(rate)
         x = left + (0.5 if len(rates) == 1 else i / (len(rates) - 1)) * (width - left - right)
-        return x, bottom - value / ticks[-1] * (bottom - top)
+        return x, bottom - value / ticks[-1] * (bottom - plot_top)
 
     parts = []
     for t in ticks:
@@ -170,13 +173,14 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
             parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{fill}" stroke="{colour}"/>' for px, py in xy]
             parts.append(_text(width - right + 12, top + 14 + 18 * legend, name, extra=f' fill="{colour}"', tip=name))
             legend += 1
-        where = None if lane == PLAIN else view.stops_paying(lane)
-        if where is not None:
-            x = at(where, 0)[0]
-            parts.append(
-                f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-dasharray="2 3"/>'
-            )
-            parts.append(_text(x + 4, top + 12, f"{lane} stops paying", extra=f' fill="{colour}"'))
+    for row, (lane, where) in enumerate(stops):
+        colour, x = lane_colour(view, lane), at(where, 0)[0]
+        dots = f'stroke="{colour}" stroke-dasharray="2 3"'
+        parts.append(f'<line x1="{x:.1f}" y1="{plot_top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
+        # the words start above the line (end there in the right half, so that they never reach the legend)
+        anchor = "start" if rates.index(where) < len(rates) / 2 else "end"
+        label = f"{lane} stops paying"
+        parts.append(_text(x, top + 12 + LABEL_ROW * row, label, anchor, f' fill="{colour}"', label))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
     return _svg(width, height, f"{title} against the request rate", "".join(parts), f"sv-traffic-{what}")
 
