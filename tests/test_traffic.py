@@ -144,6 +144,21 @@ def test_a_drafter_stops_paying_where_its_requests_are_no_faster_than_plains():
     assert stops_paying(plain[:1], [figures(0.1, 0.5, 0.1)]) is None
 
 
+def test_a_verdict_with_no_rate_within_the_slo_still_says_capacity_and_where_speculation_stops_paying():
+    view = TrafficView((0.5, 1.0), (PLAIN, "draft@2", "ngram"), Slo(1.0, 0.1))
+    for lane, tpots in {PLAIN: (0.3, 0.4), "draft@2": (0.2, 0.5), "ngram": (0.15, 0.2)}.items():
+        for rate, tpot in zip(view.rates, tpots):
+            view.runs[lane, rate] = [TrafficRun(lane, rate, 0, 4, (timing(0, 0.5, 0.5 + 9 * tpot, 10),), (), (), ())]
+    assert view.headline() == (
+        "Capacity within the SLO: plain at no rate run, draft@2 at no rate run, ngram at no rate run; "
+        "speculation stops paying: draft@2 at 1 req/s."
+    )
+    assert view.capacity_words(PLAIN) == "meets the SLO at none of 0.5–1 req/s"
+    view.projection = {lane: [figures(0.25, 0.05, 1.0), figures(2.0, 0.3, 0.0, meets=False)] for lane in view.lanes}
+    assert view.capacity_words(PLAIN) == "meets the SLO at none of 0.5–1 req/s (simulated: up to 0.25 req/s)"
+    assert view.paying_words("ngram").endswith("(simulated: stops paying at 0.25 req/s)")
+
+
 def test_the_median_round_takes_each_figures_own_median():
     rounds = [figures(0.1, t, g) for t, g in ((0.3, 0.1), (0.1, 0.3), (0.2, 0.2))]
     mid = median_figures(rounds)
@@ -180,7 +195,9 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
     served = sum(max(t.last_token for t in run.timings) for run, _ in record.runs)
     assert record.wall_s > served  # the whole run's seconds, not only its projection's
     replayed = record.view().to_json()  # no model: the same figures back
-    assert replayed["projection"] == {} and data["projection"][PLAIN]["rates"]  # a record keeps no projection
+    # a record keeps no projection: its replay simulates again around its rates, as many requests as each rate ran
+    assert data["projection"][PLAIN]["rates"][0]["requests"] == 20
+    assert replayed["projection"][PLAIN]["rates"][0]["requests"] == 7
     kept = {k: v for k, v in data.items() if k not in ("prompts", "vllm", "projection")}
     assert {k: v for k, v in json.loads(json.dumps(replayed)).items() if k != "projection"} == kept
     assert data["vllm"]["draft"]["speculative_config"]["method"] == "draft_model"
@@ -193,7 +210,7 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
             assert all(r["token_ids"] and r["ttft_s"] >= r["queue_s"] >= 0 for r in run["requests"])
             assert math.isfinite(lane["tpot_s"]["p99"]) and lane["good"] <= 7
             assert max(s["rows"] for s in run["steps"]) <= 3
-    assert "capacity under the SLO" in err and "TTFT" in err
+    assert "capacity under the SLO" in err and "TTFT" in err and "Capacity within the SLO: plain " in err
 
 
 # -- the simulator --

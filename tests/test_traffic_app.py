@@ -174,3 +174,20 @@ def test_stop_ends_traffic_with_the_runs_so_far(backend):
             seen.append(len(view.order))
     assert view.finished and "stopped" in view.message and len(view.order) < 4
     assert view.saved is not None and len(view.saved.runs) == len(view.order)
+
+
+def test_the_verdict_gives_each_lanes_capacity_and_where_it_stops_paying_measured_and_simulated(served):
+    """One line a product manager reads first, then per lane: measured, and the simulator's figure around the rates
+    run (the replay simulates the same)."""
+    final = served[1]
+    assert set(final.projection) == set(final.lanes)
+    html = traffic_verdict(final)
+    headline = final.headline()
+    assert headline.startswith("Capacity within the SLO: plain ") and f"{headline}</p>" in html.replace("&#x27;", "'")
+    for lane in final.lanes:
+        assert f"{lane} at no rate run" in headline or f"{lane} up to " in headline
+        words = final.capacity_words(lane)
+        assert "(simulated: " in words and words.startswith("meets the SLO ")
+        assert words in html
+    for lane in final.lanes[1:]:
+        assert "(simulated: " in final.paying_words(lane) and final.paying_words(lane) in html

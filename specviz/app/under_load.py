@@ -18,7 +18,7 @@ from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable
 from ..runs import lane_runs
-from ..traffic.simulator import held_out
+from ..traffic.simulator import held_out, project
 from ..traffic.traffic_plan import MAX_REQUESTS, MAX_ROWS, check_count, check_rates, check_slo, poisson_arrivals
 from ..traffic.traffic_record import TrafficRecord
 from ..traffic.traffic_results import TrafficNews
@@ -119,6 +119,7 @@ class UnderLoad:
         if not view.finished:
             view.hear(TrafficNews("end", "stopped: the runs so far stay"))
         held_out(view, dict(enumerate(lengths)), schedules, max_rows)  # each rate, predicted from the others
+        project(view, dict(enumerate(lengths)), requests, max_rows, asked.settings.seed)  # and around them
         models = pair.models(exact)
         view.advice = traffic_vllm_advice(view, models.draft)
         wall_s = time.perf_counter() - began

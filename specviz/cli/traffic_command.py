@@ -22,7 +22,7 @@ from ..models import encode_prompt
 from ..runs import lane_runs
 from ..runtime import ASSETS
 from ..traffic.latency import capacity, stops_paying
-from ..traffic.simulator import held_out, projected, rate_grid
+from ..traffic.simulator import held_out, project
 from ..traffic.traffic_plan import (
     MAX_REQUESTS,
     MAX_ROWS,
@@ -114,9 +114,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     tokens = {p: len(ids) for p, ids in enumerate(prompts)}
     held_out(view, tokens, schedules, max_rows)  # each rate run, predicted from the others
     if simulate:
-        projecting = time.perf_counter()
-        view.projection = projected(view, tokens, rate_grid(view.rates), simulate, max_rows, args.seed)
-        view.projection_s = time.perf_counter() - projecting
+        project(view, tokens, simulate, max_rows, args.seed)
     models = run_models(args, pair)
     view.advice = traffic_vllm_advice(view, models.draft)
     if args.trace:
@@ -154,6 +152,7 @@ def report(view: TrafficView, prompts: list[str], as_json: bool) -> int:
 def table(view: TrafficView) -> str:
     """One block per lane: a line per rate."""
     lines = [f"SLO: TTFT <= {view.slo.ttft_s:g} s and TPOT <= {view.slo.tpot_s:g} s; rounds: {view.rounds}"]
+    lines += [view.headline()] if view.headline() else []
     for lane in view.lanes:
         if lane in view.notes:
             lines.append(f"{lane}: cannot serve concurrent requests: {view.notes[lane]}")

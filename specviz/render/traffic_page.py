@@ -36,13 +36,14 @@ def traffic_verdict(view: TrafficView) -> str:
             continue
         if not view.measured(lane):
             continue
-        cap = view.capacity(lane)
-        capacity = "meets the SLO at none of the rates run" if cap is None else f"meets the SLO up to {cap:g} req/s"
+        capacity = view.capacity_words(lane)
         words = capacity if lane == PLAIN else f"{view.paying_words(lane)}; {capacity}"
         items.append(f"<li><b>{escape(lane)}</b>: {escape(words)}</li>")
     rounds = "one round: a verdict needs three" if view.rounds == 1 else f"medians of {view.rounds} rounds"
     slo = f"SLO: first token within {view.slo.ttft_s:g} s, then {view.slo.tpot_s:g} s per token; {rounds}"
-    return f'<div class="sv-traffic-verdict"><p>{escape(slo)}</p><ul>{"".join(items)}</ul></div>'
+    headline = view.headline()
+    said = f'<p class="sv-traffic-headline">{escape(headline)}</p>' if headline else ""
+    return f'<div class="sv-traffic-verdict">{said}<p>{escape(slo)}</p><ul>{"".join(items)}</ul></div>'
 
 
 def traffic_progress(view: TrafficView) -> str:

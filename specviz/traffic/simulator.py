@@ -24,6 +24,7 @@ not calibrated on: its error is shown beside each figure.
 """
 
 import heapq
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from statistics import fmean, median
@@ -280,6 +281,16 @@ def projected(view, prompt_tokens: dict, rates: list[float], requests: int, max_
             for rate in rates
         ]
     return out
+
+
+def project(view, prompt_tokens: dict, requests: int, max_rows: int, seed: int) -> None:
+    """The simulator's capacity and stop-paying rate around the rates run (view.projection), timed; nothing for a
+    recorded trace's own arrival times (no rate to go around)."""
+    if not view.rates or min(view.rates) <= 0:
+        return
+    began = time.perf_counter()
+    view.projection = projected(view, prompt_tokens, rate_grid(view.rates), requests, max_rows, seed)
+    view.projection_s = time.perf_counter() - began
 
 
 def adaptive_limit(lane: str) -> int:

@@ -12,7 +12,7 @@ from .. import reading as read
 from ..errors import SpecvizError
 from ..serving.batch_table import VllmAdvice
 from ..trace import RunModels
-from .simulator import held_out
+from .simulator import held_out, project
 from .traffic_plan import Slo
 from .traffic_results import TrafficNews, TrafficRun
 from .traffic_view import TrafficView
@@ -74,6 +74,9 @@ class TrafficRecord:
         for run, _ in self.runs:
             schedules.setdefault(run.rate, tuple(t.arrival for t in run.timings))
         held_out(view, dict(enumerate(self.prompt_tokens)), schedules, self.max_rows)
+        requests = max(len(arrivals) for arrivals in schedules.values()) if schedules else 0
+        if requests:
+            project(view, dict(enumerate(self.prompt_tokens)), requests, self.max_rows, self.settings.get("seed", 0))
         view.message, view.finished = "replayed", True
         view.advice = list(self.vllm)
         return view

@@ -80,17 +80,58 @@ class TrafficView:
         return pick(mine) / pick(base)
 
     def paying_words(self, lane: str) -> str:
-        """Where the lane stops paying, in a product manager's words."""
+        """Where the lane stops paying, in a product manager's words, with the simulator's rate where it ran."""
         if not self.measured(lane):
             return "not run yet"
         where = self.stops_paying(lane)
         if where is None:
-            return (
-                f"faster than plain at every rate run (up to {max(f.rate for f in self.measured(lane)):g} requests/s)"
+            said = f"faster than plain at every rate run (up to {max(f.rate for f in self.measured(lane)):g} req/s)"
+        elif where == min(self.rates):
+            said = f"no faster than plain even at {where:g} req/s, the lowest rate run"
+        else:
+            said = f"faster than plain below {where:g} req/s; from there on, plain serves as well or better"
+        found = self.projection.get(lane)
+        if not found:
+            return said
+        simulated = stops_paying(found, self.projection.get(PLAIN, []))
+        return said + (
+            f" (simulated: pays up to {found[-1].rate:.2g} req/s)"
+            if simulated is None
+            else f" (simulated: stops paying at {simulated:.2g} req/s)"
+        )
+
+    def capacity_words(self, lane: str) -> str:
+        """The highest rate the lane serves within the SLO, measured and, where it ran, simulated."""
+        cap = self.capacity(lane)
+        ran = f"{min(self.rates):g}–{max(self.rates):g}" if len(self.rates) > 1 else f"{self.rates[0]:g}"
+        said = f"meets the SLO up to {cap:g} req/s" if cap is not None else f"meets the SLO at none of {ran} req/s"
+        found = self.projection.get(lane)
+        if not found:
+            return said
+        simulated = capacity(found)
+        return said + (
+            f" (simulated: not even at {found[0].rate:.2g} req/s)"
+            if simulated is None
+            else f" (simulated: up to {simulated:.2g} req/s)"
+        )
+
+    def headline(self) -> str:
+        """The verdict in one line: each lane's capacity under the SLO and where each drafter stops paying."""
+        ran = [lane for lane in self.lanes if lane not in self.notes and self.measured(lane)]
+        if not ran:
+            return ""
+        caps = []
+        for lane in ran:
+            cap = self.capacity(lane)
+            caps.append(f"{lane} {'at no rate run' if cap is None else f'up to {cap:g} req/s'}")
+        stops = [(lane, self.stops_paying(lane)) for lane in ran if lane != PLAIN]
+        paying = [f"{lane} at {where:g} req/s" for lane, where in stops if where is not None]
+        line = "Capacity within the SLO: " + ", ".join(caps)
+        if stops:
+            line += (
+                "; speculation stops paying: " + ", ".join(paying) if paying else "; every drafter paid at every rate"
             )
-        if where == min(self.rates):
-            return f"no faster than plain even at {where:g} requests/s, the lowest rate run"
-        return f"faster than plain below {where:g} requests/s; from there on, plain serves as well or better"
+        return line + "."
 
     def turn_off_lines(self) -> list[str]:
         """For engines that take no per-batch-size table: per drafter lane, the rate above which to turn it off."""
