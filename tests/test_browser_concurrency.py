@@ -157,6 +157,10 @@ def test_the_downloaded_sweep_replays_to_the_same_table_and_its_snapshot_opens_o
         assert time.time() < deadline
         time.sleep(0.1)
     assert page.inner_text("#sv-concurrency-table") == table
+    # the fields read what the replayed sweep ran, not the defaults the reload left
+    fields = {"#sv-concurrency-lanes": "draft@2", "#sv-concurrency-levels": "1, 3"}
+    for field, value in fields.items():
+        expect(page.locator(f"{field} input, {field} textarea")).to_have_value(value)
     page.close()
     offline = browser.new_context(offline=True)
     opened = offline.new_page()

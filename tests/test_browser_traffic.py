@@ -134,6 +134,10 @@ def test_the_downloaded_traffic_replays_to_the_same_table_and_its_snapshot_opens
     page.click("#sv-traffic-replay")
     expect(page.locator("#sv-status .sv-status-done", has_text="traffic")).to_have_count(1, timeout=60_000)
     assert page.inner_text("#sv-traffic-table") == table
+    # the fields read what the replayed run ran (the reload left the defaults: 0.5, 1, 2 and 16 requests)
+    fields = {"#sv-concurrency-lanes": "draft@2", "#sv-traffic-rates": "20", "#sv-traffic-requests": "4"}
+    for field, value in (fields | {"#sv-traffic-rows": "3"}).items():
+        expect(page.locator(f"{field} input, {field} textarea").first).to_have_value(value)
     page.close()
     offline = browser.new_context(offline=True)
     opened = offline.new_page()

@@ -8,10 +8,12 @@ snapshot page, and a record replays. No torch here."""
 import json
 import time
 import uuid
+from collections import Counter
 
 import gradio as gr
 
 from ...concurrency import sweep_plan
+from ...concurrency.sweep_plan import ROUNDS
 from ...concurrency.sweep_record import ConcurrencyRecord, replay_concurrency
 from ...concurrency.sweep_view import ConcurrencyView
 from ...errors import InvalidRequest
@@ -41,6 +43,22 @@ def concurrency_outputs(s) -> list:
         s.concurrency_record,
         s.concurrency_snapshot,
     ]
+
+
+def replayed_inputs(s, record: ConcurrencyRecord) -> dict:
+    """The fields a sweep's replay sets to what its record ran (the lanes by name, the levels, the rounds): run
+    again as they read, they ask the same sweep."""
+    rounds = max(Counter((run.lane, run.rows) for run, _ in record.runs).values(), default=1)
+    return {
+        s.concurrency_names: ", ".join(record.lanes[1:]),
+        s.concurrency_levels: ", ".join(str(level) for level in record.levels),
+        s.concurrency_rounds: min(max(rounds, ROUNDS[0]), ROUNDS[-1]),
+    }
+
+
+def replay_outputs(s) -> list:
+    """What a sweep's replay fills: what a sweep does, and the fields it ran with."""
+    return [*concurrency_outputs(s), s.concurrency_names, s.concurrency_levels, s.concurrency_rounds]
 
 
 def uploaded_path(uploaded, what: str, button: str) -> str:
@@ -128,6 +146,7 @@ class ConcurrencyHandlers:
         with self.board.running(request.session_hash) as flag:
             try:
                 record = ConcurrencyRecord.load(uploaded_path(uploaded, "a recorded sweep", "Download sweep"))
+                yield replayed_inputs(self.screen, record)
                 views = replay_concurrency(record, PACES.get(speed, 1.0), flag.is_set)
                 yield from self.stream_concurrency(views, record.vllm)
             except Exception as exc:

@@ -11,6 +11,7 @@ import uuid
 
 import gradio as gr
 
+from ...concurrency.sweep_plan import ROUNDS
 from ...render import panels
 from ...render.traffic_page import (
     traffic_charts,
@@ -44,6 +45,29 @@ def traffic_outputs(s) -> list:
         s.traffic_record,
         s.traffic_snapshot,
     ]
+
+
+def replayed_inputs(s, record: TrafficRecord) -> dict:
+    """The fields a traffic replay sets to what its record ran: run again as they read, they ask the same traffic. A
+    recorded trace's own arrival times (rate 0) have no rate to show: the rates field keeps what it had."""
+    rounds = min(max(record.rounds, ROUNDS[0]), ROUNDS[-1])
+    shown = {
+        s.concurrency_names: ", ".join(record.lanes[1:]),
+        s.traffic_requests: max((len(run.timings) for run, _ in record.runs), default=DEFAULT_REQUESTS),
+        s.traffic_rows: record.max_rows,
+        s.traffic_ttft: record.slo.ttft_s,
+        s.traffic_tpot: record.slo.tpot_s,
+        s.concurrency_rounds: rounds,
+    }
+    if min(record.rates, default=0) > 0:
+        shown[s.traffic_rates] = ", ".join(f"{rate:g}" for rate in record.rates)
+    return shown
+
+
+def replay_outputs(s) -> list:
+    """What a traffic replay fills: what a run does, and the fields it ran with."""
+    return [*traffic_outputs(s), s.concurrency_names, s.traffic_rates, s.traffic_requests, s.traffic_rows,
+            s.traffic_ttft, s.traffic_tpot, s.concurrency_rounds]  # fmt: skip
 
 
 class TrafficHandlers:
@@ -116,6 +140,7 @@ class TrafficHandlers:
         with self.board.running(request.session_hash) as flag:
             try:
                 record = TrafficRecord.load(uploaded_path(uploaded, "a recorded traffic run", "Download traffic"))
+                yield replayed_inputs(self.screen, record)
                 yield from self.stream_traffic(replay_traffic(record, PACES.get(speed, 1.0), flag.is_set))
             except Exception as exc:
                 yield {self.screen.traffic_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}

@@ -8,7 +8,9 @@ No torch here."""
 import gradio as gr
 
 from .concurrency_screen import concurrency_outputs
+from .concurrency_screen import replay_outputs as sweep_replay_outputs
 from .controls import in_api_order
+from .traffic_screen import replay_outputs as traffic_replay_outputs
 from .traffic_screen import traffic_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
@@ -143,10 +145,11 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     replay_inputs = [s.concurrency_upload, s.concurrency_speed]
     s.concurrency_replay.click(
-        h.replay_concurrency, replay_inputs, concurrency_outputs(s), api_name="replay_concurrency", **replayed
+        h.replay_concurrency, replay_inputs, sweep_replay_outputs(s), api_name="replay_concurrency", **replayed
     )
+    traffic_replayed = [s.traffic_upload, s.traffic_speed]
     s.traffic_replay.click(
-        h.replay_traffic, [s.traffic_upload, s.traffic_speed], traffic_outputs(s), api_name="replay_traffic", **replayed
+        h.replay_traffic, traffic_replayed, traffic_replay_outputs(s), api_name="replay_traffic", **replayed
     )
 
 
