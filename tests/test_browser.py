@@ -85,6 +85,40 @@ def test_the_race_fits_the_first_screenful(app_server, browser, width, height):
         page.close()
 
 
+# At 1280×720: the Grand Prix button's words on one line, the default pair's whole name in the pair menu (its width in
+# the menu's own font, measured, against the room the menu leaves beside its arrow), the example prompt whole in its
+# box. The test app serves the tiny pair, so the offline pair's name is measured, not chosen.
+CONTROLS_JS = """(name) => {
+  const button = document.querySelector('#sv-compare');
+  const lines = (e) => {
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    return new Set([...range.getClientRects()].map((b) => Math.round(b.top))).size;
+  };
+  const menu = document.querySelector('#sv-pair input'), style = getComputedStyle(menu);
+  const pen = document.createElement('canvas').getContext('2d');
+  pen.font = style.font;
+  const room = menu.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const prompt = document.querySelector('#sv-prompt textarea');
+  return {button_lines: lines(button), name_px: pen.measureText(name).width, room_px: room,
+          prompt: [prompt.scrollHeight, prompt.clientHeight]};
+}"""
+
+
+def test_the_first_screenfuls_controls_show_their_whole_words_at_1280x720(app_server, browser):
+    from specviz.app.shelf import OFFLINE_QWEN
+
+    page = open_page(browser, app_server[0], 1280, 720)
+    try:
+        page.wait_for_timeout(500)  # the prompt box sizes itself to its text once drawn
+        seen = page.evaluate(CONTROLS_JS, OFFLINE_QWEN.label)
+        assert seen["button_lines"] == 1, seen
+        assert seen["name_px"] <= seen["room_px"], seen
+        assert seen["prompt"][0] <= seen["prompt"][1] + 1, seen
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("width, height", [(1280, 720), (1440, 900)])
 def test_each_drafters_note_is_read_whole_in_the_sidebar(app_server, browser, width, height):
     """The line under the drafter menu says how the chosen drafter drafts: every drafter's line wraps inside the

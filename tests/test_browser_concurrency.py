@@ -71,6 +71,11 @@ def check_the_words_read_and_fit(page, presenter: bool) -> None:
                 assert words.evaluate(FONT_PX) >= table_px, (what, words.evaluate(FONT_PX), table_px)
             assert words.evaluate(FITS), (what, words.bounding_box())
     assert "a verdict needs at least 3 rounds" in page.inner_text("#sv-concurrency-table")
+    verdict = page.locator("#sv-concurrency-table .sv-crossover li").first.evaluate(FONT_PX)
+    badge = page.locator("#sv-concurrency-table .sv-badge").first.evaluate(FONT_PX)
+    assert verdict >= badge, (verdict, badge)  # the verdict is the headline, the badge its proof
+    notes = page.locator("#sv-concurrency-vllm small")
+    assert all(notes.nth(i).evaluate(FONT_PX) >= 14 for i in range(notes.count()))  # a note read, not fine print
 
 
 def check_each_crossover_is_labelled(page) -> None:

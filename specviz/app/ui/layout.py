@@ -81,8 +81,8 @@ def prompt_box(text: str) -> gr.Textbox:
     """The prompt, made before the sidebar's examples that fill it and drawn later, in the prompt bar."""
     return gr.Textbox(
         text,
-        lines=2,
-        max_lines=4,
+        lines=3,  # the examples' three lines, whole, at 1280 px
+        max_lines=5,
         show_label=False,
         elem_id="sv-prompt",
         placeholder="Prompt (Ctrl+Enter runs)",
@@ -106,7 +106,7 @@ def race_row(s) -> None:
         )
     with gr.Row(elem_classes="sv-promptbar"):
         s.prompt.render()
-        with gr.Column(scale=1, min_width=150, elem_classes="sv-buttons"):
+        with gr.Column(scale=1, min_width=170, elem_classes="sv-buttons"):
             s.run = gr.Button("Run side by side", variant="primary", elem_id="sv-run")
             with gr.Row():
                 s.compare = gr.Button("Grand Prix", elem_id="sv-compare", size="sm", min_width=60)

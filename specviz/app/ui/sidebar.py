@@ -24,7 +24,7 @@ def settings_sidebar(
 ) -> None:
     """The sidebar, open at first. Sets, besides the controls, `s.drafter_notes` (a line per drafter, shown under
     the menu), `s.options` ({option name: widget}) and `s.option_boxes` ({drafter name: its options' panel})."""
-    with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar"):
+    with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar", width=390):  # the pair's name whole
         model_choices(s, pair_labels)
         drafter_choice(s, kinds)
         runtime_choice(s, list(runtimes))
