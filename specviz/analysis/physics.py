@@ -8,6 +8,7 @@ two runs compared, not what the method gives: it is shown flagged, and a verdict
 
 SLACK = 1.25  # how far past a bound a figure may land before it is taken for the machine moving
 MOVED = "the machine's speed moved"
+MOVED_MARK = "⚠ machine moved"  # beside a figure the physics forbids, in every table
 
 
 def speedup_forbidden(speedup: float | None, tau: float | None) -> bool:
@@ -30,6 +31,13 @@ def moved_batches(step_s: dict[int, float]) -> set[int]:
         else:
             steady[rows] = seconds
     return moved
+
+
+def shown_speedup(speedup: float | None, tau: float | None, form: str = "{:.2f}×") -> str:
+    """A speedup as every table shows it: "–" when none, flagged where its τ forbids it."""
+    if speedup is None:
+        return "–"
+    return form.format(speedup) + (f" {MOVED_MARK}" if speedup_forbidden(speedup, tau) else "")
 
 
 def forbidden_words(speedup: float, tau: float) -> str:

@@ -3,6 +3,7 @@ Pure Python over BenchRows."""
 
 from html import escape
 
+from ..analysis.physics import MOVED_MARK, speedup_forbidden
 from ..events import PLAIN
 from .nearest import nearest_table
 from .rows import BenchMeta
@@ -34,10 +35,12 @@ def cell_table(rows) -> str:
     for (kind, t, method, gamma), rs in groups(rows, "kind", "temperature", "name", "gamma").items():
         same = [r.same_as_plain for r in rs if r.same_as_plain is not None]
         low, high = spread(rs)
+        speedup, tau = mean(r.speedup for r in rs), mean(r.tau for r in rs)
+        moved = f" {MOVED_MARK}" if speedup_forbidden(speedup, tau) else ""  # a figure to rerun, not to report
         lines.append(
             f"| {kind} | {t:g} | {method} | {'' if gamma is None else gamma} | {figure(mean(r.alpha for r in rs))} | "
             f"{figure(mean(r.tau for r in rs))} | {figure(mean(r.tps for r in rs))} ({low:.2f}–{high:.2f}) | "
-            f"{figure(mean(r.speedup for r in rs), 'x')} | {figure(mean(r.per_tau for r in rs))} | "
+            f"{figure(speedup, 'x')}{moved} | {figure(mean(r.per_tau for r in rs))} | "
             f"{figure(mean(r.predicted for r in rs), 'x')} | {figure(mean(r.efficiency for r in rs))} | "
             f"{figure(mean(r.iid for r in rs), 'x')} | {figure(mean(r.vs_transformers for r in rs))} | "
             f"{f'{sum(same)}/{len(same)}' if same else ''} |"

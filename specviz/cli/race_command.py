@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..analysis.physics import MOVED_MARK, speedup_forbidden
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import summarize
@@ -180,6 +181,7 @@ def lane_line(view, lane) -> str:
     return (
         f"{lane.name:<12} [{bar}] {m.new_tokens:>4}/{view.max_new_tokens:<4} {m.tokens_per_s:7.2f} tok/s"
         + (f" {speedup:5.2f}x" if speedup and lane is not view.plain else "       ")
+        + (f" {MOVED_MARK}" if lane is not view.plain and speedup_forbidden(speedup, m.mean_tokens_per_step) else "")
         + (f"  tau {m.mean_tokens_per_step:4.2f}" if lane is not view.plain else "")
         + (f"  {ordinal(place)}" if place else "")
         + ("" if same is None or lane is view.plain else "  = plain" if same else "  DIFFERS from plain")

@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from ..analysis.physics import MOVED_MARK
 from ..concurrency.sweep_plan import ROUNDS, check_rounds
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
@@ -177,7 +178,7 @@ def table(view: TrafficView) -> str:
                 " met" if f.meets_slo else "miss",
                 {None: "", True: "yes", False: "NO"}[view.identical(lane, rate)],
             ]
-            lines.append("  " + "  ".join(cells))
+            lines.append("  " + "  ".join(cells) + (f"  {MOVED_MARK}" if view.moved(lane, rate) else ""))
             sim = view.simulated.get((lane, rate))
             if sim is not None:
                 lines.append(f"         simulated from the other rates: {sim.tokens_per_s:.1f} tok/s "

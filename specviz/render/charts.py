@@ -8,13 +8,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.diagnosis import time_split
+from ..analysis.physics import MOVED_MARK
 from ..analysis.rule_replay import ReplayedStep
 from ..analysis.theory import per_token_alpha
 from ..events import PLAIN, StepEvent, summarize
 from ..views.race import SPEC, RaceView
 from ..views.sweep import SweepView
 from .figure1 import WHITESPACE
-from .svg_charts import nice_ticks
+from .svg_charts import LOSS, nice_ticks
 
 PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
 # The legend sits at the foot of the figure itself (container coordinates), not at a fraction of the plot's height
@@ -83,10 +84,16 @@ def sweep_chart(view: SweepView) -> go.Figure:
     best = view.best_measured()
     if best is not None:
         star = dict(symbol="star", size=18, color=SPEC_COLOUR)
-        top = max(p.speedup for p in points)
+        top = next(p.speedup for p in points if p.gamma == best)
         fig.add_trace(
             go.Scatter(x=[best], y=[top], name=f"best measured γ = {best}", mode="markers", marker=star), row=1, col=3
         )
+    moved = [p for p in points if p.moved]
+    if moved:  # a speedup its τ forbids: shown crossed out, never the best
+        cross = dict(symbol="x", size=16, color=LOSS)
+        name = f"{MOVED_MARK}: speedup beyond its τ, left out"
+        shown = go.Scatter(x=[p.gamma for p in moved], y=[p.speedup for p in moved], name=name, mode="markers")
+        fig.add_trace(shown.update(marker=cross), row=1, col=3)
     fig.add_hline(y=1.0, line=dict(color=PLAIN_COLOUR, dash="dot"), row=1, col=3)
     _sweep_axes(fig, view.gammas, [p.speedup for p in points] + (list(theory.speedups) if theory is not None else []))
     fig.update_layout(title="γ sweep on this prompt" + ("" if view.finished else " (running…)"), **_LAYOUT)

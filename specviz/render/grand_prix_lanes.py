@@ -5,6 +5,7 @@ escaped."""
 
 from html import escape
 
+from ..analysis.physics import shown_speedup
 from ..events import summarize
 from ..views.grand_prix import GrandPrixView, RaceLane
 from .figure1 import origin_text
@@ -71,7 +72,7 @@ def _stats(view: GrandPrixView, lane: RaceLane) -> str:
     parts = [f"{m.tokens_per_s:.1f} tok/s"]
     if lane is not view.plain:
         speedup = view.speedup(lane)
-        parts += [f"{speedup:.2f}×" if speedup else "–×", f"τ {m.mean_tokens_per_step:.2f}"]
+        parts += [shown_speedup(speedup or None, m.mean_tokens_per_step), f"τ {m.mean_tokens_per_step:.2f}"]
     return " · ".join(parts)
 
 

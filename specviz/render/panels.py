@@ -4,6 +4,7 @@ Every piece of model or user text goes through html.escape."""
 from html import escape
 
 from ..analysis.diagnosis import diagnose
+from ..analysis.physics import shown_speedup
 from ..errors import SpecvizError
 from ..events import PLAIN, Metrics, summarize
 from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
@@ -161,7 +162,7 @@ def compare_table(rows) -> str:
             escape(ordinal(r.place) if r.place else ""),
             escape(r.name),
             escape(_fmt(r.tokens_per_s, "{:.2f}")),
-            escape(_fmt(r.speedup, "{:.2f}×")),
+            escape(shown_speedup(r.speedup, r.tau)),
             escape(_fmt(r.alpha, "{:.2f}")),
             position_bars(r.by_position) if r.by_position else "–",
             escape(_fmt(r.tau, "{:.2f}")),

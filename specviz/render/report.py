@@ -11,6 +11,7 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
+from ..analysis.physics import shown_speedup, speedup_forbidden
 from ..events import PLAIN, summarize
 from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
@@ -42,6 +43,7 @@ def _runs(view: WorkloadView) -> str:
 def _best(rows: list[WorkloadRow]) -> str | None:
     """The drafter with the highest speedup (None when none beat plain decoding)."""
     scored = [r for r in rows if r.name != PLAIN and r.speedup is not None and r.speedup > 1]
+    scored = [r for r in scored if not speedup_forbidden(r.speedup, r.tau)]  # the machine moved: no winner
     return max(scored, key=lambda r: r.speedup).name if scored else None
 
 
@@ -148,7 +150,7 @@ def drafter_table(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     for r in rows:
         words = "plain decoding (the reference)" if r.name == PLAIN else r.words
         mark = '<span class="rp-badge">\u2605 best</span>' if r.name == best else ""
-        speedup = _fmt(r.speedup, "{:.2f}×")
+        speedup = shown_speedup(r.speedup, r.tau)
         cells = [_fmt(r.tokens_per_s), speedup, _fmt(r.alpha), _fmt(r.tau), _identical(view, r)]
         best_class = ' class="rp-best"' if r.name == best else ""
         body.append(

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from ..analysis.physics import shown_speedup, speedup_forbidden
 from ..events import PLAIN
 from ..workload.view import WorkloadRow
 
@@ -77,7 +78,8 @@ def speedup_bars(rows: Sequence[WorkloadRow], width: int = 640) -> str:
     parts = [f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{axis_y}" stroke="{GRID}"/>' for t in ticks]
     parts += [_text(x(t), axis_y + 16, f"{_num(t)}×", "middle") for t in ticks]
     parts.append(_text(left + plot_w / 2, axis_y + 36, "speedup: tokens/s over plain decoding's", "middle"))
-    best = max(values, default=None)
+    best = max((r.speedup for r in drafters if r.speedup is not None and not speedup_forbidden(r.speedup, r.tau)),
+               default=None)  # fmt: skip
     for i, r in enumerate(drafters):
         y = top + i * (bar + gap)
         parts.append(_text(8, y + bar / 2 + 4, _clip(r.name, left - 16), tip=f"{r.name}: {r.words}"))
@@ -88,7 +90,10 @@ def speedup_bars(rows: Sequence[WorkloadRow], width: int = 640) -> str:
         parts.append(f'<rect x="{left}" y="{y}" width="{x(r.speedup) - left:.1f}" height="{bar}" fill="{colour}"/>')
         rate = f" · {r.tokens_per_s:.1f} tok/s" if r.tokens_per_s is not None else ""
         star = " \u2605" if r.speedup == best and len(values) > 1 else ""
-        parts.append(_text(x(r.speedup) + 6, y + bar / 2 + 4, f"{r.speedup:.2f}×{rate}{star}"))
+        said = (
+            shown_speedup(r.speedup, r.tau) if speedup_forbidden(r.speedup, r.tau) else f"{r.speedup:.2f}×{rate}{star}"
+        )
+        parts.append(_text(x(r.speedup) + 6, y + bar / 2 + 4, said))
     one = x(1.0)
     parts.append(
         f'<line x1="{one:.1f}" y1="{top - 6}" x2="{one:.1f}" y2="{axis_y}" stroke="{INK}" stroke-dasharray="4 3"/>'

@@ -5,6 +5,7 @@ every name and number escaped."""
 
 from html import escape
 
+from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.traffic_view import TrafficView, error_of
@@ -107,7 +108,7 @@ def traffic_table(view: TrafficView) -> str:
                 f"{f.ttft[0]:.2f} / {f.ttft[2]:.2f}",
                 tpot,
                 f"{f.goodput:.3f}" + _spread_of(view.spread(lane, rate, lambda x: x.goodput)),
-                "–" if lane == PLAIN or ratio is None else f"{ratio:.2f}×",
+                "–" if lane == PLAIN or ratio is None else f"{ratio:.2f}×" + moved_mark(view, lane, rate),
                 "met" if f.meets_slo else "missed",
                 {None: "–", True: "yes", False: "NO"}[view.identical(lane, rate)],
                 simulated,
@@ -116,6 +117,10 @@ def traffic_table(view: TrafficView) -> str:
     return (
         f'<div class="sv-traffic-scroll"><table class="sv-metrics sv-traffic-table">{head}{"".join(rows)}</table></div>'
     )
+
+
+def moved_mark(view: TrafficView, lane: str, rate: float) -> str:
+    return f" {MOVED_MARK}" if view.moved(lane, rate) else ""
 
 
 def _spread_of(spread: tuple[float, float] | None) -> str:

@@ -4,6 +4,7 @@ wrote what its prompt writes alone, and, where the simulator ran, its figures be
 
 from dataclasses import dataclass, field
 
+from ..analysis.physics import MOVED, speedup_forbidden
 from ..events import PLAIN
 from .latency import RateFigures, capacity, median_figures, stops_paying
 from .traffic_plan import Slo
@@ -65,7 +66,28 @@ class TrafficView:
         return capacity(self.measured(lane))
 
     def stops_paying(self, lane: str) -> float | None:
-        return stops_paying(self.measured(lane), self.measured(PLAIN))
+        """The lowest rate where the lane paid no more than plain, rates where the machine moved left out."""
+        steady = [f for f in self.measured(lane) if not self.moved(lane, f.rate)]
+        return stops_paying(steady, self.measured(PLAIN))
+
+    def tokens_per_row_step(self, lane: str, rate: float) -> tuple[float, float] | None:
+        """Over the lane's steps at this rate (every round): tokens each row wrote a step (τ) and rows a step."""
+        steps = [s for run in self.runs.get((lane, rate), []) if not run.stopped for s in run.steps]
+        rows = sum(s.rows for s in steps)
+        return (sum(s.new_tokens for s in steps) / rows, rows / len(steps)) if rows else None
+
+    def moved(self, lane: str, rate: float) -> bool:
+        """Whether the lane's median TPOT beat plain's by more than its steps allow: a step writes τ tokens a row and
+        costs at least a plain step of as many rows, and plain's batch of B rows at most B/b of one of b rows; beyond
+        that, the machine's speed moved between the two runs."""
+        mine, base = self.figures(lane, rate), self.figures(PLAIN, rate)
+        own, plain = self.tokens_per_row_step(lane, rate), self.tokens_per_row_step(PLAIN, rate)
+        if lane == PLAIN or None in (mine, base, own, plain) or not mine.tpot[0]:
+            return False
+        return speedup_forbidden(base.tpot[0] / mine.tpot[0], own[0] * max(1.0, plain[1] / own[1]))
+
+    def moved_rates(self, lane: str) -> list[float]:
+        return [f.rate for f in self.measured(lane) if self.moved(lane, f.rate)]
 
     def identical(self, lane: str, rate: float) -> bool | None:
         """Whether every greedy request of every round wrote its prompt's tokens alone (None: sampled, or none ran)."""
@@ -90,6 +112,9 @@ class TrafficView:
             said = f"no faster than plain even at {where:g} req/s, the lowest rate run"
         else:
             said = f"faster than plain below {where:g} req/s; from there on, plain serves as well or better"
+        moved = self.moved_rates(lane)
+        if moved:
+            said += f"; left out: {', '.join(f'{r:g}' for r in moved)} req/s, where {MOVED}"
         found = self.projection.get(lane)
         if not found:
             return said

@@ -3,6 +3,7 @@ Pure Python."""
 
 from dataclasses import dataclass, field
 
+from ..analysis.physics import speedup_forbidden
 from ..analysis.theory import best_gamma, cost_ratio, drafts_blocks, expected_speedup, per_token_alpha
 from ..events import StepEvent, summarize
 
@@ -14,6 +15,11 @@ class SweepPoint:
     tokens_per_step: float
     tokens_per_s: float
     speedup: float  # over the plain run's tokens/s
+
+    @property
+    def moved(self) -> bool:
+        """A speedup its τ forbids: the machine's speed moved between this run and the plain one."""
+        return speedup_forbidden(self.speedup, self.tokens_per_step)
 
 
 @dataclass(frozen=True)
@@ -64,5 +70,6 @@ class SweepView:
         return Theory(alpha, c, speedups, best_gamma(alpha, c, self.gammas, block), block)
 
     def best_measured(self) -> int | None:
-        points = self.points()
+        """The γ of the highest speedup measured, leaving out speedups the physics forbids."""
+        points = [p for p in self.points() if not p.moved]
         return max(points, key=lambda p: p.speedup).gamma if points else None

@@ -7,6 +7,7 @@ from html import escape
 
 import gradio as gr
 
+from ...analysis.physics import shown_speedup
 from ...events import PLAIN
 from ...render import charts, panels
 from ...render.figure1 import origin_text
@@ -36,7 +37,8 @@ def grand_prix_status(view: GrandPrixView) -> str:
     if view.stopped:
         return panels.status(f"Grand Prix stopped after {view.wall_s:.1f} s: every lane keeps what it wrote", "done")
     podium = ", ".join(
-        f"{ordinal(row.place)} {row.name}" + (f" {row.speedup:.2f}×" if row.speedup and row.name != PLAIN else "")
+        f"{ordinal(row.place)} {row.name}"
+        + (f" {shown_speedup(row.speedup, row.tau)}" if row.speedup and row.name != PLAIN else "")
         for row in sorted((r for r in view.rows() if r.place), key=lambda r: r.place)[:3]
     )
     return panels.status(f"Grand Prix done in {view.wall_s:.1f} s wall time: {podium}", "done")
