@@ -92,11 +92,13 @@ def test_the_concurrency_charts_keep_each_crossover_label_clear_of_a_line_runnin
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.set_content("<body>" + svg_concurrency_chart(view) + "</body>")
     found = clashes(page, ['svg text[fill^="#"]', *SVG_PARTS[1:]])
-    html = concurrency_chart(view).to_html(include_plotlyjs=True, full_html=True, default_width=900)
+    # as wide as the app draws it beside its twin at 1280 px
+    html = concurrency_chart(view).to_html(include_plotlyjs=True, full_html=True, default_width="420px")
     page.set_content(html)
     page.wait_for_selector(".annotation-text")
     assert page.locator(".annotation-text").count() == 2
-    plotted = [".annotation-text", ".scatterlayer path.js-line, .shapelayer path", ".legendtext, .gtitle"]
+    texts = ".annotation-text, .legendtext, .gtitle, .xtick text, .ytick text, .g-xtitle text, .g-ytitle text"
+    plotted = [".annotation-text", ".scatterlayer path.js-line, .shapelayer path", texts]
     found += clashes(page, plotted)
     page.close()
     assert not found, found

@@ -14,7 +14,7 @@ from ..events import PLAIN
 from .charts import _LAYOUT, PLAIN_COLOUR
 from .svg_charts import SERIES_COLOURS
 
-LABEL_SHARE = 0.13  # of the plot's height: one crossover label's two lines
+LABEL_PX = 38  # one crossover label's two lines, stacked above the plot
 
 
 def lane_colour(view: ConcurrencyView, lane: str) -> str:
@@ -53,6 +53,12 @@ def round_range(view: ConcurrencyView, lane: str, what: str) -> tuple[list[float
     return lows, highs
 
 
+def crossovers(view: ConcurrencyView) -> list[tuple[str, int]]:
+    """(lane, level) for each lane that stops paying inside the levels run."""
+    found = [(lane, None if lane == PLAIN or lane in view.notes else view.crossover(lane)) for lane in view.lanes]
+    return [(lane, level) for lane, level in found if level is not None]
+
+
 def crossover_label(lane: str, level: int, marked: bool = False) -> str:
     """What the dotted line at a lane's crossover says; `marked`: as Plotly's markup, on two lines, the lane in bold
     (and escaped: a lane's name is the visitor's)."""
@@ -63,7 +69,7 @@ def crossover_label(lane: str, level: int, marked: bool = False) -> str:
 def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Figure:
     """Total tokens/s ("throughput", with the theory and the crossovers) or the median request's own tokens/s
     ("latency") against concurrency, on a log-2 axis that names each level run."""
-    fig, crossings = go.Figure(), []
+    fig = go.Figure()
     for lane in view.lanes:
         if lane in view.notes:
             continue
@@ -95,9 +101,6 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
                         line=dict(color=colour, width=2, dash="dash"),
                     )
                 )
-            at = view.crossover(lane)
-            if at is not None:
-                crossings.append((lane, at, colour))
     title = "total tokens/s: what the device serves" if what == "throughput" else "each request's own tokens/s"
     fig.update_layout(title=title, xaxis_title="requests decoded at once", yaxis_title="tokens/s", **_LAYOUT)
     # The axis spans the levels run (with a margin), not what a crossover's annotation would stretch it to.
@@ -110,36 +113,34 @@ def concurrency_chart(view: ConcurrencyView, what: str = "throughput") -> go.Fig
         ticktext=[str(v) for v in view.levels],
     )
     fig.update_yaxes(rangemode="tozero", ticklabelstandoff=8)
-    if crossings:  # the data kept below the band where the crossovers' words sit, so no line crosses them
-        peak = max(max(values, default=0.0) for values in _drawn_highs(fig))
-        fig.update_yaxes(range=[0, peak * 1.05 / (1 - LABEL_SHARE * len(crossings))])
-    for n, (lane, at, colour) in enumerate(crossings):
-        fig.add_vline(x=at, y1=1 - LABEL_SHARE * len(crossings), line=dict(color=colour, dash="dot", width=2))
-        _label_crossover(fig, view, lane, at, colour, n)
+    crossings = crossovers(view)
+    if crossings:  # the crossovers' words stacked in a band above the plot, where no line is drawn (and as much room
+        band = LABEL_PX * len(crossings)  # above its twin, so that the two plots line up)
+        top = _LAYOUT["margin"]["t"] + band
+        fig.update_layout(height=_LAYOUT["height"] + band, margin=dict(_LAYOUT["margin"], t=top))
+        fig.update_layout(title=dict(text=title, y=1, yref="container", yanchor="top", pad=dict(t=8)))
+    for n, (lane, at) in enumerate(crossings if what == "throughput" else []):
+        colour = lane_colour(view, lane)
+        fig.add_vline(x=at, line=dict(color=colour, dash="dot", width=2))
+        _label_crossover(fig, view, lane, at, colour, len(crossings) - 1 - n)
     return fig
 
 
-def _drawn_highs(fig: go.Figure):
-    """Per trace, the top of each point as drawn (its value plus its error bar's reach)."""
-    for trace in fig.data:
-        ups = trace.error_y.array if trace.error_y is not None and trace.error_y.array is not None else ()
-        yield [y + (ups[i] if i < len(ups) else 0.0) for i, y in enumerate(trace.y)]
-
-
-def _label_crossover(fig: go.Figure, view: ConcurrencyView, lane: str, at: int, colour: str, n: int) -> None:
-    """The dotted line's words in the band above the data, starting at the line (ending there in the right half),
-    the n-th a row lower than the one before. On a log axis an annotation's x is the level's logarithm (a line's is
-    the level itself): given the level, the words land far off the axis and are never drawn."""
+def _label_crossover(fig: go.Figure, view: ConcurrencyView, lane: str, at: int, colour: str, row: int) -> None:
+    """The dotted line's words above the plot, starting at the line (ending there in the right half), `row` rows
+    above the plot's top. On a log axis an annotation's x is the level's logarithm (a line's is the level itself):
+    given the level, the words land far off the axis and are never drawn."""
     right = view.levels.index(at) < len(view.levels) / 2
     fig.add_annotation(
         x=math.log10(at),
         xref="x",
-        y=1 - LABEL_SHARE * n,
+        y=1,
         yref="y domain",
+        yshift=LABEL_PX * row,
         text=crossover_label(lane, at, marked=True),
         showarrow=False,
         xanchor="left" if right else "right",
-        yanchor="top",
+        yanchor="bottom",
         align="left" if right else "right",
         font=dict(color=colour, size=13),
         bgcolor="rgba(255, 255, 255, 0.85)",

@@ -10,7 +10,7 @@ from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
-from .concurrency_charts import crossover_label, lane_colour, series
+from .concurrency_charts import crossover_label, crossovers, lane_colour, series
 from .svg_charts import GRID, INK, LABEL_ROW, _svg, _text, nice_ticks
 
 
@@ -230,7 +230,7 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
             lines.append((f"{lane}: theory", theory, lane_colour(view, lane), "6 3"))
     top_value = max([y for _, (_, ys), _, _ in lines for y in ys] + [1e-9])
     ticks = nice_ticks(top_value * 1.05)
-    crossings = _crossings(view) if what == "throughput" else []
+    crossings = crossovers(view) if what == "throughput" else []
     left, right, top, bottom = 60, 170, 14, height - 40
     plot_top = top + 2 * LABEL_ROW * len(crossings)  # a band above the data for the crossovers' words
     levels = list(view.levels)
@@ -257,12 +257,6 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
     parts += _svg_crossovers(view, crossings, at, levels, top, bottom)
     return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
-
-
-def _crossings(view: ConcurrencyView) -> list[tuple[str, int]]:
-    """(lane, level) for each lane that stops paying inside the levels run."""
-    found = [(lane, None if lane == PLAIN or lane in view.notes else view.crossover(lane)) for lane in view.lanes]
-    return [(lane, level) for lane, level in found if level is not None]
 
 
 def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top: float, bottom: float) -> list[str]:

@@ -107,7 +107,7 @@ class TrafficView:
             return "not run yet"
         where = self.stops_paying(lane)
         if where is None:
-            said = f"faster than plain at every rate run (up to {max(f.rate for f in self.measured(lane)):g} req/s)"
+            said = f"faster than plain at every rate run, up to {max(f.rate for f in self.measured(lane)):g} req/s"
         elif where == min(self.rates):
             said = f"no faster than plain even at {where:g} req/s, the lowest rate run"
         else:
@@ -147,8 +147,9 @@ class TrafficView:
             return ""
         caps = []
         for lane in ran:
-            cap = self.capacity(lane)
-            caps.append(f"{lane} {'at no rate run' if cap is None else f'up to {cap:g} req/s'}")
+            cap, found = self.capacity(lane), self.projection.get(lane)
+            simulated = "" if not found else f" (simulated: {_up_to(capacity(found))})"
+            caps.append(f"{lane} {'at no rate run' if cap is None else f'up to {cap:g} req/s'}{simulated}")
         stops = [(lane, self.stops_paying(lane)) for lane in ran if lane != PLAIN]
         paying = [f"{lane} at {where:g} req/s" for lane, where in stops if where is not None]
         line = "Capacity within the SLO: " + ", ".join(caps)
@@ -204,6 +205,10 @@ class TrafficView:
             for lane, found in self.projection.items()
         }
         return out
+
+
+def _up_to(rate: float | None) -> str:
+    return "none" if rate is None else f"up to {rate:.2g} req/s"
 
 
 def _figures_json(f: RateFigures) -> dict:
