@@ -86,7 +86,7 @@ def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
 
 def best_draft_dtype(device: torch.device) -> str:
     """The draft precision measured fastest on `device` when none is asked for: int8 by rows on a CPU (fbgemm's integer
-    product streams a quarter of float32's bytes; docs/benchmarks.md), else "" (the target's)."""
+    product streams a quarter of float32's bytes; docs/benchmark-log.md), else "" (the target's)."""
     return "int8" if device.type == "cpu" else ""
 
 

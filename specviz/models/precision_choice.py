@@ -9,7 +9,7 @@ E(α, γ) = (1 − α^(γ+1)) / (1 − α), at a prior acceptance rate, and take
 
 The target's own precision (bfloat16, or float32 where that is faster) is kept unless the int8 path is markedly
 faster (QUANTISED_MARGIN): an int8 target is a slightly different model (its agreement with bfloat16 is measured in
-docs/benchmarks.md), worth it where it makes the race several times faster, not for a few percent. bfloat16 runs in
+docs/benchmark-log.md), worth it where it makes the race several times faster, not for a few percent. bfloat16 runs in
 exact mode where pairing a one-row product with a zero row costs little (EXACT_COST); elsewhere it runs the
 kernels as they are, and a greedy race may part from plain decoding at a near tie, which the badge names. The int8
 path is exact by construction (integer products: quantize.RowInt8Linear).

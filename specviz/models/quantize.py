@@ -3,7 +3,7 @@ row is quantised on the fly with its own scale, and the product is taken in inte
 
 Two things follow, and they are why a verify forward costs little more than a one-token forward here:
 - Speed. fbgemm's integer product streams a quarter of float32's bytes and costs nearly the same for 1 to 9 rows on
-  an AVX2 CPU, where a bfloat16 or float32 product of 5 rows costs 3-7 single rows (docs/benchmarks.md).
+  an AVX2 CPU, where a bfloat16 or float32 product of 5 rows costs 3-7 single rows (docs/benchmark-log.md).
 - Row-exactness. Integer sums do not depend on their order, and each row has its own scale, so a row's output is
   the same bits whichever rows share its product: exact mode holds for an int8 target with no pairing.
 
