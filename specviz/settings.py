@@ -69,6 +69,44 @@ def draft_length(text: str) -> tuple[int, bool] | None:
     return (int(digits), adaptive) if digits.isascii() and digits.isdigit() else None
 
 
+@dataclass(frozen=True)
+class LaneName:
+    """A lane as it is written: a drafter's name and, after an @, a draft length (fixed, or adaptive up to G) or
+    "table" (γ by batch size as measured). Its str is the lane's name as every screen and record writes it."""
+
+    drafter: str
+    gamma: int | None = None  # None: no draft length written (the drafter's own best, or the run's settings)
+    adaptive: bool = False
+    table: bool = False
+
+    def __str__(self) -> str:
+        if self.table:
+            return f"{self.drafter}@table"
+        return self.drafter if self.gamma is None else f"{self.drafter}@{'a' * self.adaptive}{self.gamma}"
+
+
+def parse_lane(text: str) -> LaneName:
+    """`NAME`, `NAME@G`, `NAME@aG` or `NAME@table` read into a LaneName: the one place a lane's @ is read. Anything
+    else after the @ is refused in one line; the drafter's name is checked by whoever looks it up."""
+    name, _, after = text.strip().partition("@")
+    name, after = name.strip(), after.strip()
+    if not after:
+        return LaneName(name)
+    if after.lower() == "table":
+        return LaneName(name, table=True)
+    written = draft_length(after)
+    if written is None:
+        raise InvalidRequest(
+            f"lane {text.strip()!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
+        )
+    return LaneName(name, *written)
+
+
+def drafter_of(lane: str) -> str:
+    """The drafter a lane's name runs ("draft@4" -> "draft")."""
+    return parse_lane(lane).drafter
+
+
 def check_prompt(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("the prompt is empty")

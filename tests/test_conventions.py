@@ -267,3 +267,28 @@ def test_the_scripts_check_finds_a_missing_line_and_a_gone_script(tmp_path):
         "bare.py: not listed with its one line",
         "old.py: listed but gone",
     ]
+
+
+def lane_readers(root: Path) -> list[str]:
+    """file:line function of every call that splits a string at "@" (split, partition and their right-hand twins)."""
+    found = []
+    for path in sorted((root / "specviz").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for call in (n for n in ast.walk(func) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                at = [a for a in call.args if isinstance(a, ast.Constant) and a.value == "@"]
+                if call.func.attr in ("split", "rsplit", "partition", "rpartition") and at:
+                    found.append(f"{path.relative_to(root).as_posix()}:{call.lineno} {func.name}")
+    return found
+
+
+def test_a_lanes_at_sign_is_read_in_one_function():
+    """NAME@G, NAME@aG and NAME@table are read by settings.parse_lane alone: the Grand Prix, the sweep, traffic, the
+    simulator and the serving writers take what it returns."""
+    assert [hit.split(" ")[1] for hit in lane_readers(ROOT)] == ["parse_lane"], lane_readers(ROOT)
+
+
+def test_the_lane_check_finds_a_second_reader(tmp_path):
+    (tmp_path / "specviz").mkdir()
+    (tmp_path / "specviz" / "mine.py").write_text('def drafter(lane):\n    return lane.split("@")[0]\n')
+    assert lane_readers(tmp_path) == ["specviz/mine.py:2 drafter"]

@@ -419,3 +419,15 @@ def test_a_record_carries_the_vllm_table_its_run_wrote_and_its_replay_shows_it()
     older = record.to_json()
     del older["vllm"]
     assert TrafficRecord.from_json(older).view().advice == []
+
+
+def test_a_lane_is_read_once_into_its_parts_and_written_back_as_every_screen_names_it():
+    from specviz.settings import LaneName, parse_lane
+
+    assert parse_lane(" draft@A8 ") == LaneName("draft", 8, True) and str(parse_lane("draft@A8")) == "draft@a8"
+    assert parse_lane("ngram@4") == LaneName("ngram", 4) and str(parse_lane("ngram")) == "ngram"
+    assert (
+        parse_lane("draft@Table") == LaneName("draft", table=True) and str(parse_lane("draft@table")) == "draft@table"
+    )
+    with pytest.raises(InvalidRequest, match=r"^lane 'draft@x': after @ comes a draft length"):
+        parse_lane("draft@x")

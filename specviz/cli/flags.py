@@ -14,7 +14,7 @@ from ..models.loading import best_draft_dtype
 from ..models.runtime_choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
 from ..serving.batch_table import tables_in
-from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings
+from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings, parse_lane
 from ..trace import RunModels
 from ..workload.entrants import EntryRules, across_runtimes, lane_entrants
 
@@ -307,7 +307,7 @@ def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | Non
     NAME@table lanes from `tables` (None: a command that runs none); refused in one line where check_entrants
     refuses them."""
 
-    names = [n.split("@")[0].strip() for n in (args.drafters or "").split(",") if n.strip()]
+    names = [parse_lane(n).drafter for n in (args.drafters or "").split(",") if n.strip()]
     given = given_options(args, only=set(names) if names else None)
 
     def options(k):

@@ -10,13 +10,10 @@ from ..models.offline import production_name
 from ..serving.batch_table import VllmAdvice, per_batch_size, ranges
 from ..serving.batch_table import vllm_advice as advice_for
 from ..serving.vllm_setting import in_vllm
+from ..settings import drafter_of
 from .sweep_view import ConcurrencyView
 
 __all__ = ["VllmAdvice", "best_gammas", "measured_tables", "ranges", "vllm_advice"]
-
-
-def drafter_of(lane: str) -> str:
-    return lane.split("@")[0]
 
 
 def best_gammas(view: ConcurrencyView, drafter: str) -> dict[int, int]:

@@ -31,7 +31,8 @@ from statistics import fmean, median
 
 from ..analysis.theory import expected_tokens_per_step, interpolate
 from ..engine.batch_gamma import BatchGamma, DraftCosts, ForwardCosts
-from ..settings import draft_length
+from ..errors import InvalidRequest
+from ..settings import parse_lane
 from .latency import RateFigures, RequestTiming
 from .traffic_plan import Slo, poisson_arrivals
 from .traffic_results import TrafficRun
@@ -295,8 +296,11 @@ def project(view, prompt_tokens: dict, requests: int, max_rows: int, seed: int) 
 
 def adaptive_limit(lane: str) -> int:
     """G for a lane named NAME@aG (adaptive γ up to G, as the lanes are written), else 0."""
-    written = draft_length(lane.partition("@")[2])
-    return written[0] if written and written[1] else 0
+    try:
+        written = parse_lane(lane)
+    except InvalidRequest:  # a name no run was made under: no limit to read
+        return 0
+    return written.gamma if written.adaptive and written.gamma else 0
 
 
 def rate_grid(measured: tuple[float, ...], points: int = 16) -> list[float]:

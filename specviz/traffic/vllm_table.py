@@ -8,13 +8,10 @@ from ..drafters.registry import serving_of
 from ..events import PLAIN
 from ..models.offline import production_name
 from ..serving.batch_table import VllmAdvice, vllm_advice
+from ..settings import drafter_of
 from .traffic_view import TrafficView
 
 MIN_STEPS = 5  # steps at one batch size and γ before their speed is trusted
-
-
-def drafter_of(lane: str) -> str:
-    return lane.split("@")[0]
 
 
 def step_speeds(runs) -> dict[int, dict[int, float]]:

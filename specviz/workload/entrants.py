@@ -15,7 +15,7 @@ from ..models.offline import production_name
 from ..serving.batch_table import ANY_DRAFTER
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran
-from ..settings import Settings, draft_length, mode_text
+from ..settings import Settings, mode_text, parse_lane
 from ..views.grand_prix import RaceLane
 from .view import Contender
 
@@ -117,21 +117,17 @@ def lane_entrants(
     items = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     lanes, seen = [], set()
     for item in items:
-        name, _, at = item.partition("@")
-        [drafter] = drafter_names([name.strip()])
-        k, at = kind(drafter), at.strip()
+        lane = parse_lane(item)
+        [drafter] = drafter_names([lane.drafter])
+        k = kind(drafter)
         settings, table = (base if fixed_gamma else best_settings(k, base)), ()
-        if at.lower() == "table":
+        if lane.table:
             table = _table_of(item, drafter, rules)
             widest = max(gamma for _, _, gamma in table)  # a measured table may say 0 (plain) at every size
             settings = replace(base, gamma=max(1, widest), adaptive=False)
-        elif at:
-            if (written := draft_length(at)) is None:
-                raise InvalidRequest(
-                    f"lane {item!r}: after @ comes a draft length, a fixed γ (draft@4) or an adaptive one (draft@a8)"
-                )
-            settings = replace(base, gamma=written[0], adaptive=written[1])  # the range is checked here
-        label = drafter + ("@table" if table else f"@{'a' if settings.adaptive else ''}{settings.gamma}" if at else "")
+        elif lane.gamma is not None:
+            settings = replace(base, gamma=lane.gamma, adaptive=lane.adaptive)  # the range is checked here
+        label = str(replace(lane, drafter=drafter))
         if label in seen:
             raise InvalidRequest(f"lane {label!r} is named twice")
         seen.add(label)
