@@ -292,3 +292,38 @@ def test_the_lane_check_finds_a_second_reader(tmp_path):
     (tmp_path / "specviz").mkdir()
     (tmp_path / "specviz" / "mine.py").write_text('def drafter(lane):\n    return lane.split("@")[0]\n')
     assert lane_readers(tmp_path) == ["specviz/mine.py:2 drafter"]
+
+
+def stray_views(root: Path) -> list[str]:
+    """file:line Class of every class named *View that lives neither in views/ nor in a view module beside its
+    experiment (view.py, *_view.py)."""
+    found = []
+    for path in sorted((root / "specviz").rglob("*.py")):
+        if path.parent.name == "views" or path.stem == "view" or path.stem.endswith("_view"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("View"):
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name}")
+    return found
+
+
+def test_every_view_lives_in_views_or_in_a_view_module_beside_its_experiment():
+    """A screen's view (pure Python, what it shows) is in views/ when it is a run on one prompt, and in its
+    experiment's view.py or *_view.py when it is a workload's, a sweep's or traffic's."""
+    assert not stray_views(ROOT), stray_views(ROOT)
+
+
+def test_the_view_check_finds_a_view_elsewhere(tmp_path):
+    (tmp_path / "specviz" / "traffic").mkdir(parents=True)
+    (tmp_path / "specviz" / "traffic" / "runner.py").write_text("class QueueView:\n    pass\n")
+    (tmp_path / "specviz" / "traffic" / "traffic_view.py").write_text("class TrafficView:\n    pass\n")
+    assert stray_views(tmp_path) == ["specviz/traffic/runner.py:1 QueueView"]
+
+
+def test_no_view_module_brings_torch_in(new_process):
+    """Every view module, read in a fresh interpreter: none imports torch, so the screens stay torch-free."""
+    views = [p for p in (ROOT / "specviz").rglob("*.py") if p.parent.name == "views" or p.stem.endswith("view")]
+    names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sorted(views) if p.stem != "__init__"]
+    code = f"import sys, {', '.join(names)}; print('torch' in sys.modules)"
+    assert new_process("-c", code, cwd=ROOT, check=True).stdout.strip() == "False"
