@@ -153,7 +153,8 @@ def report(view: TrafficView, prompts: list[str], as_json: bool) -> int:
 def table(view: TrafficView) -> str:
     """One block per lane: a line per rate."""
     lines = [f"SLO: TTFT <= {view.slo.ttft_s:g} s and TPOT <= {view.slo.tpot_s:g} s; rounds: {view.rounds}"]
-    lines += [view.headline()] if view.headline() else []
+    headline = view.headline()
+    lines += [headline] if headline else []
     for lane in view.lanes:
         if lane in view.notes:
             lines.append(f"{lane}: cannot serve concurrent requests: {view.notes[lane]}")

@@ -6,6 +6,7 @@ the whole sweep as one offline page with SVG charts. Every piece of model or use
 
 from html import escape
 
+from ..analysis.physics import MOVED_MARK
 from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from ..events import PLAIN
 from ..runtime import ASSETS
@@ -127,7 +128,7 @@ def _speedup_cell(f) -> str:
         shown = _x(f.speedup)
     else:
         shown = f"{f.speedup:.2f}× ({f.spread[0]:.2f}–{f.spread[1]:.2f})"
-    return f"{shown} ⚠ machine moved" if f.moved and f.speedup is not None else shown
+    return f"{shown} {MOVED_MARK}" if f.moved and f.speedup is not None else shown
 
 
 def concurrency_table(view: ConcurrencyView) -> str:
@@ -255,19 +256,18 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
         parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}"/>' for px, py in map(at, xs, ys)]
         parts.append(_text(width - right + 12, top + 14 + 18 * n, name, extra=f' fill="{colour}"', tip=name))
     parts.append(f'<line x1="{left}" y1="{bottom}" x2="{width - right}" y2="{bottom}" stroke="{INK}"/>')
-    parts += _svg_crossovers(view, crossings, at, levels, top, bottom)
+    parts += _svg_crossovers(view, crossings, at, levels, top, plot_top, bottom)
     return _svg(width, height, label, "".join(parts), f"sv-concurrency-{what}")
 
 
-def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top: float, bottom: float) -> list[str]:
-    """Each lane's crossover as a dotted line below the band of words, labelled in the band with what it is on two
-    lines starting (or, in the right half, ending) above it, the n-th label two rows lower."""
+def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top, plot_top, bottom) -> list[str]:
+    """Each lane's crossover as a dotted line from the data's top (`plot_top`) down, labelled in the band above it
+    with what it is on two lines starting (or, in the right half, ending) at the line, the n-th two rows lower."""
     parts = []
     for n, (lane, level) in enumerate(crossings):
         x, colour = at(level, 0)[0], lane_colour(view, lane)
         dots = f'stroke="{colour}" stroke-width="2" stroke-dasharray="2 3"'
-        band = top + 2 * LABEL_ROW * len(crossings)
-        parts.append(f'<line x1="{x:.1f}" y1="{band}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
+        parts.append(f'<line x1="{x:.1f}" y1="{plot_top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
         right = levels.index(level) < len(levels) / 2
         label = crossover_label(lane, level)
         side = (x, "start") if right else (x, "end")
