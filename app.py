@@ -20,11 +20,10 @@ import time
 from specviz.app.backend import Backend
 from specviz.app.device_calls import (
     DeviceCalls,
-    concurrency_seconds,
     decode_seconds,
     grand_prix_seconds,
     race_seconds,
-    traffic_seconds,
+    under_load_seconds,
 )
 from specviz.app.request import read_request
 from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
@@ -94,8 +93,7 @@ def device_calls(shelf):
         calls.race = spaces.GPU(duration=race_seconds)(calls.race)
         calls.decode = spaces.GPU(duration=decode_seconds)(calls.decode)
         calls.grand_prix = spaces.GPU(duration=grand_prix_seconds)(calls.grand_prix)
-        calls.concurrency = spaces.GPU(duration=concurrency_seconds)(calls.concurrency)
-        calls.traffic = spaces.GPU(duration=traffic_seconds)(calls.traffic)
+        calls.under_load = spaces.GPU(duration=under_load_seconds)(calls.under_load)
         calls.divergence = spaces.GPU(duration=20)(calls.divergence)
     return calls
 

@@ -11,9 +11,9 @@ from specviz.render.concurrency_charts import concurrency_chart
 from specviz.render.concurrency_page import svg_concurrency_chart
 from specviz.render.traffic_page import CHARTS, svg_traffic_chart
 from specviz.traffic.latency import RequestTiming
+from specviz.traffic.rates_view import TrafficView
+from specviz.traffic.results import News, TrafficRun
 from specviz.traffic.traffic_plan import Slo
-from specviz.traffic.traffic_results import TrafficNews, TrafficRun
-from specviz.traffic.traffic_view import TrafficView
 
 # Each label's box against every other text's box and against points sampled along every line drawn (each point
 # taken to the page's coordinates): what a person would see as words crossed or covered.
@@ -57,7 +57,7 @@ def traffic_view(tpots: dict[str, tuple[float, ...]]) -> TrafficView:
         for rate, tpot in zip(view.rates, per_rate):
             timings = tuple(_request(rate, i, tpot) for i in range(4))
             run = TrafficRun(lane, rate, 0, 4, timings, ((1,) * 10,) * 4, (), ())
-            view.hear(TrafficNews("run", lane=lane, run=run, same=(True,) * 4))
+            view.hear(News("run", lane=lane, run=run, same=(True,) * 4))
     return view
 
 

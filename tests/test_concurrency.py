@@ -10,18 +10,7 @@ from test_cli import assert_one_line_error, run_cli
 
 from specviz.app.backend import Backend
 from specviz.app.shelf import ModelShelf, PairPreset
-from specviz.cli.concurrency_command import table
-from specviz.concurrency import sweep_runner
-from specviz.concurrency.sweep_plan import ROUNDS, check_rounds
-from specviz.concurrency.sweep_record import (
-    ConcurrencyRecord,
-    ConcurrencyRecordError,
-    is_concurrency_record,
-    replay_concurrency,
-)
-from specviz.concurrency.sweep_results import BatchStep, ConcurrencyNews, LevelRun
-from specviz.concurrency.sweep_view import ConcurrencyView
-from specviz.concurrency.vllm_config import measured_tables, ranges, vllm_advice
+from specviz.cli.traffic_tables import concurrency_table as table
 from specviz.errors import InvalidRequest, SpecvizError
 from specviz.events import PLAIN
 from specviz.render.concurrency_charts import concurrency_chart
@@ -33,8 +22,15 @@ from specviz.render.concurrency_page import (
     svg_concurrency_chart,
     vllm_block,
 )
+from specviz.serving.batch_table import ranges
 from specviz.settings import Settings
 from specviz.trace import RunModels
+from specviz.traffic import runner
+from specviz.traffic.levels_view import ConcurrencyView
+from specviz.traffic.results import BatchStep, LevelRun, News
+from specviz.traffic.traffic_plan import ROUNDS, check_rounds, level_points
+from specviz.traffic.traffic_record import ConcurrencyRecord, RecordError, kind_of, replay
+from specviz.traffic.vllm_advice import measured_tables, vllm_advice
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
 
@@ -91,7 +87,7 @@ def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(b
     """Before a level's first tokens its prompts are read into the target's cache (and, at the first step, the draft
     model's, for a lane that drafts with one), which on a CPU can take a minute: the line says so as the level starts,
     then how far it got, never the last level's count meanwhile."""
-    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.0)
     said = []
     for view in backend.concurrency(values(), PROMPTS, "draft@3,ngram", "1,2"):
         if view.message != (said[-1] if said else None):
@@ -118,11 +114,11 @@ def test_a_line_said_right_after_a_run_landed_is_shown(swept):
 
     run = swept[-1].runs[PLAIN, 1][0]
     news = [
-        ConcurrencyNews("message", "plain · 1 request at once · round 1/1: reading the prompt…"),
-        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 6/12 tokens"),
-        ConcurrencyNews("progress", "plain · 1 request at once · round 1/1: 12/12 tokens"),
-        ConcurrencyNews("run", lane=PLAIN, run=run),
-        ConcurrencyNews("message", "draft@3 · 1 request at once · round 1/1: reading the prompt…"),
+        News("message", "plain · 1 request at once · round 1/1: reading the prompt…"),
+        News("progress", "plain · 1 request at once · round 1/1: 6/12 tokens"),
+        News("progress", "plain · 1 request at once · round 1/1: 12/12 tokens"),
+        News("run", lane=PLAIN, run=run),
+        News("message", "draft@3 · 1 request at once · round 1/1: reading the prompt…"),
     ]
 
     def views():
@@ -132,7 +128,7 @@ def test_a_line_said_right_after_a_run_landed_is_shown(swept):
             yield view
 
     shown = list(Screen().stream_concurrency(views()))
-    assert shown[0] == news[0].message and shown[-1] == news[-1].message
+    assert shown[0] == news[0].text and shown[-1] == news[-1].text
 
 
 def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tmp_path):
@@ -141,7 +137,7 @@ def test_a_finished_sweep_is_a_record_that_replays_to_the_same_figures(swept, tm
     path = record.save(tmp_path / "sweep.json")
     back = ConcurrencyRecord.load(path)
     assert back.prompts == PROMPTS and back.levels == (1, 2, 4)
-    replayed = list(replay_concurrency(back, speed=0.0))
+    replayed = list(replay(back, speed=0.0))
     assert [len(v.order) for v in replayed][-1] == len(final.order)
     again = replayed[-1]
     assert again.finished
@@ -156,7 +152,7 @@ def test_a_record_written_under_the_features_earlier_name_still_replays(swept, t
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps({**data, "format": "specviz-load"}))
     back = ConcurrencyRecord.load(path)
-    assert is_concurrency_record(json.loads(path.read_text()))
+    assert kind_of(json.loads(path.read_text())) is ConcurrencyRecord
     assert back.final_view().rows() == swept[-1].rows()
     assert "<svg" in concurrency_snapshot_html(back)
 
@@ -174,24 +170,24 @@ def test_a_record_carries_the_vllm_advice_its_sweep_wrote_and_older_ones_show_no
         ConcurrencyRecord.from_json(older)
     )
     damaged = {**record.to_json(), "vllm": [{"drafter": "draft", "config": [1], "note": ""}]}
-    with pytest.raises(ConcurrencyRecordError, match=r"vllm\[0\]\.config"):
+    with pytest.raises(RecordError, match=r"vllm\[0\]\.config"):
         ConcurrencyRecord.from_json(damaged)
 
 
 def test_a_damaged_record_is_refused_in_one_line(swept, tmp_path):
     data = json.loads(json.dumps(swept[-1].saved.to_json()))
     data["runs"][0]["tokens"] = data["runs"][0]["tokens"][:-1] + [[1, "x"]]
-    with pytest.raises(ConcurrencyRecordError, match=r"runs\[0\]\.tokens"):
+    with pytest.raises(RecordError, match=r"runs\[0\]\.tokens"):
         ConcurrencyRecord.from_json(data)
-    with pytest.raises(ConcurrencyRecordError, match="not a recorded sweep"):
+    with pytest.raises(RecordError, match="not a recorded sweep"):
         ConcurrencyRecord.from_json({"format": "specviz-trace"})
     (tmp_path / "bad.json").write_text("{nope")
-    with pytest.raises(ConcurrencyRecordError, match="cannot read"):
+    with pytest.raises(RecordError, match="cannot read"):
         ConcurrencyRecord.load(tmp_path / "bad.json")
 
 
 def test_stop_ends_a_sweep_between_two_batch_steps(backend, monkeypatch):
-    monkeypatch.setattr(sweep_runner, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.0)  # every batch step reports: Stop can land inside a level
     seen = []
     for view in backend.concurrency(values(max_new_tokens=200), PROMPTS, "draft@3", "2,4", stopped=lambda: bool(seen)):
         if "tokens" in view.message:  # a level under way reported its first step
@@ -231,7 +227,7 @@ def test_every_packet_of_a_sweep_crosses_a_worker_pipe(backend):
     list(backend.shelf.load("tiny", "float32"))
     asked = backend._check({**values(), "prompt": PROMPTS[0], "drafter": "draft"}, "")
     lanes = tuple(backend._grid(asked, "draft@2", False)[1])
-    packets = list(backend.calls.concurrency(asked, lanes, (1, 2), 1, tuple(PROMPTS)))
+    packets = list(backend.calls.under_load(asked, lanes, level_points((1, 2)), "levels", 1, tuple(PROMPTS)))
     assert [p.kind for p in packets][0] == "start" and packets[-1].kind == "end"
     for packet in packets:
         assert pickle.loads(pickle.dumps(packet)) == packet

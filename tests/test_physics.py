@@ -6,10 +6,10 @@ podium, the workload report, traffic and the benchmark report."""
 import pytest
 
 from specviz.analysis.physics import SLACK, moved_batches, speedup_forbidden
-from specviz.concurrency.sweep_results import BatchStep, LevelRun
-from specviz.concurrency.sweep_view import ConcurrencyView
 from specviz.events import PLAIN
 from specviz.render.concurrency_page import concurrency_table, crossover_words
+from specviz.traffic.levels_view import ConcurrencyView
+from specviz.traffic.results import BatchStep, LevelRun
 
 
 def test_a_speedup_beyond_tau_is_forbidden_and_one_within_it_stands():
@@ -146,7 +146,7 @@ def test_the_report_names_no_winner_whose_speedup_its_tau_forbids():
 
 def _traffic_run(lane: str, rate: float, tpot: float, tokens_a_row_step: int):
     from specviz.traffic.latency import RequestTiming
-    from specviz.traffic.traffic_results import TrafficRun
+    from specviz.traffic.results import TrafficRun
 
     timings = tuple(
         RequestTiming(0, i / rate, i / rate, i / rate + 0.2, i / rate + 0.2 + 9 * tpot, 10) for i in range(4)
@@ -159,15 +159,15 @@ def test_a_traffic_rate_where_a_lane_beat_plain_beyond_its_tau_is_flagged_and_le
     """At 1 req/s the lane's TPOT is a third of plain's with 1.2 tokens a row a step: the machine moved there; its
     real stop at 2 req/s stands, and the rate left out is named."""
     from specviz.render.traffic_page import traffic_table
+    from specviz.traffic.rates_view import TrafficView
+    from specviz.traffic.results import News
     from specviz.traffic.traffic_plan import Slo
-    from specviz.traffic.traffic_results import TrafficNews
-    from specviz.traffic.traffic_view import TrafficView
 
     view = TrafficView((0.5, 1.0, 2.0), (PLAIN, "ngram"), Slo(5.0, 1.0))
     per_rate = {PLAIN: ((0.10, 1), (0.30, 1), (0.12, 1)), "ngram": ((0.09, 1.2), (0.10, 1.2), (0.2, 1.2))}
     for lane, figures in per_rate.items():
         for rate, (tpot, tau) in zip(view.rates, figures):
-            view.hear(TrafficNews("run", lane=lane, run=_traffic_run(lane, rate, tpot, tau), same=(True,) * 4))
+            view.hear(News("run", lane=lane, run=_traffic_run(lane, rate, tpot, tau), same=(True,) * 4))
     assert [view.moved("ngram", r) for r in view.rates] == [False, True, False]
     assert view.stops_paying("ngram") == 2.0  # its own stop stands; the flagged rate is named, not counted
     assert "left out: 1 req/s, where the machine's speed moved" in view.paying_words("ngram")

@@ -12,18 +12,17 @@ import pytest
 from test_cli import assert_one_line_error, run_cli
 
 from specviz.analysis.theory import expected_tokens_per_step
-from specviz.concurrency.sweep_results import BatchStep
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
 from specviz.settings import Settings
 from specviz.trace import RunModels
 from specviz.traffic.latency import RateFigures, RequestTiming, capacity, median_figures, percentile, stops_paying
+from specviz.traffic.rates_view import TrafficView
+from specviz.traffic.results import BatchStep, News, Prefill, TrafficRun
 from specviz.traffic.simulator import Calibration, adaptive_limit, simulate
 from specviz.traffic.traffic_plan import Slo, check_rates, check_slo, poisson_arrivals, read_arrivals
-from specviz.traffic.traffic_record import TrafficRecord, TrafficRecordError
-from specviz.traffic.traffic_results import Prefill, TrafficNews, TrafficRun
-from specviz.traffic.traffic_view import TrafficView
-from specviz.traffic.vllm_table import MIN_STEPS, best_gammas, traffic_vllm_advice
+from specviz.traffic.traffic_record import RecordError, TrafficRecord
+from specviz.traffic.vllm_advice import MIN_STEPS, best_gammas, vllm_advice
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3"]
 
@@ -57,7 +56,7 @@ def test_an_objective_refused_names_its_unit():
 
 @pytest.mark.parametrize("levels", ["-1", "0", "x", "300", "1.5"])
 def test_a_level_refused_names_the_range_in_words(levels):
-    from specviz.concurrency.sweep_plan import check_levels
+    from specviz.traffic.traffic_plan import check_levels
 
     with pytest.raises(InvalidRequest, match="a concurrency level is a whole number of requests from 1 to 256, got"):
         check_levels(levels)
@@ -194,7 +193,7 @@ def test_the_command_line_serves_traffic_and_every_greedy_request_equals_its_pro
     record = TrafficRecord.load(tmp_path / "traffic.json")
     served = sum(max(t.last_token for t in run.timings) for run, _ in record.runs)
     assert record.wall_s > served  # the whole run's seconds, not only its projection's
-    replayed = record.view().to_json()  # no model: the same figures back
+    replayed = record.final_view().to_json()  # no model: the same figures back
     # a record keeps no projection: its replay simulates again around its rates, as many requests as each rate ran
     assert data["projection"][PLAIN]["rates"][0]["requests"] == 20
     assert replayed["projection"][PLAIN]["rates"][0]["requests"] == 7
@@ -343,12 +342,12 @@ def test_a_damaged_traffic_record_is_refused_in_one_line(tmp_path, damage, said)
     timings = (RequestTiming(0, 0.0, 0.0, 1.0, 2.0, 3),)
     run = TrafficRun("plain", 0.5, 0, 2, timings, ((5, 6, 7),), (BatchStep(1, 0, 1, 0.0, 0.5, 0.6, 0, 0, 1),),
                      (Prefill(4, 1, 0.2),))  # fmt: skip
-    record = TrafficRecord((0.5,), (PLAIN,), Slo(2.0, 0.5), 1, 2, ["a"], [4], {}, RunModels("t", "", "t", "float32",
-                           "", "cpu", ""), [(run, (True,))])  # fmt: skip
+    record = TrafficRecord((0.5,), (PLAIN,), Slo(2.0, 0.5), 1, 2, [4], prompts=["a"], settings={},
+                           models=RunModels("t", "", "t", "float32", "", "cpu", ""), runs=[(run, (True,))])  # fmt: skip
     data = json.loads(json.dumps(record.to_json()))
-    assert TrafficRecord.from_json(data).view().figures(PLAIN, 0.5) == run.figures(Slo(2.0, 0.5))
+    assert TrafficRecord.from_json(data).final_view().figures(PLAIN, 0.5) == run.figures(Slo(2.0, 0.5))
     damage(data)
-    with pytest.raises(TrafficRecordError, match=said) as refused:
+    with pytest.raises(RecordError, match=said) as refused:
         TrafficRecord.from_json(data)
     assert "\n" not in str(refused.value)
 
@@ -363,7 +362,9 @@ def test_a_recorded_run_is_judged_again_against_another_slo_with_no_model(capsys
         timings = (RequestTiming(0, 0.0, 0.0, 1.0, 1.0 + 2 * tpot, 3),)
         runs.append((TrafficRun(PLAIN, 0.5, turn, 2, timings, ((5, 6, 7),), steps, ()), (True,)))
     models = RunModels("t", "", "t", "float32", "", "cpu", "")
-    record = TrafficRecord((0.5,), (PLAIN,), Slo(10.0, 0.35), 2, 2, ["a"], [4], {}, models, runs)
+    record = TrafficRecord(
+        (0.5,), (PLAIN,), Slo(10.0, 0.35), 2, 2, [4], prompts=["a"], settings={}, models=models, runs=runs
+    )
     record.save(tmp_path / "run.json")
     code, out, err = run_cli(capsys, "traffic", "--replay", str(tmp_path / "run.json"), "--json")
     assert code == 0, err
@@ -395,9 +396,9 @@ def test_the_fastest_draft_length_at_each_batch_size_is_written_as_vllms_table()
     some = [BatchStep(4, 4, 8, 0.1, 0.5, 0.6, 4, 4, 8, drafting=1)] * 5  # one row of 4 drafting: no table says that
     view = TrafficView((0.5,), (PLAIN, "draft@4"), Slo(10.0, 1.0))
     for lane, steps in ((PLAIN, plain), ("draft@4", draft + few + some)):
-        view.hear(TrafficNews("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
+        view.hear(News("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
     assert best_gammas(view, "draft") == {1: 4, 4: 0}
-    (advice,) = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    (advice,) = vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
     assert advice.config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 4, 0]]
     assert advice.config["method"] == "draft_model"
     (line,) = view.turn_off_lines()
@@ -410,15 +411,15 @@ def test_a_record_carries_the_vllm_table_its_run_wrote_and_its_replay_shows_it()
     draft = [BatchStep(1, 4, 5, 0.1, 0.2, 0.3, 4, 2, 3)] * 5
     view = TrafficView((0.5,), (PLAIN, "draft@4"), Slo(10.0, 1.0))
     for lane, steps in ((PLAIN, plain), ("draft@4", draft)):
-        view.hear(TrafficNews("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
-    view.advice = traffic_vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
+        view.hear(News("run", lane=lane, run=lane_run(lane, steps), same=(True,)))
+    view.advice = vllm_advice(view, "Qwen/Qwen2.5-Coder-0.5B-Instruct")
     models = RunModels("t", "d", "t", "float32", "", "cpu", "")
     record = TrafficRecord.of(view, ["a"], [4], 2, Settings(), models, 1.0, "a test")
     again = TrafficRecord.from_json(json.loads(json.dumps(record.to_json())))
-    assert again.view().advice == view.advice and view.advice[0].config["num_speculative_tokens_per_batch_size"]
+    assert again.final_view().advice == view.advice and view.advice[0].config["num_speculative_tokens_per_batch_size"]
     older = record.to_json()
     del older["vllm"]
-    assert TrafficRecord.from_json(older).view().advice == []
+    assert TrafficRecord.from_json(older).final_view().advice == []
 
 
 def test_a_lane_is_read_once_into_its_parts_and_written_back_as_every_screen_names_it():

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from specviz.app.backend import Backend
-from specviz.app.device_calls import LONGEST_CALL_S, traffic_seconds
+from specviz.app.device_calls import LONGEST_CALL_S, under_load_seconds
 from specviz.app.shelf import ModelShelf, PairPreset
 from specviz.errors import InvalidRequest
 from specviz.events import PLAIN
@@ -21,8 +21,9 @@ from specviz.render.traffic_page import (
     traffic_table,
     traffic_verdict,
 )
-from specviz.traffic.traffic_record import TrafficRecord, replay_traffic
-from specviz.traffic.traffic_runner import prompt_of
+from specviz.traffic.runner import prompt_of
+from specviz.traffic.traffic_plan import rate_points
+from specviz.traffic.traffic_record import TrafficRecord, replay
 
 PROMPTS = ["w1 w2 w3", "w4 w5 w1 w2", "w3 <b>&"]
 
@@ -80,7 +81,7 @@ def test_the_app_serves_every_lane_at_every_rate_and_every_request_writes_what_i
 def test_its_record_reads_back_to_the_same_figures_with_no_model(served, tmp_path):
     final = served[1]
     path = final.saved.save(tmp_path / "traffic.json")
-    again = TrafficRecord.load(path).view()
+    again = TrafficRecord.load(path).final_view()
     assert traffic_table(again) == traffic_table(final) and traffic_verdict(again) == traffic_verdict(final)
     assert [a.flag for a in again.advice] == [a.flag for a in final.advice]
 
@@ -112,11 +113,11 @@ def test_nothing_is_said_before_a_run(backend):
 
 def test_a_replay_lands_each_run_after_its_own_time_and_ends_on_the_same_table(served):
     final, slept = served[1], []
-    views = list(replay_traffic(final.saved, 4.0, sleep=slept.append))
+    views = list(replay(final.saved, 4.0, sleep=slept.append))
     assert len(slept) == len(final.order)
     assert slept[0] == pytest.approx(max(t.last_token for t in final.order[0][0].timings) / 4)
     assert views[-1].finished and traffic_table(views[-1]) == traffic_table(final)
-    stopped = list(replay_traffic(final.saved, 0.0, stopped=lambda: True))
+    stopped = list(replay(final.saved, 0.0, stopped=lambda: True))
     assert stopped[-1].finished and not stopped[-1].order and "stopped" in stopped[-1].message
 
 
@@ -124,19 +125,20 @@ def test_every_packet_of_a_traffic_run_crosses_a_worker_pipe(backend):
     list(backend.shelf.load("tiny", "float32"))
     asked = backend._check({**values(), "prompt": PROMPTS[0], "drafter": "draft"}, "")
     lanes = tuple(backend._grid(asked, "draft@2", False)[1])
-    schedules = ((20.0, (0.0, 0.05, 0.1)),)
-    packets = list(backend.calls.traffic(asked, lanes, schedules, 2, 1, tuple(PROMPTS)))
+    points = rate_points({20.0: (0.0, 0.05, 0.1)}, 2)
+    packets = list(backend.calls.under_load(asked, lanes, points, "rates", 1, tuple(PROMPTS)))
     assert packets[0].kind == "start" and packets[-1].kind == "end"
-    assert [p.news.kind for p in packets if p.kind == "traffic"].count("run") == 2
+    assert [p.news.kind for p in packets if p.kind == "news"].count("run") == 2
     for packet in packets:
         assert pickle.loads(pickle.dumps(packet)) == packet
 
 
 def test_a_traffic_run_asks_zero_gpu_for_its_arrivals_span_and_tokens_within_the_limit(backend):
     asked = backend._check({**values(), "prompt": PROMPTS[0], "drafter": "draft"}, "")
-    short = traffic_seconds(asked, ("a",), ((1.0, (0.0, 1.0)),), 2, 1)
-    longer = traffic_seconds(asked, ("a",), ((1.0, (0.0, 30.0)),), 2, 1)
-    assert short < longer <= LONGEST_CALL_S and traffic_seconds(asked, ("a",), ((1.0, (0.0, 9e9)),)) == LONGEST_CALL_S
+    short = under_load_seconds(asked, ("a",), rate_points({1.0: (0.0, 1.0)}, 2), "rates", 1)
+    longer = under_load_seconds(asked, ("a",), rate_points({1.0: (0.0, 30.0)}, 2), "rates", 1)
+    endless = under_load_seconds(asked, ("a",), rate_points({1.0: (0.0, 9e9)}, 2), "rates")
+    assert short < longer <= LONGEST_CALL_S and endless == LONGEST_CALL_S
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import errors
-from ..concurrency.sweep_results import ConcurrencyNews
-from ..concurrency.sweep_runner import sweep
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN, StepEvent
@@ -23,8 +21,9 @@ from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, token_ids
 from ..runs import Duel, parted
 from ..trace import Divergence
-from ..traffic.traffic_results import TrafficNews
-from ..traffic.traffic_runner import traffic
+from ..traffic.results import News
+from ..traffic.runner import MODES, run
+from ..traffic.traffic_plan import Point
 from ..views.race import SPEC, Lane, interleave
 from ..workload.lanes import LaneRun, run_lanes
 from .loaded_pair import LoadedPair
@@ -50,7 +49,7 @@ class Packet:
     error: str = ""  # the SpecvizError subclass's name
     message: str = ""
     exact: str = ""  # whether the target runs in exact mode, in one line (models/exact.py exact_for)
-    news: ConcurrencyNews | TrafficNews | None = None  # a sweep's "concurrency" packet, or traffic's "traffic"
+    news: News | None = None  # what a run under load did next ("news")
 
 
 def race_seconds(asked: Request, memory: RunMemory | None = None) -> int:
@@ -70,20 +69,13 @@ def grand_prix_seconds(asked: Request, lanes: tuple = (), memory: RunMemory | No
     return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN))
 
 
-def concurrency_seconds(asked: Request, lanes: tuple = (), levels: tuple = (), rounds: int = 1, prompts=()) -> int:
-    """The GPU time a concurrency sweep asks for: every level's rows, each lane's and plain decoding's, taken as
-    decoding at a batch's pace (a step serves every row: counted as a quarter of a lone request's)."""
-    tokens = (1 + len(lanes)) * rounds * sum(levels) * asked.settings.max_new_tokens
-    return min(LONGEST_CALL_S, CALL_START_S + int(tokens * SECONDS_PER_TOKEN / 4))
-
-
-def traffic_seconds(
-    asked: Request, lanes: tuple = (), schedules: tuple = (), max_rows: int = 1, rounds: int = 1, prompts=()
-) -> int:
-    """The GPU time a traffic run asks for: the arrivals' own span for every lane and round (requests cannot come
-    sooner than they arrive), and every request's tokens at a batch's pace."""
-    span = sum(max(times, default=0.0) for _, times in schedules)
-    tokens = sum(len(times) for _, times in schedules) * asked.settings.max_new_tokens
+def under_load_seconds(asked: Request, lanes: tuple = (), points: tuple = (), mode: str = "", rounds: int = 1,
+                       prompts=()) -> int:  # fmt: skip
+    """The GPU time a run under load asks for: the arrivals' own span at each point for every lane and round
+    (requests cannot come sooner than they arrive; a level's all come at 0), and every request's tokens at a batch's
+    pace (a step serves every row: counted as a quarter of a lone request's)."""
+    span = sum(max(point.arrivals, default=0.0) for point in points)
+    tokens = sum(len(point.arrivals) for point in points) * asked.settings.max_new_tokens
     seconds = (1 + len(lanes)) * rounds * (span + tokens * SECONDS_PER_TOKEN / 4)
     return min(LONGEST_CALL_S, CALL_START_S + int(seconds))
 
@@ -191,40 +183,24 @@ class DeviceCalls:
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))
 
-    def concurrency(
-        self, asked: Request, lanes: tuple[LaneRun, ...], levels: tuple[int, ...], rounds: int, prompts: tuple[str, ...]
-    ) -> Iterator[Packet]:
-        """A concurrency sweep (concurrency/sweep_runner.sweep) of the visitor's prompts: a "concurrency" packet for
-        each thing it does, then the end."""
-        try:
-            pair, exact = self._ready(asked)
-            ids = [encode_prompt(pair.target, p) for p in prompts]
-            yield Packet("start", exact=exact)
-            with torch.inference_mode():
-                for news in sweep(pair, ids, asked.settings, list(lanes), levels, rounds):
-                    yield Packet("concurrency", news=news)
-            yield Packet("end")
-        except SpecvizError as exc:
-            yield Packet("error", error=type(exc).__name__, message=str(exc))
-
-    def traffic(
+    def under_load(
         self,
         asked: Request,
         lanes: tuple[LaneRun, ...],
-        schedules: tuple[tuple[float, tuple[float, ...]], ...],
-        max_rows: int,
+        points: tuple[Point, ...],
+        mode: str,
         rounds: int,
         prompts: tuple[str, ...],
     ) -> Iterator[Packet]:
-        """Requests arriving on each schedule (rate, arrival times), served by continuous batching plain and by each
-        lane (traffic/traffic_runner.traffic): a "traffic" packet for each thing it does, then the end."""
+        """Many requests at each point (traffic/runner.run, in `mode`: "levels" or "rates"), plain and by each lane,
+        of the visitor's prompts: a "news" packet for each thing it does, then the end."""
         try:
             pair, exact = self._ready(asked)
             ids = [encode_prompt(pair.target, p) for p in prompts]
             yield Packet("start", exact=exact)
             with torch.inference_mode():
-                for news in traffic(pair, ids, asked.settings, list(lanes), dict(schedules), max_rows, rounds):
-                    yield Packet("traffic", news=news)
+                for news in run(pair, ids, asked.settings, list(lanes), points, MODES[mode], rounds):
+                    yield Packet("news", news=news)
             yield Packet("end")
         except SpecvizError as exc:
             yield Packet("error", error=type(exc).__name__, message=str(exc))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from .. import reading
 from ..analysis.diagnosis import diagnose
-from ..concurrency.sweep_record import ConcurrencyRecord, is_concurrency_record
 from ..drafters.options import Options
 from ..drafters.registry import NO_DRAFTER, kind, kinds
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
@@ -28,10 +27,9 @@ from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran, recording
 from ..settings import check_prompt
 from ..trace import Trace
-from ..traffic.traffic_record import TrafficRecord, is_traffic_record
+from ..traffic.traffic_record import ConcurrencyRecord, TrafficRecord, kind_of
 from . import train
 from .bench import add_bench_options, cmd_bench
-from .concurrency_command import add_concurrency_command, cmd_concurrency
 from .flags import (
     add_drafter_options,
     add_exact_option,
@@ -43,7 +41,7 @@ from .flags import (
     settings_from,
 )
 from .race_command import add_race_command, cmd_race
-from .traffic_command import add_traffic_command, cmd_traffic
+from .traffic_commands import add_concurrency_command, add_traffic_command, cmd_concurrency, cmd_traffic
 from .train import add_train_commands
 from .workload import NAMES as WORKLOAD
 from .workload import add_workload_command, cmd_workload
@@ -280,9 +278,10 @@ def cmd_snapshot(args) -> int:
     except ValueError as exc:
         return _fail(f"cannot read a trace from {exc}")
     page = None
-    if is_concurrency_record(data):  # a concurrency sweep (concurrency --trace, or the app's Concurrency tab)
+    kind = kind_of(data)  # a concurrency sweep or traffic (their --trace, or the app's Concurrency tab)
+    if kind is ConcurrencyRecord:
         page = concurrency_snapshot_html(ConcurrencyRecord.from_json(data))
-    elif is_traffic_record(data):  # a traffic run (traffic --trace)
+    elif kind is TrafficRecord:
         page = traffic_snapshot_html(TrafficRecord.from_json(data))
     if page is not None:
         try:

@@ -9,8 +9,8 @@ from statistics import median
 
 import plotly.graph_objects as go
 
-from ..concurrency.sweep_view import ConcurrencyView
 from ..events import PLAIN
+from ..traffic.levels_view import ConcurrencyView
 from .charts import _LAYOUT, PLAIN_COLOUR
 from .svg_charts import SERIES_COLOURS
 

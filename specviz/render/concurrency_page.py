@@ -7,10 +7,10 @@ the whole sweep as one offline page with SVG charts. Every piece of model or use
 from html import escape
 
 from ..analysis.physics import MOVED_MARK
-from ..concurrency.sweep_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from ..events import PLAIN
 from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
+from ..traffic.levels_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from .concurrency_charts import crossover_label, crossovers, lane_colour, series
 from .svg_charts import GRID, INK, LABEL_ROW, _svg, _text, nice_ticks
 
@@ -280,7 +280,7 @@ def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top
 
 
 def concurrency_snapshot_html(record) -> str:
-    """A recorded sweep (sweep_record.ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
+    """A recorded sweep (a ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
     m = record.models
     meta = escape(

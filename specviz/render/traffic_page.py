@@ -8,7 +8,7 @@ from html import escape
 from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
 from ..runtime import ASSETS
-from ..traffic.traffic_view import TrafficView, error_of
+from ..traffic.rates_view import TrafficView, error_of
 from .concurrency_page import progress_line
 from .svg_charts import GRID, INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks
 
@@ -192,8 +192,8 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
 
 
 def traffic_snapshot_html(record) -> str:
-    """A recorded traffic run (traffic_record.TrafficRecord) as one self-contained page: no script, nothing fetched."""
-    view = record.view()
+    """A recorded traffic run (a TrafficRecord) as one self-contained page: no script, nothing fetched."""
+    view = record.final_view()
     m = record.models
     meta = escape(
         f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "

@@ -34,8 +34,8 @@ from ..engine.batch_gamma import BatchGamma, DraftCosts, ForwardCosts
 from ..errors import InvalidRequest
 from ..settings import parse_lane
 from .latency import RateFigures, RequestTiming
+from .results import TrafficRun
 from .traffic_plan import Slo, poisson_arrivals
-from .traffic_results import TrafficRun
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""What a traffic run may ask for, checked before any model loads, pure Python: the request rates, the latency
-objective (SLO), the most rows decoding at once, and when each request arrives (a seeded Poisson process at a rate,
-or a recorded trace of arrival times)."""
+"""What a run under load may ask for, checked before any model loads, pure Python, with the one set of bounds the CLI
+and the app both hold it to: its points (concurrency levels, how many requests decode together at each, or request
+rates with the most rows decoding at once), its rounds (how often each point and lane runs), the latency objective
+(SLO), and when each request arrives (all at 0 for a level; a seeded Poisson process at a rate, or a recorded trace).
+"""
 
 import json
 import math
@@ -11,10 +13,77 @@ from pathlib import Path
 from .. import reading as read
 from ..errors import InvalidRequest
 
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
+MAX_ROWS = 256  # the most requests that decode together
+LEVEL_WORDS = f"a concurrency level is a whole number of requests from 1 to {MAX_ROWS}"
 MAX_REQUESTS = 10_000
 MAX_RATE = 1_000.0  # requests per second
-MAX_ROWS = 256
 MAX_TRACE_BYTES = 2**20
+# Runs of each point and lane; the figures are the median round's. Every round repeats the whole run, and the app's
+# device call asks ZeroGPU for time in proportion (app/device_calls.under_load_seconds, capped at LONGEST_CALL_S):
+# five rounds of a small sweep (levels 1, 2, 4; two lanes; 64 new tokens) ask about 110 s of the 300 s a call gets.
+ROUNDS = range(1, 6)
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where one run of every lane stands: a concurrency level (every request at 0, a row for each) or a request
+    rate's schedule (its arrivals, at most `max_rows` decoding together)."""
+
+    key: float  # the level (a whole number of requests) or the rate (requests per second; 0.0: a recorded trace)
+    arrivals: tuple[float, ...]
+    max_rows: int
+
+
+def level_points(levels: tuple[int, ...]) -> tuple[Point, ...]:
+    """A concurrency level is traffic whose requests all arrive at 0, with a row for each."""
+    return tuple(Point(level, (0.0,) * level, level) for level in levels)
+
+
+def rate_points(schedules: dict[float, tuple[float, ...]], max_rows: int) -> tuple[Point, ...]:
+    return tuple(Point(rate, arrivals, max_rows) for rate, arrivals in schedules.items())
+
+
+def requests(n: int) -> str:
+    return f"{n} request{'s' * (n != 1)}"
+
+
+def check_rows(rows) -> int:
+    """One level: a whole number of requests in 1..MAX_ROWS."""
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= MAX_ROWS:
+        raise InvalidRequest(f"{LEVEL_WORDS}, got {rows!r}")
+    return rows
+
+
+def check_levels(levels) -> tuple[int, ...]:
+    """Levels as given (a comma-separated text or numbers), each a number of requests, ascending and distinct."""
+    items = levels.split(",") if isinstance(levels, str) else list(levels)
+    found = []
+    for item in items:
+        text = str(item).strip()
+        if not (text.isascii() and text.lstrip("+").isdigit()):
+            raise InvalidRequest(f"{LEVEL_WORDS}, got {item!r}")
+        found.append(check_rows(int(text)))
+    if not found:
+        raise InvalidRequest("no concurrency levels given (e.g. --levels 1,4,16)")
+    return tuple(sorted(set(found)))
+
+
+def check_rounds(rounds) -> int:
+    """Rounds as the CLI or the screen sends them (a whole number, also as a slider's float or as text) when within
+    ROUNDS; anything else is one line naming the range."""
+    whole = None
+    if isinstance(rounds, int) and not isinstance(rounds, bool):
+        whole = rounds
+    elif isinstance(rounds, float) and rounds.is_integer():
+        whole = int(rounds)
+    elif isinstance(rounds, str) and rounds.strip().isascii() and rounds.strip().isdigit():
+        whole = int(rounds)
+    if whole not in ROUNDS:
+        raise InvalidRequest(
+            f"rounds is a number of runs of each level in {ROUNDS[0]}..{ROUNDS[-1]}, got {read.shown(rounds)}"
+        )
+    return whole
 
 
 @dataclass(frozen=True)

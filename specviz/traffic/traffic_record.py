@@ -1,102 +1,66 @@
-"""A traffic run recorded: its rates, lanes, SLO, prompts (and their lengths in tokens), settings and models, and every
-run of every lane in the order it ran, as one JSON file. Read back, it gives the same view, the simulator's checks
-computed again from the runs, with no model loaded. Pure Python."""
+"""A run under load recorded as one JSON file: a concurrency sweep ("specviz-concurrency": its levels) or a traffic
+run ("specviz-traffic": its rates, SLO and the prompts' lengths in tokens), with the lanes, prompts, settings and
+models and every run of every lane in the order it ran. Read back with no model loaded, it replays (the runs shown
+again in turn, at their own pace or faster) and gives the view the run ended with (for traffic, the simulator's
+checks computed again from the runs). Pure Python."""
 
 import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from .. import reading as read
 from ..errors import SpecvizError
 from ..serving.batch_table import VllmAdvice
 from ..trace import RunModels
+from .levels_view import ConcurrencyView
+from .rates_view import TrafficView
+from .results import LevelRun, News, TrafficRun
 from .simulator import held_out, project
 from .traffic_plan import Slo
-from .traffic_results import TrafficNews, TrafficRun
-from .traffic_view import TrafficView
 
-FORMAT = "specviz-traffic"
+CONCURRENCY = "specviz-concurrency"
+TRAFFIC = "specviz-traffic"
+EARLIER_NAMES = {"specviz-load": CONCURRENCY}  # what a format was called before: such records still read
 VERSION = 1
 
 
-class TrafficRecordError(SpecvizError):
-    """A file that is not a recorded traffic run, or one damaged."""
+class RecordError(SpecvizError):
+    """A file that is not a recorded run under load (a sweep or traffic), or one damaged."""
 
 
-@dataclass
-class TrafficRecord:
-    rates: tuple[float, ...]
-    lanes: tuple[str, ...]  # plain first
-    slo: Slo
-    rounds: int
-    max_rows: int
+@dataclass(kw_only=True)
+class RecordFile:
+    """What both kinds of record keep besides their points, and how a record is written and read back."""
+
     prompts: list[str]
-    prompt_tokens: list[int]  # each prompt's length in the target's tokens, what the simulator reads prefill by
     settings: dict
     models: RunModels
-    runs: list[tuple[TrafficRun, tuple[bool, ...] | None]]  # in the order they ran, with each request's identity
-    notes: dict = field(default_factory=dict)
-    created: str = ""
+    runs: list  # (run, each request's identity or None), in the order they ran
+    notes: dict = field(default_factory=dict)  # lane -> why it could not run
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     wall_s: float = 0.0
     made_with: str = ""
-    vllm: tuple[VllmAdvice, ...] = ()  # what the run measured, as vLLM's draft lengths per batch size
+    vllm: tuple[VllmAdvice, ...] = ()  # what the run measured, as vLLM's draft lengths (none in older sweeps)
+    FORMAT: ClassVar[str]
+    WHAT: ClassVar[str]  # "a recorded sweep", in words
 
-    @staticmethod
-    def of(view: TrafficView, prompts, prompt_tokens, max_rows, settings, models, wall_s, made_with):
-        """A finished (or stopped) run's view as a record."""
-        return TrafficRecord(
-            rates=view.rates,
-            lanes=view.lanes,
-            slo=view.slo,
-            rounds=view.rounds,
-            max_rows=max_rows,
-            prompts=list(prompts),
-            prompt_tokens=list(prompt_tokens),
-            settings=dict(settings.__dict__),
-            models=models,
-            runs=list(view.order),
-            notes=dict(view.notes),
-            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            wall_s=wall_s,
-            made_with=made_with,
-            vllm=tuple(view.advice),
-        )
-
-    def view(self) -> TrafficView:
-        """The view the run ended with: every run heard again, the simulator checked against each rate."""
-        view = TrafficView(self.rates, self.lanes, self.slo, self.rounds)
-        view.notes = dict(self.notes)
-        for run, same in self.runs:
-            view.hear(TrafficNews("run", lane=run.lane, run=run, same=same))
-        schedules = {}
-        for run, _ in self.runs:
-            schedules.setdefault(run.rate, tuple(t.arrival for t in run.timings))
-        held_out(view, dict(enumerate(self.prompt_tokens)), schedules, self.max_rows)
-        requests = max(len(arrivals) for arrivals in schedules.values()) if schedules else 0
-        if requests:
-            project(view, dict(enumerate(self.prompt_tokens)), requests, self.max_rows, self.settings.get("seed", 0))
-        view.message, view.finished = "replayed", True
-        view.advice = list(self.vllm)
-        return view
+    def points_json(self) -> dict:
+        raise NotImplementedError
 
     def to_json(self) -> dict:
         return {
-            "format": FORMAT,
+            "format": self.FORMAT,
             "version": VERSION,
             "created": self.created,
-            "rates": list(self.rates),
-            "lanes": list(self.lanes),
-            "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
-            "rounds": self.rounds,
-            "max_rows": self.max_rows,
+            **self.points_json(),
             "prompts": self.prompts,
-            "prompt_tokens": self.prompt_tokens,
             "settings": self.settings,
             "models": self.models.__dict__,
-            "runs": [{**run.to_json(), "identical": None if same is None else list(same)} for run, same in self.runs],
             "notes": self.notes,
+            "runs": [{**run.to_json(), "identical": None if same is None else list(same)} for run, same in self.runs],
             "wall_s": self.wall_s,
             "made_with": self.made_with,
             "vllm": [advice.__dict__ for advice in self.vllm],
@@ -107,38 +71,23 @@ class TrafficRecord:
         path.write_text(json.dumps(self.to_json(), ensure_ascii=False))
         return path
 
-    @staticmethod
-    def from_json(data) -> "TrafficRecord":
-        if not is_traffic_record(data):
-            raise TrafficRecordError(f'not a recorded traffic run (no "format": "{FORMAT}" in it)')
+    @classmethod
+    def from_json(cls, data):
+        """A record of this kind, every field checked: a RecordError naming what is wrong, in one line."""
+        if kind_of(data) is not cls:
+            raise RecordError(f'not {cls.WHAT} (no "format": "{cls.FORMAT}" in it)')
         if data.get("version") != VERSION:
-            raise TrafficRecordError(f"the run's version is {read.shown(data.get('version'))}; this specviz reads 1")
-        with read.damage_as(TrafficRecordError, "the recorded traffic run"):
-            rates = read.each(read.number, data["rates"], "rates")
-            lanes = read.each(read.text, data["lanes"], "lanes")
-            prompts = list(read.each(read.text, data["prompts"], "prompts"))
-            prompt_tokens = list(read.each(read.integer, data["prompt_tokens"], "prompt_tokens", 1))
-            if len(prompt_tokens) != len(prompts) or not prompts:
-                raise ValueError("prompt_tokens does not give one length per prompt")
+            raise RecordError(f"the record's version is {read.shown(data.get('version'))}; this specviz reads 1")
+        with read.damage_as(RecordError, f"the {cls.WHAT[2:]}"):
             runs = []
             for i, item in enumerate(read.listed(data["runs"], "runs")):
-                run = TrafficRun.from_json(item, f"runs[{i}]")
-                if run.lane not in lanes or run.rate not in rates:
-                    raise ValueError(f"runs[{i}] is of lane {run.lane!r} at {run.rate:g}/s, not one the record names")
-                if any(t.prompt >= len(prompts) for t in run.timings):
-                    raise ValueError(f"runs[{i}] asks a prompt the record does not hold")
+                run = cls.run_of(item, f"runs[{i}]", data)
                 same = read.maybe(lambda v, w: read.each(read.flag, v, w), item.get("identical"), f"runs[{i}]")
                 runs.append((run, same))
-            slo = read.mapping(data["slo"], "slo")
             notes = read.mapping(data.get("notes", {}), "notes")
-            return TrafficRecord(
-                rates=rates,
-                lanes=lanes,
-                slo=Slo(read.number(slo["ttft_s"], "slo.ttft_s"), read.number(slo["tpot_s"], "slo.tpot_s")),
-                rounds=read.integer(data["rounds"], "rounds", 1),
-                max_rows=read.integer(data["max_rows"], "max_rows", 1),
-                prompts=prompts,
-                prompt_tokens=prompt_tokens,
+            return cls.points_from_json(
+                data,
+                prompts=list(read.each(read.text, data["prompts"], "prompts")),
                 settings=dict(read.mapping(data["settings"], "settings")),
                 models=RunModels.from_json(read.mapping(data["models"], "models")),
                 runs=runs,
@@ -149,35 +98,196 @@ class TrafficRecord:
                 vllm=VllmAdvice.listed(data.get("vllm", [])),
             )
 
+    @classmethod
+    def load(cls, path):
+        return cls.from_json(read.json_file_as(path, RecordError, cls.WHAT))
+
+    def final_view(self):
+        """The view the run ended with: every run heard again, at once."""
+        view = self.empty_view()
+        for run, same in self.runs:
+            view.hear(News("run", lane=run.lane, run=run, same=same))
+        return self.ended(view)
+
+
+@dataclass
+class ConcurrencyRecord(RecordFile):
+    levels: tuple[int, ...]
+    lanes: tuple[str, ...]  # plain first
+    words: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    stopped: bool = False
+    FORMAT: ClassVar[str] = CONCURRENCY
+    WHAT: ClassVar[str] = "a recorded sweep"
+
     @staticmethod
-    def load(path) -> "TrafficRecord":
-        return TrafficRecord.from_json(read.json_file_as(path, TrafficRecordError, "a recorded traffic run"))
+    def of(view: ConcurrencyView, prompts, settings, models: RunModels, wall_s: float, made_with: str, vllm=()):
+        """A finished (or stopped) sweep's view as a record, with the advice for vLLM written from it."""
+        return ConcurrencyRecord(
+            view.levels,
+            view.lanes,
+            dict(view.words),
+            dict(view.fixed),
+            view.stopped,
+            prompts=list(prompts),
+            settings=dict(settings.__dict__),
+            models=models,
+            runs=list(view.order),
+            notes=dict(view.notes),
+            wall_s=wall_s,
+            made_with=made_with,
+            vllm=tuple(vllm),
+        )
+
+    def empty_view(self) -> ConcurrencyView:
+        """The view before any run: the levels, the lanes and what is known of them."""
+        view = ConcurrencyView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
+        view.words, view.fixed, view.notes = dict(self.words), dict(self.fixed), dict(self.notes)
+        view.exact = self.models.exact
+        return view
+
+    def ended(self, view: ConcurrencyView) -> ConcurrencyView:
+        view.hear(News("end", "stopped" if self.stopped else "done", stopped=self.stopped))
+        return view
+
+    def points_json(self) -> dict:
+        return {"levels": list(self.levels), "lanes": list(self.lanes), "words": self.words, "fixed": self.fixed,
+                "stopped": self.stopped}  # fmt: skip
+
+    @staticmethod
+    def points_from_json(data: dict, **kept) -> "ConcurrencyRecord":
+        fixed = read.mapping(data.get("fixed", {}), "fixed")
+        return ConcurrencyRecord(
+            levels=read.each(read.integer, data["levels"], "levels", 1),
+            lanes=read.each(read.text, data["lanes"], "lanes"),
+            words={k: read.text(v, f"words.{k}") for k, v in read.mapping(data.get("words", {}), "words").items()},
+            fixed={k: read.maybe(read.integer, v, f"fixed.{k}") for k, v in fixed.items()},
+            stopped=read.flag(data.get("stopped", False), "stopped"),
+            **kept,
+        )
+
+    @staticmethod
+    def run_of(item, at: str, data: dict) -> LevelRun:
+        run = LevelRun.from_json(item, at)
+        if run.lane not in data["lanes"] or run.rows not in data["levels"]:
+            raise ValueError(f"{at} is of lane {run.lane!r} at {run.rows} rows, not one the sweep names")
+        return run
 
 
-def is_traffic_record(data) -> bool:
-    """Whether parsed JSON names itself a recorded traffic run."""
-    return isinstance(data, dict) and data.get("format") == FORMAT
+@dataclass
+class TrafficRecord(RecordFile):
+    rates: tuple[float, ...]
+    lanes: tuple[str, ...]  # plain first
+    slo: Slo
+    rounds: int
+    max_rows: int
+    prompt_tokens: list[int]  # each prompt's length in the target's tokens, what the simulator reads prefill by
+    FORMAT: ClassVar[str] = TRAFFIC
+    WHAT: ClassVar[str] = "a recorded traffic run"
+
+    @staticmethod
+    def of(view: TrafficView, prompts, prompt_tokens, max_rows, settings, models, wall_s, made_with):
+        """A finished (or stopped) run's view as a record."""
+        return TrafficRecord(
+            view.rates,
+            view.lanes,
+            view.slo,
+            view.rounds,
+            max_rows,
+            list(prompt_tokens),
+            prompts=list(prompts),
+            settings=dict(settings.__dict__),
+            models=models,
+            runs=list(view.order),
+            notes=dict(view.notes),
+            wall_s=wall_s,
+            made_with=made_with,
+            vllm=tuple(view.advice),
+        )
+
+    def empty_view(self) -> TrafficView:
+        view = TrafficView(self.rates, self.lanes, self.slo, self.rounds)
+        view.notes = dict(self.notes)
+        return view
+
+    def ended(self, view: TrafficView) -> TrafficView:
+        """The view once every run is heard: the simulator checked against each rate and projected around them."""
+        schedules = {}
+        for run, _ in self.runs:
+            schedules.setdefault(run.rate, tuple(t.arrival for t in run.timings))
+        lengths = dict(enumerate(self.prompt_tokens))
+        held_out(view, lengths, schedules, self.max_rows)
+        requests = max(len(arrivals) for arrivals in schedules.values()) if schedules else 0
+        if requests:
+            project(view, lengths, requests, self.max_rows, self.settings.get("seed", 0))
+        view.message, view.finished = "replayed", True
+        view.advice = list(self.vllm)
+        return view
+
+    def points_json(self) -> dict:
+        return {
+            "rates": list(self.rates),
+            "lanes": list(self.lanes),
+            "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
+            "rounds": self.rounds,
+            "max_rows": self.max_rows,
+            "prompt_tokens": self.prompt_tokens,
+        }
+
+    @staticmethod
+    def points_from_json(data: dict, **kept) -> "TrafficRecord":
+        prompt_tokens = list(read.each(read.integer, data["prompt_tokens"], "prompt_tokens", 1))
+        if len(prompt_tokens) != len(kept["prompts"]) or not kept["prompts"]:
+            raise ValueError("prompt_tokens does not give one length per prompt")
+        if any(t.prompt >= len(kept["prompts"]) for run, _ in kept["runs"] for t in run.timings):
+            raise ValueError("a run asks a prompt the record does not hold")
+        slo = read.mapping(data["slo"], "slo")
+        return TrafficRecord(
+            rates=read.each(read.number, data["rates"], "rates"),
+            lanes=read.each(read.text, data["lanes"], "lanes"),
+            slo=Slo(read.number(slo["ttft_s"], "slo.ttft_s"), read.number(slo["tpot_s"], "slo.tpot_s")),
+            rounds=read.integer(data["rounds"], "rounds", 1),
+            max_rows=read.integer(data["max_rows"], "max_rows", 1),
+            prompt_tokens=prompt_tokens,
+            **kept,
+        )
+
+    @staticmethod
+    def run_of(item, at: str, data: dict) -> TrafficRun:
+        run = TrafficRun.from_json(item, at)
+        if run.lane not in data["lanes"] or run.rate not in data["rates"]:
+            raise ValueError(f"{at} is of lane {run.lane!r} at {run.rate:g}/s, not one the record names")
+        return run
 
 
-def replay_traffic(
-    record: TrafficRecord,
+Record = ConcurrencyRecord | TrafficRecord
+
+
+def kind_of(data) -> type[ConcurrencyRecord] | type[TrafficRecord] | None:
+    """Which kind of record parsed JSON names itself (None: neither)."""
+    name = data.get("format") if isinstance(data, dict) else None
+    name = EARLIER_NAMES.get(name, name) if isinstance(name, str) else None
+    return {CONCURRENCY: ConcurrencyRecord, TRAFFIC: TrafficRecord}.get(name)
+
+
+def replay(
+    record: Record,
     speed: float = 1.0,
     stopped: Callable[[], bool] = lambda: False,
     sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[TrafficView]:
-    """The run again: each lane's run at each rate appears after its own duration (divided by `speed`; 0: at once),
-    a view after each; the last one final, with the simulator's checks."""
-    view = TrafficView(record.rates, record.lanes, record.slo, record.rounds)
-    view.notes = dict(record.notes)
+) -> Iterator[ConcurrencyView | TrafficView]:
+    """The run again: each run appears after its own duration (divided by `speed`; 0: at once), a view after each;
+    the last one final."""
+    view = record.empty_view()
     for run, same in record.runs:
         if stopped():
-            view.hear(TrafficNews("end", "replay stopped: the runs shown so far stay"))
+            view.hear(News("end", "replay stopped: the runs shown so far stay", stopped=True))
             yield view
             return
-        view.hear(TrafficNews("message", f"replaying {run.lane}: {len(run.timings)} requests at {run.rate:g}/s"))
+        view.hear(News("message", f"replaying {run.words()}"))
         yield view
         if speed > 0:
-            sleep(max((t.last_token for t in run.timings), default=0.0) / speed)
-        view.hear(TrafficNews("run", lane=run.lane, run=run, same=same))
+            sleep(run.duration_s / speed)
+        view.hear(News("run", lane=run.lane, run=run, same=same))
         yield view
-    yield record.view()
+    yield record.ended(view)

@@ -12,21 +12,21 @@ from collections import Counter
 
 import gradio as gr
 
-from ...concurrency import sweep_plan
-from ...concurrency.sweep_plan import ROUNDS
-from ...concurrency.sweep_record import ConcurrencyRecord, replay_concurrency
-from ...concurrency.sweep_view import ConcurrencyView
 from ...errors import InvalidRequest
 from ...render import panels
 from ...render.concurrency_charts import concurrency_chart
 from ...render.concurrency_page import concurrency_progress, concurrency_snapshot_html, concurrency_table, vllm_block
 from ...runtime import ASSETS
+from ...traffic import traffic_plan
+from ...traffic.levels_view import ConcurrencyView
+from ...traffic.traffic_plan import ROUNDS
+from ...traffic.traffic_record import ConcurrencyRecord, replay
 from ...views.replay import SPEEDS
 from .grand_prix_screen import lanes_asked
 from .workload_screen import prompts_from
 
 EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab)"
-DEFAULT_LEVELS = ", ".join(map(str, sweep_plan.DEFAULT_LEVELS))
+DEFAULT_LEVELS = ", ".join(map(str, traffic_plan.DEFAULT_LEVELS))
 UPDATE_EVERY_S = 0.5
 PACES = {**SPEEDS, "at once": 0.0}  # a sweep on a CPU runs for many minutes: its replay may also show it whole
 
@@ -147,7 +147,7 @@ class ConcurrencyHandlers:
             try:
                 record = ConcurrencyRecord.load(uploaded_path(uploaded, "a recorded sweep", "Download sweep"))
                 yield replayed_inputs(self.screen, record)
-                views = replay_concurrency(record, PACES.get(speed, 1.0), flag.is_set)
+                views = replay(record, PACES.get(speed, 1.0), flag.is_set)
                 yield from self.stream_concurrency(views, record.vllm)
             except Exception as exc:
                 yield {self.screen.concurrency_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}

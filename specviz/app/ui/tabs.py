@@ -5,11 +5,11 @@ No torch here."""
 
 import gradio as gr
 
-from ...concurrency.sweep_plan import ROUNDS
 from ...events import PLAIN
 from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.figure1 import legend
+from ...traffic.traffic_plan import ROUNDS
 from ...views.replay import SPEEDS
 from .concurrency_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .grand_prix_screen import BEST as BEST_LANES

@@ -11,7 +11,6 @@ import uuid
 
 import gradio as gr
 
-from ...concurrency.sweep_plan import ROUNDS
 from ...render import panels
 from ...render.traffic_page import (
     traffic_charts,
@@ -21,8 +20,9 @@ from ...render.traffic_page import (
     traffic_table,
     traffic_verdict,
 )
-from ...traffic.traffic_record import TrafficRecord, replay_traffic
-from ...traffic.traffic_view import TrafficView
+from ...traffic.rates_view import TrafficView
+from ...traffic.traffic_plan import ROUNDS
+from ...traffic.traffic_record import TrafficRecord, replay
 from .concurrency_screen import EXAMPLES, PACES, UPDATE_EVERY_S, YOURS, example_prompts, uploaded_path
 from .grand_prix_screen import lanes_asked
 from .workload_screen import prompts_from
@@ -141,6 +141,6 @@ class TrafficHandlers:
             try:
                 record = TrafficRecord.load(uploaded_path(uploaded, "a recorded traffic run", "Download traffic"))
                 yield replayed_inputs(self.screen, record)
-                yield from self.stream_traffic(replay_traffic(record, PACES.get(speed, 1.0), flag.is_set))
+                yield from self.stream_traffic(replay(record, PACES.get(speed, 1.0), flag.is_set))
             except Exception as exc:
                 yield {self.screen.traffic_progress: panels.failure(exc), self.screen.status: panels.failure(exc)}

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from ..analysis.physics import MOVED, speedup_forbidden
 from ..events import PLAIN
 from .latency import RateFigures, capacity, median_figures, stops_paying
+from .results import News
 from .traffic_plan import Slo
-from .traffic_results import TrafficNews
 
 
 @dataclass
@@ -29,10 +29,11 @@ class TrafficView:
     message: str = "waiting to start"
     said: int = 0  # lines heard that say what the run does next (not how far a run got): each is worth showing
     finished: bool = False
+    exact: str = ""  # whether the target ran in exact mode, in one line
     saved: object = None  # the finished run as a TrafficRecord (traffic_record.py), for its downloads
-    advice: list = field(default_factory=list)  # vLLM's draft length per batch size as measured (vllm_table.py)
+    advice: list = field(default_factory=list)  # vLLM's draft length per batch size as measured (vllm_advice.py)
 
-    def hear(self, news: TrafficNews) -> None:
+    def hear(self, news: News) -> None:
         if news.kind in ("message", "progress", "end"):
             self.message = news.text
             self.said += news.kind != "progress"

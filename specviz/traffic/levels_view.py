@@ -21,12 +21,8 @@ from statistics import median
 from ..analysis.physics import MOVED, forbidden_words, moved_batches, speedup_forbidden
 from ..analysis.theory import expected_tokens_per_step
 from ..events import PLAIN
-from .sweep_results import ConcurrencyNews, LevelRun
-
-
-def requests(n: int) -> str:
-    return f"{n} request{'s' * (n != 1)}"
-
+from .results import LevelRun, News
+from .traffic_plan import requests
 
 VERDICT_ROUNDS = 3  # rounds a verdict needs: fewer, and the screen and the CLI say the figures may flip
 
@@ -62,16 +58,16 @@ class ConcurrencyView:
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
-    saved: object = None  # the finished sweep as a ConcurrencyRecord (sweep_record.py), for its downloads
+    saved: object = None  # the finished sweep as a ConcurrencyRecord (traffic_record.py), for its downloads
 
-    def hear(self, news: ConcurrencyNews) -> None:
-        """What the sweep did next (sweep_runner.sweep, or a device call passing it on)."""
+    def hear(self, news: News) -> None:
+        """What the run did next (runner.run, or a device call passing it on)."""
         if news.kind == "run":
             self.add(news.run, news.same)
         elif news.kind == "note":
-            self.notes[news.lane] = news.message
+            self.notes[news.lane] = news.text
         else:
-            self.message = news.message
+            self.message = news.text
             self.said += news.kind != "progress"
         if news.kind == "end":
             self.finished, self.stopped = True, news.stopped
