@@ -106,10 +106,10 @@ def test_between_two_lanes_the_progress_line_says_what_the_next_level_is_doing(b
 def test_a_line_said_right_after_a_run_landed_is_shown(swept):
     """The screen draws at most every UPDATE_EVERY_S how far a level got, but never holds back a line that says what
     runs next: the next lane's prompts being read come right after a run lands and may stand for a minute."""
-    from specviz.app.ui.concurrency_screen import ConcurrencyHandlers
+    from specviz.app.ui.under_load_screen import UnderLoadHandlers
 
-    class Screen(ConcurrencyHandlers):
-        def concurrency_outputs(self, view, vllm=(), charts=True):
+    class Screen(UnderLoadHandlers):
+        def concurrency_outputs(self, view, charts=True):
             return view.message
 
     run = swept[-1].runs[PLAIN, 1][0]

@@ -101,7 +101,7 @@ def test_ui_never_imports_torch(new_process):
         "import sys, specviz.render.figure1, specviz.render.panels, specviz.render.charts, specviz.app.ui.controls, "
         "specviz.app.ui.layout, specviz.views.race, specviz.views.sweep, specviz.analysis.theory, "
         "specviz.drafters.options, specviz.drafters.listing, specviz.render.handoff_block, specviz.render.tree_view, "
-        "specviz.render.traffic_page, specviz.app.ui.traffic_screen, specviz.app.ui.concurrency_screen, "
+        "specviz.render.traffic_page, specviz.app.ui.under_load_screen, "
         "specviz.traffic.simulator, specviz.engine.batch_gamma, specviz.engine.admission; "
         "print('torch' in sys.modules)"
     )

@@ -60,8 +60,9 @@ class UnderLoad:
         pair, _ = yield from views
         models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
-        wall_s, vllm = time.perf_counter() - began, vllm_advice(view, models.draft)
-        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, wall_s, "the app", vllm)
+        view.advice = vllm_advice(view, models.draft)
+        wall_s = time.perf_counter() - began
+        view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, wall_s, "the app")
         yield view
 
     def traffic(

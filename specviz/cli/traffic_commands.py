@@ -120,13 +120,13 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     view, lanes = plan_levels(levels, chosen, base.greedy)
     pair, _, began = _serve(args, base, lanes, level_points(levels), "levels", rounds, view, texts)
     models = run_models(args, pair)
-    advice = vllm_advice(view, models.draft)
-    print(concurrency_table(view) + "\n" + vllm_lines(advice), file=sys.stderr if args.json else sys.stdout)
+    view.advice = vllm_advice(view, models.draft)
+    print(concurrency_table(view) + "\n" + vllm_lines(view.advice), file=sys.stderr if args.json else sys.stdout)
     if args.trace:
         made = _made_with("concurrency")
-        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made, advice).save(args.trace)
+        ConcurrencyRecord.of(view, texts, base, models, time.perf_counter() - began, made).save(args.trace)
     if args.json:
-        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in advice}
+        vllm = {a.drafter: {"speculative_config": a.config, "note": a.note} for a in view.advice}
         print(json.dumps({**view.to_json(texts), "models": models.__dict__, "vllm": vllm}, ensure_ascii=False))
     return 0
 

@@ -12,7 +12,7 @@ from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
 from ..traffic.levels_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from .concurrency_charts import crossover_label, crossovers, lane_colour, series
-from .svg_charts import GRID, INK, LABEL_ROW, _svg, _text, nice_ticks
+from .svg_charts import INK, LABEL_ROW, _svg, _text, nice_ticks, spaced_axes
 
 
 def _x(value, pattern: str = "{:.2f}×") -> str:
@@ -235,19 +235,8 @@ def svg_concurrency_chart(view: ConcurrencyView, what: str = "throughput", width
     left, right, top, bottom = 60, 170, 14, height - 40
     plot_top = top + 2 * LABEL_ROW * len(crossings)  # a band above the data for the crossovers' words
     levels = list(view.levels)
-
-    def at(level, value):
-        i = levels.index(level)
-        x = left + (0.5 if len(levels) == 1 else i / (len(levels) - 1)) * (width - left - right)
-        return x, bottom - value / ticks[-1] * (bottom - plot_top)
-
-    parts = []
-    for t in ticks:
-        y = at(levels[0], t)[1]
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
-        parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
-    parts += [_text(at(v, 0)[0], bottom + 18, str(v), "middle") for v in levels]
-    parts.append(_text(left + (width - left - right) / 2, bottom + 36, "requests decoded at once", "middle"))
+    box = (left, right, top, bottom)
+    at, parts = spaced_axes(levels, ticks, width, box, plot_top, str, "requests decoded at once")
     for n, (name, (xs, ys), colour, dash) in enumerate(lines):
         points = " ".join(f"{px:.1f},{py:.1f}" for px, py in (at(x, y) for x, y in zip(xs, ys)))
         dashed = f' stroke-dasharray="{dash}"' if dash else ""

@@ -61,6 +61,28 @@ def _empty(width: int, label: str, css_class: str, why: str) -> str:
     return _svg(width, 60, label, _text(width / 2, 34, why, "middle", ' font-style="italic"'), css_class)
 
 
+def spaced_axes(xs: list, ticks: list[float], width: int, box: tuple, plot_top: float, x_words, title: str):
+    """The frame of a chart whose points stand equally spaced along x in the order of `xs` (levels, rates) and whose
+    value axis runs from 0 at the foot to the top tick at `plot_top` (a band of labels may sit above it): the
+    function placing (x, value), and the gridlines, their values, the x labels (`x_words` of each) and the x title.
+    `box`: left, right, top and bottom of the plot, in px."""
+    left, right, _, bottom = box
+
+    def at(x, value):
+        i = xs.index(x)
+        px = left + (0.5 if len(xs) == 1 else i / (len(xs) - 1)) * (width - left - right)
+        return px, bottom - value / ticks[-1] * (bottom - plot_top)
+
+    parts = []
+    for t in ticks:
+        y = at(xs[0], t)[1]
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
+        parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
+    parts += [_text(at(x, 0)[0], bottom + 18, x_words(x), "middle") for x in xs]
+    parts.append(_text(left + (width - left - right) / 2, bottom + 36, title, "middle"))
+    return at, parts
+
+
 def speedup_bars(rows: Sequence[WorkloadRow], width: int = 640) -> str:
     """One horizontal bar per drafter: its speedup over plain decoding (green above 1×, orange below), its value and
     tokens/s at the bar's end, a dashed line at 1× (plain decoding). Drafters with no result say so in place."""

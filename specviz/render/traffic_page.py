@@ -10,7 +10,7 @@ from ..events import PLAIN
 from ..runtime import ASSETS
 from ..traffic.rates_view import TrafficView, error_of
 from .concurrency_page import progress_line
-from .svg_charts import GRID, INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks
+from .svg_charts import INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks, spaced_axes
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
     "tpot50": ("median time per output token", lambda f: f.tpot[0], "s"),
@@ -151,19 +151,8 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
     left, right, top, bottom = 64, 190, 16, height - 42
     plot_top = top + LABEL_ROW * len(stops)
     rates = list(view.rates)
-
-    def at(rate, value):
-        i = rates.index(rate)
-        x = left + (0.5 if len(rates) == 1 else i / (len(rates) - 1)) * (width - left - right)
-        return x, bottom - value / ticks[-1] * (bottom - plot_top)
-
-    parts = []
-    for t in ticks:
-        y = at(rates[0], t)[1]
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>')
-        parts.append(_text(left - 6, y + 4, f"{t:g}", "end"))
-    parts += [_text(at(r, 0)[0], bottom + 18, f"{r:g}", "middle") for r in rates]
-    parts.append(_text(left + (width - left - right) / 2, bottom + 36, "requests per second", "middle"))
+    box = (left, right, top, bottom)
+    at, parts = spaced_axes(rates, ticks, width, box, plot_top, lambda r: f"{r:g}", "requests per second")
     legend = 0
     for lane, measured, simulated in series:
         colour = lane_colour(view, lane)

@@ -59,6 +59,7 @@ class ConcurrencyView:
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
     saved: object = None  # the finished sweep as a ConcurrencyRecord (traffic_record.py), for its downloads
+    advice: list = field(default_factory=list)  # vLLM's draft length per level as measured (vllm_advice.py)
 
     def hear(self, news: News) -> None:
         """What the run did next (runner.run, or a device call passing it on)."""

@@ -98,6 +98,12 @@ class RecordFile:
                 vllm=VllmAdvice.listed(data.get("vllm", [])),
             )
 
+    @staticmethod
+    def kept_of(view, prompts, settings, models: RunModels, wall_s: float, made_with: str) -> dict:
+        """What either kind keeps of a finished (or stopped) run's view and where it ran, as the fields above."""
+        return dict(prompts=list(prompts), settings=dict(settings.__dict__), models=models, runs=list(view.order),
+                    notes=dict(view.notes), wall_s=wall_s, made_with=made_with, vllm=tuple(view.advice))  # fmt: skip
+
     @classmethod
     def load(cls, path):
         return cls.from_json(read.json_file_as(path, RecordError, cls.WHAT))
@@ -121,23 +127,10 @@ class ConcurrencyRecord(RecordFile):
     WHAT: ClassVar[str] = "a recorded sweep"
 
     @staticmethod
-    def of(view: ConcurrencyView, prompts, settings, models: RunModels, wall_s: float, made_with: str, vllm=()):
+    def of(view: ConcurrencyView, prompts, settings, models: RunModels, wall_s: float, made_with: str):
         """A finished (or stopped) sweep's view as a record, with the advice for vLLM written from it."""
-        return ConcurrencyRecord(
-            view.levels,
-            view.lanes,
-            dict(view.words),
-            dict(view.fixed),
-            view.stopped,
-            prompts=list(prompts),
-            settings=dict(settings.__dict__),
-            models=models,
-            runs=list(view.order),
-            notes=dict(view.notes),
-            wall_s=wall_s,
-            made_with=made_with,
-            vllm=tuple(vllm),
-        )
+        kept = RecordFile.kept_of(view, prompts, settings, models, wall_s, made_with)
+        return ConcurrencyRecord(view.levels, view.lanes, dict(view.words), dict(view.fixed), view.stopped, **kept)
 
     def empty_view(self) -> ConcurrencyView:
         """The view before any run: the levels, the lanes and what is known of them."""
@@ -148,6 +141,7 @@ class ConcurrencyRecord(RecordFile):
 
     def ended(self, view: ConcurrencyView) -> ConcurrencyView:
         view.hear(News("end", "stopped" if self.stopped else "done", stopped=self.stopped))
+        view.advice = list(self.vllm)
         return view
 
     def points_json(self) -> dict:
@@ -188,22 +182,8 @@ class TrafficRecord(RecordFile):
     @staticmethod
     def of(view: TrafficView, prompts, prompt_tokens, max_rows, settings, models, wall_s, made_with):
         """A finished (or stopped) run's view as a record."""
-        return TrafficRecord(
-            view.rates,
-            view.lanes,
-            view.slo,
-            view.rounds,
-            max_rows,
-            list(prompt_tokens),
-            prompts=list(prompts),
-            settings=dict(settings.__dict__),
-            models=models,
-            runs=list(view.order),
-            notes=dict(view.notes),
-            wall_s=wall_s,
-            made_with=made_with,
-            vllm=tuple(view.advice),
-        )
+        kept = RecordFile.kept_of(view, prompts, settings, models, wall_s, made_with)
+        return TrafficRecord(view.rates, view.lanes, view.slo, view.rounds, max_rows, list(prompt_tokens), **kept)
 
     def empty_view(self) -> TrafficView:
         view = TrafficView(self.rates, self.lanes, self.slo, self.rounds)

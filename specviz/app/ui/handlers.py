@@ -26,10 +26,9 @@ from ...views.grand_prix import KIND as GRAND_PRIX
 from ...views.grand_prix import replay_grand_prix
 from ...views.race import RaceView
 from ...views.replay import SPEEDS, replay
-from .concurrency_screen import ConcurrencyHandlers
 from .grand_prix_screen import GrandPrixHandlers
 from .race_screen import RaceScreen, race_update
-from .traffic_screen import TrafficHandlers
+from .under_load_screen import UnderLoadHandlers
 from .workload_screen import WorkloadHandlers
 
 UPDATE_EVERY_S = 0.2  # the screen refreshes at most this often; the engine never waits for it
@@ -101,7 +100,7 @@ def recorded_runs(folder: Path = RECORDED) -> list[tuple[str, str]]:
     return runs
 
 
-class Handlers(WorkloadHandlers, GrandPrixHandlers, ConcurrencyHandlers, TrafficHandlers):
+class Handlers(WorkloadHandlers, GrandPrixHandlers, UnderLoadHandlers):
     """The callbacks, bound to the backend, the per-session stop flags and the screen's components (`screen.race`:
     those a race fills)."""
 

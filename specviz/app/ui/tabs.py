@@ -11,11 +11,19 @@ from ...render.explain import explain_step
 from ...render.figure1 import legend
 from ...traffic.traffic_plan import ROUNDS
 from ...views.replay import SPEEDS
-from .concurrency_screen import DEFAULT_LEVELS, EXAMPLES, PACES, YOURS
 from .grand_prix_screen import BEST as BEST_LANES
 from .grand_prix_screen import SIDEBAR
 from .handlers import recorded_runs
-from .traffic_screen import DEFAULT_RATES, DEFAULT_REQUESTS, DEFAULT_ROWS, DEFAULT_SLO
+from .under_load_screen import (
+    DEFAULT_LEVELS,
+    DEFAULT_RATES,
+    DEFAULT_REQUESTS,
+    DEFAULT_ROWS,
+    DEFAULT_SLO,
+    EXAMPLES,
+    PACES,
+    YOURS,
+)
 from .workload_screen import BEST, FIXED
 
 # Figure 1's rows say which step they show; a click on one asks for its explanation.

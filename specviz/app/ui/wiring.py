@@ -7,11 +7,8 @@ No torch here."""
 
 import gradio as gr
 
-from .concurrency_screen import concurrency_outputs
-from .concurrency_screen import replay_outputs as sweep_replay_outputs
 from .controls import in_api_order
-from .traffic_screen import replay_outputs as traffic_replay_outputs
-from .traffic_screen import traffic_outputs
+from .under_load_screen import concurrency_outputs, sweep_replay_outputs, traffic_outputs, traffic_replay_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
