@@ -204,15 +204,9 @@ class ModelShelf:
                 lines.append(f"{k.name}: not available: {exc}")
         return lines
 
-    def get(
-        self,
-        label: str,
-        dtype: str,
-        report: Callable[[str], None] = lambda _: None,
-        draft_dtype: str = "",
-        runtime: str = TRANSFORMERS,
-    ) -> LoadedPair:
-        for _ in self.load(label, dtype, report, draft_dtype, runtime):
+    def get(self, *asked, **named) -> LoadedPair:
+        """The pair `load` is asked for (the same arguments), once it has loaded."""
+        for _ in self.load(*asked, **named):
             pass
         return self._loaded
 

@@ -10,23 +10,12 @@ from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..models import encode_prompt
 from ..record import TextTable
+from ..traffic import traffic_plan as plan
 from ..traffic.levels_view import ConcurrencyView
 from ..traffic.rates_view import TrafficView
 from ..traffic.results import News
 from ..traffic.runner import MODES, plan_levels, plan_rates
 from ..traffic.simulator import held_out, project
-from ..traffic.traffic_plan import (
-    MAX_REQUESTS,
-    MAX_ROWS,
-    check_count,
-    check_levels,
-    check_rates,
-    check_rounds,
-    check_slo,
-    level_points,
-    poisson_arrivals,
-    rate_points,
-)
 from ..traffic.traffic_record import ConcurrencyRecord, TrafficRecord
 from ..traffic.vllm_advice import measured_tables, vllm_advice
 from ..workload.entrants import lane_entrants
@@ -52,11 +41,13 @@ class UnderLoad:
     ) -> Iterator[ConcurrencyView]:
         """Plain decoding and each lane with every level's requests decoded together (traffic/runner.py, its levels
         mode), in one device call; a view after everything the sweep does, the last one final with its record."""
-        levels, rounds = check_levels(levels), check_rounds(rounds)
+        levels, rounds = plan.check_levels(levels), plan.check_rounds(rounds)
         asked, chosen = self._entrants(values, prompts, lanes, best, session)
         view, runs = plan_levels(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
-        views = self._run_points(asked, runs, level_points(levels), "levels", rounds, prompts, view, stopped, session)
+        views = self._run_points(
+            asked, runs, plan.level_points(levels), "levels", rounds, prompts, view, stopped, session
+        )
         pair, _ = yield from views
         models = pair.models(view.exact)
         self.swept.keep(session, asked.pair, measured_tables(view))
@@ -83,18 +74,17 @@ class UnderLoad:
         and by each lane with at most `max_rows` decoding together (traffic/runner.py, its rates mode), in one device
         call; a view after everything it does, the last one final: the simulator checked at each rate, vLLM's table,
         the record. Everything asked is checked before any model loads."""
-        schedule_rates, slo, rounds = check_rates(rates), check_slo(*slo), check_rounds(rounds)
-        requests = check_count(_whole(requests), "the number of requests", MAX_REQUESTS)
-        max_rows = check_count(_whole(max_rows), "the most requests decoding at once", MAX_ROWS)
+        schedule_rates, slo, rounds = plan.check_rates(rates), plan.check_slo(*slo), plan.check_rounds(rounds)
+        requests = plan.check_count(_whole(requests), "the number of requests", plan.MAX_REQUESTS)
+        max_rows = plan.check_count(_whole(max_rows), "the most requests decoding at once", plan.MAX_ROWS)
         _check_arrivals_span(requests, min(schedule_rates))
         asked, chosen = self._entrants(values, prompts, lanes, best, session)
-        schedules = {rate: poisson_arrivals(rate, requests, asked.settings.seed) for rate in schedule_rates}
+        schedules = {rate: plan.poisson_arrivals(rate, requests, asked.settings.seed) for rate in schedule_rates}
         view, runs = plan_rates(tuple(schedules), chosen, slo, rounds)
         began = time.perf_counter()
-        points = rate_points(schedules, max_rows)
-        pair, lengths = yield from self._run_points(
-            asked, runs, points, "rates", rounds, prompts, view, stopped, session
-        )
+        points = plan.rate_points(schedules, max_rows)
+        served = self._run_points(asked, runs, points, "rates", rounds, prompts, view, stopped, session)
+        pair, lengths = yield from served
         held_out(view, dict(enumerate(lengths)), schedules, max_rows)  # each rate, predicted from the others
         project(view, dict(enumerate(lengths)), requests, max_rows, asked.settings.seed)  # and around them
         models = pair.models(view.exact)

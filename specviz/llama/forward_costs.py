@@ -12,7 +12,6 @@ it is measured again, and one that never comes out plausible is used for this ru
 """
 
 import json
-import os
 import statistics
 import time
 from importlib import metadata
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..models.kernel_costs import device_name
+from ..models.kernel_costs import device_name, keep_json
 from ..models.offline import cache_root
 from .binding import kernels, threads
 
@@ -121,13 +120,7 @@ def forward_curve(model, report=lambda _: None, folder: Path | None = None) -> d
         return curve
     path, known = _known(folder)
     known[_key(model.path)] = {"curve": {str(w): s for w, s in curve.items()}, "describe": model.describe()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        scratch.write_text(json.dumps(known, indent=1))
-        scratch.replace(path)
-    except OSError:  # a read-only cache: measured again next time
-        pass
+    keep_json(path, known)
     return curve
 
 

@@ -169,6 +169,18 @@ def cache_key(shape: Shape, device: torch.device) -> str:
     return f"method {METHOD}|{device_name(device)}|{threads} threads|torch {torch.__version__}|{shape.key()}"
 
 
+def keep_json(path, data) -> None:
+    """A cache file written whole or not at all (a scratch file renamed over it, so two processes never leave half
+    of one); on a read-only cache nothing is kept and the next run measures again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(data, indent=1))
+        scratch.replace(path)
+    except OSError:
+        pass
+
+
 def costs_for(shape: Shape, device: torch.device, folder, report=lambda _: None, paths=CPU_PATHS) -> CostTable:
     """The cost table of `shape` on `device`: from the cache folder's file when measured before here, else measured
     now (with a line to `report`) and kept there."""
@@ -186,11 +198,5 @@ def costs_for(shape: Shape, device: torch.device, folder, report=lambda _: None,
         report(f"measuring this device's kernels for a {shape.layers}-layer model, once (about half a minute)")
         entry.update({p: {str(w): s for w, s in measure(shape, p).items()} for p in missing})
         known[key] = entry
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = path.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_text(json.dumps(known, indent=1))
-            scratch.replace(path)
-        except OSError:  # a read-only cache: measured again next time
-            pass
+        keep_json(path, known)
     return CostTable(device_name(device), {p: {int(w): float(entry[p][w]) for w in entry[p]} for p in paths})

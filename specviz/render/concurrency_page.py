@@ -8,10 +8,10 @@ from html import escape
 
 from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
-from ..runtime import ASSETS
 from ..trace import EXACT_ON, identity_grounds
 from ..traffic.levels_view import VERDICT_ROUNDS, ConcurrencyView, requests
 from .concurrency_charts import crossover_label, crossovers, lane_colour, series
+from .panels import record_page
 from .svg_charts import INK, LABEL_ROW, _svg, _text, nice_ticks, spaced_axes
 
 
@@ -271,19 +271,11 @@ def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top
 def concurrency_snapshot_html(record) -> str:
     """A recorded sweep (a ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
-    m = record.models
-    meta = escape(
-        f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "
-        f"{record.settings.get('max_new_tokens')} new tokens per request · levels {', '.join(map(str, record.levels))}"
-    )
-    prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
-    css = (ASSETS / "specviz.css").read_text()
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: concurrent requests</title>'
-        f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
-        f'</head><body><h1 class="sv-title">specviz: concurrent requests</h1><p class="sv-meta">{meta}</p>'
+    body = (
         f"<h2>Total tokens/s</h2>{svg_concurrency_chart(view, 'throughput')}"
         f"<h2>Each request's own tokens/s</h2>{svg_concurrency_chart(view, 'latency')}"
         f"<h2>Every lane and level</h2>{concurrency_table(view)}{vllm_block(record.vllm, view.fewest_rounds())}"
-        f"<h2>The prompts (row r decodes prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
     )
+    levels = f"levels {', '.join(map(str, record.levels))}"
+    return record_page(record, "concurrent requests", "concurrent requests", levels, body,
+                       "The prompts (row r decodes prompt r, again from the first)")  # fmt: skip

@@ -7,6 +7,7 @@ from ..analysis.diagnosis import diagnose
 from ..analysis.physics import shown_speedup
 from ..errors import SpecvizError
 from ..events import PLAIN, Metrics, summarize
+from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
 from ..views.race import RaceView
 from .figure1 import origin_text, visible
@@ -191,3 +192,21 @@ def diagnosis(view) -> str:
         return '<div class="sv-note">after a run that drafted: why its speedup came out as it did</div>' + chosen
     kind = "sv-diag-lost" if found.culprit else "sv-diag-paid"
     return f'<div class="sv-diagnosis {kind}">{escape(found.line())}</div>' + chosen
+
+
+def record_page(record, title: str, heading: str, points: str, body: str, prompts_heading: str) -> str:
+    """A recorded run under load as one self-contained page (no script, nothing fetched): its models, date and
+    `points` in a line, the `body`, and the prompts it ran."""
+    m = record.models
+    meta = escape(
+        f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "
+        f"{record.settings.get('max_new_tokens')} new tokens per request · {points}"
+    )
+    prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
+    css = (ASSETS / "specviz.css").read_text()
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: {title}</title>'
+        f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
+        f'</head><body><h1 class="sv-title">specviz: {heading}</h1><p class="sv-meta">{meta}</p>{body}'
+        f"<h2>{prompts_heading}</h2><ol>{prompts}</ol></body></html>"
+    )

@@ -7,9 +7,9 @@ from html import escape
 
 from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
-from ..runtime import ASSETS
 from ..traffic.rates_view import TrafficView, error_of
 from .concurrency_page import progress_line
+from .panels import record_page
 from .svg_charts import INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks, spaced_axes
 
 CHARTS = {  # what: (title, the figure of a RateFigures, its unit)
@@ -183,18 +183,8 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
 def traffic_snapshot_html(record) -> str:
     """A recorded traffic run (a TrafficRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
-    m = record.models
-    meta = escape(
-        f"{m.pair or m.target} · {m.precision} · {m.device} · recorded {record.created} · "
-        f"{record.settings.get('max_new_tokens')} new tokens per request · at most {record.max_rows} rows at once"
-    )
-    prompts = "".join(f"<li>{escape(p)}</li>" for p in record.prompts)
     charts = "".join(f"<h2>{escape(_sentence(CHARTS[w][0]))}</h2>{svg_traffic_chart(view, w)}" for w in CHARTS)
-    css = (ASSETS / "specviz.css").read_text()
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: traffic</title>'
-        f"<style>{css} body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 1.5rem auto; }}</style>"
-        f'</head><body><h1 class="sv-title">specviz: requests arriving at a rate</h1><p class="sv-meta">{meta}</p>'
-        f"{traffic_verdict(view)}{charts}<h2>Every lane and rate</h2>{traffic_table(view)}{traffic_production(view)}"
-        f"<h2>The prompts (request r asks prompt r, again from the first)</h2><ol>{prompts}</ol></body></html>"
-    )
+    body = f"{traffic_verdict(view)}{charts}<h2>Every lane and rate</h2>{traffic_table(view)}{traffic_production(view)}"
+    rows = f"at most {record.max_rows} rows at once"
+    return record_page(record, "traffic", "requests arriving at a rate", rows, body,
+                       "The prompts (request r asks prompt r, again from the first)")  # fmt: skip

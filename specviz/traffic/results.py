@@ -87,6 +87,10 @@ class LevelRun:
         return sum(s.accepted for s in self.steps) / drafted if drafted else None
 
     @property
+    def point(self) -> int:
+        return self.rows
+
+    @property
     def duration_s(self) -> float:
         return self.wall_s
 
@@ -152,6 +156,10 @@ class TrafficRun:
     steps: tuple[BatchStep, ...]
     prefills: tuple[Prefill, ...]
     stopped: bool = False
+
+    @property
+    def point(self) -> float:
+        return self.rate
 
     @property
     def duration_s(self) -> float:

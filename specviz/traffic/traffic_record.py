@@ -46,6 +46,8 @@ class RecordFile:
     vllm: tuple[VllmAdvice, ...] = ()  # what the run measured, as vLLM's draft lengths (none in older sweeps)
     FORMAT: ClassVar[str]
     WHAT: ClassVar[str]  # "a recorded sweep", in words
+    RUN: ClassVar[type]  # what one run of it is
+    POINTS: ClassVar[str]  # the field naming its points
 
     def points_json(self) -> dict:
         raise NotImplementedError
@@ -98,6 +100,14 @@ class RecordFile:
                 vllm=VllmAdvice.listed(data.get("vllm", [])),
             )
 
+    @classmethod
+    def run_of(cls, item, at: str, data: dict):
+        """One recorded run, of a lane and a point the record names."""
+        run = cls.RUN.from_json(item, at)
+        if run.lane not in data["lanes"] or run.point not in data[cls.POINTS]:
+            raise ValueError(f"{at} ({run.words()}) is not of a lane and {cls.POINTS[:-1]} the record names")
+        return run
+
     @staticmethod
     def kept_of(view, prompts, settings, models: RunModels, wall_s: float, made_with: str) -> dict:
         """What either kind keeps of a finished (or stopped) run's view and where it ran, as the fields above."""
@@ -125,6 +135,8 @@ class ConcurrencyRecord(RecordFile):
     stopped: bool = False
     FORMAT: ClassVar[str] = CONCURRENCY
     WHAT: ClassVar[str] = "a recorded sweep"
+    RUN: ClassVar[type] = LevelRun
+    POINTS: ClassVar[str] = "levels"
 
     @staticmethod
     def of(view: ConcurrencyView, prompts, settings, models: RunModels, wall_s: float, made_with: str):
@@ -160,13 +172,6 @@ class ConcurrencyRecord(RecordFile):
             **kept,
         )
 
-    @staticmethod
-    def run_of(item, at: str, data: dict) -> LevelRun:
-        run = LevelRun.from_json(item, at)
-        if run.lane not in data["lanes"] or run.rows not in data["levels"]:
-            raise ValueError(f"{at} is of lane {run.lane!r} at {run.rows} rows, not one the sweep names")
-        return run
-
 
 @dataclass
 class TrafficRecord(RecordFile):
@@ -178,6 +183,8 @@ class TrafficRecord(RecordFile):
     prompt_tokens: list[int]  # each prompt's length in the target's tokens, what the simulator reads prefill by
     FORMAT: ClassVar[str] = TRAFFIC
     WHAT: ClassVar[str] = "a recorded traffic run"
+    RUN: ClassVar[type] = TrafficRun
+    POINTS: ClassVar[str] = "rates"
 
     @staticmethod
     def of(view: TrafficView, prompts, prompt_tokens, max_rows, settings, models, wall_s, made_with):
@@ -231,13 +238,6 @@ class TrafficRecord(RecordFile):
             prompt_tokens=prompt_tokens,
             **kept,
         )
-
-    @staticmethod
-    def run_of(item, at: str, data: dict) -> TrafficRun:
-        run = TrafficRun.from_json(item, at)
-        if run.lane not in data["lanes"] or run.rate not in data["rates"]:
-            raise ValueError(f"{at} is of lane {run.lane!r} at {run.rate:g}/s, not one the record names")
-        return run
 
 
 Record = ConcurrencyRecord | TrafficRecord

@@ -50,9 +50,7 @@ def fill(
                 view.cells[landed.shard, side] = cell
         view.message = cluster.progress("prompts")
         yield view
-    view.running, view.finished, view.stopped = None, True, stopped()
-    view.wall_s = time.perf_counter() - began
-    view.message = "stopped: the runs that finished are kept" if view.stopped else "done"
+    view.end(stopped(), time.perf_counter() - began)
     yield view
 
 

@@ -58,9 +58,7 @@ def run_workload(
     began, shown = clock(), [clock()]
     for i in range(len(view.prompts)):
         yield from run_prompt(view, i, run_side, stopped, every_s, clock, shown)
-    view.running, view.finished, view.stopped = None, True, stopped()
-    view.wall_s = clock() - began
-    view.message = "stopped: the runs that finished are kept" if view.stopped else "done"
+    view.end(stopped(), clock() - began)
     yield view
 
 

@@ -69,6 +69,14 @@ class WorkloadView:
     wall_s: float = 0.0
     production: tuple = ()  # each drafter's settings elsewhere (serving/handoff.Handoff)
 
+    def end(self, stopped: bool, wall_s: float) -> None:
+        """The run is over (every prompt run, or stopped): what finished is kept."""
+        self.running = None
+        self.finished = True
+        self.stopped = stopped
+        self.wall_s = wall_s
+        self.message = "stopped: the runs that finished are kept" if stopped else "done"
+
     @property
     def sides(self) -> list[str]:
         """Plain decoding, then every drafter that can run, in the order they run on each prompt."""

@@ -52,32 +52,21 @@ UPDATE_EVERY_S = 0.5
 PACES = {**SPEEDS, "at once": 0.0}  # a run on a CPU lasts many minutes: its replay may also show it whole
 
 
+def mode_outputs(s, mode: str, charts: tuple[str, ...]) -> list:
+    """What a run of either mode fills, in its endpoint's order: the status, then the mode's progress line, its
+    `charts`, its table, its vLLM block and its two downloads (each element named `{mode}_{part}`)."""
+    parts = ("progress", *charts, "table", "vllm", "record", "snapshot")
+    return [s.status, *(getattr(s, f"{mode}_{part}") for part in parts)]
+
+
 def concurrency_outputs(s) -> list:
     """What a sweep fills, in the /concurrency endpoint's order."""
-    return [
-        s.status,
-        s.concurrency_progress,
-        s.concurrency_throughput,
-        s.concurrency_latency,
-        s.concurrency_table,
-        s.concurrency_vllm,
-        s.concurrency_record,
-        s.concurrency_snapshot,
-    ]
+    return mode_outputs(s, "concurrency", ("throughput", "latency"))
 
 
 def traffic_outputs(s) -> list:
     """What a traffic run fills, in the /traffic endpoint's order."""
-    return [
-        s.status,
-        s.traffic_progress,
-        s.traffic_verdict,
-        s.traffic_charts,
-        s.traffic_table,
-        s.traffic_vllm,
-        s.traffic_record,
-        s.traffic_snapshot,
-    ]
+    return mode_outputs(s, "traffic", ("verdict", "charts"))
 
 
 def replayed_inputs(s, record: ConcurrencyRecord | TrafficRecord) -> dict:

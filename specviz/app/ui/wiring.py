@@ -103,18 +103,18 @@ def wire_runs(s, h, controls: dict) -> None:
 def wire_under_load(s, h, controls: dict, waiting: list) -> None:
     """The Concurrency tab: a sweep and traffic (each arms Stop at the click, before it waits for the device; the
     lanes, prompts and rounds are the sweep's for both), and a recorded one of either replayed."""
+    shared = dict(  # what both modes read: the lanes, the prompts and the rounds
+        controls,
+        concurrency_lanes=s.concurrency_lanes,
+        concurrency_names=s.concurrency_names,
+        source=s.concurrency_source,
+        rounds=s.concurrency_rounds,
+        prompts_text=s.workload_prompts,
+        prompts_file=s.workload_file,
+    )
     s.concurrency_run.click(h.waiting_concurrency, None, waiting, api_name=False, **AT_ONCE).then(
         h.concurrency,
-        inputs_kwargs=dict(
-            controls,
-            concurrency_lanes=s.concurrency_lanes,
-            concurrency_names=s.concurrency_names,
-            levels=s.concurrency_levels,
-            source=s.concurrency_source,
-            rounds=s.concurrency_rounds,
-            prompts_text=s.workload_prompts,
-            prompts_file=s.workload_file,
-        ),
+        inputs_kwargs=dict(shared, levels=s.concurrency_levels),
         outputs=concurrency_outputs(s),
         api_name="concurrency",
         **ONE_ON_THE_DEVICE,
@@ -122,18 +122,12 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
     s.traffic_run.click(h.waiting_traffic, None, waiting, api_name=False, **AT_ONCE).then(
         h.traffic,
         inputs_kwargs=dict(
-            controls,
-            concurrency_lanes=s.concurrency_lanes,
-            concurrency_names=s.concurrency_names,
+            shared,
             rates=s.traffic_rates,
             requests=s.traffic_requests,
             max_rows=s.traffic_rows,
             slo_ttft=s.traffic_ttft,
             slo_tpot=s.traffic_tpot,
-            source=s.concurrency_source,
-            rounds=s.concurrency_rounds,
-            prompts_text=s.workload_prompts,
-            prompts_file=s.workload_file,
         ),
         outputs=traffic_outputs(s),
         api_name="traffic",
