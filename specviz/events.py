@@ -22,8 +22,11 @@ PLAIN = "plain"  # the side that decodes with no drafter, as traces, views, repo
 
 # Where a step's draft came from, in words (StepEvent.origin): a lookup's copy names its source; a hybrid's step that
 # its model drafted instead of copying names the model.
-PROMPT, OUTPUT, EARLIER = "the prompt", "this output", "an earlier run"
-MODEL, HEAD = "the draft model", "the EAGLE head"
+PROMPT = "the prompt"
+OUTPUT = "this output"
+EARLIER = "an earlier run"
+MODEL = "the draft model"
+HEAD = "the EAGLE head"
 DRAFTED = (MODEL, HEAD)
 
 

@@ -15,7 +15,8 @@ class TokenTexts:
     """id -> the text of that one token, remembered (Figure-1 rows ask for the same ids again and again)."""
 
     def __init__(self, tokenizer):
-        self.tokenizer, self.seen = tokenizer, {}
+        self.tokenizer = tokenizer
+        self.seen = {}
 
     def __call__(self, token: int) -> str:
         if token not in self.seen:

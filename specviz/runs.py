@@ -68,7 +68,8 @@ class Pair:
         if self.target.runtime == LLAMA_CPP:  # llama.cpp has no exact mode to take off
             yield
             return
-        was, line = is_exact(self.target.model), self.exact
+        was = is_exact(self.target.model)
+        line = self.exact
         exact_for(self.target.model, False)
         try:
             yield

@@ -89,7 +89,8 @@ def parse_lane(text: str) -> LaneName:
     """`NAME`, `NAME@G`, `NAME@aG` or `NAME@table` read into a LaneName: the one place a lane's @ is read. Anything
     else after the @ is refused in one line; the drafter's name is checked by whoever looks it up."""
     name, _, after = text.strip().partition("@")
-    name, after = name.strip(), after.strip()
+    name = name.strip()
+    after = after.strip()
     if not after:
         return LaneName(name)
     if after.lower() == "table":

@@ -78,7 +78,8 @@ def diagnose(plain: Sequence[StepEvent], spec: Sequence[StepEvent], unit: float 
     if not plain or not drafted:
         return None
     unit = unit or sum(e.step_s for e in plain) / sum(len(e.tokens) for e in plain)  # V(1): a plain step per token
-    steps, split = len(spec), time_split(spec)
+    steps = len(spec)
+    split = time_split(spec)
     draft, verify, overhead = (seconds / steps / unit for seconds in (split.draft, split.verify, split.overhead))
     tokens = sum(len(e.tokens) for e in spec)
     measured = (tokens / sum(e.step_s for e in spec)) * unit

@@ -25,7 +25,8 @@ Rule = Callable[[list[float], list[float], list[int], random.Random], int]
 
 
 def _draw(weights: Sequence[float], rng: random.Random) -> int:
-    cumulative, total = [], 0.0
+    cumulative = []
+    total = 0.0
     for w in weights:
         total += max(w, 0.0)
         cumulative.append(total)
@@ -132,7 +133,9 @@ def replay_step(
     held = tuple(event.proposed[:k])
     tried = [c[k] for c in (event.candidates or (event.proposed,)) if len(c) > k and tuple(c[:k]) == held]
     candidates = [ids.index(t) for t in dict.fromkeys(tried) if t in ids]  # those whose p was recorded
-    apply, rng, counts = rules[rule], random.Random(seed), [0] * len(p)
+    apply = rules[rule]
+    rng = random.Random(seed)
+    counts = [0] * len(p)
     for _ in range(n):
         counts[apply(p, q, candidates, rng)] += 1
     p_value = chi_square_p(dict(enumerate(counts)), dict(enumerate(p)), n)

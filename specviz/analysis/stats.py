@@ -7,7 +7,10 @@ from collections import Counter
 
 def chi_square_p(observed: Counter, expected_probs: dict, n: int, min_expected: float = 5.0) -> float:
     """p-value that `observed` (counts over n draws) comes from `expected_probs`; rare cells pooled."""
-    stat, cells, pooled_obs, pooled_exp = 0.0, 0, 0, 0.0
+    stat = 0.0
+    cells = 0
+    pooled_obs = 0
+    pooled_exp = 0.0
     for key, prob in expected_probs.items():
         exp = prob * n
         if exp < min_expected:

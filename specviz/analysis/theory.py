@@ -43,7 +43,8 @@ def held_chance(held_at: list, tested_at: list, position: int, beyond: float | N
 def tokens_by_position(held_at: list, tested_at: list, gamma: int, beyond: float | None = None) -> float:
     """E(γ) = 1 + Σ_{j≤γ} a_1·…·a_j from how often each position held when the ones before it did (a position never
     tested: `beyond`, default 0.7)."""
-    tokens, held = 1.0, 1.0
+    tokens = 1.0
+    held = 1.0
     for position in range(gamma):
         held *= held_chance(held_at, tested_at, position, beyond)
         tokens += held
@@ -109,7 +110,8 @@ def interpolate(costs: dict[int, float], k: float, rising: bool = False) -> floa
     lo = max([x for x in ks[:-1] if x <= k], default=ks[0])
     hi = ks[ks.index(lo) + 1]
     if rising and not lo <= k <= hi:  # past an end: from that end, along the nearest segment
-        end, slope = (hi if k > hi else lo), max(0.0, (costs[hi] - costs[lo]) / (hi - lo))
+        end = hi if k > hi else lo
+        slope = max(0.0, (costs[hi] - costs[lo]) / (hi - lo))
         return max(0.0, costs[end] + slope * (k - end))
     return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
 
@@ -127,7 +129,8 @@ def iid_speedup(events: Sequence[StepEvent], relative: dict[int, float], forward
     """The paper's model at the run's own α (accepted / tested) and draft cost c per token (in V(1)), with the
     verify cost growing with k: E(α, γ) / (γc + V(γ + 1)/V(1)). Exact in expectation for the oracle drafter."""
     alpha = per_token_alpha(events)
-    block, per = drafts_blocks(events), drafting_units(events)  # a block drafter's c is per pass, paid once
+    block = drafts_blocks(events)  # a block drafter's c is per pass, paid once
+    per = drafting_units(events)
     if alpha is None or not per:
         return None
     c = sum(e.draft_s for e in events) / per / forward_1

@@ -72,7 +72,8 @@ class Backend(UnderLoad):
         with self.line.on_device(session, 2, "race"):
             for line in self._load(asked):
                 yield RaceView(plain=Lane(PLAIN), spec=Lane(SPEC), text_of=str, greedy=settings.greedy, message=line)
-            pair, texts = self.shelf.current(), TextTable()
+            pair = self.shelf.current()
+            texts = TextTable()
             memory = self.memories.of(session) if asked.remembers else None
             view = RaceView(
                 plain=Lane(PLAIN),
@@ -85,7 +86,8 @@ class Backend(UnderLoad):
                 precision=pair.choice.reason if pair.choice else "",
                 runtime=runtime_line(pair),
             )
-            began, call = time.perf_counter(), self.calls.race(asked, None if memory is None else memory.copy())
+            began = time.perf_counter()
+            call = self.calls.race(asked, None if memory is None else memory.copy())
             prompt_ids, end = yield from _relay(call, view, texts, pair, (began, stopped), view.hear)
             view.stopped = not (view.plain.done and view.spec.done)
             if end is not None:
@@ -94,7 +96,8 @@ class Backend(UnderLoad):
                 view.divergence = self._parted(asked, prompt_ids, view.plain.tokens, view.spec.tokens)
             if memory is not None and prompt_ids:  # the run joins the visitor's memory, as far as it went
                 self.memories.remember(session, prompt_ids, view.spec.tokens)
-        view.finished, view.wall_s = True, time.perf_counter() - began
+        view.finished = True
+        view.wall_s = time.perf_counter() - began
         view.runtime = runtime_line(pair, view.spec.events)
         sides = [Side(PLAIN, "", view.plain.events), Side(asked.drafter, view.mode, view.spec.events, view.divergence)]
         view.trace = make_trace(
@@ -149,7 +152,8 @@ class Backend(UnderLoad):
             for line in self._load(asked):
                 view.message = line
                 yield view
-            memory, texts = self.memories.of(session) if asked.remembers else None, TextTable()
+            memory = self.memories.of(session) if asked.remembers else None
+            texts = TextTable()
             view.message = "plain decoding (the baseline)"
             yield view
             view.plain = [p.event for p in self._side(asked.plain(), stopped, texts) if p.kind == "step"]
@@ -161,7 +165,8 @@ class Backend(UnderLoad):
                 at = replace(asked, settings=replace(asked.settings, gamma=gamma, adaptive=False))  # each fixed γ
                 own = None if memory is None else memory.copy()
                 view.runs[gamma] = [p.event for p in self._side(at, stopped, texts, None, own) if p.kind == "step"]
-        view.finished, view.stopped = True, stopped()
+        view.finished = True
+        view.stopped = stopped()
         view.message = "stopped" if view.stopped else "done"
         yield view
 
@@ -189,7 +194,8 @@ class Backend(UnderLoad):
             for line in self._load(asked):
                 view.message = line
                 yield view
-            pair, others = self.shelf.current(), ()
+            pair = self.shelf.current()
+            others = ()
             if both_runtimes:
                 others = (TRANSFORMERS if pair.target.runtime == LLAMA_CPP else LLAMA_CPP,)
                 for line in self.shelf.beside(others[0]):
@@ -197,18 +203,21 @@ class Backend(UnderLoad):
                     yield view
                 view, chosen, runs = self._grid(asked, lanes, best, others)
                 view.curves = {p.target.runtime: in_forwards(p.target.forward_curve) for p in self._pairs(others)}
-            view.runtime, view.text_of = pair.target.runtime, TextTable()
+            view.runtime = pair.target.runtime
+            view.text_of = TextTable()
             swept = self.swept.of(session, asked.pair)
             view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, swept, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
-            began, call = time.perf_counter(), self.calls.grand_prix(asked, runs, memory, others)
+            began = time.perf_counter()
+            call = self.calls.grand_prix(asked, runs, memory, others)
             prompt_ids, end = yield from _relay(call, view, view.text_of, pair, (began, stopped), view.hear)
             view.stopped = bool(view.running())
             if end is None and settings.greedy:  # stopped before the device compared the lanes with plain
                 for lane in view.drafted:
                     if lane.runs and lane.events:
                         lane.divergence = self._parted(asked, prompt_ids, view.plain.tokens, lane.tokens)
-        view.finished, view.wall_s = True, time.perf_counter() - began
+        view.finished = True
+        view.wall_s = time.perf_counter() - began
         view.message = "stopped: every lane keeps what it wrote" if view.stopped else "done"
         view.trace = make_trace(
             kind=GRAND_PRIX,
@@ -257,10 +266,12 @@ class Backend(UnderLoad):
             at = replace(asked, prompt=prompts[i])
             if side in runnable:
                 at = replace(at, drafter=side, settings=runnable[side].settings, options=runnable[side].options)
-            prompt_ids, ended = [], False
+            prompt_ids = []
+            ended = False
             for packet in self._side(at, stopped, texts, plain_ids, memory):
                 if packet.kind == "start":
-                    prompt_ids, models.exact = list(packet.prompt_ids), packet.exact
+                    prompt_ids = list(packet.prompt_ids)
+                    models.exact = packet.exact
                 ended = packet.kind == "end"
                 if packet.kind == "step":
                     yield packet.event
@@ -284,7 +295,8 @@ class Backend(UnderLoad):
         and learns from the workload's earlier prompts as it goes; the session's own memory is left as it was."""
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)  # readable prompts, before any model is asked for anything
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
-        base, preset = asked.settings, self.shelf.preset(asked.pair)
+        base = asked.settings
+        preset = self.shelf.preset(asked.pair)
         chosen = entrants(drafter_names(drafters), base, fixed_gamma, entry_rules(asked, preset))
         view = WorkloadView(
             prompts=prompts,
@@ -298,10 +310,12 @@ class Backend(UnderLoad):
             for line in self._load(asked):
                 view.message = line
                 yield view
-            pair, view.text_of = self.shelf.current(), TextTable()
+            pair = self.shelf.current()
+            view.text_of = TextTable()
             swept = self.swept.of(session, asked.pair)
             view.production = entrants_production(preset, asked, chosen, swept, pair, prompts[0])
-            view.models, runnable = pair.models(), {e.name: e for e in chosen if e.settings}
+            view.models = pair.models()
+            runnable = {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)
             limits = limits_for(pair.target.device.type)
             check_workload(prompts, limits, read, 1 + len(runnable), base.max_new_tokens)
@@ -327,7 +341,8 @@ def _relay(call, view, texts: TextTable, pair, clock: tuple[float, Stopped], hea
             if take(packet, texts):
                 return prompt_ids, packet
             if packet.kind == "start":
-                prompt_ids, view.exact = list(packet.prompt_ids), packet.exact
+                prompt_ids = list(packet.prompt_ids)
+                view.exact = packet.exact
                 view.message = pair.prompt_line(len(prompt_ids), view.exact)
                 continue
             hear(packet)

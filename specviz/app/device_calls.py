@@ -92,7 +92,8 @@ class _Texts:
     """The text of each token id, sent once per call."""
 
     def __init__(self, tokenizer):
-        self.text_of, self.sent = TokenTexts(tokenizer), set()
+        self.text_of = TokenTexts(tokenizer)
+        self.sent = set()
 
     def new(self, event: StepEvent) -> dict[int, str]:
         ids = token_ids([event]) - self.sent
@@ -125,7 +126,8 @@ class DeviceCalls:
             pair, exact = self._ready(asked)
             prompt_ids = encode_prompt(pair.target, asked.prompt)
             yield Packet("start", prompt_ids=tuple(prompt_ids), exact=exact)
-            texts, lanes = _Texts(pair.target.tokenizer), {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
+            texts = _Texts(pair.target.tokenizer)
+            lanes = {PLAIN: Lane(PLAIN), SPEC: Lane(SPEC)}
             duel = Duel(pair, prompt_ids, asked.settings, asked.drafter, asked.options, memory)
             with torch.inference_mode():
                 for name in interleave({PLAIN: duel.plain(), SPEC: duel.speculative()}, lanes):

@@ -62,10 +62,12 @@ class DeviceLine:
             return f"waiting for the models to load: {loading}"
         with self._lock:
             mine = next((i for i, t in enumerate(self._line) if t.session == session), len(self._line))
-            on, before = [t for t in self._on if t.session != session], self._line[:mine]
+            on = [t for t in self._on if t.session != session]
+            before = self._line[:mine]
         if not on and not before:
             return ""
-        runs, place = sum(t.runs for t in on + before), len(before) + 1
+        runs = sum(t.runs for t in on + before)
+        place = len(before) + 1
         now = f"another visitor's {on[0].what} has the device" if on else "the device is being handed on"
         return (
             f"queued: {ordinal(place)} in line, {runs} run{'s' * (runs != 1)} ahead of yours ({now}); "

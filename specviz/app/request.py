@@ -62,16 +62,22 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
     for other in kinds(menu_only=True):
         other.parse(given)
     given = {**given, **dict(preset.options)}
-    drafter, options, remembers, words = NO_DRAFTER, None, False, ""
+    drafter = NO_DRAFTER
+    options = None
+    remembers = False
+    words = ""
     name = values.get("drafter", NO_DRAFTER)
     if name != NO_DRAFTER:
         chosen = kind(name)
         if not chosen.listing.menu:  # the benchmark's measuring tools are not raced
             raise InvalidRequest(f"unknown drafter {name!r}")
-        drafter, options = chosen.name, chosen.parse(given)
+        drafter = chosen.name
+        options = chosen.parse(given)
         chosen.check_for(options, preset.target, values.get("runtime", "transformers"))
-        remembers, words = chosen.remembers, chosen.listing.words(options)
-    dtype, draft_dtype = values.get("dtype", "bfloat16"), values.get("draft_dtype", "same")
+        remembers = chosen.remembers
+        words = chosen.listing.words(options)
+    dtype = values.get("dtype", "bfloat16")
+    draft_dtype = values.get("draft_dtype", "same")
     for precision, other in ((dtype, AUTO), (draft_dtype, "same")):
         if not isinstance(precision, str) or (precision not in DTYPES and precision != other):
             raise InvalidRequest(f"precision must be one of {', '.join([other, *DTYPES])}, got {precision!r}")
@@ -79,7 +85,8 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
     runtime = values.get("runtime", "transformers")
     if runtime not in RUNTIME_CHOICES:
         raise InvalidRequest(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {runtime!r}")
-    settings, prompt = settings_of(values), check_prompt(values.get("prompt"))
+    settings = settings_of(values)
+    prompt = check_prompt(values.get("prompt"))
     return Request(
         pair=preset.label,
         prompt=prompt,

@@ -147,7 +147,8 @@ class ModelShelf:
             raise InvalidRequest(self.pinned)
         if self.added_pairs != "on":
             raise InvalidRequest(self.added_pairs)
-        target, draft = str(target or "").strip(), str(draft or "").strip()
+        target = str(target or "").strip()
+        draft = str(draft or "").strip()
         if not target or not draft:
             raise InvalidRequest("name both a target and a draft (an offline preset, a model folder or a Hub id)")
         preset = PairPreset(f"{target} ← {draft}", target, draft)
@@ -191,7 +192,8 @@ class ModelShelf:
         dies with it, so heads loaded before launch are the only ones a race does not read again. One line each: what
         loaded, or why it could not (the race will say so too)."""
 
-        pair, lines = self._loaded, []
+        pair = self._loaded
+        lines = []
         brought = dict(pair.preset.options) if pair else {}
         for k in kinds(menu_only=True):
             options = k.parse(brought)
@@ -248,7 +250,8 @@ class ModelShelf:
             other = self._beside.current() if self._beside is not None else None
             if other is not None and other.preset != preset:  # the pair beside it was for the pair it replaced
                 self._beside._loaded = None
-            target, draft = self._loaded.target, self._loaded.draft
+            target = self._loaded.target
+            draft = self._loaded.draft
             precision = self._loaded.precision_words()
             line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
             report(line)
@@ -310,7 +313,8 @@ class ModelShelf:
         """The pair in transformers at the precisions asked (auto: measured from the configs, before anything is
         freed); what can fail before weights are read fails while the pair in use is still loaded, so a pair that
         cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload."""
-        asked, choice = dtype, chosen.precision
+        asked = dtype
+        choice = chosen.precision
         same_draft = held and held.draft_dtype == (draft_dtype or (held.dtype if asked == AUTO else dtype))
         if held and held.preset == preset and held.asked == asked and same_draft and held.target.runtime != LLAMA_CPP:
             return False

@@ -41,7 +41,8 @@ class UnderLoad:
     ) -> Iterator[ConcurrencyView]:
         """Plain decoding and each lane with every level's requests decoded together (traffic/runner.py, its levels
         mode), in one device call; a view after everything the sweep does, the last one final with its record."""
-        levels, rounds = plan.check_levels(levels), plan.check_rounds(rounds)
+        levels = plan.check_levels(levels)
+        rounds = plan.check_rounds(rounds)
         asked, chosen = self._entrants(values, prompts, lanes, best, session)
         view, runs = plan_levels(levels, chosen, asked.settings.greedy)
         began = time.perf_counter()
@@ -74,7 +75,9 @@ class UnderLoad:
         and by each lane with at most `max_rows` decoding together (traffic/runner.py, its rates mode), in one device
         call; a view after everything it does, the last one final: the simulator checked at each rate, vLLM's table,
         the record. Everything asked is checked before any model loads."""
-        schedule_rates, slo, rounds = plan.check_rates(rates), plan.check_slo(*slo), plan.check_rounds(rounds)
+        schedule_rates = plan.check_rates(rates)
+        slo = plan.check_slo(*slo)
+        rounds = plan.check_rounds(rounds)
         requests = plan.check_count(_whole(requests), "the number of requests", plan.MAX_REQUESTS)
         max_rows = plan.check_count(_whole(max_rows), "the most requests decoding at once", plan.MAX_ROWS)
         _check_arrivals_span(requests, min(schedule_rates))

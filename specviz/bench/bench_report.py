@@ -35,7 +35,8 @@ def cell_table(rows) -> str:
     for (kind, t, method, gamma), rs in groups(rows, "kind", "temperature", "name", "gamma").items():
         same = [r.same_as_plain for r in rs if r.same_as_plain is not None]
         low, high = spread(rs)
-        speedup, tau = mean(r.speedup for r in rs), mean(r.tau for r in rs)
+        speedup = mean(r.speedup for r in rs)
+        tau = mean(r.tau for r in rs)
         moved = f" {MOVED_MARK}" if speedup_forbidden(speedup, tau) else ""  # a figure to rerun, not to report
         lines.append(
             f"| {kind} | {t:g} | {method} | {'' if gamma is None else gamma} | {figure(mean(r.alpha for r in rs))} | "
@@ -106,7 +107,9 @@ def engine_table(rows) -> str:
         theirs = [r for r in rs if r.method == ASSISTED]
         constant = best_cell([r for r in theirs if r.gamma != "adaptive"])
         defaults = best_cell([r for r in theirs if r.gamma == "adaptive"])
-        top, mine, hybrid = best[ASSISTED], best.get(d.draft_model), best.get(d.hybrid)
+        top = best[ASSISTED]
+        mine = best.get(d.draft_model)
+        hybrid = best.get(d.hybrid)
         hybrid_rows = [r for r in rs if r.method == d.hybrid and hybrid and r.gamma == hybrid[0]]
         copied = mean(r.copied for r in hybrid_rows)
         lines.append(
@@ -193,7 +196,9 @@ def runs_in_order_table(rows) -> str:
 
 
 def markdown_report(rows, meta: BenchMeta) -> str:
-    in_order, positions, nearest = runs_in_order_table(rows), position_table(rows), nearest_table(rows)
+    in_order = runs_in_order_table(rows)
+    positions = position_table(rows)
+    nearest = nearest_table(rows)
     scoreboard = scoreboard_table(rows)
     title = (
         f"specviz bench: {meta.target}"

@@ -26,7 +26,8 @@ def relative_forward_costs(target: LoadedModel, prefix: list[int], ks: list[int]
     lm.extend(filler[:1])  # one untimed forward: first-call costs out of the way
     lm.truncate(base)
     ks = sorted({1, *ks})
-    ratios, order = {k: [] for k in ks}, random.Random(0)
+    ratios = {k: [] for k in ks}
+    order = random.Random(0)
     for _ in range(repeats):
         seconds = {}
         for k in order.sample(ks, len(ks)):  # one pass over every k, close in time, in a shuffled order

@@ -70,7 +70,8 @@ def transformers_run(target, prompt_ids, settings, method=None, gamma=None, draf
     if not settings.greedy:
         kwargs.update(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p)
     if method == "transformers assisted":
-        cfg, default = draft.model.generation_config, GenerationConfig()
+        cfg = draft.model.generation_config
+        default = GenerationConfig()
         cfg.num_assistant_tokens = gamma or default.num_assistant_tokens
         cfg.num_assistant_tokens_schedule = "constant" if gamma else default.num_assistant_tokens_schedule
         cfg.assistant_confidence_threshold = 0.0 if gamma else default.assistant_confidence_threshold

@@ -32,7 +32,8 @@ def nearest_table(rows) -> str:
     for method, *draft in dict.fromkeys((k[2], k[3], k[4]) for k in speed if k[-1] == ADAPTIVE):
         places = [k[:2] for k in speed if k[2:5] == (method, *draft) and k[-1] == ADAPTIVE]
         ran = {p: speed[(*p, method, *draft, ADAPTIVE)] for p in places}
-        overall, cells = _geo(ran.values()), []
+        overall = _geo(ran.values())
+        cells = []
         for engine in ENGINES:
             s = stand_in(engine, method, known.serving.get(method, Serving()))
             if s is None:  # the engine decodes plainly in its place
@@ -50,7 +51,8 @@ def nearest_table(rows) -> str:
             if not both:
                 cells.append(f"{label}: not measured")
                 continue
-            mine, nearest = _geo(ran[p] for p in both), _geo(them[p] for p in both)
+            mine = _geo(ran[p] for p in both)
+            nearest = _geo(them[p] for p in both)
             cells.append(f"{label}: {nearest:.2f}x ({nearest / mine:.2f})")
         name = method + (f" ({draft[0]} {draft[1]})" if draft[1] else "")
         lines.append(f"| {name} | {figure(overall, 'x')} | " + " | ".join(cells) + " |")

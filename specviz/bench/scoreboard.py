@@ -67,7 +67,8 @@ def lines(rows) -> list[Line]:
     for (kind, t), rs in groups(rows, "kind", "temperature").items():
         ours = [r for r in rs if r.library == "specviz" and drafter_of(r.method) not in tools]
         theirs = [r for r in rs if r.library == "transformers"]
-        plain, best = pick([r for r in ours if r.method == PLAIN]), pick([r for r in ours if r.method != PLAIN])
+        plain = pick([r for r in ours if r.method == PLAIN])
+        best = pick([r for r in ours if r.method != PLAIN])
         if plain is None or best is None:
             continue
         out.append(

@@ -73,7 +73,9 @@ class Bench:
     """The loaded models and the plan; runs one prompt's cells at a time."""
 
     def __init__(self, plan: Plan, args):
-        self.plan, self.args, self.hf = plan, args, not args.no_transformers
+        self.plan = plan
+        self.args = args
+        self.hf = not args.no_transformers
         self.pair = Pair(open_target(args.target, args.dtype, args.device))  # its drafts are self.drafts
         self.target = self.pair.target
         self.drafts = {}  # DraftModel -> it, loaded
@@ -149,7 +151,8 @@ class Bench:
     def measure_cells(self, prompt_kind: str, ids, settings: Settings, plain_ids, log) -> list[Measured]:
         """Every cell of one prompt at one temperature, each the median of `repeats` runs beside transformers'
         counterpart (two drafters with one counterpart share its runs)."""
-        measured, raced = [], {}
+        measured = []
+        raced = {}
         for cell in self.cells(settings, plain_ids):
             other = cell.kind.listing.counterpart if self.hf else None
             draft = self.drafts.get(cell.draft)
@@ -207,7 +210,8 @@ class Bench:
         rows = plain_rows(key, baseline, costs, settings.greedy)
         for m in measured:
             cell = self.cell_rows(key, m, baseline, costs, settings.greedy)
-            ours, theirs = cell[-1], cell[0] if len(cell) > 1 else None
+            ours = cell[-1]
+            theirs = cell[0] if len(cell) > 1 else None
             log(
                 f"  {ours.name} γ={m.cell.gamma}: {ours.speedup:.2f}x, c {_f(ours.c)}, efficiency {_f(ours.efficiency)}"
                 + (
@@ -233,7 +237,10 @@ class Bench:
 
     def cell_rows(self, key: RowKey, measured: Measured, baseline: Sides, costs, greedy: bool) -> list[BenchRow]:
         """A cell's row, after its transformers counterpart's where one was raced."""
-        cell, run, theirs, plain = measured.cell, measured.best.ours, measured.best.theirs, baseline.ours
+        cell = measured.cell
+        run = measured.best.ours
+        theirs = measured.best.theirs
+        plain = baseline.ours
         events = run.events
         forward_1 = plain.decode_s / len(plain.ids)  # V(1): the plain run's own time per token
         drafted = sum(len(e.proposed) for e in events)
@@ -292,7 +299,8 @@ class Bench:
 def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[BenchRow]:
     """Plain decoding's row, and transformers' plain row where it ran: an independent reference, whose greedy
     generate must write what specviz's plain decoding wrote."""
-    plain, hf_plain = baseline.ours, baseline.theirs
+    plain = baseline.ours
+    hf_plain = baseline.theirs
     rows = [
         BenchRow(
             **asdict(key),

@@ -196,7 +196,8 @@ def cmd_generate(args) -> int:
     target = production_name(args.target)
     production = None
     if chosen:  # the drafter as the serving engines run it, from what its kind declares
-        chat, same = not args.no_chat, pair.same_vocab()
+        chat = not args.no_chat
+        same = pair.same_vocab()
         production = handoff(
             Ran(drafter_name, settings, options, target, draft, args.prompt, chat, same, serving=chosen.serving)
         )
@@ -215,7 +216,8 @@ def cmd_generate(args) -> int:
 def _print_json(duel, production=None) -> None:
     """The run as one JSON object on stdout: text, ids, steps, metrics (and the diagnosis, with plain decoding)."""
 
-    events, found = duel.spec_events, diagnose(duel.plain_events, duel.spec_events) if duel.plain_events else None
+    events = duel.spec_events
+    found = diagnose(duel.plain_events, duel.spec_events) if duel.plain_events else None
     result = {
         "text": duel.pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True),
         "token_ids": duel.spec_ids(),
@@ -244,10 +246,12 @@ def _print_summary(duel, shown: str) -> None:
     """The rest of the streamed text, then on stderr the run's metrics, α by draft position and (with plain
     decoding run too) why the speedup came out as it did."""
 
-    events, settings = duel.spec_events, duel.settings
+    events = duel.spec_events
+    settings = duel.settings
     text = duel.pair.target.tokenizer.decode(duel.spec_ids(), skip_special_tokens=True)
     sys.stdout.write(text[len(shown) :] + "\n")
-    metrics, finish = summarize(events), events[-1].finish if events else None
+    metrics = summarize(events)
+    finish = events[-1].finish if events else None
     alpha = "-" if metrics.acceptance_rate is None else f"{metrics.acceptance_rate:.2f}"
     print(
         f"[{duel.drafter}{', LOSSY typical acceptance' if settings.lossy else ''}] {metrics.new_tokens} tokens, "

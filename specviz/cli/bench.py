@@ -168,7 +168,8 @@ def cmd_bench(args) -> int:
     if args.cluster:  # without Ray: one line, before any model loads
         shards, cluster = on_cluster(args, plan)
     else:
-        run, cluster = bench_runner(args, plan), ""
+        run = bench_runner(args, plan)
+        cluster = ""
         shards = [run(i, say) for i in range(len(plan.shards()))]
     rows = [row for shard in shards for row in shard.rows]
     if not rows:

@@ -243,7 +243,8 @@ def exact_wanted(args, choice=None) -> bool:
 def run_models(args, pair):
     """The run's models as the flags named them (`pair`, the loaded runs.Pair, for its device and precision)."""
 
-    target, with_draft = pair.target, pair.draft is not None
+    target = pair.target
+    with_draft = pair.draft is not None
     llama = target.runtime == LLAMA_CPP
     return RunModels(
         target=args.target,

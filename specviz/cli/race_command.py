@@ -140,7 +140,8 @@ def _race(args, base, entrants, others: list[str]):
             if lane.runs and lane.events and lane is not own:
                 on_target = on[lane.runtime].target if lane.runtime in on else target
                 lane.divergence = parted(on_target, prompt_ids, own.tokens, lane.tokens, base, view.text_of)
-    view.finished, view.wall_s = True, time.perf_counter() - began
+    view.finished = True
+    view.wall_s = time.perf_counter() - began
     board.draw(final=True)
     return view, pair, prompt_ids, run_models(args, pair), curves
 
@@ -150,7 +151,10 @@ class Board:
     written once, when the race ends."""
 
     def __init__(self, view, out):
-        self.view, self.out, self.drawn, self.shown = view, out, 0, 0.0
+        self.view = view
+        self.out = out
+        self.drawn = 0
+        self.shown = 0.0
         self.live = out.isatty()
 
     def draw(self, final: bool = False) -> None:

@@ -113,8 +113,10 @@ def add_traffic_command(sub) -> None:
 
 
 def cmd_concurrency(args: argparse.Namespace) -> int:
-    levels, rounds = check_levels(args.levels), check_rounds(args.rounds)  # all that is cheap, before a model loads
-    texts, base = _prompts(args), settings_from(args, NO_DRAFTER)
+    levels = check_levels(args.levels)  # all that is cheap, before a model loads
+    rounds = check_rounds(args.rounds)
+    texts = _prompts(args)
+    base = settings_from(args, NO_DRAFTER)
     # a batch's drafter drafts chains: no preferred tree
     chosen = chosen_lanes(args, base, preferred_trees=False, tables=read_tables(args.table))
     view, lanes = plan_levels(levels, chosen, base.greedy)
@@ -137,11 +139,13 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     if not args.target:
         raise InvalidRequest("--target is required (or --replay FILE, a recorded run, to judge it again)")
     # Everything cheap first, before a model loads.
-    slo, rounds = check_slo(*asked_slo(args, DEFAULT_SLO)), check_rounds(args.rounds)
+    slo = check_slo(*asked_slo(args, DEFAULT_SLO))
+    rounds = check_rounds(args.rounds)
     max_rows = check_count(args.max_rows, "--max-rows", MAX_ROWS)
     simulate = 0 if str(args.simulate).strip() == "0" else check_count(args.simulate, "--simulate", MAX_REQUESTS)
     schedules = _schedules(args)
-    texts, base = _prompts(args), settings_from(args, NO_DRAFTER)
+    texts = _prompts(args)
+    base = settings_from(args, NO_DRAFTER)
     chosen = chosen_lanes(args, base, preferred_trees=False, tables=read_tables(args.table))
     view, lanes = plan_rates(tuple(schedules), chosen, slo, rounds)
     points = rate_points(schedules, max_rows)
@@ -153,7 +157,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     models = run_models(args, pair)
     view.advice = vllm_advice(view, models.draft)
     if args.trace:
-        wall, lengths = time.perf_counter() - began, [len(p) for p in prompts]
+        wall = time.perf_counter() - began
+        lengths = [len(p) for p in prompts]
         TrafficRecord.of(view, texts, lengths, max_rows, base, models, wall, _made_with("traffic")).save(args.trace)
     return traffic_report(view, texts, args.json)
 
@@ -177,7 +182,9 @@ def _serve(args, base, lanes, points, mode: str, rounds: int, view, texts: list[
     something new (a run under way every PROGRESS_EVERY_S); returns the pair, the prompts' ids and when it began."""
     pair = open_models(args, bool(args.draft))
     prompts = [encode_prompt(pair.target, t, chat=not args.no_chat) for t in texts]
-    began, said, progress_at = time.perf_counter(), "", 0.0
+    began = time.perf_counter()
+    said = ""
+    progress_at = 0.0
     with torch.inference_mode():
         for news in run(pair, prompts, base, list(lanes), points, MODES[mode], rounds):
             view.hear(news)
@@ -185,7 +192,8 @@ def _serve(args, base, lanes, points, mode: str, rounds: int, view, texts: list[
             if news.kind == "progress" and now - progress_at < PROGRESS_EVERY_S:
                 continue
             if view.message != said:
-                said, progress_at = view.message, now
+                said = view.message
+                progress_at = now
                 print(f"[{now:6.0f} s] {said}", file=sys.stderr, flush=True)
     return pair, prompts, began
 

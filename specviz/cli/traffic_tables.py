@@ -121,7 +121,8 @@ def production_lines(view: TrafficView, advice) -> str:
 
 def projection_words(view: TrafficView, lane: str) -> str:
     found = view.projection[lane]
-    cap, where = capacity(found), stops_paying(found, view.projection.get(PLAIN, []))
+    cap = capacity(found)
+    where = stops_paying(found, view.projection.get(PLAIN, []))
     rates = f"{found[0].rate:.3g}..{found[-1].rate:.3g} requests/s"
     said = f"simulated, {found[0].requests} requests at {len(found)} rates ({rates}, {view.projection_s:.1f} s): "
     said += "meets the SLO at none" if cap is None else f"capacity {cap:.3g} requests/s"

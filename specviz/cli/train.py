@@ -360,7 +360,8 @@ def cmd_train_dflash(args) -> int:
     quiet_transformers()
 
     base = open_target(args.base, args.dtype, args.device)
-    config, rows = base.model.config, base.model.get_input_embeddings().weight.shape[0]
+    config = base.model.config
+    rows = base.model.get_input_embeddings().weight.shape[0]
     mask = spare_row(base.tokenizer, rows)
     if mask is None:
         raise InvalidRequest(f"{args.base} has no spare embedding row for a mask token ({rows} rows, all ids used)")

@@ -130,7 +130,8 @@ def _run(view, views) -> None:
     """The workload (`views()`: its view as it fills, here or on a cluster), a line on stderr per finished run with
     what is left; Ctrl+C ends it with the runs that finished kept (the report is still written)."""
 
-    said, began = set(), time.perf_counter()
+    said = set()
+    began = time.perf_counter()
     try:
         with torch.inference_mode():
             for _ in views():
@@ -139,7 +140,9 @@ def _run(view, views) -> None:
                         said.add((i, side))
                         print(_line(view, i, side, cell), file=sys.stderr)
     except KeyboardInterrupt:
-        view.running, view.finished, view.stopped = None, True, True
+        view.running = None
+        view.finished = True
+        view.stopped = True
         view.wall_s = time.perf_counter() - began
         print("stopped: the report holds the runs that finished", file=sys.stderr)
 

@@ -34,8 +34,12 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 class CrossTokenizerDrafter(BaseDrafter):
     def __init__(self, draft: LoadedModel, target: LoadedModel, settings: Settings, generator: torch.Generator):
-        self.draft, self.target, self.settings, self.generator = draft, target, settings, generator
-        self.width, self.readable = draft.vocab_size, draft.readable
+        self.draft = draft
+        self.target = target
+        self.settings = settings
+        self.generator = generator
+        self.width = draft.vocab_size
+        self.readable = draft.readable
         self.target_rows = min(target.vocab_size, target.readable)  # ids the target can be fed and can produce
         # Ids a tokenizer knows past its model's rows (added tokens, trimmed embeddings) are never drafted.
         pairs = [(d, t) for d, t in zip(*shared_tokens(target, draft)) if d < self.width and t < self.target_rows]
@@ -53,7 +57,8 @@ class CrossTokenizerDrafter(BaseDrafter):
         self.cached: list[int] = []  # the draft ids whose keys and values the draft's cache holds, in order
 
     def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
-        self.prompt_len, self.prompt_text = len(prompt_ids), self.target.tokenizer.decode(prompt_ids)
+        self.prompt_len = len(prompt_ids)
+        self.prompt_text = self.target.tokenizer.decode(prompt_ids)
         room = len(self.draft.tokenizer.encode(self.prompt_text, add_special_tokens=False))
         self.lm = open_lm(self.draft.model, room + 4 * self.settings.max_new_tokens + MAX_GAMMA + 64)
         self.cached = []
@@ -73,7 +78,8 @@ class CrossTokenizerDrafter(BaseDrafter):
         need = len(self.cached) + len(feed)
         if need > getattr(self.lm, "capacity", need):  # the draft splits the text finer than planned: a larger
             self.lm = open_lm(self.draft.model, 2 * need)  # cache, refilled with what the old one held
-            feed, self.cached = self.cached + feed, []
+            feed = self.cached + feed
+            self.cached = []
         logits = self.lm.extend(torch.tensor(feed, device=self.draft.device), last_only=True)[:, : self.width]
         self.cached += feed
         return logits
@@ -101,7 +107,8 @@ class CrossTokenizerDrafter(BaseDrafter):
             ]  # past an id the target cannot read nothing could be accepted: the target never writes it
             spelled = tuple(self.draft.tokenizer.decode([t]) for t in own)
             return Proposal((tuple(chain),), forwards=gamma, source=Provenance(spelled=spelled)) if chain else None
-        own, q = [], []
+        own = []
+        q = []
         for _ in range(gamma):
             probs = probabilities(self._next(feed).masked_fill(~self.shared, float("-inf")), self.settings)
             x = choose(probs, self.settings, self.generator)

@@ -21,7 +21,9 @@ class BatchedDraftModel:
     profile = DrafterProfile()  # γ is the batch's: rows do not stop early on their own
 
     def __init__(self, model: torch.nn.Module, settings: Settings, generators: list, vocab_size: int):
-        self.model, self.settings, self.vocab_size = model, settings, vocab_size
+        self.model = model
+        self.settings = settings
+        self.vocab_size = vocab_size
         self.by_row = list(generators)  # row r's generator, from when it starts
         self.generators: list = []  # the rows decoding now, in the batch's order
         self.lm: BatchedLM | None = None
@@ -54,7 +56,8 @@ class BatchedDraftModel:
 
     @torch.inference_mode()
     def propose(self, tokens: list[list[int]], gammas: list[int]) -> list[Proposal | None]:
-        self.caught, self.drafted = [0] * len(tokens), [0] * len(tokens)
+        self.caught = [0] * len(tokens)
+        self.drafted = [0] * len(tokens)
         if max(gammas, default=0) == 0:  # a plain step: nothing read, nothing fed
             return [None] * len(tokens)
         lm = self.lm
@@ -69,7 +72,9 @@ class BatchedDraftModel:
             new = tokens[i][lm.lengths[j] :] if gammas[i] > 0 else []
             self.caught[i] = len(new) if gammas[i] > 0 else 0
             feeds.append(Feed.chain(new))
-        drafts, dists, forwards = [[] for _ in tokens], [[] for _ in tokens], 0
+        drafts = [[] for _ in tokens]
+        dists = [[] for _ in tokens]
+        forwards = 0
         for depth in range(max(gammas)):
             logits = lm.extend(feeds)
             forwards += 1
@@ -89,7 +94,8 @@ class BatchedDraftModel:
     def observe(self, verdicts: list[Verdict | None], staying: list[int]) -> None:
         """Each drafting row keeps what it caught up on and its drafts that held and were fed (the last draft never
         was); rows that finished leave the draft's cache too."""
-        order, stays = self._order(), set(staying)
+        order = self._order()
+        stays = set(staying)
         if order and (any(self.drafted) or not stays.issuperset(order)):
             held = [
                 self.caught[i] + (0 if verdicts[i] is None else max(0, min(verdicts[i].accepted, self.drafted[i] - 1)))

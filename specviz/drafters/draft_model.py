@@ -38,8 +38,13 @@ class DraftModelDrafter(BaseDrafter):
         nodes: int = 12,
         window: int = 0,
     ):
-        self.model, self.settings, self.generator, self.vocab_size = model, settings, generator, vocab_size
-        self.shape, self.nodes, self.window = shape, nodes, window
+        self.model = model
+        self.settings = settings
+        self.generator = generator
+        self.vocab_size = vocab_size
+        self.shape = shape
+        self.nodes = nodes
+        self.window = window
         self.readable = readable_ids(model)  # ids the draft can be fed
         curve = measured_curve(model)
         if curve:  # a drafted token costs the draft one forward: adaptive γ prices it so from the first step
@@ -76,7 +81,9 @@ class DraftModelDrafter(BaseDrafter):
         feed = torch.tensor(new)
         if self.shape == "tree" and gamma > 1:
             return self._tree(feed, gamma)
-        drafted, dists, confidence = [], [], []
+        drafted = []
+        dists = []
+        confidence = []
         for _ in range(gamma):
             probs = probabilities(fit_vocab(self.lm.extend(feed, last_only=True), self.vocab_size), self.settings)
             feed = choose(probs, self.settings, self.generator)
@@ -119,7 +126,8 @@ class DraftModelDrafter(BaseDrafter):
         values, ids = ranked(self.lm.extend(feed, last_only=True))
         nodes = grow((values[0], ids[0]), expand, gamma, WIDTH, self.nodes, self.keep_drafting)
         self.lm.truncate(committed)
-        self._count, depth = 0, max(n.depth for n in nodes)
+        self._count = 0
+        depth = max(n.depth for n in nodes)
         confidence = None
         paths, leaves = paths_that_pay(nodes, self.nodes, self.tree_size, depth)  # adaptive: perhaps none pay
         if not paths:

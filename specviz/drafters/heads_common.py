@@ -148,12 +148,14 @@ def check_weights(
     """Refuse in one line weights whose names or shapes are not the module's: `mismatch` begins the names' line
     ("EAGLE weights (eagle3) do not fit"), `weight` names one tensor ("EAGLE weight"), `owner` is who needs the
     shape ("target 'x'"), `detail` what follows it."""
-    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    missing = sorted(set(expected) - set(state))
+    extra = sorted(set(state) - set(expected))
     if missing or extra:
         raise error(f"{mismatch}: missing {missing[:3]}, unexpected {extra[:3]}")
     for key, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            shape, needed = tuple(tensor.shape), tuple(expected[key].shape)
+            shape = tuple(tensor.shape)
+            needed = tuple(expected[key].shape)
             raise error(f"{weight} {key} has shape {shape}; {owner} needs {needed}{detail}")
 
 

@@ -21,7 +21,8 @@ class HistoryDrafter(BaseDrafter):
     profile = DrafterProfile(copies=True)
 
     def __init__(self, m: int = 4, choice: str = "recent", seed: int = 0):
-        self.m, self.choice = m, choice
+        self.m = m
+        self.choice = choice
         self.rng = random.Random(seed)
         self.start([])
 

@@ -58,14 +58,17 @@ class Average:
 
 class HybridDrafter(BaseDrafter):
     def __init__(self, lookup: SuffixDrafter, model, origin: str = MODEL, branch: bool = False):
-        self.lookup, self.model, self.origin = lookup, model, origin  # origin: the model's name on screen
+        self.lookup = lookup  # origin: the model's name on screen
+        self.model = model
+        self.origin = origin
         self.branch = branch  # the copy rides along as a branch of the model's tree
         # the model's draft length is decided while drafting, and an EAGLE head reads the target's hidden states
         self.profile = DrafterProfile(hidden_layers=model.profile.hidden_layers, stops_early=model.profile.stops_early)
         self.tokens = {MODEL: Average(3.0), **{b: Average(1 + BUCKETS[b] / 2) for b in range(len(BUCKETS))}}
         self.seconds = {MODEL: Average(), "lookup": Average()}
         self.chosen = None  # MODEL or the lookup's bucket, for the step in flight
-        self.judges, self.with_model = None, True  # start() decides whether the model side drafts this run
+        self.judges = None  # start() decides whether the model side drafts this run
+        self.with_model = True
         self.began = 0.0
 
     def max_nodes(self, gamma: int) -> int:
@@ -73,7 +76,8 @@ class HybridDrafter(BaseDrafter):
 
     def rate(self, side) -> float:
         """Expected tokens per second of a step drafted by `side` (MODEL, or the lookup's match bucket)."""
-        model, lookup = self.seconds[MODEL].value, self.seconds["lookup"].value
+        model = self.seconds[MODEL].value
+        lookup = self.seconds["lookup"].value
         if side == MODEL:
             seconds = model if model is not None else MODEL_COST * (1.0 if lookup is None else lookup)
         else:

@@ -18,7 +18,9 @@ from .options import Options, option
 
 class OracleDrafter(BaseDrafter):
     def __init__(self, reference: list[int], alpha: float, vocab_size: int, seed: int = 0):
-        self.reference, self.alpha, self.vocab_size = list(reference), alpha, vocab_size
+        self.reference = list(reference)
+        self.alpha = alpha
+        self.vocab_size = vocab_size
         self.rng = random.Random(seed)
         self.prompt_len = 0
 

@@ -24,7 +24,9 @@ class SuffixDrafter(BaseDrafter):
     def __init__(
         self, depth_per_token: float = 4, nodes: int = 16, runs: int = 16, memory: RunMemory | None = None, eos_ids=()
     ):
-        self.depth_per_token, self.nodes, self.runs = depth_per_token, nodes, runs
+        self.depth_per_token = depth_per_token
+        self.nodes = nodes
+        self.runs = runs
         self.memory = RunMemory(max_runs=0) if memory is None else memory  # private: this run alone
         self.eos_ids = frozenset(eos_ids)
         self.run = None
@@ -35,7 +37,8 @@ class SuffixDrafter(BaseDrafter):
         return self.nodes
 
     def start(self, prompt_ids: list[int], target=None, judges=None) -> None:
-        self.run, self.last = self.memory.begin(prompt_ids), ()
+        self.run = self.memory.begin(prompt_ids)
+        self.last = ()
 
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:
         if self.run is None:

@@ -80,7 +80,8 @@ class Occurrence:
 def longest_match(own: Document, others: Sequence[Document] = (), shortest: int = 1) -> list[Occurrence]:
     """Every occurrence, earlier in `own` or anywhere in `others`, of the longest match of the end of own's text, if
     that match is at least `shortest` tokens long; else none."""
-    text, documents = own.tokens, [*others, own]
+    text = own.tokens
+    documents = [*others, own]
     key_length = next(
         (n for n in range(min(KEY_LENGTH, len(text)), 0, -1) if any(tuple(text[-n:]) in d.ends for d in documents)), 0
     )
@@ -100,12 +101,15 @@ def longest_match(own: Document, others: Sequence[Document] = (), shortest: int 
 def agreement(tokens: list[int], end: int, text: list[int], known: int) -> int:
     """How many tokens before `end` in `tokens` equal the end of `text` (at most MATCH_CAP), given `known` of them do.
     Compares whole slices, doubling the stretch, then halving it at the first mismatch."""
-    limit, size = min(MATCH_CAP, end, len(text)), len(text)
-    good, step = known, known
+    limit = min(MATCH_CAP, end, len(text))
+    size = len(text)
+    good = known
+    step = known
     while good < limit:
         trial = min(limit, good + step)
         if tokens[end - trial : end - good] == text[size - trial : size - good]:
-            good, step = trial, step * 2
+            good = trial
+            step = step * 2
             continue
         low, high = good, trial - 1  # they agree over `low`; the answer is in low..high
         while low < high:
@@ -178,7 +182,8 @@ def frequent_tree(
 
 
 def _leaves(root: _Node) -> list[_Node]:
-    leaves, stack = [], list(reversed(root.chosen))
+    leaves = []
+    stack = list(reversed(root.chosen))
     while stack:
         node = stack.pop()
         if node.chosen:
@@ -193,7 +198,8 @@ class RunMemory:
     earlier runs are kept (the oldest evicted first), beside the run in progress, which is indexed as it grows."""
 
     def __init__(self, max_runs: int = 16, max_tokens: int | None = None):
-        self.max_runs, self.max_tokens = max_runs, max_tokens
+        self.max_runs = max_runs
+        self.max_tokens = max_tokens
         self.runs: deque[Document] = deque()
         self.begun = 0
 
@@ -206,13 +212,15 @@ class RunMemory:
         """The same earlier runs for a run that must not change this memory: a run only ever adds a document of its
         own and drops the oldest from its copy's list, so the documents themselves are shared, not copied."""
         twin = RunMemory(self.max_runs, self.max_tokens)
-        twin.runs, twin.begun = deque(self.runs), self.begun
+        twin.runs = deque(self.runs)
+        twin.begun = self.begun
         return twin
 
     def remember(self, prompt_ids: Sequence[int], output: Sequence[int]) -> None:
         """A finished run joins the memory; the oldest runs go while the memory holds more than max_tokens (the
         newest run always stays, cut to its last max_tokens tokens if it alone is longer)."""
-        prompt, output = list(prompt_ids), list(output)
+        prompt = list(prompt_ids)
+        output = list(output)
         cut = 0 if self.max_tokens is None else max(0, len(prompt) + len(output) - self.max_tokens)
         self.begin(prompt[cut:]).extend(output[max(0, cut - len(prompt)) :])
         while self.max_tokens is not None and len(self.runs) > 1 and self.tokens > self.max_tokens:

@@ -139,10 +139,12 @@ class GammaController:
         best = max(range(1, self.max_gamma + 1), key=self.rate)
         gap = self.probe_gap or self.probe_after
         if self.rate(best) > self.rate(0):
-            self.plain_run, self.probe_gap = 0, self.probe_after  # drafting pays: probes, when due, come as first
+            self.plain_run = 0  # drafting pays: probes, when due, come as first
+            self.probe_gap = self.probe_after
             return self.max_gamma if self.stops_early else best
         if self.plain_run >= gap and self.could_pay():  # a probe; the next waits twice as long unless this one pays
-            self.plain_run, self.probe_gap = 0, min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)
+            self.plain_run = 0
+            self.probe_gap = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)
             if self.curve is not None:  # priced by a measured curve: the shortest probe, whoever sizes the draft
                 return self.probe_gamma(best)
             return self.max_gamma if self.stops_early else best
@@ -186,7 +188,9 @@ class GammaController:
         """The row's step as observe takes it: the depth its longest candidate reached (γ on a plain step), the
         forward's width, what held, and the draft's own probabilities where they decided its length."""
         (row,) = step.checked
-        proposal, tree, verdict = row.proposal, row.tree, row.verdict
+        proposal = row.proposal
+        tree = row.tree
+        verdict = row.verdict
         self.observe(
             gamma=max(map(len, proposal.candidates)) if proposal else step.gamma,
             forward_tokens=1 + len(tree.tokens),
@@ -207,12 +211,14 @@ class GammaController:
         n = len(confidences)
         if n >= self.max_gamma:
             return False
-        held, tokens = 1.0, 1.0
+        held = 1.0
+        tokens = 1.0
         for confidence in confidences:
             held *= self.calibration.chance(confidence)
             tokens += held
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
-        now, a = tokens / (n * d + self.verify_cost(1 + n)), self.calibration.chance(confidences[-1])
+        now = tokens / (n * d + self.verify_cost(1 + n))
+        a = self.calibration.chance(confidences[-1])
         for m in range(n + 1, self.max_gamma + 1):
             held *= a
             tokens += held
@@ -226,7 +232,9 @@ class GammaController:
         the product of those probabilities calibrated, and n nodes yield 1 + Σc_i tokens for depth·d + V(1 + n). The
         n with the most tokens per second (0: the drafting was in vain and the target's own token is all it adds)."""
         d = 0.1 * self.verify_cost(1) if self.draft_per_token is None else self.draft_per_token
-        best, best_rate, tokens = 0, 1.0 / (depth * d + self.verify_cost(1)), 1.0
+        best = 0
+        best_rate = 1.0 / (depth * d + self.verify_cost(1))
+        tokens = 1.0
         for n, path in enumerate(paths, start=1):
             chance = 1.0
             for probability in path:
@@ -234,7 +242,8 @@ class GammaController:
             tokens += chance
             rate = tokens / (depth * d + self.verify_cost(1 + n))
             if rate > best_rate:
-                best, best_rate = n, rate
+                best = n
+                best_rate = rate
         return best
 
     def observe(

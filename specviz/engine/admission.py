@@ -60,7 +60,8 @@ class Admission:
             if stop is not None and stop.is_set():
                 return []
             self.sleep(min(WAIT_SLICE_S, self.arrivals[self.waiting[0]] - self.now()))
-        now, joining = self.now(), []
+        now = self.now()
+        joining = []
         while self.waiting and decoding + len(joining) < self.max_rows and self.arrivals[self.waiting[0]] <= now:
             joining.append(self.waiting.popleft())
         self.admitted.update(dict.fromkeys(joining, now))

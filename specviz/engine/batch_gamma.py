@@ -141,7 +141,8 @@ class ForwardCosts:
         if len(self.seconds) == 1:
             ((base, seconds),) = self.seconds.items()
             return seconds * (1 + PRIOR_SLOPE * (tokens - base) / max(1, rows))
-        capped, cheapest = {}, float("inf")
+        capped = {}
+        cheapest = float("inf")
         for width in sorted(self.seconds, reverse=True):  # widest first: each the cheapest of it and every wider
             cheapest = capped[width] = min(cheapest, self.seconds[width])
         return interpolate(capped, tokens, rising=True)
@@ -203,7 +204,8 @@ class BatchGamma:
         """Expected tokens per second of a step of `rows` where `drafting` (default: all of them) draft γ and the
         others decode plainly (γ = 0: a plain step); `perfect`: as if every draft held. The forward is packed: each
         row takes its own positions, so a row's γ costs its γ nodes, and the draft feeds only the rows drafting."""
-        batch, drafting = len(rows), rows if drafting is None else drafting
+        batch = len(rows)
+        drafting = rows if drafting is None else drafting
         if gamma == 0 or not drafting:
             return batch / self.verify_cost(batch)
         made = [self.made(row, gamma, perfect) for row in drafting]
@@ -213,7 +215,9 @@ class BatchGamma:
     def pricer(self, batch: int):
         """rate() of a step of `batch` rows as a function of γ, the rows drafting, Σ E_b over them and Σ of the shares
         of their reads the step pays (in tokens), what no choice of the step changes read once."""
-        read, joining, drafted = self.costs.read_cost(), self.joining(), {}
+        read = self.costs.read_cost()
+        joining = self.joining()
+        drafted = {}
 
         def price(gamma: int, drafting: int, made: float, shares: float) -> float:
             if drafting not in drafted:
@@ -236,8 +240,10 @@ class BatchGamma:
         are taken best first, by the tokens drafting adds to a row less what its reading costs the batch (its share
         of the read, in tokens a plain step of the batch writes in that time), and every count of them is priced
         (running sums over that order: a step's price in a handful of operations, so a simulator can afford it)."""
-        plain, price = self.rate(0, rows), self.pricer(len(rows))
-        found, read = (plain, 0, []), self.costs.read_cost()
+        plain = self.rate(0, rows)
+        price = self.pricer(len(rows))
+        found = (plain, 0, [])
+        read = self.costs.read_cost()
         for gamma in range(1, self.max_gamma + 1):
             made = {r: self.made(r, gamma, perfect) for r in rows}
             spent = {r: self.read_share(r, made[r]) for r in rows}
@@ -304,7 +310,8 @@ class BatchGamma:
         self.left = dict(zip(rows, left or [1] * len(rows)))
         going_on = self.seen.intersection(rows)  # none: the batch opens, and what it reads is its own backlog
         joined = sum(self.behind[r] for r in rows if r not in self.seen) if going_on else 0
-        self.flow, self.flow_steps = self.memory * self.flow + (1 - self.memory) * joined, self.flow_steps + 1
+        self.flow = self.memory * self.flow + (1 - self.memory) * joined
+        self.flow_steps = self.flow_steps + 1
         self.seen.update(rows)
         _, gamma, drafting = self.best(rows)
         gaps = self.costs.drafted.probe_gaps
@@ -320,7 +327,8 @@ class BatchGamma:
             cheapest = [r for r in rows if unread[r] == min(unread.values())]  # a probe drafts once: read little
             drafting = [cheapest[self.probes % len(cheapest)]]
             gamma = max(range(1, self.max_gamma + 1), key=lambda g: self.rate(g, rows, drafting))
-            self.plain_run, self.probes = 0, self.probes + 1
+            self.plain_run = 0
+            self.probes = self.probes + 1
             gaps[len(rows)] = min(2 * gap, LONGEST_PROBE_GAP * self.probe_after)  # unless drafting comes back
         else:
             self.plain_run += 1

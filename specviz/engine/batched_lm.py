@@ -50,7 +50,8 @@ class BatchedLM:
 
     def __init__(self, model: torch.nn.Module):
         require_custom_mask(model, TreeAttentionUnsupported, TREE_MASK)  # each row's own mask must be honoured
-        self.model, self.device = model, model.device
+        self.model = model
+        self.device = model.device
         self.kv: KVCache | None = None
         self.rows: list[int] = []
         self.lengths: list[int] = []  # committed entries per batch row, packed in this order from column 0
@@ -75,7 +76,8 @@ class BatchedLM:
         else:
             assert self.columns == self.width and not any(self.held), "rows join between steps"
             self.kv.append([lm.kv for lm in alone], lengths)
-        self.rows, self.lengths = self.rows + rows, self.lengths + lengths
+        self.rows = self.rows + rows
+        self.lengths = self.lengths + lengths
         self.columns = self.width
         self.held += [[] for _ in prompts]
 
@@ -97,13 +99,15 @@ class BatchedLM:
     def extend(self, feeds: list[Feed]) -> list[torch.Tensor]:
         """One forward of every batch row's feed (a feed may be empty), packed; each row's [m, V] logits."""
         assert len(feeds) == len(self.rows)
-        blocks, starts = [0, *accumulate(len(f.tokens) for f in feeds)], self.starts  # where each row's feed, run begin
+        blocks = [0, *accumulate(len(f.tokens) for f in feeds)]  # where each row's feed, run begin
+        starts = self.starts
         total = blocks[-1]
         ids = torch.tensor([t for f in feeds for t in f.tokens], dtype=torch.long)
         positions = torch.zeros(total, dtype=torch.long)
         sees = torch.zeros(total, self.columns + total, dtype=torch.bool)
         for i, (feed, at) in enumerate(zip(feeds, blocks)):
-            m, start = len(feed.tokens), self.row_length(i)
+            m = len(feed.tokens)
+            start = self.row_length(i)
             if not m:
                 continue
             positions[at : at + m] = start + torch.tensor(feed.depths)
@@ -135,7 +139,8 @@ class BatchedLM:
         only the batch rows `staying` (indexes into this batch, default all) go on. The cache is packed again, the
         staying rows' entries one after another: one gather per layer."""
         staying = list(range(len(self.rows))) if staying is None else staying
-        columns, starts = [], self.starts
+        columns = []
+        starts = self.starts
         for i in staying:
             mine = list(range(starts[i], starts[i] + self.lengths[i]))
             mine += self.held[i] if held is None else self.held[i][: held[i]]

@@ -155,7 +155,8 @@ class CachedLM:
     ) -> torch.Tensor:
         """Append n rows in one forward (a drafter growing its own tree); return their [n, V] logits. Row i holds
         ids[i] at positions[i] and sees cache entries [0, shared), the entries listed in ancestors[i] and itself."""
-        n, sees = len(ids), branch_sees(shared, self.length, ancestors)
+        n = len(ids)
+        sees = branch_sees(shared, self.length, ancestors)
         logits, hidden = self._masked_forward(
             torch.tensor([ids], device=self.device), torch.tensor([positions], device=self.device), sees
         )
@@ -183,7 +184,8 @@ class CachedLM:
         place, to committed, committed + 1, ...; then the tail is cropped (no cache copy)."""
         if nodes == list(range(len(nodes))):  # a chain's accepted prefix: plain rollback
             return self.truncate(committed + len(nodes))
-        n, source = len(nodes), committed + torch.tensor(nodes, dtype=torch.long, device=self.device)
+        n = len(nodes)
+        source = committed + torch.tensor(nodes, dtype=torch.long, device=self.device)
         self.kv.compact(committed, source)
         if self._hidden is not None:
             self._hidden[committed : committed + n] = self._hidden.index_select(0, source)

@@ -28,7 +28,8 @@ def try_fast_path(model: torch.nn.Module, name: str, widths=STEP_WIDTHS) -> str:
     piece that failed, the model already set to the fallback."""
     if not wants_static(model, PROBE + max(widths)):
         return ""
-    ids, compiling = torch.zeros(PROBE, dtype=torch.long), compile_allowed(model)
+    ids = torch.zeros(PROBE, dtype=torch.long)
+    compiling = compile_allowed(model)
     model.specviz_compile = False  # the static cache is tried on its own first
     try:
         lm = open_lm(model, PROBE + max(widths))  # a static cache: wants_static said so
@@ -64,7 +65,8 @@ def compile_fails(model: torch.nn.Module, lm) -> str:
         lm.length = PROBE
         model.specviz_compile = False
         eager = lm.extend(torch.arange(q, dtype=torch.long))
-        lm.length, model.specviz_compile = PROBE, True
+        lm.length = PROBE
+        model.specviz_compile = True
         try:
             fused = lm.extend(torch.arange(q, dtype=torch.long))
         except Exception as exc:  # any failure of the compiler (no C++ or Triton toolchain, a graph break it

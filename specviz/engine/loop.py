@@ -87,12 +87,12 @@ def generate_rows(
     admission: Admission | None = None,
     gamma_table: tuple = (),
 ) -> Iterator[tuple[int, StepEvent]]:
-    """Several prompts decoded together: every step is one target forward for all rows decoding, and each row
-    accepts, rolls back and finishes on its own; yield (row, its StepEvent) as each step ends. Row r draws from its
-    own generator (default: the settings' seed + r), so each row follows the target's law and, greedy, writes what it
-    writes alone. `costs`: the forward costs measured so far, which adaptive γ prices a step with; `admission`: when
-    each request joins (default: all at once); `gamma_table`: γ by batch size (vLLM's table) in place of adaptive's."""
-    clock, admission, n = make_clock(target.device), admission or Admission.together(len(prompts)), len(prompts)
+    """Several prompts decoded together, one target forward a step for all rows decoding: (row, its StepEvent) per
+    step. Row r draws from its own generator (default: seed + r), so it follows the target's law and, greedy, writes
+    what it writes alone. `costs` price adaptive γ; `admission`: when requests join; `gamma_table`: γ by batch size."""
+    n = len(prompts)
+    clock = make_clock(target.device)
+    admission = admission or Admission.together(n)
     generators = generators or [new_generator(target.device, settings.seed + r) for r in range(n)]
     lm, limits = _open_rows(target, prompts, settings, drafting)
     policy = gamma_policy(settings, drafting, n, costs, gamma_table, target.forward_curve)
@@ -195,7 +195,9 @@ def _check(logits, tree: TokenTree, proposal: Proposal | None, settings: Setting
 def _event(index: int, step: Checked, eos, room: int) -> StepEvent:
     """The step as everyone sees it: the shown candidate's tokens, how many held, and the target's own token; cut at
     the first accepted EOS, and marked as the last where it ends the run (EOS, or `room` tokens filled)."""
-    proposal, tree, verdict = step.proposal, step.tree, step.verdict
+    proposal = step.proposal
+    tree = step.tree
+    verdict = step.verdict
     proposed = tree.candidate(verdict.winner) if tree.paths else ()
     kind = "plain" if not proposed else "bonus" if verdict.accepted == len(proposed) else "correction"
     candidates = tree.candidates if len(tree.paths) > 1 else None

@@ -88,7 +88,9 @@ class StaticLM(CachedLM):
         free = free_slots(model).setdefault((capacity, self.hidden_layers), [])
         self._slot = free.pop() if free else _Slot(model, capacity)
         weakref.finalize(self, free.append, self._slot)  # back to the model's free slots once this one is gone
-        self.kv, self._graphs, self._columns = self._slot.kv, self._slot.graphs, self._slot.columns
+        self.kv = self._slot.kv
+        self._graphs = self._slot.graphs
+        self._columns = self._slot.columns
         self.graphs_on = graphs_allowed(self.device)
         self._hidden_mask = torch.finfo(model.dtype).min
 
@@ -135,7 +137,8 @@ class StaticLM(CachedLM):
     def _forward(self, ids, positions, mask, last_only: bool):
         """[q, V] logits (or [1, V]) and, with keep_hidden, [q, H * layers] kept hidden rows, eager or replayed."""
         self._reset_write_position()
-        q, key = ids.shape[-1], (ids.shape[-1], last_only)
+        q = ids.shape[-1]
+        key = (ids.shape[-1], last_only)
         if not self.graphs_on or q > LARGEST_GRAPH or not self.kv.is_allocated():
             return self._call(ids, positions, mask, last_only)
         if key not in self._graphs:

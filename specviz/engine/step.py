@@ -62,7 +62,8 @@ class Proposal:
 
     def first_held(self, tree: TokenTree, verdict: Verdict) -> int:
         """How many leading tokens of the first candidate the target kept (a chain: the accepted count)."""
-        kept, first = tree.candidate(verdict.winner)[: verdict.accepted], self.candidates[0]
+        kept = tree.candidate(verdict.winner)[: verdict.accepted]
+        first = self.candidates[0]
         return next((i for i, (a, b) in enumerate(zip(first, kept)) if a != b), min(len(first), len(kept)))
 
 

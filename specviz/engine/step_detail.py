@@ -47,7 +47,8 @@ def step_detail(
     def gather(dist: torch.Tensor, positions: list[int], row_of) -> list[list[float]]:
         flat_rows = [row_of(i) for i in positions for _ in ids[i]]
         flat_ids = [t for i in positions for t in ids[i]]
-        values, out = dist[flat_rows, flat_ids].tolist(), []
+        values = dist[flat_rows, flat_ids].tolist()
+        out = []
         for i in positions:
             out.append(values[: len(ids[i])])
             values = values[len(ids[i]) :]

@@ -101,9 +101,13 @@ class TokenTree:
 
 def build_tree(candidates) -> TokenTree:
     """The trie of candidate sequences. The labels need only be hashable: index paths give a reusable shape."""
-    tokens, parents, index, paths = [], [], {}, []
+    tokens = []
+    parents = []
+    index = {}
+    paths = []
     for candidate in candidates:
-        node, path = ROOT, []
+        node = ROOT
+        path = []
         for token in candidate:
             key = (node, token)
             if key not in index:

@@ -54,7 +54,9 @@ def chain(tokens) -> TokenTree:
 def verify_greedy(p: torch.Tensor, tree: TokenTree) -> Verdict:
     """Walk down while some child equals the target's argmax at its parent; the argmax where it stops follows."""
     best = p.argmax(dim=-1).tolist()
-    node, path, tried = ROOT, [], []  # tried: (node, its parent's row) in the order compared
+    node = ROOT  # tried: (node, its parent's row) in the order compared
+    path = []
+    tried = []
     while True:
         child = None
         for c in tree.children(node):
@@ -99,7 +101,8 @@ def verify_sampled(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, genera
     Together these make every output token distributed exactly as the target alone would sample it.
     """
     g = draft.shape[0]
-    p_x, q_x = p[torch.arange(g), draft], q[torch.arange(g), draft]
+    p_x = p[torch.arange(g), draft]
+    q_x = q[torch.arange(g), draft]
     r = torch.rand(g, generator=generator, device=p.device)
     accepted = accepted_prefix(passes(p_x, q_x, r))
     dist = p[g] if accepted == g else residual(p[accepted], q[accepted])
@@ -116,12 +119,15 @@ def verify_tree_sampled(p: torch.Tensor, tree: TokenTree, generator: torch.Gener
     3. when every child is rejected, the next token ~ p' (what is left); an accepted child becomes the node
     Every emitted token is then distributed exactly as the target's own sample at that position.
     """
-    node, path, trials = ROOT, [], []
+    node = ROOT
+    path = []
+    trials = []
     while True:
         dist = p[row_after(node)]
         for child in tree.children(node):
             x = tree.tokens[child]
-            u, px = float(torch.rand((), generator=generator, device=dist.device)), float(dist[x])
+            u = float(torch.rand((), generator=generator, device=dist.device))
+            px = float(dist[x])
             kept = passes(px, 1.0, u)  # q(x) = 1
             trials.append(Trial(tree.depths[child], x, px, 1.0, kept, u))
             if kept:

@@ -80,14 +80,17 @@ class Context:
         self.handle = lib.llama_init_from_model(model_handle, params)
         if not self.handle:
             raise MemoryError(f"llama.cpp could not make a context of {n_ctx} tokens")
-        self.n_ctx, self.vocab, self.lib = n_ctx, vocab, lib
+        self.n_ctx = n_ctx
+        self.vocab = vocab
+        self.lib = lib
         self.memory = lib.llama_get_memory(self.handle)
         self._batch = lib.llama_batch_init(MICRO_BATCH, 0, MAX_SEQUENCES)
 
     def forward(self, tokens, positions, sequences, outputs) -> np.ndarray:
         """Feed one batch: token i at positions[i] in the sequences `sequences[i]`; the logits of the rows where
         outputs[i] holds, in their order, as an [n_out, V] float32 array of its own. At most MICRO_BATCH tokens."""
-        batch, n = self._batch, len(tokens)
+        batch = self._batch
+        n = len(tokens)
         assert 0 < n <= MICRO_BATCH
         batch.n_tokens = n
         for i in range(n):

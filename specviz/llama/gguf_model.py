@@ -125,7 +125,8 @@ class GgufModel:
         self.handle = lib.llama_model_load_from_file(str(path).encode(), params)
         if not self.handle:
             raise ModelLoadError(f"llama.cpp could not load {path}: a damaged or unsupported GGUF file")
-        self.path, self.lib = path, lib
+        self.path = path
+        self.lib = lib
         self.vocab_handle = lib.llama_model_get_vocab(self.handle)
         self.vocab = lib.llama_vocab_n_tokens(self.vocab_handle)
         self.context_length = lib.llama_model_n_ctx_train(self.handle)
@@ -144,7 +145,8 @@ class GgufModel:
 
     def entry_bytes(self) -> int:
         """What one token keeps in a context's cache: keys and values of every layer, float16 (llama.cpp's own)."""
-        lib, m = self.lib, self.handle
+        lib = self.lib
+        m = self.handle
         head = lib.llama_model_n_embd(m) // max(1, lib.llama_model_n_head(m))
         return 2 * lib.llama_model_n_layer(m) * lib.llama_model_n_head_kv(m) * head * 2
 

@@ -28,7 +28,8 @@ class LlamaLM:
     last_hidden = None
 
     def __init__(self, model, capacity: int):
-        self.model, self.device = model, model.device
+        self.model = model
+        self.device = model.device
         self.ctx: Context = model.take_context(capacity)
         weakref.finalize(self, model.give_context, self.ctx)
         self.length = 0
@@ -56,7 +57,8 @@ class LlamaLM:
     def _after_root(self, ids: list[int]) -> tuple[list[int], torch.Tensor | None]:
         """`ids` starting with the root read with the prompt: the rest to feed, and the root's logits; else as
         given."""
-        root, self.root = self.root, None
+        root = self.root
+        self.root = None
         if root is None or not ids or ids[0] != root[0]:
             if root is not None:  # another token at the root's place: the cell read with the prompt goes
                 self.ctx.remove(MAIN, self.chain, -1)
@@ -111,7 +113,8 @@ class LlamaLM:
         assert not self.rows and not self.leaves
         ids, kept = self._after_root([root])
         self._check_room(1 + len(tree.tokens))
-        shape, base = tree.shape, self.length - (kept is not None)
+        shape = tree.shape
+        base = self.length - (kept is not None)
         leaves = [node for node in range(len(tree.tokens)) if not shape.children(node)]
         if len(leaves) > len(self._free):
             raise InvalidRequest(f"a tree of {len(leaves)} leaves needs more sequences than llama.cpp has")
@@ -127,7 +130,8 @@ class LlamaLM:
         if kept is not None:
             logits = torch.cat([kept, logits])
         self.leaves = [(sequences[leaf], tuple(shape.path_to(leaf))) for leaf in leaves]
-        self.chain, self.length = base + 1, base + 1 + len(tree.tokens)  # the root joined sequence 0
+        self.chain = base + 1  # the root joined sequence 0
+        self.length = base + 1 + len(tree.tokens)
         return logits
 
     def keep(self, committed: int, nodes: list[int]) -> None:
@@ -150,7 +154,8 @@ class LlamaLM:
         entries [0, shared), the entries listed in ancestors[i] and itself: a sequence of its own holds those."""
         assert shared <= self.chain and not self.leaves
         self._check_room(len(ids))
-        feed, cells = [], []
+        feed = []
+        cells = []
         for token, position, seen in zip(ids, positions, ancestors):
             sequence = self._take()
             self.ctx.share(MAIN, sequence, 0, shared)

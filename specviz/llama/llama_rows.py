@@ -23,7 +23,8 @@ class LlamaRows:
 
     def __init__(self, model, capacity: int = 0):
         """`capacity`: the entries every row together may hold at once (default BATCH_CONTEXT)."""
-        self.model, self.device = model, model.device
+        self.model = model
+        self.device = model.device
         self.ctx = model.take_context(capacity or BATCH_CONTEXT)
         weakref.finalize(self, model.give_context, self.ctx)
         self.rows: list[int] = []
@@ -57,7 +58,8 @@ class LlamaRows:
     def extend(self, feeds: list[Feed]) -> list[torch.Tensor]:
         """One forward of every batch row's feed (a feed may be empty); each row's [m, V] logits."""
         assert len(feeds) == len(self.rows)
-        batch, self._fed = [], []
+        batch = []
+        self._fed = []
         for i, feed in enumerate(feeds):
             start = self.row_length(i)
             if not feed.tokens:
@@ -78,7 +80,8 @@ class LlamaRows:
         if batch:
             tokens, positions, sequences = zip(*batch)
             logits = torch.from_numpy(self.ctx.forward(tokens, positions, sequences, [True] * len(batch)))
-        out, at = [], 0
+        out = []
+        at = 0
         for _, fed, _ in self._fed:
             out.append(logits[at : at + fed])
             at += fed

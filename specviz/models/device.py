@@ -177,7 +177,8 @@ def batch_bytes(model: torch.nn.Module, rows: int, context: int, widest: int) ->
 
 def check_batch_fits(model: torch.nn.Module, rows: int, context: int, widest: int, what: str) -> None:
     """Refuse, in one line and before anything is allocated, a batch the device has no room for."""
-    available, need = free_bytes(model.device), batch_bytes(model, rows, context, widest)
+    available = free_bytes(model.device)
+    need = batch_bytes(model, rows, context, widest)
     if available is None or need * HEADROOM <= available:
         return
     where = "GPU" if model.device.type == "cuda" and not zero_gpu() else "machine"

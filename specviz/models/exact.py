@@ -100,7 +100,8 @@ def _row_keys(mask: torch.Tensor | None, rows: int, keys: int) -> RowKeys:
         spans = tuple((0, n) for n in range(keys - rows + 1, keys + 1))
         return RowKeys(keys == rows, spans, (None,) * rows)
     sees = (mask if mask.dtype == torch.bool else mask == 0).cpu()
-    spans, extra = [], []
+    spans = []
+    extra = []
     for row in range(rows):
         columns = sees[row].nonzero().flatten()
         lo = int(columns[0]) if len(columns) else 0
@@ -126,7 +127,8 @@ def _plans(attention_mask: torch.Tensor | None, batch: int, rows: int, keys: int
 def _one_query(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling) -> torch.Tensor:
     """[1, heads, 1, dim] attention of one query row over [1, kv heads, n, dim] keys: the query heads that share a
     key head as rows of one call (ten times faster on a CPU than repeating the keys), the same for every row."""
-    heads, groups = query.shape[1], key.shape[1]
+    heads = query.shape[1]
+    groups = key.shape[1]
     grouped = query.reshape(1, groups, heads // groups, query.shape[-1])
     return F.scaled_dot_product_attention(grouped, key, value, scale=scaling).reshape(1, heads, 1, -1)
 
@@ -161,7 +163,8 @@ def _rows_of(plan: RowKeys, query: torch.Tensor, key: torch.Tensor, value: torch
 
 def row_by_row_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """Attention in which every query row of every batch row gets what a one-query call over its visible keys gives."""
-    batch, rows = query.shape[0], query.shape[2]
+    batch = query.shape[0]
+    rows = query.shape[2]
     plans = _plans(attention_mask, batch, rows, key.shape[2])
     outs = [_rows_of(plan, query[b : b + 1], key[b : b + 1], value[b : b + 1], scaling) for b, plan in enumerate(plans)]
     out = outs[0] if batch == 1 else torch.cat(outs, dim=0)
@@ -222,7 +225,8 @@ def _rows_held(layer: torch.nn.Module) -> int | None:
     x = torch.randn(max(PAST_IT), layer.in_features, generator=gen)
     with torch.inference_mode():
         if isinstance(layer, RowInt8Linear):  # row-exact by construction; the probe holds this CPU to it
-            one, several = layer.forward, layer.forward
+            one = layer.forward
+            several = layer.forward
         else:
             x = x.to(layer.weight.dtype)
             one = partial(rows_product, weight=layer.weight, bias=layer.bias, most=None)

@@ -59,7 +59,8 @@ class Shape:
 
     def linears(self) -> list[tuple[int, int, bool]]:
         """One decoder layer's Linear layers as (in, out, bias): q, k, v, o, gate, up, down."""
-        h, b = self.hidden, self.qkv_bias
+        h = self.hidden
+        b = self.qkv_bias
         return [
             (h, self.attention_out, b),
             (h, self.kv_out, b),
@@ -80,7 +81,8 @@ def device_name(device: torch.device) -> str:
     """The device as its costs depend on it: a GPU's name, or a CPU's model and the instructions that matter."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model, flags = "", set()
+    model = ""
+    flags = set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:  # the first processor's lines: its model name, then its flags

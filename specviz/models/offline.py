@@ -94,7 +94,8 @@ def _package_dir(module: str) -> Path | None:
 
 
 def locate_parts(preset: OfflinePreset) -> list[Path]:
-    paths, missing = [], []
+    paths = []
+    missing = []
     for (module, rel), pip_spec in zip(preset.parts, preset.pip_specs):
         folder = _package_dir(module)
         path = folder / rel if folder else None

@@ -48,7 +48,8 @@ class PathPlan:
 
 def plan(table: CostTable, path: str, draft_cost: float, alpha: float = PRIOR_ALPHA) -> PathPlan:
     """The best γ for the target in `path`, and what it promises."""
-    one, two = table.at(path, 1), table.at(path, 2)
+    one = table.at(path, 1)
+    two = table.at(path, 2)
     exact = path == "int8" or (path == "bfloat16" and two <= EXACT_COST * one)
     plain = two if path == "bfloat16" and exact else one  # exact bfloat16 pairs a token's row with a zero row
     speed, gamma = max((expected_tokens(alpha, g) / (g * draft_cost + table.at(path, g + 1)), g) for g in GAMMAS)
@@ -135,7 +136,8 @@ def for_pair(target_source: str, draft_source: str, where: torch.device, local_o
         return Shape.of(AutoConfig.from_pretrained(source, local_files_only=local_only))
 
     try:
-        shape, draft = shape_of(target_source), shape_of(draft_source) if draft_source else None
+        shape = shape_of(target_source)
+        draft = shape_of(draft_source) if draft_source else None
     except (AttributeError, OSError, ValueError) as exc:  # a config without the usual fields: today's default
         return PrecisionChoice("bfloat16", True, 4, f"bfloat16: the model's shape could not be read ({exc})")
     table = costs_for(shape, where, cache_root(), report)

@@ -39,7 +39,8 @@ class RowInt8Linear(torch.nn.Module):
 
     def __init__(self, linear: torch.nn.Module):
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
         self._packed = torch.ops.quantized.linear_prepack(_int8_rows(linear.weight), None)
         bias = getattr(linear, "bias", None)
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach().float(), requires_grad=False)
@@ -86,7 +87,7 @@ class SharedProduct:
 
     def __call__(self, x: torch.Tensor, columns: slice) -> torch.Tensor:
         if x is not self._input:
-            self._input, self._output = x, self.product(x)
+            self._input, self._output = x, self.product(x)  # the input and its product, cached together
         return self._output[..., columns]
 
     def __getstate__(self):  # what the last input gave is not worth keeping
@@ -98,8 +99,10 @@ class SharedColumns(torch.nn.Module):
 
     def __init__(self, shared: SharedProduct, start: int, linear: torch.nn.Linear):
         super().__init__()
-        self.shared, self.columns = shared, slice(start, start + linear.out_features)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.shared = shared
+        self.columns = slice(start, start + linear.out_features)
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
 
     def weight(self) -> torch.Tensor:
         return self.shared.product.weight().dequantize()[self.columns]
@@ -123,7 +126,8 @@ def int8_rows(model: torch.nn.Module, calibration_ids: list[int] | None = None) 
         for names in SIBLINGS:
             linears = [getattr(parent, n, None) for n in names]
             if all(type(m) is torch.nn.Linear for m in linears):
-                shared, start = SharedProduct(linears), 0
+                shared = SharedProduct(linears)
+                start = 0
                 for name, linear in zip(names, linears):
                     setattr(parent, name, SharedColumns(shared, start, linear))
                     start += linear.out_features

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from .kernel_costs import CostTable
 from .precision_choice import GAMMAS, PRIOR_ALPHA, PrecisionChoice, expected_tokens
 
-TRANSFORMERS, LLAMA_CPP, AUTO = "transformers", "llama.cpp", "auto"
+TRANSFORMERS = "transformers"
+LLAMA_CPP = "llama.cpp"
+AUTO = "auto"
 RUNTIMES = (TRANSFORMERS, LLAMA_CPP)
 CHECK_MARGIN = 0.15  # a prediction within this share of the measured tokens/s stands; further off, a guess
 

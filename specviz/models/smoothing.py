@@ -24,7 +24,8 @@ STRENGTH = 0.5  # how much of an outlier moves into the weights: s_j = max|x_j|^
 @torch.inference_mode()
 def input_maxima(model: torch.nn.Module, ids: list[int]) -> dict[str, torch.Tensor]:
     """The largest magnitude each input channel of each Linear layer takes over one forward of `ids`."""
-    maxima, hooks = {}, []
+    maxima = {}
+    hooks = []
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear):
 
@@ -61,7 +62,9 @@ def smooth(model: torch.nn.Module, maxima: dict[str, torch.Tensor]) -> bool:
     if model.config.model_type not in ("llama", "qwen2", "qwen3", "mistral") or layers is None:
         return False
     for i, layer in enumerate(layers):
-        attn, mlp, prefix = layer.self_attn, layer.mlp, f"model.layers.{i}"
+        attn = layer.self_attn
+        mlp = layer.mlp
+        prefix = f"model.layers.{i}"
         _fold(
             maxima[f"{prefix}.self_attn.q_proj"],
             [attn.q_proj, attn.k_proj, attn.v_proj],

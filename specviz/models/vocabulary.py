@@ -13,7 +13,8 @@ def _byte_decoder() -> dict[str, int]:
     visible = (
         list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     )
-    codes, extra = list(visible), 0
+    codes = list(visible)
+    extra = 0
     for b in range(256):
         if b not in visible:
             visible.append(b)

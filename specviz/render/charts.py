@@ -17,7 +17,9 @@ from ..views.sweep import SweepView
 from .figure1 import WHITESPACE
 from .svg_charts import LOSS, nice_ticks
 
-PLAIN_COLOUR, SPEC_COLOUR, THEORY_COLOUR = "#7f7f7f", "#0072b2", "#e69f00"
+PLAIN_COLOUR = "#7f7f7f"
+SPEC_COLOUR = "#0072b2"
+THEORY_COLOUR = "#e69f00"
 # The legend sits at the foot of the figure itself (container coordinates), not at a fraction of the plot's height
 # below it: Plotly then reserves the legend's rows in the bottom margin, so the axis titles and tick labels are laid
 # out above it however many rows it wraps into at the chart's width.
@@ -33,7 +35,9 @@ _LAYOUT = dict(
 def running_rate(events: list[StepEvent]) -> tuple[list[float], list[float]]:
     """(own clock at the end of each step, tokens/s so far over decode time): ends at the metrics' tokens/s."""
     clock = decode = 0.0
-    tokens, xs, ys = 0, [], []
+    tokens = 0
+    xs = []
+    ys = []
     for e in events:
         clock += e.prefill_s + e.step_s
         decode += e.step_s
@@ -59,7 +63,8 @@ def race_chart(view: RaceView) -> go.Figure:
 
 
 def sweep_chart(view: SweepView) -> go.Figure:
-    points, theory = view.points(), view.theory()
+    points = view.points()
+    theory = view.theory()
     gammas = [p.gamma for p in points]
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("acceptance", "tokens/step", "speedup"), horizontal_spacing=0.09
@@ -142,7 +147,8 @@ def compare_chart(rows) -> go.Figure:
 
 def replay_chart(replay: ReplayedStep) -> go.Figure:
     """What the replayed rule emitted, as shares, beside the target's p (and the drafter's q) of the same tokens."""
-    labels, seen = [], set()
+    labels = []
+    seen = set()
     for label in replay.labels:  # two tokens may read the same: keep them apart
         shown = escape("".join(WHITESPACE.get(c, c) for c in label) or "\u2205")
         while shown in seen:
@@ -174,7 +180,8 @@ def position_chart(events: list[StepEvent]) -> go.Figure:
     """α_k for each draft position of one run, against the flat line the i.i.d. theory assumes, and how many drafts
     each step accepted."""
     m = summarize(events)
-    alphas, ks = m.acceptance_by_position, list(range(1, len(m.by_position) + 1))
+    alphas = m.acceptance_by_position
+    ks = list(range(1, len(m.by_position) + 1))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("α_k by draft position", "accepted per step"))
     fig.add_trace(
         go.Bar(

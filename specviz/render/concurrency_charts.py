@@ -26,7 +26,8 @@ def series(view: ConcurrencyView, lane: str, what: str) -> tuple[list[int], list
     speedup times plain decoding's throughput at that level)."""
     xs, ys = [], []
     for level in view.levels:
-        f, plain = view.figures(lane, level), view.figures(PLAIN, level)
+        f = view.figures(lane, level)
+        plain = view.figures(PLAIN, level)
         if f is None:
             continue
         value = (

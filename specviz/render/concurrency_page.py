@@ -162,7 +162,8 @@ def concurrency_table(view: ConcurrencyView) -> str:
             why = f' title="{escape(f.moved)}"' if f.moved else ""
             opening = f'<tr class="{kind}"{why}>' if kind else "<tr>"
             body.append(opening + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    heads, rows = "".join(f"<th>{escape(h)}</th>" for h in head), "".join(body)
+    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+    rows = "".join(body)
     return (
         f"{verdicts(view)}"
         f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
@@ -254,7 +255,8 @@ def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top
     with what it is on two lines starting (or, in the right half, ending) at the line, the n-th two rows lower."""
     parts = []
     for n, (lane, level) in enumerate(crossings):
-        x, colour = at(level, 0)[0], lane_colour(view, lane)
+        x = at(level, 0)[0]
+        colour = lane_colour(view, lane)
         dots = f'stroke="{colour}" stroke-width="2" stroke-dasharray="2 3"'
         parts.append(f'<line x1="{x:.1f}" y1="{plot_top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
         right = levels.index(level) < len(levels) / 2

@@ -94,7 +94,8 @@ def _text(view: GrandPrixView, lane: RaceLane) -> str:
         return f'<div class="sv-text sv-waiting">{escape(lane.note)}</div>'
     if not lane.events:
         return '<div class="sv-text sv-waiting">on the grid…</div>'
-    tail, count = [], 0
+    tail = []
+    count = 0
     for event in reversed(lane.events):
         tail.append(event)
         count += len(event.tokens)

@@ -184,7 +184,8 @@ def diagnosis(view) -> str:
     """One line: the speedup measured and predicted, and, when speculation lost, the term that lost it; under it,
     where the precision was chosen by measuring this device, what it measured and why."""
     found = diagnose(view.plain.events, view.spec.events) if view is not None else None
-    precision, runtime = getattr(view, "precision", ""), getattr(view, "runtime", "")
+    precision = getattr(view, "precision", "")
+    runtime = getattr(view, "runtime", "")
     chosen = f'<div class="sv-note" id="sv-precision">precision: {escape(precision)}</div>' if precision else ""
     if runtime:
         chosen = f'<div class="sv-note" id="sv-runtime-why">runtime: {escape(runtime)}</div>' + chosen

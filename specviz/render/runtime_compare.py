@@ -17,7 +17,8 @@ def runtime_comparison(view, own: str, curves: dict | None = None) -> str:
     fmt = lambda v, p="{:.2f}": "–" if v is None else p.format(v)  # noqa: E731
     head = ["drafter · runtime", "plain tok/s", "speedup", "α", "c (plain steps)"]
     head += [f"V({k})/V(1)" for k in WIDTHS]
-    rows, lines = [], []
+    rows = []
+    lines = []
     for drafter, sides in found.items():
         for s in sides:
             cells = [f"{drafter} · {s.runtime}", fmt(s.plain_tok_s, "{:.1f}"), fmt(s.speedup, "{:.2f}×")]

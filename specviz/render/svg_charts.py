@@ -13,7 +13,10 @@ from ..workload.view import WorkloadRow
 FONT = 13  # px; the layout below budgets about 0.62 of this per character of a label
 LABEL_ROW = 16  # px: one row of the band of labels kept above a chart's data, clear of every line
 CHAR_W = 0.62 * FONT
-GAIN, LOSS, GRID, INK = "#009e73", "#d55e00", "#d9d9d9", "#333333"
+GAIN = "#009e73"
+LOSS = "#d55e00"
+GRID = "#d9d9d9"
+INK = "#333333"
 # Okabe-Ito colours (black in place of the yellow, which fades on white), each line also given its own dash and marker
 SERIES_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000", "#999999")
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
@@ -90,7 +93,11 @@ def speedup_bars(rows: Sequence[WorkloadRow], width: int = 640) -> str:
     label = "speedup over plain decoding, per drafter"
     if not drafters:
         return _empty(width, label, "rp-speedup", "no drafter was run")
-    left, right, top, bar, gap = 150, 190, 30, 22, 10
+    left = 150
+    right = 190
+    top = 30
+    bar = 22
+    gap = 10
     plot_w = width - left - right
     values = [r.speedup for r in drafters if r.speedup is not None]
     ticks = nice_ticks(max([1.0, *values]) * 1.05)
@@ -138,11 +145,16 @@ def _marker(shape: str, x: float, y: float, colour: str, tip: str) -> str:
 
 def _series(r: WorkloadRow, n: int, at, k_max: int) -> str:
     """One drafter's α_k as a line (broken where no step tested a position) with a marker at every point."""
-    colour, dash, shape = SERIES_COLOURS[n % 8], DASHES[n % 4], MARKERS[n % 4]
-    runs, run, marks = [], [], []
+    colour = SERIES_COLOURS[n % 8]
+    dash = DASHES[n % 4]
+    shape = MARKERS[n % 4]
+    runs = []
+    run = []
+    marks = []
     for k, alpha in enumerate(r.by_position[:k_max], 1):
         if alpha is None:
-            runs, run = runs + [run], []
+            runs = runs + [run]
+            run = []
             continue
         run.append(at(k, alpha))
         marks.append(_marker(shape, *at(k, alpha), colour, f"{r.name}: α_{k} = {alpha:.2f}"))
@@ -157,7 +169,9 @@ def _series(r: WorkloadRow, n: int, at, k_max: int) -> str:
 
 
 def _legend_entry(r: WorkloadRow, n: int, x: float, y: float, room: float) -> str:
-    colour, dash, shape = SERIES_COLOURS[n % 8], DASHES[n % 4], MARKERS[n % 4]
+    colour = SERIES_COLOURS[n % 8]
+    dash = DASHES[n % 4]
+    shape = MARKERS[n % 4]
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
     sample = (
         f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 28:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="2.5"{dashed}/>'
@@ -175,7 +189,10 @@ def acceptance_lines(rows: Sequence[WorkloadRow], width: int = 640) -> str:
     if not drafted:
         return _empty(width, label, "rp-alpha", "no drafter drafted a token")
     k_max = min(max(len(r.by_position) for r in drafted), MAX_POSITIONS)
-    left, legend_w, top, plot_h = 62, 170, 16, 220
+    left = 62
+    legend_w = 170
+    top = 16
+    plot_h = 220
     plot_w = width - left - legend_w - 16
     height = max(top + plot_h + 50, top + 12 + 22 * len(drafted))
     bottom = top + plot_h

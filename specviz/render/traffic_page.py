@@ -169,7 +169,8 @@ def svg_traffic_chart(view: TrafficView, what: str = "tpot50", width: int = 720,
             parts.append(_text(width - right + 12, top + 14 + 18 * legend, name, extra=f' fill="{colour}"', tip=name))
             legend += 1
     for row, (lane, where) in enumerate(stops):
-        colour, x = lane_colour(view, lane), at(where, 0)[0]
+        colour = lane_colour(view, lane)
+        x = at(where, 0)[0]
         dots = f'stroke="{colour}" stroke-dasharray="2 3"'
         parts.append(f'<line x1="{x:.1f}" y1="{plot_top}" x2="{x:.1f}" y2="{bottom}" {dots}/>')
         # the words start above the line (end there in the right half, so that they never reach the legend)

@@ -24,13 +24,18 @@ LABEL_CAPS = (12, 10, 8, 6, 4)
 FONT_PX = 14
 CELL = 8.6  # px per character cell of a 14 px monospace font (0.6 em), a little over for safety
 PAD = 6  # px between a node's border and its label, left and right
-BOX_H, ROW = 20, 26  # a node's height, and the distance between two rows
+BOX_H = 20  # a node's height, and the distance between two rows
+ROW = 26
 GAP = 22  # px between two columns: room for the edges
 MIN_W = 26  # the narrowest node (a one-character token)
 ROOT_W = 12  # the root marker's diameter
 MARGIN = 6
 
-GREEN, RED, BLUE, GREY, STAR = "#009e73", "#d55e00", "#0072b2", "rgba(127, 127, 127, 0.85)", "#e69f00"
+GREEN = "#009e73"
+RED = "#d55e00"
+BLUE = "#0072b2"
+GREY = "rgba(127, 127, 127, 0.85)"
+STAR = "#e69f00"
 # state: (fill, stroke, dashes, stroke width, opacity); the same colours as Figure 1's chips (specviz.css)
 LOOK = {
     "accepted": ("rgba(0, 158, 115, 0.28)", GREEN, "", 1.5, 1.0),
@@ -90,9 +95,12 @@ class Layout:
 def token_trie(event: StepEvent) -> list[Node]:
     """The step's candidates as one trie, marked, plus the target's own token as an extra node after the accepted
     path (a correction or a bonus; a step that ended on an accepted EOS has none)."""
-    nodes, index, paths = [Node(None, None, 0, state="root")], {}, []
+    nodes = [Node(None, None, 0, state="root")]
+    index = {}
+    paths = []
     for candidate in event.candidates or ():
-        at, path = ROOT, []
+        at = ROOT
+        path = []
         for token in candidate:
             if (at, token) not in index:
                 index[at, token] = len(nodes)
@@ -141,7 +149,8 @@ def clip(text: str, cap: int) -> tuple[str, bool]:
     (it is drawn as one mark)."""
     if display_cells(text) <= cap:
         return text, False
-    out, used = "", 1
+    out = ""
+    used = 1
     for c in text:
         used += display_cells(c)
         if used > cap:
@@ -155,7 +164,8 @@ def _rows(nodes: list[Node]) -> list[int]:
     next free row. Nodes are placed depth first, so the first candidate runs straight along the top (the root first,
     on screen without scrolling) and later siblings hang below. Rows only grow down each column in the trie's order,
     so two edges between the same two columns never cross, and an edge only spans the gap between its columns."""
-    row, free = [0] * len(nodes), {}
+    row = [0] * len(nodes)
+    free = {}
     stack = [ROOT]
     while stack:  # depth first, a parent placed before its children
         n = stack.pop()
@@ -210,7 +220,10 @@ def _edge(a: Box, b: Box, right: float, state: str) -> str:
     curve in a gap has the same ends in x, so two of them cross only where their rows swap order, which the rows
     never do."""
     colour, width, dashes = EDGE.get(state, EDGE_UNTESTED)
-    x1, y1, x2, y2 = a.x + a.w, a.y + a.h / 2, b.x, b.y + b.h / 2
+    x1 = a.x + a.w
+    y1 = a.y + a.h / 2
+    x2 = b.x
+    y2 = b.y + b.h / 2
     mid = (right + x2) / 2
     dash = f' stroke-dasharray="{dashes}"' if dashes else ""
     return (
@@ -238,7 +251,8 @@ def _node(node: Node, box: Box, text: str) -> str:
     fill, stroke, dashes, width, opacity = LOOK[node.state]
     dash = f' stroke-dasharray="{dashes}"' if dashes else ""
     fade = f' opacity="{opacity}"' if opacity < 1 else ""
-    cx, cy = box.x + box.w / 2, box.y + box.h / 2
+    cx = box.x + box.w / 2
+    cy = box.y + box.h / 2
     star = f'<tspan fill="{STAR}">\u2605</tspan>' if node.state == "bonus" else ""
     parts = [
         f'{head}<rect x="{_num(box.x)}" y="{_num(box.y)}" width="{_num(box.w)}" height="{_num(box.h)}" rx="4" '
@@ -265,7 +279,8 @@ def tree_svg(nodes: list[Node], texts: list[str], placed: Layout) -> str:
         if n.parent is not None
     )
     shapes = "".join(_node(n, b, t) for n, b, t in zip(nodes, placed.boxes, texts))
-    w, h = _num(placed.width), _num(placed.height)
+    w = _num(placed.width)
+    h = _num(placed.height)
     label = f"the step's token tree: {len(nodes) - 1} nodes, {max(n.depth for n in nodes)} positions deep"
     return (
         f'<svg class="sv-tree-svg" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(label)}" '

@@ -22,7 +22,8 @@ def write(ran: Ran, way: LlamaSpecType | None, own: bool) -> str:
     launch = f"llama-server {model_flag(ran.target, '-m', '-hf')}"
     if way is None:
         return launch
-    options, gamma = (ran.options if own else None), ran.settings.gamma
+    options = ran.options if own else None
+    gamma = ran.settings.gamma
     flags = [launch]
     if way.weights is not None:
         flags.append(model_flag(way.weights.location(options, ran.draft), "-md", "-hfd"))

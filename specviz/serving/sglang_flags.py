@@ -10,7 +10,8 @@ def write(ran: Ran, way: SglangAlgorithm | None, own: bool) -> str:
     launch = f"python -m sglang.launch_server --model-path {ran.target}"
     if way is None:
         return launch
-    options, gamma = (ran.options if own else None), ran.settings.gamma
+    options = ran.options if own else None
+    gamma = ran.settings.gamma
     flags = [launch, f"--speculative-algorithm {way.algorithm}"]
     if way.weights is not None:
         flags.append(f"--speculative-draft-model-path {way.weights.location(options, ran.draft)}")

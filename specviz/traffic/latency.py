@@ -97,7 +97,8 @@ def median_figures(rounds: list[RateFigures]) -> RateFigures:
     """Each figure's median over rounds of the same arrivals (one round: itself)."""
     if len(rounds) == 1:
         return rounds[0]
-    mid, first = median, rounds[0]
+    mid = median
+    first = rounds[0]
     return RateFigures(
         rate=first.rate,
         requests=first.requests,

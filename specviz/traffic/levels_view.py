@@ -71,7 +71,8 @@ class ConcurrencyView:
             self.message = news.text
             self.said += news.kind != "progress"
         if news.kind == "end":
-            self.finished, self.stopped = True, news.stopped
+            self.finished = True
+            self.stopped = news.stopped
 
     def add(self, run: LevelRun, identical: list[bool] | None = None) -> None:
         self.runs.setdefault((run.lane, run.rows), []).append(run)
@@ -85,7 +86,8 @@ class ConcurrencyView:
         return runs[(len(runs) - 1) // 2] if runs else None
 
     def figures(self, lane: str, level: int) -> Figures | None:
-        run, plain = self.typical(lane, level), self.typical(PLAIN, level)
+        run = self.typical(lane, level)
+        plain = self.typical(PLAIN, level)
         if run is None:
             return None
         steps = [s for s in run.steps if s.rows]
@@ -154,7 +156,9 @@ class ConcurrencyView:
 
     def predicted(self, lane: str, level: int) -> float | None:
         """The theory's speedup at `level` for a lane at a fixed γ (module docstring)."""
-        gamma, run, plain = self.fixed.get(lane), self.typical(lane, level), self.typical(PLAIN, level)
+        gamma = self.fixed.get(lane)
+        run = self.typical(lane, level)
+        plain = self.typical(PLAIN, level)
         alpha = next((self.typical(lane, lv).alpha for lv in self.levels if self.typical(lane, lv)), None)
         if not gamma or run is None or plain is None or alpha is None:
             return None
@@ -189,7 +193,8 @@ class ConcurrencyView:
         for level in self.levels:
             lanes = {}
             for lane in self.lanes:
-                run, f = self.typical(lane, level), self.figures(lane, level)
+                run = self.typical(lane, level)
+                f = self.figures(lane, level)
                 if run is None:
                     continue
                 same = self.identical.get((lane, level), [None] * run.rows)

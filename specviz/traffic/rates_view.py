@@ -82,7 +82,8 @@ class TrafficView:
         costs at least a plain step of as many rows, and plain's batch of B rows at most B/b of one of b rows; beyond
         that, the machine's speed moved between the two runs."""
         mine, base = self.figures(lane, rate), self.figures(PLAIN, rate)
-        own, plain = self.tokens_per_row_step(lane, rate), self.tokens_per_row_step(PLAIN, rate)
+        own = self.tokens_per_row_step(lane, rate)
+        plain = self.tokens_per_row_step(PLAIN, rate)
         if lane == PLAIN or None in (mine, base, own, plain) or not mine.tpot[0]:
             return False
         return speedup_forbidden(base.tpot[0] / mine.tpot[0], own[0] * max(1.0, plain[1] / own[1]))
@@ -148,7 +149,8 @@ class TrafficView:
             return ""
         caps = []
         for lane in ran:
-            cap, found = self.capacity(lane), self.projection.get(lane)
+            cap = self.capacity(lane)
+            found = self.projection.get(lane)
             simulated = "" if not found else f" (simulated: {_up_to(capacity(found))})"
             caps.append(f"{lane} {'at no rate run' if cap is None else f'up to {cap:g} req/s'}{simulated}")
         stops = [(lane, self.stops_paying(lane)) for lane in ran if lane != PLAIN]

@@ -192,7 +192,8 @@ class TrafficRun:
     def from_json(data, what: str = "run") -> "TrafficRun":
         """A run as to_json wrote it, every field checked (ValueError naming the field)."""
         data = read.mapping(data, what)
-        timings, tokens = [], []
+        timings = []
+        tokens = []
         for i, item in enumerate(read.listed(data["requests"], f"{what}.requests")):
             at = f"{what}.requests[{i}]"
             item = read.mapping(item, at)
@@ -207,7 +208,8 @@ class TrafficRun:
             tokens.append(read.each(read.integer, item["token_ids"], f"{at}.token_ids"))
         prefills = []
         for i, item in enumerate(read.listed(data["prefills"], f"{what}.prefills")):
-            item, at = read.mapping(item, f"{what}.prefills[{i}]"), f"{what}.prefills[{i}]"
+            item = read.mapping(item, f"{what}.prefills[{i}]")
+            at = f"{what}.prefills[{i}]"
             prefills.append(Prefill(*(read.integer(item[f], f"{at}.{f}") for f in ("tokens", "prompts")),
                                     read.number(item["seconds"], f"{at}.seconds")))  # fmt: skip
         listed = read.listed(data["steps"], f"{what}.steps")

@@ -72,7 +72,9 @@ def serve(
     after each batch step (so a caller can report progress, and stop the run by closing this generator between two
     steps), then what was Served. Refused in one line before anything is allocated when the device has no room."""
     asked = [prompt_of(r, prompts) for r in range(len(point.arrivals))]
-    settings, target, rows = lane.settings, pair.target, point.max_rows
+    settings = lane.settings
+    target = pair.target
+    rows = point.max_rows
     context = max(len(prompts[p]) for p in asked) + settings.max_new_tokens
     check_batch_fits(target.model, rows, context, 1 + (settings.gamma if lane.drafter != NO_DRAFTER else 0),
                      requests(rows))  # fmt: skip
@@ -241,7 +243,9 @@ def _one_run(pair, prompts, lane: LaneRun, point: Point, turn, rounds, mode, cos
     """One lane at one point once: a line before, progress as it goes, the run (with each request's identity) after."""
     where = mode.where(lane, point, turn, rounds)
     yield mode.starting(pair, lane, point, where, turn, rounds)
-    said, total, out = clock(), len(point.arrivals) * lane.settings.max_new_tokens, None
+    said = clock()
+    total = len(point.arrivals) * lane.settings.max_new_tokens
+    out = None
     for out in serve(pair, prompts, lane, point, costs.for_drafter(lane.drafter), stop, clock):
         if isinstance(out, int) and clock() - said >= PROGRESS_EVERY_S:
             said = clock()

@@ -58,7 +58,8 @@ class Calibration:
         """From a lane's runs; the target's own costs (its verify forward, the rest of a step, the prefill), which
         are the device's and no lane's, from `device_runs` where given (every lane's: more steps at more widths).
         `adapts`: the lane is adaptive γ up to that draft length."""
-        yields, chosen = defaultdict(list), defaultdict(list)
+        yields = defaultdict(list)
+        chosen = defaultdict(list)
         device_runs = runs if device_runs is None else device_runs
         verify = _voted(device_runs, lambda s: (s.forward_tokens, s.verify_s))
         rest = _voted(device_runs, lambda s: (s.rows, max(0.0, s.step_s - s.draft_s - s.verify_s)))
@@ -177,7 +178,8 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
     if not points:
         return 0.0, 0.0
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = fmean(xs), fmean(ys)
+    mx = fmean(xs)
+    my = fmean(ys)
     spread = sum((x - mx) ** 2 for x in xs)
     if spread == 0:
         return 0.0, my / mx if mx else 0.0
@@ -190,8 +192,13 @@ def simulate(
 ) -> list[RequestTiming]:
     """Request r (asking prompt prompts[r], arriving at arrivals[r]) served as the decode loop serves it."""
     order = sorted(range(len(arrivals)), key=lambda r: (arrivals[r], r))
-    queue, now, decoding, at = [], 0.0, [], 0  # decoding: [request, tokens so far (fractional), tokens the draft read]
-    admitted, first, last = {}, {}, {}
+    queue = []  # decoding: [request, tokens so far (fractional), tokens the draft read]
+    now = 0.0
+    decoding = []
+    at = 0
+    admitted = {}
+    first = {}
+    last = {}
     policy = calibration.policy() if calibration.adapts else None  # one per run, as the engine's
     while at < len(order) or queue or decoding:
         while at < len(order) and arrivals[order[at]] <= now:
@@ -207,9 +214,11 @@ def simulate(
             decoding += [[r, 0.0, 0.0] for r in joining]
         gamma, drafting, read = _drafting(calibration, policy, decoding, prompts)
         now += calibration.step_s(len(decoding), gamma, len(drafting)) + calibration.read_s * read
-        gained, staying = calibration.new_tokens(gamma), []
+        gained = calibration.new_tokens(gamma)
+        staying = []
         for i, row in enumerate(decoding):
-            r, drafts = row[0], i in drafting
+            r = row[0]
+            drafts = i in drafting
             row[1] = min(row[1] + (gained if drafts else 1.0), calibration.lengths[prompts[r]])
             row[2] = calibration.prompt_tokens[prompts[r]] + row[1] if drafts else row[2]  # drafting: all read
             first.setdefault(r, now)

@@ -136,7 +136,9 @@ def check_count(value, what: str, high: int) -> int:
 def poisson_arrivals(rate: float, requests: int, seed: int = 0) -> tuple[float, ...]:
     """`requests` arrival times (seconds from 0) of a Poisson process of `rate` per second: exponential gaps, the
     first request at 0 so a run starts when it starts. The same seed gives the same times."""
-    draw, t, times = random.Random(seed), 0.0, []
+    draw = random.Random(seed)
+    t = 0.0
+    times = []
     for _ in range(requests):
         times.append(t)
         t += draw.expovariate(rate)
@@ -171,7 +173,8 @@ def read_arrivals(path: str | Path) -> tuple[float, ...]:
     else:
         lines = [(i + 1, s.strip()) for i, s in enumerate(text.splitlines())]
         kept = [(n, s) for n, s in lines if s and not s.startswith("#")]
-        items, where = [s for _, s in kept], [f"line {n}" for n, _ in kept]
+        items = [s for _, s in kept]
+        where = [f"line {n}" for n, _ in kept]
     if not isinstance(items, list) or not items:
         raise InvalidRequest(f"the arrivals file {name} holds no arrival times (seconds, one per line or a JSON list)")
     if len(items) > MAX_REQUESTS:

@@ -147,7 +147,9 @@ class ConcurrencyRecord(RecordFile):
     def empty_view(self) -> ConcurrencyView:
         """The view before any run: the levels, the lanes and what is known of them."""
         view = ConcurrencyView(self.levels, self.lanes, greedy=float(self.settings.get("temperature", 0)) == 0)
-        view.words, view.fixed, view.notes = dict(self.words), dict(self.fixed), dict(self.notes)
+        view.words = dict(self.words)
+        view.fixed = dict(self.fixed)
+        view.notes = dict(self.notes)
         view.exact = self.models.exact
         return view
 
@@ -207,7 +209,8 @@ class TrafficRecord(RecordFile):
         requests = max(len(arrivals) for arrivals in schedules.values()) if schedules else 0
         if requests:
             project(view, lengths, requests, self.max_rows, self.settings.get("seed", 0))
-        view.message, view.finished = "replayed", True
+        view.message = "replayed"
+        view.finished = True
         view.advice = list(self.vllm)
         return view
 

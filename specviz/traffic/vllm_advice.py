@@ -89,7 +89,8 @@ def measured_tables(view: ConcurrencyView | TrafficView) -> dict[str, tuple]:
 
 def vllm_advice(view: ConcurrencyView | TrafficView, draft_model: str = "") -> list[VllmAdvice]:
     """One piece of advice per drafter that measured a choice (`draft_model`: the run's, named as vLLM loads it)."""
-    draft, out = production_name(draft_model), []
+    draft = production_name(draft_model)
+    out = []
     for d, best in _measured(view).items():
         advice = advice_for(d, serving_of(d), best, draft)
         if isinstance(view, TrafficView) and advice.config:

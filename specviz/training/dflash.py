@@ -72,7 +72,8 @@ def texts_features(
         if not isinstance(saved, dict) or saved.get("made") != made:
             raise InvalidRequest(f"{keep} holds the features of other texts or other target layers")
         return list(saved["features"]), list(saved["labels"])
-    features, labels = [], []
+    features = []
+    labels = []
     for text, by_target in zip(texts, forced):
         read, greedy = read_text(target, text, layers)
         features.append(read)
@@ -99,7 +100,8 @@ def blocks_loss(
     labels = (tokens if targets is None else targets)[torch.tensor(anchors, device=features.device)[:, None] + span]
     if shortlist is not None:
         _, rows, place = shortlist
-        scores, labels = draft.fill_blocks(features, tokens, anchors, rows), place[labels]
+        scores = draft.fill_blocks(features, tokens, anchors, rows)
+        labels = place[labels]
     else:
         scores = draft.fill_blocks(features, tokens, anchors)  # [blocks, block − 1, V]
     weights = POSITION_DECAY ** (span - 1).float()
@@ -183,10 +185,12 @@ def train_dflash(
     `save_every` steps and at the end, and a run whose checkpoint exists goes on from it (to `steps` in all, or to
     `until_step` and stops there). With `features`, the target's features and labels of the texts are kept in that
     file and read from it in later runs."""
-    checkpoint, anchors = config.checkpoint, config.train_batch
+    checkpoint = config.checkpoint
+    anchors = config.train_batch
     rng = random.Random(config.seed)
     kept = [(s, f) for s, f in zip(sequences, forced or [False] * len(sequences)) if len(s) > draft.block_size + 1]
-    usable, forced = [s for s, _ in kept], [f for _, f in kept]
+    usable = [s for s, _ in kept]
+    forced = [f for _, f in kept]
     if not usable:
         raise InvalidRequest(f"every training text is shorter than a block of {draft.block_size} plus 2 tokens")
     optimizer = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=0.0)

@@ -45,7 +45,8 @@ def self_distilled_texts(
     greedy, the rest sampled. Prompts go through transformers' generate `batch` at a time (left-padded)."""
     from transformers import GenerationConfig
 
-    tok, eos = base.tokenizer, base.eos_ids
+    tok = base.tokenizer
+    eos = base.eos_ids
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
     jobs = [(encode_prompt(base, text), sample) for text in prompts for sample in range(samples)]
     out: list[Text] = [Text([], 0, "") for _ in jobs]
@@ -83,7 +84,8 @@ def local_texts(base: LoadedModel, sources: list[str], tokens: int, chunk: int =
         root = Path(sysconfig.get_paths()["stdlib"] if source == "stdlib" else source).expanduser()
         files += [root] if root.is_file() else sorted(f for ext in ("py", "md", "txt") for f in root.rglob(f"*.{ext}"))
     random.Random(seed).shuffle(files)
-    out, taken = [], 0
+    out = []
+    taken = 0
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")

@@ -60,10 +60,14 @@ def read_features(
 ) -> list[Features]:
     """Step 2: one prefill per text (long texts in pieces of `chunk`, each piece seeing the ones before it)."""
 
-    out, began, done = [], time.perf_counter(), 0
+    out = []
+    began = time.perf_counter()
+    done = 0
     for n, text in enumerate(texts):
         ids = torch.tensor(text.ids, device=base.device)
-        cache, hidden, greedy = KVCache.dynamic(base.model).cache, [], []
+        cache = KVCache.dynamic(base.model).cache
+        hidden = []
+        greedy = []
         for start in range(0, len(ids), chunk):
             run = base.model(
                 input_ids=ids[None, start : start + chunk],
@@ -100,7 +104,10 @@ def _windows(features: list[Features], width: int) -> list[tuple[int, int]]:
 def _batch(features: list[Features], spans, width: int):
     """Pairs (f_i, x_{i+1}) of each window, the true next features f_{i+1}, and which rows count (their label,
     token i + 2, inside the answer)."""
-    feats, ids, nxt, counts = [], [], [], []
+    feats = []
+    ids = []
+    nxt = []
+    counts = []
     for n, s in spans:
         f = features[n]
         rows = torch.arange(s, s + width)
@@ -129,7 +136,9 @@ def _passes(head: EagleHead, feats, ids, unroll: int):
 
     batch, width = ids.shape
     positions = torch.arange(width)[None].expand(batch, -1)
-    cache, outs, inputs = KVCache.dynamic().cache, [], feats
+    cache = KVCache.dynamic().cache
+    outs = []
+    inputs = feats
     for k in range(unroll + 1):
         out = head(inputs, ids, positions, _pass_mask(width, k, head.fc.weight.dtype), cache)
         outs.append(out)
@@ -161,14 +170,17 @@ def train_eagle(
     goes on from it to `steps` (the total over all runs; `until_step` > 0 stops this run after that step); the head
     is the one an uninterrupted run gives."""
     began = time.perf_counter()
-    steps, checkpoint, window = config.steps, config.checkpoint, config.window
+    steps = config.steps
+    checkpoint = config.checkpoint
+    window = config.window
     train_texts, train, test = _split(features, config.held_out, config.seed)
     model = base.model
     vocab = model.get_output_embeddings().weight.shape[0]
     texts_made = _fingerprint(features) if checkpoint else ""
     saved = _read_state(config, texts_made) if checkpoint and checkpoint.is_file() else None
     if saved is not None:
-        chosen, intermediate = saved["shortlist"], saved["intermediate"]
+        chosen = saved["shortlist"]
+        intermediate = saved["intermediate"]
     else:
         chosen = make_shortlist(train_texts, vocab, config.shortlist) if 0 < config.shortlist < vocab else None
         intermediate = config.intermediate_size or model.config.intermediate_size
@@ -191,7 +203,9 @@ def train_eagle(
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, rate)
     generator = torch.Generator().manual_seed(config.seed)
-    done, first, last = 0, float("nan"), float("nan")
+    done = 0
+    first = float("nan")
+    last = float("nan")
     if saved is not None:
         lr_now = config.lr * rate(saved["step"])
         done, first, last = _resume(saved, head, optimiser, schedule, generator=generator, lr=config.lr, lr_now=lr_now)

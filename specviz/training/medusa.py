@@ -34,7 +34,8 @@ def _rows(base: LoadedModel, texts: list[Text], heads: int) -> tuple[torch.Tenso
     labels lie inside the text; h_t = the base model's final hidden state, from one no-grad pass per text."""
     xs, ys = [], []
     for text in texts:
-        first, usable = max(text.answer_from - 1, 0), len(text.ids) - 1 - heads
+        first = max(text.answer_from - 1, 0)
+        usable = len(text.ids) - 1 - heads
         if usable <= first:
             continue
         run = base.model(input_ids=torch.tensor([text.ids], device=base.device), output_hidden_states=True)
@@ -54,7 +55,9 @@ def train_heads(
     """A share `config.held_out` of the groups is kept apart; the accuracy is measured on its self-written answers
     (what the heads meet while decoding), or on all of it when there are none."""
     began = time.perf_counter()
-    num_heads, steps, shortlist = config.heads, config.steps, config.shortlist
+    num_heads = config.heads
+    steps = config.steps
+    shortlist = config.shortlist
     train, test = split_by_group(texts, config.held_out, config.seed)
     test = [t for t in test if not t.teacher_forced] or test
     with torch.no_grad():
@@ -72,7 +75,8 @@ def train_heads(
     if chosen is not None:  # labels become positions in the shortlist; ids outside it cannot be hit (-100)
         where = torch.full((vocab,), -100, dtype=torch.long)
         where[chosen] = torch.arange(len(chosen))
-        train_y, test_y = where[train_y], where[test_y]
+        train_y = where[train_y]
+        test_y = where[test_y]
     with torch.no_grad():  # start as the identity: each head first repeats the LM head's guess
         for p in heads.parameters():
             p.zero_()

@@ -100,7 +100,8 @@ class GrandPrixView:
         if news.kind == "step":
             self.take(index, news.event)
         elif news.kind == "failed":
-            lane.note, lane.done = news.message, True
+            lane.note = news.message
+            lane.done = True
         elif news.kind == "parted":
             lane.divergence = news.divergence
 
@@ -161,7 +162,8 @@ class GrandPrixView:
         return 1 + sum(o.clock_s < lane.clock_s for o in ended)
 
     def speedup(self, lane: RaceLane) -> float | None:
-        base, own = summarize(self.plain_of(lane).events), summarize(lane.events)
+        base = summarize(self.plain_of(lane).events)
+        own = summarize(lane.events)
         if not base.tokens_per_s or not own.new_tokens:
             return None
         return own.tokens_per_s / base.tokens_per_s
@@ -223,7 +225,9 @@ def starting_grid(lanes: list[RaceLane], settings: Settings, **more) -> GrandPri
 def turns_keep_the_rule(lanes: list[list[StepEvent]], turns: list[int]) -> list[str]:
     """Check a recorded turn order against the rule: no lane ran a step while another unfinished lane's own clock
     was behind its own. Returns a line per breach (none: the rule held)."""
-    clocks, taken, breaches = [0.0] * len(lanes), [0] * len(lanes), []
+    clocks = [0.0] * len(lanes)
+    taken = [0] * len(lanes)
+    breaches = []
     for n, i in enumerate(turns):
         unfinished = [j for j in range(len(lanes)) if taken[j] < len(lanes[j])]
         behind = [j for j in unfinished if clocks[j] < clocks[i] - 1e-12]

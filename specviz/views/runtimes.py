@@ -90,7 +90,8 @@ def sentence(drafter: str, sides: list[RuntimeSide]) -> str:
     """Why the drafter's speedup differs between the runtimes, in one sentence of the race's own numbers."""
 
     def part(s: RuntimeSide) -> str:
-        verify, costs = at(s.verify, VERIFY_AT), []
+        verify = at(s.verify, VERIFY_AT)
+        costs = []
         if verify is not None:
             costs.append(f"a verify of {VERIFY_AT} tokens cost {verify:.1f} plain steps")
         if s.c is not None:

@@ -63,7 +63,9 @@ class SweepView:
 
     def theory(self) -> Theory | None:
         pooled = [e for events in self.runs.values() for e in events]
-        alpha, c, block = per_token_alpha(pooled), cost_ratio(pooled, self.plain), drafts_blocks(pooled)
+        alpha = per_token_alpha(pooled)
+        c = cost_ratio(pooled, self.plain)
+        block = drafts_blocks(pooled)
         if alpha is None or c is None:
             return None
         speedups = tuple(expected_speedup(alpha, g, c, block) for g in self.gammas)

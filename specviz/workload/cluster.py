@@ -45,8 +45,10 @@ def fill(
                 cell = landed.result.get(side) if landed.result else None
                 if cell is None:  # given up (or, a side that never ran): its cell says why
                     cell = view.cell(landed.shard, side)
-                    cell.note, cell.done = cell.note or landed.failed, True
-                cell.node, cell.retried = landed.where, landed.retried
+                    cell.note = cell.note or landed.failed
+                    cell.done = True
+                cell.node = landed.where
+                cell.retried = landed.retried
                 view.cells[landed.shard, side] = cell
         view.message = cluster.progress("prompts")
         yield view

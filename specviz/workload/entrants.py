@@ -115,12 +115,14 @@ def lane_entrants(
     if text is None or (isinstance(text, str) and not text.strip()) or (not isinstance(text, str) and not text):
         return entrants(drafter_names(None), base, fixed_gamma, rules)
     items = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
-    lanes, seen = [], set()
+    lanes = []
+    seen = set()
     for item in items:
         lane = parse_lane(item)
         [drafter] = drafter_names([lane.drafter])
         k = kind(drafter)
-        settings, table = (base if fixed_gamma else best_settings(k, base)), ()
+        settings = base if fixed_gamma else best_settings(k, base)
+        table = ()
         if lane.table:
             table = _table_of(item, drafter, rules)
             widest = max(gamma for _, _, gamma in table)  # a measured table may say 0 (plain) at every size
@@ -213,7 +215,8 @@ def production(
     """Every runnable entrant's settings for transformers, vLLM and SGLang (as its kind declares them), the models
     (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
     `swept`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
-    target, draft = production_name(target), production_name(draft)
+    target = production_name(target)
+    draft = production_name(draft)
     return tuple(
         handoff(
             Ran(

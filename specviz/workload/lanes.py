@@ -40,7 +40,8 @@ def run_lanes(
     """Every lane's steps in the order they run; then, unless stopped, each greedy lane's divergence from plain (its
     own runtime's, where the race compares runtimes: `others`, the pair loaded on each other runtime, whose lanes
     name it). `explain`: each step's detail, for a race shown or recorded step by step."""
-    others, failed = others or {}, {}
+    others = others or {}
+    failed = {}
     sides = {PLAIN: generate_named(pair.target, prompt_ids, plain, explain=explain)}
     for lane in lanes:
         own = memory.copy() if memory is not None and lane.remembers else None

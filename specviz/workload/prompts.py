@@ -44,7 +44,8 @@ def split_pasted(text: str) -> list[str]:
     text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     if any(not line.strip() for line in lines[1:-1]) and any(line.strip() for line in lines):
-        blocks, block = [], []
+        blocks = []
+        block = []
         for line in [*lines, ""]:
             if line.strip():
                 block.append(line)

@@ -60,7 +60,9 @@ class ShardWorker:
         import torch
 
         torch.set_num_threads(max(1, threads))
-        self.run_shard, self.news, self.number = make(), news, number
+        self.run_shard = make()
+        self.news = news
+        self.number = number
         self.node = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
 
     def say(self, line: str) -> None:
@@ -104,7 +106,8 @@ class ClusterRun:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         each = dict(num_gpus=1) if gpus >= actors else dict(num_cpus=max(1, cpus // actors))
         remote = ray.remote(max_restarts=RESTARTS, max_task_retries=0, **each)(ShardWorker)
-        self.shards, self.ray = shards, ray
+        self.shards = shards
+        self.ray = ray
         self.news = ray.util.queue.Queue(actor_options={"num_cpus": 0})  # the actors' progress lines, in order
         self.actors = [remote.remote(make, each.get("num_cpus", 1), self.news, a + 1) for a in range(actors)]
         self.retried: set[int] = set()
@@ -129,7 +132,9 @@ class ClusterRun:
         return self.news.get_nowait_batch(self.news.qsize())
 
     def run(self, stopped: Callable[[], bool] = lambda: False, every_s: float = 0.5) -> Iterator[Landed | None]:
-        ray, waiting, pending = self.ray, self.waiting, self.pending
+        ray = self.ray
+        waiting = self.waiting
+        pending = self.pending
         free = deque(range(len(self.actors)))
         try:
             # Until every shard has landed: a question still out to a restarting actor holds nothing.
@@ -139,7 +144,8 @@ class ClusterRun:
                         yield self._given_up(waiting.popleft(), "every actor died")
                     break
                 while waiting and free:
-                    i, a = waiting.popleft(), free.popleft()
+                    i = waiting.popleft()
+                    a = free.popleft()
                     pending[self.actors[a].run.remote(i)] = (i, a)
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=every_s)
                 yield self._land(done[0], pending.pop(done[0]), free) if done else None

@@ -27,7 +27,8 @@ def side_runner(decode_one: DecodeOne, memories: dict[str, RunMemory]) -> RunSid
     output joins the memory the workload keeps, once."""
 
     def run_side(i: int, side: str, plain_ids: list[int] | None) -> Iterator[StepEvent | Divergence]:
-        memory, tokens = memories.get(side), []
+        memory = memories.get(side)
+        tokens = []
         steps = decode_one(i, side, plain_ids, None if memory is None else memory.copy())
         try:
             while True:
@@ -55,7 +56,8 @@ def run_workload(
 ) -> Iterator[WorkloadView]:
     """Fill `view` run by run, yielding it as it fills; a stop ends the run under way (it is not counted) and keeps
     every run that finished."""
-    began, shown = clock(), [clock()]
+    began = clock()
+    shown = [clock()]
     for i in range(len(view.prompts)):
         yield from run_prompt(view, i, run_side, stopped, every_s, clock, shown)
     view.end(stopped(), clock() - began)
@@ -78,9 +80,11 @@ def run_prompt(
         if stopped():
             break
         plain = view.finished_cell(i, PLAIN)
-        cell, view.running = view.cell(i, side), (i, side)
+        cell = view.cell(i, side)
+        view.running = (i, side)
         if side != PLAIN and plain is None:
-            cell.note, cell.done = "failed: plain decoding did not finish this prompt", True
+            cell.note = "failed: plain decoding did not finish this prompt"
+            cell.done = True
             continue
         view.message = f"prompt {i + 1} of {len(view.prompts)}: {_name(view, side)}"
         yield view
@@ -98,7 +102,8 @@ def run_prompt(
                     shown[0] = clock()
                     yield view
         except SpecvizError as exc:  # e.g. a tree on a model whose attention takes no mask: the others go on
-            cell.note, cell.events = f"failed: {first_line(exc)}", []
+            cell.note = f"failed: {first_line(exc)}"
+            cell.events = []
         cell.done = not stopped()
 
 

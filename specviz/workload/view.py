@@ -138,7 +138,8 @@ class WorkloadView:
 
     def speedup(self, prompt: int, side: str) -> float | None:
         """One prompt's speedup for one drafter (tokens/s over plain decoding's on that prompt)."""
-        mine, plain = self.finished_cell(prompt, side), self.finished_cell(prompt, PLAIN)
+        mine = self.finished_cell(prompt, side)
+        plain = self.finished_cell(prompt, PLAIN)
         if not mine or not plain:
             return None
         a, b = summarize(mine.events).tokens_per_s, summarize(plain.events).tokens_per_s

@@ -49,7 +49,8 @@ def option_panels(kinds, chosen: str) -> tuple[dict, dict]:
     """One folded panel per drafter with options on screen, shown while that drafter is chosen, each option at the
     value the drafter measured best with.
     Returns ({option name: widget}, {drafter name: panel})."""
-    widgets, panels = {}, {}
+    widgets = {}
+    panels = {}
     for kind in kinds:
         specs = [s for s in kind.options.specs() if s.app]
         if not specs:

@@ -105,7 +105,9 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, UnderLoadHandlers):
     those a race fills)."""
 
     def __init__(self, backend, screen: SimpleNamespace):
-        self.backend, self.screen, self.board = backend, screen, StopBoard()
+        self.backend = backend
+        self.screen = screen
+        self.board = StopBoard()
         self.race_screen: RaceScreen = screen.race
         self.files = Path(tempfile.mkdtemp(prefix="specviz-downloads-"))  # this server's downloadable runs
         # A session's last run is held as the path of its trace file, not as a Trace: Gradio keeps a closed session's
@@ -124,7 +126,8 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, UnderLoadHandlers):
             now = time.perf_counter()
             if view.finished or now - shown >= UPDATE_EVERY_S:
                 chart = view.finished or now - charted >= CHART_EVERY_S
-                shown, charted = now, now if chart else charted
+                shown = now
+                charted = now if chart else charted
                 yield self.race_outputs(view, prompt, chart)
 
     @contextmanager

@@ -42,7 +42,8 @@ from ...views.replay import SPEEDS
 from .grand_prix_screen import lanes_asked
 from .workload_screen import prompts_from
 
-EXAMPLES, YOURS = "the code examples", "your prompts (the “Your prompts” tab)"
+EXAMPLES = "the code examples"
+YOURS = "your prompts (the “Your prompts” tab)"
 DEFAULT_LEVELS = ", ".join(map(str, traffic_plan.DEFAULT_LEVELS))
 DEFAULT_RATES = "0.5, 1, 2"
 DEFAULT_REQUESTS = 16
@@ -161,28 +162,33 @@ class UnderLoadHandlers:
         """A run of either mode on the device: the prompts and lanes read from the tab, each view `shown`; a bad
         input or a failed run is one line in the tab's progress line (`mode`'s) and the status box, and the server
         keeps serving."""
-        s, session = self.screen, request.session_hash
+        s = self.screen
+        session = request.session_hash
         progress = getattr(s, f"{mode}_progress")
         with self.on_device(session) as flag:
             try:
                 prompts = example_prompts() if source != YOURS else prompts_from(*yours)
-                yield from self.stream(views(prompts, lanes_asked(*lanes), flag.is_set, session), shown)
+                yield from self.stream_under_load(views(prompts, lanes_asked(*lanes), flag.is_set, session), shown)
             except Exception as exc:
                 yield {progress: panels.failure(exc), s.status: panels.failure(exc)}
 
-    def stream(self, views, shown):
+    def stream_under_load(self, views, shown):
         """Every view that lands a run, with its charts, and every one that says what the run does next (the next
         lane's prompts being read can take a minute: a line held back then would leave the last one standing); in
         between, how far a run got at most every UPDATE_EVERY_S."""
-        drawn, runs, said = 0.0, -1, -1
+        drawn = 0.0
+        runs = -1
+        said = -1
         for view in views:
             done = len(view.order)
             if view.finished or done != runs or view.said != said or time.perf_counter() - drawn >= UPDATE_EVERY_S:
                 yield shown(view, charts=view.finished or done != runs)
-                drawn, runs, said = time.perf_counter(), done, view.said
+                drawn = time.perf_counter()
+                runs = done
+                said = view.said
 
     def stream_concurrency(self, views):
-        return self.stream(views, self.concurrency_outputs)
+        return self.stream_under_load(views, self.concurrency_outputs)
 
     def concurrency_outputs(self, view: ConcurrencyView, charts: bool = True) -> dict:
         s = self.screen
@@ -247,6 +253,6 @@ class UnderLoadHandlers:
             try:
                 record = kind.load(uploaded_path(uploaded, kind.WHAT, button))
                 yield replayed_inputs(s, record)
-                yield from self.stream(replay(record, PACES.get(speed, 1.0), flag.is_set), shown)
+                yield from self.stream_under_load(replay(record, PACES.get(speed, 1.0), flag.is_set), shown)
             except Exception as exc:
                 yield {progress: panels.failure(exc), s.status: panels.failure(exc)}

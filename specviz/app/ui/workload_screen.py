@@ -88,7 +88,8 @@ def speedup_grid(view: WorkloadView) -> str:
     for i, prompt in enumerate(view.prompts):
         cells = []
         for name in names:
-            found, speed = view.cells.get((i, name)), view.speedup(i, name)
+            found = view.cells.get((i, name))
+            speed = view.speedup(i, name)
             text = (
                 _cell(speed, "{:.2f}×")
                 if speed is not None
@@ -108,18 +109,21 @@ class WorkloadHandlers:
     """Mixed into the screen's Handlers: the workload's run and what it shows."""
 
     def workload(self, request: gr.Request, prompts_text, prompts_file, drafters, draft_length, **values):
-        s, session = self.screen, request.session_hash
+        s = self.screen
+        session = request.session_hash
         with self.on_device(session) as flag:
             try:
                 prompts = prompts_from(prompts_text, prompts_file)
                 runs = self.backend.workload(
                     values, prompts, list(drafters or []), draft_length != BEST, flag.is_set, session
                 )
-                shown, runs_done = 0.0, 0
+                shown = 0.0
+                runs_done = 0
                 for view in runs:  # every finished run shows at once; a run under way, every UPDATE_EVERY_S
                     done = sum(c.done for c in view.cells.values())
                     if view.finished or done > runs_done or time.perf_counter() - shown >= UPDATE_EVERY_S:
-                        shown, runs_done = time.perf_counter(), done
+                        shown = time.perf_counter()
+                        runs_done = done
                         yield self.workload_outputs(view)
             except Exception as exc:  # one line in the tab and in the status box; the server keeps serving
                 yield {s.workload_progress: panels.failure(exc), s.status: panels.failure(exc)}

@@ -35,7 +35,10 @@ TREE_WIDTH = 4  # a tree tries this many of each position's best tokens
 
 class DFlashDrafter(BaseDrafter):
     def __init__(self, draft: DFlashDraft, tree: str = "chain", nodes: int = 16, width: int = TREE_WIDTH):
-        self.draft, self.tree, self.nodes, self.width = draft, tree, nodes, width
+        self.draft = draft
+        self.tree = tree
+        self.nodes = nodes
+        self.width = width
         self.profile = DrafterProfile(
             hidden_layers=tuple(i + 1 for i in draft.target_layers),  # hidden_states[0] is the embedding
             longest=draft.block_size - 1,
@@ -51,7 +54,8 @@ class DFlashDrafter(BaseDrafter):
 
     def start(self, prompt_ids: list[int], target, judges=None) -> None:
         self.judges = judges
-        self.target_lm, self.cache = target, self.draft.new_cache()
+        self.target_lm = target
+        self.cache = self.draft.new_cache()
 
     @torch.inference_mode()
     def propose(self, tokens: list[int], gamma: int) -> Proposal | None:

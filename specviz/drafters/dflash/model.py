@@ -45,7 +45,8 @@ class ContextCache:
                 store[layer] = grown
         self.keys[layer][:, self.length : end] = k[:, :n]
         self.values[layer][:, self.length : end] = v[:, :n]
-        kept_k, kept_v = self.keys[layer][:, : self.length], self.values[layer][:, : self.length]
+        kept_k = self.keys[layer][:, : self.length]
+        kept_v = self.values[layer][:, : self.length]
         return torch.cat((kept_k, k), dim=1), torch.cat((kept_v, v), dim=1)
 
     def crop(self, length: int) -> None:
@@ -57,10 +58,13 @@ class ContextAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         bias = bool(getattr(config, "attention_bias", False))
-        width, q_width, kv_width = config.hidden_size, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        width = config.hidden_size
+        q_width = self.heads * self.head_dim
+        kv_width = self.kv_heads * self.head_dim
         self.q_proj = nn.Linear(width, q_width, bias=bias)
         self.k_proj = nn.Linear(width, kv_width, bias=bias)
         self.v_proj = nn.Linear(width, kv_width, bias=bias)
@@ -72,12 +76,14 @@ class ContextAttention(nn.Module):
         """x [b, H] block rows, context [c, H] new context rows; cos/sin [c + b, head dim] for context then block.
         Training passes no cache and `sees` [b, c + b] (True where a block row may read a key) instead: several
         blocks at once, each reading its own context and itself."""
-        b, c = len(x), len(context)
+        b = len(x)
+        c = len(context)
         both = torch.cat((context, x), dim=0)
         q = self.q_norm(self.q_proj(x).view(b, self.heads, self.head_dim)).transpose(0, 1)
         k = self.k_norm(self.k_proj(both).view(c + b, self.kv_heads, self.head_dim)).transpose(0, 1)
         v = self.v_proj(both).view(c + b, self.kv_heads, self.head_dim).transpose(0, 1)
-        q, k = _rotate(q, cos[c:], sin[c:]), _rotate(k, cos, sin)
+        q = _rotate(q, cos[c:], sin[c:])
+        k = _rotate(k, cos, sin)
         if cache is not None:
             k, v = cache.with_new(layer, k, v, c)
         groups = self.heads // self.kv_heads  # each key/value head serves a group of query heads
@@ -106,7 +112,9 @@ class DFlashDraft(nn.Module):
         shared, not copied; `target_layers`: the target layers whose outputs form the context (0 = the first layer);
         `scales`: (input embedding scale, output multiplier, final logit softcap or 0)."""
         super().__init__()
-        self.config, self.block_size, self.mask_id = config, block_size, mask_id
+        self.config = config
+        self.block_size = block_size
+        self.mask_id = mask_id
         self.target_layers = tuple(target_layers)
         self.embedding_scale, self.output_multiplier, self.softcap = scales or (1.0, 1.0, 0.0)
         hidden = config.hidden_size
@@ -125,13 +133,15 @@ class DFlashDraft(nn.Module):
         positions follow the cache's; `root`: the last committed token, at the position after them. Returns the
         [block size - 1, V] scores of the tokens after the root, the mask rows' outputs through the LM head."""
         weight = self.fc.weight
-        c, start = len(features), cache.length + len(features)
+        c = len(features)
+        start = cache.length + len(features)
         ids = torch.full((self.block_size,), self.mask_id, dtype=torch.long, device=weight.device)
         ids[0] = root
         x = self._shared[0](ids).to(weight.dtype) * self.embedding_scale
         context = self.hidden_norm(self.fc(features.to(weight.dtype)))
         cos, sin = self.rotary(x, self.positions(cache.length, c)[None])
-        cos, sin = cos[0], sin[0]
+        cos = cos[0]
+        sin = sin[0]
         for i, layer in enumerate(self.layers):
             x = layer(x, context, cos, sin, cache, i)
         cache.length = start
@@ -145,7 +155,9 @@ class DFlashDraft(nn.Module):
         the context rows before their anchor and their own block, nothing of the other blocks). `features` [T, F]
         and `tokens` [T] cover the text; `rows`: score only these rows of the LM head (a training shortlist). Returns
         [len(anchors), block size − 1, V or len(rows)]."""
-        weight, n, size = self.fc.weight, max(anchors), self.block_size
+        weight = self.fc.weight
+        n = max(anchors)
+        size = self.block_size
         ids = torch.full((len(anchors), size), self.mask_id, dtype=torch.long, device=weight.device)
         ids[:, 0] = tokens[anchors]
         x = self._shared[0](ids.flatten()).to(weight.dtype) * self.embedding_scale

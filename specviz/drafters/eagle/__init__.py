@@ -59,7 +59,8 @@ def _build(options: EagleOptions, ctx):
     if isinstance(options.eagle, tuple):  # (head, hidden layers) already loaded, as tests pass them
         head, layers = options.eagle
     elif isinstance(options.eagle, EagleHead):
-        head, layers = options.eagle, (-1,)
+        head = options.eagle
+        layers = (-1,)
     else:  # a location: loaded once per target and kept with it
         head, layers = kept_with_target(ctx, "eagle", _location(options, ctx.target.name), load_eagle)
     return EagleDrafter(head, layers, options.eagle_tree, options.eagle_nodes)

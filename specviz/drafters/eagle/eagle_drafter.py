@@ -35,8 +35,11 @@ class EagleDrafter(BaseDrafter):
         nodes: int = NODES,
         width: int = BEAM,
     ):
-        self.head, self.profile = head, DrafterProfile(hidden_layers=tuple(hidden_layers))
-        self.tree, self.nodes, self.width = tree, nodes, width
+        self.head = head
+        self.profile = DrafterProfile(hidden_layers=tuple(hidden_layers))
+        self.tree = tree
+        self.nodes = nodes
+        self.width = width
         self.target_lm = None
         self.kv = self.cache = None  # the head's KV cache, and the transformers cache its forwards take
         self.fed = 0  # committed pairs in the head's cache
@@ -49,7 +52,10 @@ class EagleDrafter(BaseDrafter):
         return min(self.nodes, self.width + (gamma - 1) * self.width * self.width)
 
     def start(self, prompt_ids: list[int], target, judges=None) -> None:
-        self.target_lm, self.kv, self.fed, self.last = target, KVCache.dynamic(), 0, None
+        self.target_lm = target
+        self.kv = KVCache.dynamic()
+        self.fed = 0
+        self.last = None
         self.cache = self.kv.cache
         self._catch_up(prompt_ids)  # the prompt's pairs: counted as prefill
 
@@ -63,7 +69,8 @@ class EagleDrafter(BaseDrafter):
         ids = torch.tensor([tokens[self.fed + 1 : end + 1]], device=self._device)
         features = self.target_lm.hidden(self.fed, end)[None]
         out = self._feed(features, ids, list(range(self.fed, end)), [[]] * (end - self.fed), causal=True)
-        self.fed, self.last = end, out[0, -1]
+        self.fed = end
+        self.last = out[0, -1]
 
     def _forget_drafts(self) -> None:
         self.kv.crop(self.fed)
@@ -98,7 +105,8 @@ class EagleDrafter(BaseDrafter):
         return Proposal(tuple(candidates), forwards=forwards)
 
     def _chain(self, gamma: int):
-        feature, chain = self.last, []
+        feature = self.last
+        chain = []
         for depth in range(1, gamma + 1):
             token = self._best(feature[None], 1)[1][0][0]
             chain.append(token)
@@ -129,7 +137,8 @@ class EagleDrafter(BaseDrafter):
                 [columns_to(nodes, p) for p in parents],
             )[0]
             for row, n in enumerate(chosen):
-                nodes[n].state, nodes[n].column = out[row], past + row
+                nodes[n].state = out[row]
+                nodes[n].column = past + row
             return self._best(out, self.width)
 
         return grow((values[0], ids[0]), expand, gamma, self.width, budget)

@@ -32,7 +32,8 @@ def llama_config(config):
     kept = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")
     kept += ("rms_norm_eps", "max_position_embeddings", "vocab_size", "hidden_act", "rope_parameters")
     made = LlamaConfig(**{k: getattr(config, k) for k in kept if getattr(config, k, None) is not None})
-    made.layer_types, made._attn_implementation = ["full_attention"], config._attn_implementation
+    made.layer_types = ["full_attention"]
+    made._attn_implementation = config._attn_implementation
     return made
 
 
@@ -52,10 +53,13 @@ class EagleHead(nn.Module):
         are shared, not copied."""
         super().__init__()
         assert layout in LAYOUTS
-        self.layout, self.config = layout, config
+        self.layout = layout
+        self.config = config
         hidden = config.hidden_size
         backbone = target.get_decoder() if hasattr(target, "get_decoder") else target.model
-        layer_class, norm_class, rotary_class = type(backbone.layers[0]), type(backbone.norm), type(backbone.rotary_emb)
+        layer_class = type(backbone.layers[0])
+        norm_class = type(backbone.norm)
+        rotary_class = type(backbone.rotary_emb)
         if family == "llama" and config.model_type != "llama":
             from transformers.models.llama import modeling_llama as llama
 

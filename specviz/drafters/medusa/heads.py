@@ -138,7 +138,8 @@ def load_medusa(folder: str | Path, base) -> MedusaHeads:
     check_base(config, base.name, "heads", MedusaCheckpointError)
     state = read_state(folder)
     heads, layers, compact = _shape_of(state)
-    hidden, vocab = base.model.config.hidden_size, base.vocab_size
+    hidden = base.model.config.hidden_size
+    vocab = base.vocab_size
     shortlist = read_shortlist(folder, vocab, MedusaCheckpointError)
     module = MedusaHeads(
         hidden, vocab, heads, layers, base.model.get_output_embeddings() if compact else None, shortlist

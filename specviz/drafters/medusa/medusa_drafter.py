@@ -26,7 +26,8 @@ TREES = {
 }
 # fmt: on
 DEFAULT_CHOICES = TREES["sparse"]  # most weight on the top guesses, a few second choices near the root
-MAX_TREE_PATHS, MAX_TREE_WIDTH = 64, 32
+MAX_TREE_PATHS = 64
+MAX_TREE_WIDTH = 32
 
 
 def medusa_tree(spec) -> tuple[tuple[int, ...], ...]:
@@ -57,7 +58,8 @@ def medusa_tree(spec) -> tuple[tuple[int, ...], ...]:
 
 class MedusaDrafter(BaseDrafter):
     def __init__(self, heads: MedusaHeads, choices=DEFAULT_CHOICES):
-        self.heads, self.choices = heads, [tuple(c) for c in choices]
+        self.heads = heads
+        self.choices = [tuple(c) for c in choices]
         depth = max(len(c) for c in self.choices)
         if depth > len(heads.heads):
             raise InvalidRequest(f"the Medusa tree is {depth} deep but these heads are only {len(heads.heads)}")
