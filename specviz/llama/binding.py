@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..errors import LlamaCppMissing
+from ..errors import InvalidRequest, LlamaCppMissing
 
 INSTALL = 'pip install "specviz[llama]" (builds llama.cpp from source, about 4 minutes on 2 cores)'
 MAX_SEQUENCES = 256  # llama.cpp's own bound on a context's sequence ids (LLAMA_MAX_SEQ)
@@ -127,3 +127,25 @@ class Context:
             self.lib.llama_batch_free(self._batch)
             self.lib.llama_free(self.handle)
             self.handle = None
+
+
+class Sequences:
+    """The sequence ids of one context that a caller hands out (from `first` up) and takes back, forgetting a
+    returned sequence's cells; `what` names the caller's unit of work in the error when none is left."""
+
+    def __init__(self, ctx: Context, first: int, what: str):
+        self.ctx = ctx
+        self.what = what
+        self._free = list(range(MAX_SEQUENCES - 1, first - 1, -1))
+
+    def __len__(self) -> int:
+        return len(self._free)
+
+    def take(self) -> int:
+        if not self._free:
+            raise InvalidRequest(f"{self.what} needs more sequences than llama.cpp's {MAX_SEQUENCES}")
+        return self._free.pop()
+
+    def give_back(self, sequence: int) -> None:
+        self.ctx.remove(sequence)
+        self._free.append(sequence)

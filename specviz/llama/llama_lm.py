@@ -15,7 +15,7 @@ import torch
 
 from ..engine.tree import TokenTree
 from ..errors import InvalidRequest, RuntimeUnsupported
-from .binding import MAX_SEQUENCES, MICRO_BATCH, Context
+from .binding import MICRO_BATCH, Context, Sequences
 
 MAIN = 0  # the committed text's sequence
 
@@ -37,7 +37,7 @@ class LlamaLM:
         self.rows: list[tuple[int, int]] = []  # entries chain.. : (sequence, position) of each tree row fed since
         self.leaves: list[tuple[int, tuple[int, ...]]] = []  # a pending verify tree: (leaf's sequence, its path)
         self.root: tuple[int, torch.Tensor] | None = None  # the prompt's last token, read with it: (id, its logits)
-        self._free = list(range(MAX_SEQUENCES - 1, MAIN, -1))
+        self._sequences = Sequences(self.ctx, MAIN + 1, "a step")
 
     def hidden(self, start: int, end: int):
         raise RuntimeUnsupported("llama.cpp does not hand specviz the target's hidden states")
@@ -92,11 +92,11 @@ class LlamaLM:
             self.root = None
             self.ctx.remove(MAIN, self.chain, -1)
         for sequence, _ in self.leaves:
-            self._release(sequence)
+            self._sequences.give_back(sequence)
         self.leaves = []
         keep = max(0, length - self.chain)
         for sequence in {s for s, _ in self.rows[keep:]} - {s for s, _ in self.rows[:keep]}:
-            self._release(sequence)
+            self._sequences.give_back(sequence)
         self.rows = self.rows[:keep]
         if length < self.chain:
             self.ctx.remove(MAIN, length, -1)
@@ -116,9 +116,9 @@ class LlamaLM:
         shape = tree.shape
         base = self.length - (kept is not None)
         leaves = [node for node in range(len(tree.tokens)) if not shape.children(node)]
-        if len(leaves) > len(self._free):
+        if len(leaves) > len(self._sequences):
             raise InvalidRequest(f"a tree of {len(leaves)} leaves needs more sequences than llama.cpp has")
-        sequences = {leaf: self._take() for leaf in leaves}
+        sequences = {leaf: self._sequences.take() for leaf in leaves}
         below = {node: [] for node in range(len(tree.tokens))}
         for leaf, sequence in sequences.items():
             self.ctx.share(MAIN, sequence, 0, base + (kept is not None))  # a root read with the prompt is shared too
@@ -157,7 +157,7 @@ class LlamaLM:
         feed = []
         cells = []
         for token, position, seen in zip(ids, positions, ancestors):
-            sequence = self._take()
+            sequence = self._sequences.take()
             self.ctx.share(MAIN, sequence, 0, shared)
             for column in sorted(seen, key=lambda c: self._cell(c)[1]):
                 holder, at = self._cell(column)
@@ -180,12 +180,3 @@ class LlamaLM:
     def _check_room(self, n: int) -> None:
         if self.length + n > self.ctx.n_ctx:
             raise InvalidRequest(f"the text would outgrow llama.cpp's context of {self.ctx.n_ctx} tokens")
-
-    def _take(self) -> int:
-        if not self._free:
-            raise InvalidRequest(f"a step needs more sequences than llama.cpp's {MAX_SEQUENCES}")
-        return self._free.pop()
-
-    def _release(self, sequence: int) -> None:
-        self.ctx.remove(sequence)
-        self._free.append(sequence)

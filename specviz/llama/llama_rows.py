@@ -13,7 +13,7 @@ import torch
 
 from ..engine.batched_lm import Feed
 from ..errors import InvalidRequest
-from .binding import MAX_SEQUENCES, MICRO_BATCH
+from .binding import MICRO_BATCH, Sequences
 
 BATCH_CONTEXT = 16384  # entries of a batch whose caller does not say how many its rows hold together
 
@@ -33,7 +33,7 @@ class LlamaRows:
         self.sequence: list[int] = []  # per batch row, its llama.cpp sequence
         self._fed: list[tuple[int, int, list[tuple[int, tuple[int, ...]]]]] = []  # per row: (first position, rows fed,
         # leaves of its tree: (sequence, path as feed rows))
-        self._free = list(range(MAX_SEQUENCES - 1, -1, -1))
+        self._sequences = Sequences(self.ctx, 0, "a batch")
 
     def row_length(self, i: int) -> int:
         return self.lengths[i] + len(self.held[i])
@@ -44,7 +44,7 @@ class LlamaRows:
         ctx = self.ctx
         rows = list(range(len(self.rows), len(self.rows) + len(prompts))) if rows is None else list(rows)
         for prompt in prompts:
-            sequence = self._take()
+            sequence = self._sequences.take()
             text = prompt[:-1]
             for at in range(0, len(text), MICRO_BATCH):
                 piece = text[at : at + MICRO_BATCH]
@@ -95,7 +95,7 @@ class LlamaRows:
         leaves = [r for r in range(1, m) if not any(bool(sees[c, r]) for c in range(m) if c != r)]
         out = []
         for leaf in leaves:
-            sequence = self._take()
+            sequence = self._sequences.take()
             self.ctx.share(self.sequence[i], sequence, 0, self.row_length(i))
             path = tuple(r for r in range(1, m) if bool(sees[leaf, r]))
             out.append((sequence, path))
@@ -123,7 +123,7 @@ class LlamaRows:
                 holder = next(s for s, p in leaves if p[: len(path)] == path)
                 self.ctx.share(holder, self.sequence[i], start + 1, start + len(rows))
             for sequence, _ in leaves:
-                self._release(sequence)
+                self._sequences.give_back(sequence)
             assert rows == list(range(len(rows))) or leaves, "a chain keeps its leading rows"
             length = own + len(rows) if rows else own
             if rows and own != start:  # held entries dropped before the feed: only a chain fed after them
@@ -131,21 +131,12 @@ class LlamaRows:
             self.ctx.remove(self.sequence[i], length, -1)
             lengths.append(length)
         for i in set(range(len(self.rows))) - set(staying):
-            self._release(self.sequence[i])
+            self._sequences.give_back(self.sequence[i])
         self.rows = [self.rows[i] for i in staying]
         self.sequence = [self.sequence[i] for i in staying]
         self.lengths = [lengths[i] for i in staying]
         self.held = [[] for _ in staying]
         self._fed = []
-
-    def _take(self) -> int:
-        if not self._free:
-            raise InvalidRequest(f"a batch needs more sequences than llama.cpp's {MAX_SEQUENCES}")
-        return self._free.pop()
-
-    def _release(self, sequence: int) -> None:
-        self.ctx.remove(sequence)
-        self._free.append(sequence)
 
 
 def _is_chain(feed: Feed) -> bool:
