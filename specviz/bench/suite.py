@@ -253,13 +253,12 @@ class Bench:
             draft_name=cell.draft.name if cell.draft else None,
             draft_dtype=cell.draft.precision if cell.draft else None,
         )
-        row = BenchRow(
-            **asdict(key),
-            method=cell.method,
-            gamma=cell.gamma,
-            library="specviz",
-            tps=run.tps,
-            tps_range=(run.low, run.high),
+        row = library_row(
+            key,
+            "specviz",
+            cell.method,
+            cell.gamma,
+            run,
             speedup=speedup,
             alpha=run.alpha,
             tau=run.tau,
@@ -281,13 +280,12 @@ class Bench:
         if theirs is None:
             return [row]
         hf_plain = baseline.theirs
-        theirs_row = BenchRow(
-            **asdict(key),
-            method=measured.counterpart,
-            gamma=cell.gamma,
-            library="transformers",
-            tps=theirs.tps,
-            tps_range=(theirs.low, theirs.high),
+        theirs_row = library_row(
+            key,
+            "transformers",
+            measured.counterpart,
+            cell.gamma,
+            theirs,
             speedup=theirs.tps / hf_plain.tps,
             tau=theirs.tau,
             same_as_plain=theirs.ids == hf_plain.ids if greedy else None,
@@ -296,33 +294,34 @@ class Bench:
         return [theirs_row, row]
 
 
+def library_row(key: RowKey, library: str, method: str, gamma, timed, **figures) -> BenchRow:
+    """One library's row for a prompt: the method and γ it ran, the median tokens/s of its repeats and their range,
+    and what else was measured of it."""
+    return BenchRow(
+        **asdict(key),
+        method=method,
+        gamma=gamma,
+        library=library,
+        tps=timed.tps,
+        tps_range=(timed.low, timed.high),
+        **figures,
+    )
+
+
 def plain_rows(key: RowKey, baseline: Sides, costs: dict, greedy: bool) -> list[BenchRow]:
     """Plain decoding's row, and transformers' plain row where it ran: an independent reference, whose greedy
     generate must write what specviz's plain decoding wrote."""
     plain = baseline.ours
     hf_plain = baseline.theirs
-    rows = [
-        BenchRow(
-            **asdict(key),
-            method=PLAIN,
-            gamma=None,
-            library="specviz",
-            tps=plain.tps,
-            tps_range=(plain.low, plain.high),
-            speedup=1.0,
-            tau=1.0,
-            verify_costs=costs,
-        )
-    ]
+    rows = [library_row(key, "specviz", PLAIN, None, plain, speedup=1.0, tau=1.0, verify_costs=costs)]
     if hf_plain is not None:
         rows.append(
-            BenchRow(
-                **asdict(key),
-                method="transformers plain",
-                gamma=None,
-                library="transformers",
-                tps=hf_plain.tps,
-                tps_range=(hf_plain.low, hf_plain.high),
+            library_row(
+                key,
+                "transformers",
+                "transformers plain",
+                None,
+                hf_plain,
                 speedup=1.0,
                 vs_transformers=plain.tps / hf_plain.tps,
                 same_as_plain=plain.ids == hf_plain.ids if greedy else None,
