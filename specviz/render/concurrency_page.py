@@ -10,6 +10,7 @@ from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
 from ..trace import EXACT_ON, identity_grounds
 from ..traffic.levels_view import VERDICT_ROUNDS, ConcurrencyView, requests
+from . import html_table
 from .concurrency_charts import crossover_label, crossovers, lane_colour, series
 from .panels import record_page
 from .svg_charts import INK, LABEL_ROW, _svg, _text, nice_ticks, spaced_axes
@@ -159,16 +160,8 @@ def concurrency_table(view: ConcurrencyView) -> str:
                 identical,
             )
             kind = "sv-moved" if f.moved else "sv-loses" if f.speedup is not None and f.speedup < 1 else ""
-            why = f' title="{escape(f.moved)}"' if f.moved else ""
-            opening = f'<tr class="{kind}"{why}>' if kind else "<tr>"
-            body.append(opening + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
-    rows = "".join(body)
-    return (
-        f"{verdicts(view)}"
-        f'<table class="sv-metrics sv-concurrency"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
-        f"{concurrency_badge(view)}"
-    )
+            body.append(html_table.row(cells, kind, f.moved or ""))
+    return verdicts(view) + html_table.table("sv-concurrency", head, body) + concurrency_badge(view)
 
 
 def concurrency_badge(view: ConcurrencyView) -> str:

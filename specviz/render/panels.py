@@ -10,6 +10,7 @@ from ..events import PLAIN, Metrics, summarize
 from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
 from ..views.race import RaceView
+from . import html_table
 from .figure1 import origin_text, visible
 from .grand_prix_lanes import ordinal, position_bars
 
@@ -58,7 +59,7 @@ def _row(name: str, m: Metrics, speedup: float | None, clock_s: float) -> str:
         f"{m.prefill_s:.2f}",
         f"{clock_s:.2f}",
     ]
-    return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+    return html_table.row(cells)
 
 
 METRIC_HEADERS = (
@@ -83,12 +84,11 @@ HEADER_TIPS = {
 def metrics_strip(view: RaceView) -> str:
     plain, spec = summarize(view.plain.events), summarize(view.spec.events)
     speedup = spec.tokens_per_s / plain.tokens_per_s if plain.tokens_per_s and spec.new_tokens else None
-    head = "".join(f'<th title="{escape(HEADER_TIPS.get(h, h))}">{escape(h)}</th>' for h in METRIC_HEADERS)
-    return (
-        f'<table class="sv-metrics"><thead><tr>{head}</tr></thead><tbody>'
-        f"{_row('plain', plain, 1.0 if plain.new_tokens else None, view.plain.clock_s)}"
-        f"{_row('speculative', spec, speedup, view.spec.clock_s)}</tbody></table>"
+    rows = (
+        _row("plain", plain, 1.0 if plain.new_tokens else None, view.plain.clock_s),
+        _row("speculative", spec, speedup, view.spec.clock_s),
     )
+    return html_table.table("", METRIC_HEADERS, rows, HEADER_TIPS)
 
 
 def identity_badge(view: RaceView) -> str:
@@ -155,7 +155,6 @@ def compare_table(rows) -> str:
     """Every lane of a Grand Prix: its place, speed, acceptance (by position as small bars on one line), steps and
     whether greedy output stayed the target's own."""
     headers = ("place", "lane", "tokens/s", "speedup", "α", "α by position", "τ", "target forwards", "= plain", "")
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for r in rows:
         same = "–" if r.identical is None else "\u2714 yes" if r.identical else "\u2260 no"
@@ -177,7 +176,7 @@ def compare_table(rows) -> str:
             f'<tr><td colspan="{len(headers)}" class="sv-waiting">press Grand Prix: plain decoding and every drafter '
             "race on this prompt, each at its best settings</td></tr>"
         ]
-    return f'<table class="sv-metrics sv-compare"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return html_table.table("sv-compare", headers, body)
 
 
 def diagnosis(view) -> str:

@@ -16,6 +16,7 @@ from ..events import PLAIN, summarize
 from ..runtime import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
 from ..workload.view import WorkloadRow, WorkloadView, duration
+from . import html_table
 from .figure1 import ORIGIN_CLASS, origin_text
 from .handoff_block import production_block
 from .svg_charts import acceptance_lines, speedup_bars
@@ -145,7 +146,6 @@ TABLE_HEAD = (
 def drafter_table(view: WorkloadView, rows: list[WorkloadRow]) -> str:
     """Plain decoding's totals and each drafter's, the best drafter marked by a tint and a word."""
     best = _best(rows)
-    head = "".join(f'<th title="{escape(tip)}">{escape(h)}</th>' for h, tip in TABLE_HEAD)
     body = []
     for r in rows:
         words = "plain decoding (the reference)" if r.name == PLAIN else r.words
@@ -161,8 +161,7 @@ def drafter_table(view: WorkloadView, rows: list[WorkloadRow]) -> str:
             + f'<td class="rp-note">{escape(_note(view, r))}</td></tr>'
         )
     return (
-        f'<div class="rp-scroll"><table class="sv-metrics rp-table"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
+        f'<div class="rp-scroll">{html_table.table("rp-table", dict(TABLE_HEAD), body, dict(TABLE_HEAD))}</div>'
         "<p class=\"rp-explain\">speedup: a drafter's tokens per second of decoding over plain decoding's, both "
         "counted over the same prompts (prefill excluded). α: the share of drafted tokens the target accepted. τ: "
         "tokens written per target forward (plain decoding: 1).</p>" + _parting_note(view, rows)

@@ -5,6 +5,7 @@ sentence that says why the speedups differ (views/runtimes.py). No torch, no Gra
 from html import escape
 
 from ..views.runtimes import at, compared, sentence
+from . import html_table
 
 WIDTHS = (2, 4, 8, 16)
 
@@ -23,10 +24,9 @@ def runtime_comparison(view, own: str, curves: dict | None = None) -> str:
         for s in sides:
             cells = [f"{drafter} · {s.runtime}", fmt(s.plain_tok_s, "{:.1f}"), fmt(s.speedup, "{:.2f}×")]
             cells += [fmt(s.alpha), fmt(s.c)] + [fmt(at(s.verify, k)) for k in WIDTHS]
-            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+            rows.append(html_table.row(cells))
         lines.append(f'<p class="sv-note">{escape(sentence(drafter, sides))}</p>')
-    table = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return (
         '<div id="sv-runtimes"><h4>The same drafter on each runtime</h4>'
-        f'<table class="sv-metrics sv-runtimes">{table}{"".join(rows)}</table>{"".join(lines)}</div>'
+        f"{html_table.table('sv-runtimes', head, rows)}{''.join(lines)}</div>"
     )

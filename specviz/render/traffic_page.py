@@ -8,6 +8,7 @@ from html import escape
 from ..analysis.physics import MOVED_MARK
 from ..events import PLAIN
 from ..traffic.rates_view import TrafficView, error_of
+from . import html_table
 from .concurrency_page import progress_line
 from .panels import record_page
 from .svg_charts import INK, LABEL_ROW, SERIES_COLOURS, _svg, _text, nice_ticks, spaced_axes
@@ -84,8 +85,16 @@ def traffic_production(view: TrafficView) -> str:
 
 def traffic_table(view: TrafficView) -> str:
     head = (
-        "<tr><th>lane</th><th>req/s</th><th>tok/s</th><th>TTFT p50 / p99 s</th><th>TPOT p50 / p99 s</th>"
-        "<th>goodput</th><th>vs plain</th><th>SLO</th><th>identical</th><th>simulated tok/s · TPOT p50</th></tr>"
+        "lane",
+        "req/s",
+        "tok/s",
+        "TTFT p50 / p99 s",
+        "TPOT p50 / p99 s",
+        "goodput",
+        "vs plain",
+        "SLO",
+        "identical",
+        "simulated tok/s · TPOT p50",
     )
     rows = []
     for lane in view.lanes:
@@ -113,10 +122,8 @@ def traffic_table(view: TrafficView) -> str:
                 {None: "–", True: "yes", False: "NO"}[view.identical(lane, rate)],
                 simulated,
             ]
-            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    return (
-        f'<div class="sv-traffic-scroll"><table class="sv-metrics sv-traffic-table">{head}{"".join(rows)}</table></div>'
-    )
+            rows.append(html_table.row(cells))
+    return f'<div class="sv-traffic-scroll">{html_table.table("sv-traffic-table", head, rows)}</div>'
 
 
 def moved_mark(view: TrafficView, lane: str, rate: float) -> str:

@@ -10,7 +10,7 @@ import gradio as gr
 
 from ...errors import InvalidRequest
 from ...events import PLAIN
-from ...render import panels
+from ...render import html_table, panels
 from ...workload.prompts import read_prompts, split_pasted
 from ...workload.view import WorkloadView, duration
 
@@ -73,17 +73,14 @@ def summary_table(view: WorkloadView) -> str:
             f"{r.prompts}/{len(view.prompts)}",
             r.note,
         )
-        lead = ' class="sv-best"' if r.name != PLAIN and r.speedup and r.speedup == best and best > 1 else ""
-        body.append(f"<tr{lead}>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
-    heads = "".join(f"<th>{escape(h)}</th>" for h in head)
-    lines = "".join(body)
-    return f'<table class="sv-metrics sv-workload"><thead><tr>{heads}</tr></thead><tbody>{lines}</tbody></table>'
+        lead = "sv-best" if r.name != PLAIN and r.speedup and r.speedup == best and best > 1 else ""
+        body.append(html_table.row(map(str, cells), lead))
+    return html_table.table("sv-workload", head, body)
 
 
 def speedup_grid(view: WorkloadView) -> str:
     """Prompt by drafter: each finished run's speedup, the run under way marked, the rest waiting."""
     names = view.sides[1:]
-    heads = "".join(f"<th>{escape(n)}</th>" for n in ["prompt", *names])
     body = []
     for i, prompt in enumerate(view.prompts):
         cells = []
@@ -102,7 +99,7 @@ def speedup_grid(view: WorkloadView) -> str:
             cells.append(f"<td>{escape(text)}</td>")
         short = prompt if len(prompt) <= 60 else prompt[:59] + "…"
         body.append(f'<tr><td title="{escape(prompt)}">{i + 1}. {escape(short)}</td>{"".join(cells)}</tr>')
-    return f'<table class="sv-metrics sv-grid"><thead><tr>{heads}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return html_table.table("sv-grid", ["prompt", *names], body)
 
 
 class WorkloadHandlers:
