@@ -10,10 +10,28 @@ import torch
 
 from ..errors import InvalidRequest, first_line
 from ..models.loading import linear_weight
+from ..serving.declaration import Nearest
 
 SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads score
 # why weights that read the target's hidden states do not decode concurrent requests together yet
 READS_HIDDEN = "it reads the target's hidden states, which a batch's cache does not keep yet"
+
+
+def reads_insides(kind: str, location, reads: str, llama_type: str) -> dict:
+    """The Recipe fields shared by the drafters that read the target's insides: the weights' location checked before
+    any load, no batched lanes (READS_HIDDEN), and no llama.cpp lane: what it reads, and the llama.cpp type that reads
+    the same inside llama.cpp."""
+    return {
+        "precheck": location_check(kind, location),
+        "unbatched": READS_HIDDEN,
+        "not_on_llama_cpp": f"its {reads}, which llama.cpp does not hand to a caller (its own {llama_type} reads them "
+        "inside llama.cpp)",
+    }
+
+
+def no_transformers(what: str) -> Nearest:
+    """transformers' generate has no such drafter: plain decoding stands in."""
+    return Nearest(f"transformers' generate has no {what}", plain=True)
 
 
 def shipped_folder(root: Path, base_name: str) -> Path | None:

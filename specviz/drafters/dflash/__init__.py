@@ -5,9 +5,9 @@ target's own continuations."""
 
 from dataclasses import dataclass
 
-from ...serving.declaration import LlamaSpecType, Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
+from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
+from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
 from ..listing import Listing
 from ..options import Options, option
 
@@ -86,14 +86,9 @@ KIND = Recipe(
         order=47,
         preferred=(("gamma", 15), ("adaptive", True)),
     ),
-    precheck=location_check("dflash", _location),
-    unbatched=READS_HIDDEN,
-    not_on_llama_cpp=(
-        "its draft reads several of the target's inner layers, which llama.cpp does not hand to a caller (its "
-        "own draft-dflash reads them inside llama.cpp)"
-    ),
+    **reads_insides("dflash", _location, "draft reads several of the target's inner layers", "draft-dflash"),
     serving=Serving(
-        transformers=Nearest("transformers' generate has no DFlash block drafter", plain=True),
+        transformers=no_transformers("DFlash block drafter"),
         vllm=VllmMethod(
             "dflash", weights=Weights(lambda o: o.dflash, "DFLASH_DRAFT"), adaptive_verification=True, note=DSPARK
         ),

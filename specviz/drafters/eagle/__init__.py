@@ -4,9 +4,9 @@ and specviz's own). specviz/training/eagle.py trains one by self-distillation on
 
 from dataclasses import dataclass
 
-from ...serving.declaration import LlamaSpecType, Nearest, Serving, SglangAlgorithm, VllmMethod, Weights
+from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
+from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
 from ..listing import Listing
 from ..options import Options, option
 
@@ -81,14 +81,9 @@ KIND = Recipe(
         ),
         order=45,
     ),
-    precheck=location_check("eagle", _location),
-    unbatched=READS_HIDDEN,
-    not_on_llama_cpp=(
-        "its head reads the target's hidden states from inside the model, which llama.cpp does not hand to a "
-        "caller (its own draft-eagle3 reads them inside llama.cpp)"
-    ),
+    **reads_insides("eagle", _location, "head reads the target's hidden states from inside the model", "draft-eagle3"),
     serving=Serving(
-        transformers=Nearest("transformers' generate has no EAGLE heads", plain=True),
+        transformers=no_transformers("EAGLE heads"),
         vllm=VllmMethod("eagle", weights=HEAD, adaptive_verification=True),
         sglang=SglangAlgorithm("EAGLE", weights=HEAD),
         llama_cpp=LlamaSpecType(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...serving.declaration import LlamaSpecType, Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import READS_HIDDEN, heads_for, kept_with_target, location_check
+from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
 from ..listing import Listing
 from ..options import Options, option
 from .medusa_drafter import TREES, MedusaDrafter, medusa_tree
@@ -64,14 +64,11 @@ KIND = Recipe(
         describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
         order=40,
     ),
-    precheck=location_check("medusa", _location),
-    unbatched=READS_HIDDEN,
-    not_on_llama_cpp=(
-        "its heads read the target's final hidden state at every verified position; specviz's llama.cpp "
-        "runtime reads logits alone (llama.cpp's nearest, draft-mtp, drafts inside llama.cpp)"
+    **reads_insides(
+        "medusa", _location, "heads read the target's final hidden state at every position", "nearest, draft-mtp,"
     ),
     serving=Serving(
-        transformers=Nearest("transformers' generate has no Medusa heads", plain=True),
+        transformers=no_transformers("Medusa heads"),
         vllm=VllmMethod(
             "medusa",
             weights=Weights(lambda o: o.medusa, "MEDUSA_HEADS"),
