@@ -73,8 +73,11 @@ def _add_medusa(sub):
         train_batch_help="rows per training step",
         text=HEADS_TEXT,
     )
-    medusa.add_argument("--heads", type=int, default=MedusaTraining.heads)
-    medusa.add_argument("--layers", type=int, default=MedusaTraining.layers)
+    _numbers(
+        medusa,
+        ("--heads", int, MedusaTraining.heads, "heads (head k guesses the token k + 2 positions ahead)"),
+        ("--layers", int, MedusaTraining.layers, "residual blocks per head"),
+    )
     return medusa
 
 
@@ -87,21 +90,18 @@ def _add_eagle(sub):
         train_batch_help="windows per training step",
         text=FEATURES_TEXT,
     )
-    eagle.add_argument("--window", type=int, default=EagleTraining.window, help="pairs per training window")
-    eagle.add_argument(
-        "--unroll", type=int, default=EagleTraining.unroll, help="extra passes that feed the head its own guesses"
-    )
+    _numbers(
+        eagle,
+        ("--window", int, EagleTraining.window, "pairs per training window"),
+        ("--unroll", int, EagleTraining.unroll, "extra passes that feed the head its own guesses"),
+        ("--intermediate-size", int, EagleTraining.intermediate_size, "the layer's MLP width (0: the target's own; "
+         "smaller drafts and trains faster)"),
+    )  # fmt: skip
     eagle.add_argument(
         "--init",
         choices=("pass-through", "random"),
         default=EagleTraining.init,
         help="start as 'the next feature is the last one' (fc passes it on, the layer adds nothing), or at random",
-    )
-    eagle.add_argument(
-        "--intermediate-size",
-        type=int,
-        default=EagleTraining.intermediate_size,
-        help="the layer's MLP width (0: the target's own; smaller drafts and trains faster)",
     )
     eagle.add_argument(
         "--features", metavar="FILE", help="keep the target's features here and reuse them when it exists"
@@ -126,18 +126,15 @@ def _add_dflash(sub):
         text=FEATURES_TEXT,
     )
     dflash.set_defaults(base="qwen2.5-coder-1.5b-instruct")
-    dflash.add_argument("--layers", type=int, default=1, help="draft layers")
-    dflash.add_argument("--block-size", type=int, default=8, help="positions one pass fills (the root, then masks)")
-    dflash.add_argument(
-        "--target-layers", default="", help="the target layers read, e.g. 1,9,17 (default: spread as published)"
-    )
-    dflash.add_argument("--intermediate-size", type=int, default=0, help="the layers' MLP width (0: the target's)")
-    dflash.add_argument(
-        "--anchors-per-text",
-        type=int,
-        default=DFlashTraining.anchors_per_text,
-        help="of a step's blocks, how many come from each text drawn (all of one text are scored in one pass)",
-    )
+    _numbers(
+        dflash,
+        ("--layers", int, 1, "draft layers"),
+        ("--block-size", int, 8, "positions one pass fills (the root, then masks)"),
+        ("--target-layers", str, "", "the target layers read, e.g. 1,9,17 (default: spread as published)"),
+        ("--intermediate-size", int, 0, "the layers' MLP width (0: the target's)"),
+        ("--anchors-per-text", int, DFlashTraining.anchors_per_text, "of a step's blocks, how many come from each "
+         "text drawn (all of one text are scored in one pass)"),
+    )  # fmt: skip
     dflash.add_argument(
         "--features",
         type=_optional_path,
@@ -146,6 +143,13 @@ def _add_dflash(sub):
     )
     _checkpoint_flags(dflash, DFlashTraining, "keep the training state here; when it exists, go on")
     return dflash
+
+
+def _numbers(p, *flags: tuple[str, type, object, str]) -> None:
+    """A trainer's own plain flags, one (flag, type, default, help) each; the defaults are its config's where it has
+    the field (training/configs.py)."""
+    for flag, kind, default, about in flags:
+        p.add_argument(flag, type=kind, default=default, help=about)
 
 
 def _checkpoint_flags(p, config, checkpoint_help: str) -> None:
