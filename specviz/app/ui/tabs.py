@@ -102,6 +102,17 @@ def chart_tabs(s) -> None:
             )
 
 
+def drafter_boxes(kinds, ticked, label: str, elem_id: str) -> gr.CheckboxGroup:
+    """A tab's choice of drafters: one box per kind, by its label, the `ticked` ones ticked at the start."""
+    return gr.CheckboxGroup(
+        [(k.listing.label, k.name) for k in kinds],
+        value=[k.name for k in ticked],
+        label=label,
+        elem_id=elem_id,
+        scale=3,
+    )
+
+
 def compare_tab(s, kinds) -> None:
     """The Grand Prix's lanes (every drafter by default, each at its best settings, or lanes named with their γ), its
     replay at real pace, and what it leaves behind: a table, a chart, and each side's text in a tab of its own
@@ -113,13 +124,7 @@ def compare_tab(s, kinds) -> None:
             "next).</p>"
         )
         with gr.Row(equal_height=True):
-            s.gp_drafters = gr.CheckboxGroup(
-                [(k.listing.label, k.name) for k in kinds],
-                value=[k.name for k in kinds],
-                label="lanes",
-                elem_id="sv-gp-drafters",
-                scale=3,
-            )
+            s.gp_drafters = drafter_boxes(kinds, kinds, "lanes", "sv-gp-drafters")
             with gr.Column(scale=2, min_width=220):
                 s.gp_setting = gr.Radio(
                     [BEST_LANES, SIDEBAR], value=BEST_LANES, label="each lane's settings", elem_id="sv-gp-setting"
@@ -171,13 +176,7 @@ def workload_tab(s, kinds) -> None:
                 scale=2,
             )
         with gr.Row(equal_height=True):
-            s.workload_drafters = gr.CheckboxGroup(
-                [(k.listing.label, k.name) for k in kinds],
-                value=[k.name for k in kinds],
-                label="drafters",
-                elem_id="sv-workload-drafters",
-                scale=3,
-            )
+            s.workload_drafters = drafter_boxes(kinds, kinds, "drafters", "sv-workload-drafters")
             s.workload_gamma = gr.Radio(
                 [BEST, FIXED],
                 value=BEST,
@@ -203,13 +202,8 @@ def concurrency_tab(s, kinds) -> None:
             "computes; the crossover is where a drafter stops paying.</p>"
         )
         with gr.Row(equal_height=True):
-            s.concurrency_lanes = gr.CheckboxGroup(
-                [(k.listing.label, k.name) for k in kinds],
-                value=[k.name for k in kinds if k.build_batch is not None],  # those that decode a batch
-                label="drafters",
-                elem_id="sv-concurrency-drafters",
-                scale=3,
-            )
+            batched = [k for k in kinds if k.build_batch is not None]  # those that decode a batch
+            s.concurrency_lanes = drafter_boxes(kinds, batched, "drafters", "sv-concurrency-drafters")
             with gr.Column(scale=2, min_width=240):
                 s.concurrency_names = gr.Textbox(
                     "",
