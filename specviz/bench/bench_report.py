@@ -8,7 +8,7 @@ from ..events import PLAIN
 from .nearest import nearest_table
 from .rows import BenchMeta
 from .scoreboard import scoreboard_table
-from .tally import ASSISTED, best_cell, drafters, figure, groups, mean, spread
+from .tally import ASSISTED, best_cell, drafters, figure, groups, markdown_table, mean, spread
 from .targets import TARGETS, targets
 
 NEAREST_TITLE = (
@@ -27,35 +27,30 @@ SCOREBOARD_TITLE = (
 
 
 def cell_table(rows) -> str:
-    head = (
-        "| kind | T | method | γ | α | τ | tok/s (slowest–fastest) | speedup | speedup ÷ τ | predicted | efficiency | "
-        "i.i.d. theory | vs transformers | same as plain |"
-    )
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    titles = ["kind", "T", "method", "γ", "α", "τ", "tok/s (slowest–fastest)", "speedup", "speedup ÷ τ", "predicted",
+              "efficiency", "i.i.d. theory", "vs transformers", "same as plain"]  # fmt: skip
+    lines = []
     for (kind, t, method, gamma), rs in groups(rows, "kind", "temperature", "name", "gamma").items():
         same = [r.same_as_plain for r in rs if r.same_as_plain is not None]
         low, high = spread(rs)
         speedup = mean(r.speedup for r in rs)
         tau = mean(r.tau for r in rs)
         moved = f" {MOVED_MARK}" if speedup_forbidden(speedup, tau) else ""  # a figure to rerun, not to report
-        lines.append(
-            f"| {kind} | {t:g} | {method} | {'' if gamma is None else gamma} | {figure(mean(r.alpha for r in rs))} | "
-            f"{figure(mean(r.tau for r in rs))} | {figure(mean(r.tps for r in rs))} ({low:.2f}–{high:.2f}) | "
-            f"{figure(speedup, 'x')}{moved} | {figure(mean(r.per_tau for r in rs))} | "
-            f"{figure(mean(r.predicted for r in rs), 'x')} | {figure(mean(r.efficiency for r in rs))} | "
-            f"{figure(mean(r.iid for r in rs), 'x')} | {figure(mean(r.vs_transformers for r in rs))} | "
-            f"{f'{sum(same)}/{len(same)}' if same else ''} |"
-        )
-    return "\n".join(lines)
+        lines.append([
+            kind, f"{t:g}", method, "" if gamma is None else gamma, figure(mean(r.alpha for r in rs)),
+            figure(tau), f"{figure(mean(r.tps for r in rs))} ({low:.2f}–{high:.2f})", figure(speedup, "x") + moved,
+            figure(mean(r.per_tau for r in rs)), figure(mean(r.predicted for r in rs), "x"),
+            figure(mean(r.efficiency for r in rs)), figure(mean(r.iid for r in rs), "x"),
+            figure(mean(r.vs_transformers for r in rs)), f"{sum(same)}/{len(same)}" if same else "",
+        ])  # fmt: skip
+    return markdown_table(titles, lines)
 
 
 def summary_table(rows) -> str:
     """Per kind, temperature and drafter: the best fixed γ, adaptive, and transformers' counterpart."""
-    lines = [
-        "| kind | T | drafter | best fixed γ | its speedup | adaptive: speedup (mean γ) | "
-        "transformers: best γ / its default | efficiency (range) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    titles = ["kind", "T", "drafter", "best fixed γ", "its speedup", "adaptive: speedup (mean γ)",
+              "transformers: best γ / its default", "efficiency (range)"]  # fmt: skip
+    lines = []
     ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN]
     counterparts = drafters().counterparts
     for (kind, t, method), rs in groups(ours, "kind", "temperature", "name").items():
@@ -83,23 +78,21 @@ def summary_table(rows) -> str:
             + (f" / {their['adaptive']:.2f}x" if "adaptive" in their else "")
         )
         eff = [r.efficiency for r in rs if r.efficiency is not None]
-        lines.append(
-            f"| {kind} | {t:g} | {method} | {'' if best is None else best} | {figure(fixed.get(best), 'x')} | "
-            f"{figure(by_gamma.get('adaptive'), 'x')} ({figure(mean(r.mean_gamma for r in adaptive))}) | "
-            f"{their_text} | {f'{min(eff):.2f}–{max(eff):.2f}' if eff else ''} |"
-        )
-    return "\n".join(lines)
+        adaptive_text = f"{figure(by_gamma.get('adaptive'), 'x')} ({figure(mean(r.mean_gamma for r in adaptive))})"
+        eff_range = f"{min(eff):.2f}–{max(eff):.2f}" if eff else ""
+        best_text = "" if best is None else best
+        best_speedup = figure(fixed.get(best), "x")
+        lines.append([kind, f"{t:g}", method, best_text, best_speedup, adaptive_text, their_text, eff_range])
+    return markdown_table(titles, lines)
 
 
 def engine_table(rows) -> str:
     """The engine against the engine: per kind, temperature and draft, specviz's draft model and hybrid (best γ, fixed
     or adaptive) against transformers' assisted generation with the same draft, at a constant length and at its own
     defaults; with the hybrid's share of copied steps and the draft tokens each step verified (a tree's size)."""
-    lines = [
-        "| kind | T | draft | draft model: tok/s (γ) | hybrid: tok/s (γ), copied, nodes | transformers assisted: "
-        "constant (γ) / defaults | draft model ÷ theirs | hybrid ÷ theirs |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    titles = ["kind", "T", "draft", "draft model: tok/s (γ)", "hybrid: tok/s (γ), copied, nodes",
+              "transformers assisted: constant (γ) / defaults", "draft model ÷ theirs", "hybrid ÷ theirs"]  # fmt: skip
+    lines = []
     d = drafters()
     cells = [r for r in rows if r.draft_dtype and (r.method in d.model or r.method == ASSISTED)]
     for (kind, t, name, dtype), rs in groups(cells, "kind", "temperature", "draft_name", "draft_dtype").items():
@@ -112,13 +105,11 @@ def engine_table(rows) -> str:
         hybrid = best.get(d.hybrid)
         hybrid_rows = [r for r in rs if r.method == d.hybrid and hybrid and r.gamma == hybrid[0]]
         copied = mean(r.copied for r in hybrid_rows)
-        lines.append(
-            f"| {kind} | {t:g} | {name} {dtype} | {_cell(mine)} | "
-            + (f"{_cell(hybrid)}, {copied:.0%}, {figure(mean(r.nodes for r in hybrid_rows))}" if hybrid else "")
-            + f" | {_cell(constant)} / {figure(defaults[1]) if defaults else '–'} | "
-            f"{_ratio(mine, top)} | {_ratio(hybrid, top)} |"
-        )
-    return "\n".join(lines)
+        hybrid_text = f"{_cell(hybrid)}, {copied:.0%}, {figure(mean(r.nodes for r in hybrid_rows))}" if hybrid else ""
+        theirs_text = f"{_cell(constant)} / {figure(defaults[1]) if defaults else '–'}"
+        lines.append([kind, f"{t:g}", f"{name} {dtype}", _cell(mine), hybrid_text, theirs_text, _ratio(mine, top),
+                      _ratio(hybrid, top)])  # fmt: skip
+    return markdown_table(titles, lines)
 
 
 def _ratio(mine, theirs) -> str:
@@ -134,20 +125,15 @@ def alpha_c_table(rows) -> str:
     """Per kind, temperature, drafter and draft precision, at its best fixed γ: α, c (drafting per token ÷ one target
     forward), the speedup the paper's formula predicts from them (with the verify cost V(γ+1)/V(1) measured), and the
     speedup measured."""
-    lines = [
-        "| kind | T | drafter | best fixed γ | α | c | predicted from α and c | measured |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    titles = ["kind", "T", "drafter", "best fixed γ", "α", "c", "predicted from α and c", "measured"]
+    lines = []
     ours = [r for r in rows if r.library == "specviz" and r.method != PLAIN and r.gamma not in (None, "adaptive")]
     for (kind, t, name), rs in groups(ours, "kind", "temperature", "name").items():
         by_gamma = groups(rs, "gamma")
         (gamma,), best = max(by_gamma.items(), key=lambda kv: mean(r.speedup for r in kv[1]))
-        lines.append(
-            f"| {kind} | {t:g} | {name} | {gamma} | {figure(mean(r.alpha for r in best))} | "
-            f"{figure(mean(r.c for r in best))} | {figure(mean(r.iid for r in best), 'x')} | "
-            f"{figure(mean(r.speedup for r in best), 'x')} |"
-        )
-    return "\n".join(lines)
+        alpha, c, iid, speedup = (mean(getattr(r, key) for r in best) for key in ("alpha", "c", "iid", "speedup"))
+        lines.append([kind, f"{t:g}", name, gamma, figure(alpha), figure(c), figure(iid, "x"), figure(speedup, "x")])
+    return markdown_table(titles, lines)
 
 
 def position_table(rows) -> str:
@@ -157,20 +143,14 @@ def position_table(rows) -> str:
     if not ours:
         return ""
     depth = max(len(r.by_depth) for r in ours)
-    lines = [
-        "| kind | T | drafter | γ | pooled α | " + " | ".join(f"α_{k}" for k in range(1, depth + 1)) + " |",
-        "|---|---|---|---|---|" + "---|" * depth,
-    ]
+    titles = ["kind", "T", "drafter", "γ", "pooled α", *(f"α_{k}" for k in range(1, depth + 1))]
+    lines = []
     for (kind, t, name), rs in groups(ours, "kind", "temperature", "name").items():
         gamma = max(r.gamma for r in rs)
         at = [r for r in rs if r.gamma == gamma]
         by_k = [mean(r.by_depth[k] for r in at if k < len(r.by_depth)) if k < gamma else None for k in range(depth)]
-        lines.append(
-            f"| {kind} | {t:g} | {name} | {gamma} | {figure(mean(r.alpha for r in at))} | "
-            + " | ".join(figure(a) if a is not None else "" for a in by_k)
-            + " |"
-        )
-    return "\n".join(lines)
+        lines.append([kind, f"{t:g}", name, gamma, figure(mean(r.alpha for r in at)), *(figure(a) for a in by_k)])
+    return markdown_table(titles, lines)
 
 
 def runs_in_order_table(rows) -> str:
@@ -181,18 +161,16 @@ def runs_in_order_table(rows) -> str:
     if not ours:
         return ""
     present = [m for m in lookups if any(r.method == m for r in ours)]
-    lines = [
-        "| kind | T | run | " + " | ".join(f"{m}: τ, speedup (γ)" for m in present) + " |",
-        "|---|---|---|" + "---|" * len(present),
-    ]
+    titles = ["kind", "T", "run", *(f"{m}: τ, speedup (γ)" for m in present)]
+    lines = []
     for (kind, t, run), rs in groups(ours, "kind", "temperature", "run_index").items():
         cells = []
         for m in present:
             mine = [r for r in rs if r.method == m]
             best = max(mine, key=lambda r: r.speedup) if mine else None
             cells.append(f"{best.tau:.2f}, {best.speedup:.2f}x ({best.gamma})" if best else "")
-        lines.append(f"| {kind} | {t:g} | {run + 1} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append([kind, f"{t:g}", run + 1, *cells])
+    return markdown_table(titles, lines)
 
 
 def markdown_report(rows, meta: BenchMeta) -> str:

@@ -10,7 +10,7 @@ import statistics
 from ..events import PLAIN
 from ..serving.declaration import Serving
 from ..serving.engine_settings import ENGINES, stand_in
-from .tally import drafters, figure, groups, mean
+from .tally import drafters, figure, groups, markdown_table, mean
 
 ADAPTIVE = "adaptive"
 
@@ -55,11 +55,11 @@ def nearest_table(rows) -> str:
             nearest = _geo(them[p] for p in both)
             cells.append(f"{label}: {nearest:.2f}x ({nearest / mine:.2f})")
         name = method + (f" ({draft[0]} {draft[1]})" if draft[1] else "")
-        lines.append(f"| {name} | {figure(overall, 'x')} | " + " | ".join(cells) + " |")
+        lines.append([name, figure(overall, "x"), *cells])
     if not lines:
         return ""
-    head = "| drafter | specviz, adaptive | " + " | ".join(f"{e}: the nearest (÷ specviz's)" for e in ENGINES) + " |"
-    return "\n".join([head, "|" + "---|" * (2 + len(ENGINES)), *lines])
+    titles = ["drafter", "specviz, adaptive", *(f"{e}: the nearest (÷ specviz's)" for e in ENGINES)]
+    return markdown_table(titles, lines)
 
 
 def _best_fixed(speed: dict, place: tuple, method: str, draft: tuple) -> tuple[int | None, float | None]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..events import PLAIN
 from .rows import drafter_of
-from .tally import drafters, fastest, groups, mean, overlap, spread
+from .tally import drafters, fastest, groups, markdown_table, mean, overlap, spread
 
 HF_PLAIN = "transformers plain"
 PROMPT_LOOKUP = "transformers prompt lookup"
@@ -98,19 +98,16 @@ def scoreboard_table(rows) -> str:
     found = lines(rows)
     if not found:
         return ""
-    head = (
-        "| kind | T | prompt tokens | specviz plain | transformers plain | plain ÷ plain | specviz best | "
-        "transformers best | best ÷ best | best ÷ prompt lookup |"
-    )
-    table = [head, "|" + "---|" * (head.count("|") - 1)]
-    for x in found:
-        table.append(
-            f"| {x.kind} | {x.temperature:g} | {x.prompt_tokens} | {x.plain.tps:.2f} | "
-            f"{f'{x.hf_plain.tps:.2f}' if x.hf_plain else ''} | {_ratio(x.plain, x.hf_plain)} | {x.best.label()} | "
-            f"{x.hf_best.label() if x.hf_best else ''} | {_ratio(x.best, x.hf_best)} | {_ratio(x.best, x.lookup)} |"
-        )
+    titles = ["kind", "T", "prompt tokens", "specviz plain", "transformers plain", "plain ÷ plain", "specviz best",
+              "transformers best", "best ÷ best", "best ÷ prompt lookup"]  # fmt: skip
+    table = [
+        [x.kind, f"{x.temperature:g}", x.prompt_tokens, f"{x.plain.tps:.2f}",
+         f"{x.hf_plain.tps:.2f}" if x.hf_plain else "", _ratio(x.plain, x.hf_plain), x.best.label(),
+         x.hf_best.label() if x.hf_best else "", _ratio(x.best, x.hf_best), _ratio(x.best, x.lookup)]
+        for x in found
+    ]  # fmt: skip
     notes = ["`~`: the two cells' repeats overlap, so these runs do not settle the comparison."]
-    return "\n".join(table) + "\n\n" + "\n".join(f"- {line}" for line in [*verdicts(found), *notes])
+    return markdown_table(titles, table) + "\n\n" + "\n".join(f"- {line}" for line in [*verdicts(found), *notes])
 
 
 def verdicts(found: list[Line]) -> list[str]:

@@ -48,6 +48,12 @@ def mean(values):
     return statistics.fmean(values) if values else None
 
 
+def markdown_table(titles, rows) -> str:
+    """A markdown table: the titles, the rule under them, then each row of cells."""
+    lines = ["| " + " | ".join(str(c) for c in cells) + " |" for cells in rows]
+    return "\n".join(["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles), *lines])
+
+
 def figure(x, suffix="") -> str:
     """A number as the tables show it: two decimals, or nothing where there is none."""
     return "" if x is None else f"{x:.2f}{suffix}"
