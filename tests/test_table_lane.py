@@ -149,7 +149,7 @@ def test_in_the_app_a_table_lane_follows_the_visitors_last_sweep_of_the_pair(pai
     with pytest.raises(InvalidRequest, match="run a Concurrency sweep first"):
         next(iter(backend.traffic(values, PROMPTS, "draft@table", "50", 3, session="visitor")))
     list(backend.concurrency(values, PROMPTS, "draft@2,draft@a3", "1,2", session="visitor"))
-    table = backend.swept.of("visitor", "tiny")["draft"]  # γ 0 where plain served more
+    table = backend.level_tables.of("visitor", "tiny")["draft"]  # γ 0 where plain served more
     final = list(backend.traffic(values, PROMPTS, "draft@table", "50", 3, session="visitor"))[-1]
     assert final.lanes == (PLAIN, "draft@table") and final.identical("draft@table", 50.0) is True
     for run in final.runs["draft@table", 50.0]:

@@ -32,7 +32,7 @@ from ..workload.run import run_workload, side_runner
 from ..workload.view import WorkloadView
 from .device_calls import DeviceCalls, Packet, take
 from .device_line import DeviceLine
-from .elsewhere import SweptTables, cluster_job, entrants_production, race_production
+from .elsewhere import LevelTables, cluster_job, entrants_production, race_production
 from .memories import VisitorMemories
 from .request import Request, entry_rules, read_request
 from .shelf import ModelShelf
@@ -51,7 +51,7 @@ class Backend(UnderLoad):
         self.calls = calls or DeviceCalls(shelf)
         self.line = DeviceLine(lambda: shelf.loading)
         self.memories = VisitorMemories()
-        self.swept = SweptTables()  # each visitor's last Concurrency sweep, for vLLM's settings
+        self.level_tables = LevelTables()  # each visitor's last Concurrency sweep, for vLLM's settings
 
     def _check(self, values: Mapping, session: str) -> Request:
         """A race's or a sweep's values read, once: its speculative side needs a drafter, and its pair is a preset or
@@ -82,7 +82,7 @@ class Backend(UnderLoad):
                 greedy=settings.greedy,
                 mode=asked.mode,
                 lossy=settings.lossy,
-                production=race_production(asked, pair, self.swept.of(session, asked.pair)),
+                production=race_production(asked, pair, self.level_tables.of(session, asked.pair)),
                 precision=pair.choice.reason if pair.choice else "",
                 runtime=runtime_line(pair),
             )
@@ -205,8 +205,8 @@ class Backend(UnderLoad):
                 view.curves = {p.target.runtime: in_forwards(p.target.forward_curve) for p in self._pairs(others)}
             view.runtime = pair.target.runtime
             view.text_of = TextTable()
-            swept = self.swept.of(session, asked.pair)
-            view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, swept, pair)
+            batch_tables = self.level_tables.of(session, asked.pair)
+            view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, batch_tables, pair)
             memory = self.memories.of(session).copy() if any(run.remembers for run in runs) else None
             began = time.perf_counter()
             call = self.calls.grand_prix(asked, runs, memory, others)
@@ -312,8 +312,8 @@ class Backend(UnderLoad):
                 yield view
             pair = self.shelf.current()
             view.text_of = TextTable()
-            swept = self.swept.of(session, asked.pair)
-            view.production = entrants_production(preset, asked, chosen, swept, pair, prompts[0])
+            batch_tables = self.level_tables.of(session, asked.pair)
+            view.production = entrants_production(preset, asked, chosen, batch_tables, pair, prompts[0])
             view.models = pair.models()
             runnable = {e.name: e for e in chosen if e.settings}
             read = sum(len(encode_prompt(pair.target, p)) for p in prompts)

@@ -17,8 +17,8 @@ from .memories import SESSIONS_REMEMBERED
 from .request import Request
 
 
-class SweptTables:
-    """Each visitor's last Concurrency sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
+class LevelTables:
+    """Each visitor's last concurrency sweep of each pair, as vLLM's draft length per range of batch sizes by drafter:
     the same visitor's later races on that pair hand vLLM the measured table. Bounded like the visitors' memories."""
 
     def __init__(self):
@@ -37,13 +37,13 @@ class SweptTables:
             return dict(self._held.get((session, pair), {}))
 
 
-def race_production(asked: Request, pair: LoadedPair, swept: dict) -> tuple:
+def race_production(asked: Request, pair: LoadedPair, batch_tables: dict) -> tuple:
     """The race's drafter as transformers, vLLM and SGLang would run it; () for plain decoding."""
     if asked.drafter == NO_DRAFTER:
         return ()
     draft = production_name(pair.preset.draft or "") if pair.draft is not None else ""
     target = production_name(pair.preset.target)
-    table = swept.get(asked.drafter, ())
+    table = batch_tables.get(asked.drafter, ())
     ran = Ran(
         asked.drafter,
         asked.settings,
@@ -60,12 +60,12 @@ def race_production(asked: Request, pair: LoadedPair, swept: dict) -> tuple:
 
 
 def entrants_production(
-    preset, asked: Request, chosen, swept: dict, pair: LoadedPair | None = None, prompt: str = ""
+    preset, asked: Request, chosen, batch_tables: dict, pair: LoadedPair | None = None, prompt: str = ""
 ) -> tuple:
     """A Grand Prix's or a workload's entrants as other engines run them; whether the draft reads the target's ids is
     the loaded pair's to say (assumed so until it is loaded)."""
     same = pair is None or pair.same_vocab()
-    return production(chosen, preset.target, preset.draft or "", prompt or asked.prompt, True, same, swept)
+    return production(chosen, preset.target, preset.draft or "", prompt or asked.prompt, True, same, batch_tables)
 
 
 def cluster_job(asked: Request, pair: LoadedPair, prompts: list[str], chosen, view: WorkloadView) -> WorkloadJob:

@@ -40,7 +40,8 @@ class UnderLoad:
         session: str = "",
     ) -> Iterator[ConcurrencyView]:
         """Plain decoding and each lane with every level's requests decoded together (traffic/runner.py, its levels
-        mode), in one device call; a view after everything the sweep does, the last one final with its record."""
+        mode), in one device call; a view after everything the concurrency sweep does, the last one final with its
+        record."""
         levels = plan.check_levels(levels)
         rounds = plan.check_rounds(rounds)
         asked, chosen = self._entrants(values, prompts, lanes, best, session)
@@ -51,7 +52,7 @@ class UnderLoad:
         )
         pair, _ = yield from views
         models = pair.models(view.exact)
-        self.swept.keep(session, asked.pair, measured_tables(view))
+        self.level_tables.keep(session, asked.pair, measured_tables(view))
         view.advice = vllm_advice(view, models.draft)
         wall_s = time.perf_counter() - began
         view.saved = ConcurrencyRecord.of(view, prompts, asked.settings, models, wall_s, "the app")
@@ -98,10 +99,11 @@ class UnderLoad:
 
     def _entrants(self, values: Mapping, prompts: list[str], lanes, best: bool, session: str):
         """The request read from the screen's values (its prompts readable before any model is asked for anything)
-        and the lanes chosen, each an Entrant, with the rules of this pair and what this visitor's sweeps measured."""
+        and the lanes chosen, each an Entrant, with the rules of this pair and what this visitor's concurrency sweeps
+        measured."""
         check_workload(prompts, GPU_LIMITS, 0, 1, 1)
         asked = read_request({**values, "prompt": prompts[0], "drafter": NO_DRAFTER}, self.shelf, session)
-        rules = entry_rules(asked, self.shelf.preset(asked.pair), self.swept.of(session, asked.pair))
+        rules = entry_rules(asked, self.shelf.preset(asked.pair), self.level_tables.of(session, asked.pair))
         return asked, lane_entrants(lanes, asked.settings, not best, rules)
 
     def _run_points(self, asked: Request, runs, points, mode: str, rounds, prompts, view, stopped, session):

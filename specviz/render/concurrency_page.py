@@ -1,8 +1,9 @@
 """Concurrent requests in HTML: the progress line, the table (a row per lane and level: total tokens/s, each
 request's own, τ, the speedup over plain decoding batched the same way with its spread over the rounds and the
 theory's, the γ the batch drafted, whether every row wrote what its prompt writes alone), each lane's verdict (where it
-stops paying, with that spread, and a sweep of too few rounds saying so), the identity badge, vLLM's configuration, and
-the whole sweep as one offline page with SVG charts. Every piece of model or user text is escaped."""
+stops paying, with that spread, and a concurrency sweep of too few rounds saying so), the identity badge, vLLM's
+configuration, and the whole concurrency sweep as one offline page with SVG charts.
+Every piece of model or user text is escaped."""
 
 from html import escape
 
@@ -77,8 +78,8 @@ def ratio_words(view: ConcurrencyView, lane: str, level: int, where: str = "") -
 
 
 def rounds_words(view: ConcurrencyView, how: str = "") -> str:
-    """A sweep of fewer than VERDICT_ROUNDS rounds says so, and why it matters ("" once it has them, or before any
-    run); `how`: how to ask for more, in the caller's words."""
+    """A concurrency sweep of fewer than VERDICT_ROUNDS rounds says so, and why it matters ("" once it has them, or
+    before any run); `how`: how to ask for more, in the caller's words."""
     n = view.fewest_rounds()
     if not 0 < n < VERDICT_ROUNDS:
         return ""
@@ -109,7 +110,7 @@ def crossover_line(view: ConcurrencyView, lane: str) -> str:
 
 
 def verdicts(view: ConcurrencyView) -> str:
-    """Each lane's verdict in one sentence, and a sweep of too few rounds saying so."""
+    """Each lane's verdict in one sentence, and a concurrency sweep of too few rounds saying so."""
     drafted = [lane for lane in view.lanes if lane != PLAIN and lane not in view.notes]
     crossings = "".join(f"<li>{escape(crossover_line(view, lane))}</li>" for lane in drafted)
     few = rounds_words(view, f" (set rounds to {VERDICT_ROUNDS})")
@@ -193,7 +194,8 @@ def concurrency_badge(view: ConcurrencyView) -> str:
 
 def vllm_block(advice, rounds: int = 0) -> str:
     """Each drafter's measured best draft length per concurrency range, as vLLM's --speculative-config (the
-    serving package's VllmAdvice, written where the sweep ran); from fewer than VERDICT_ROUNDS `rounds`, saying so."""
+    serving package's VllmAdvice, written where the concurrency sweep ran); from fewer than VERDICT_ROUNDS `rounds`,
+    saying so."""
     if not advice:
         return ""
     few = (
@@ -264,7 +266,7 @@ def _svg_crossovers(view: ConcurrencyView, crossings, at, levels: list[int], top
 
 
 def concurrency_snapshot_html(record) -> str:
-    """A recorded sweep (a ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
+    """A recorded concurrency sweep (a ConcurrencyRecord) as one self-contained page: no script, nothing fetched."""
     view = record.final_view()
     body = (
         f"<h2>Total tokens/s</h2>{svg_concurrency_chart(view, 'throughput')}"

@@ -54,11 +54,13 @@ class ConcurrencyView:
     order: list = field(default_factory=list)  # (run, each row's identity or None) in the order they ran
     greedy: bool = True
     message: str = ""
-    said: int = 0  # lines heard that say what the sweep does next (not how far a level got): each is worth showing
+    said: int = (
+        0  # lines heard that say what the concurrency sweep does next (not how far a level got): each is worth showing
+    )
     finished: bool = False
     stopped: bool = False
     exact: str = ""  # whether the target ran in exact mode, in one line
-    saved: object = None  # the finished sweep as a ConcurrencyRecord (traffic_record.py), for its downloads
+    saved: object = None  # the finished concurrency sweep as a ConcurrencyRecord (traffic_record.py), for its downloads
     advice: list = field(default_factory=list)  # vLLM's draft length per level as measured (vllm_advice.py)
 
     def hear(self, news: News) -> None:

@@ -47,7 +47,7 @@ class BatchStep:
 class LevelRun:
     lane: str
     rows: int
-    prompts: tuple[int, ...]  # row r decodes prompt prompts[r] of the sweep's list
+    prompts: tuple[int, ...]  # row r decodes prompt prompts[r] of the concurrency sweep's list
     tokens: tuple[tuple[int, ...], ...]  # what each row wrote
     row_seconds: tuple[float, ...]  # each row's own decoding time: the steps it was part of
     steps: tuple[BatchStep, ...]

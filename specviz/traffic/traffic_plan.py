@@ -21,7 +21,8 @@ MAX_RATE = 1_000.0  # requests per second
 MAX_TRACE_BYTES = 2**20
 # Runs of each point and lane; the figures are the median round's. Every round repeats the whole run, and the app's
 # device call asks ZeroGPU for time in proportion (app/device_calls.under_load_seconds, capped at LONGEST_CALL_S):
-# five rounds of a small sweep (levels 1, 2, 4; two lanes; 64 new tokens) ask about 110 s of the 300 s a call gets.
+# five rounds of a small concurrency sweep (levels 1, 2, 4; two lanes; 64 new tokens)
+# ask about 110 s of the 300 s a call gets.
 ROUNDS = range(1, 6)
 
 

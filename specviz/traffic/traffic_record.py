@@ -28,7 +28,7 @@ VERSION = 1
 
 
 class RecordError(SpecvizError):
-    """A file that is not a recorded run under load (a sweep or traffic), or one damaged."""
+    """A file that is not a recorded run under load (a concurrency sweep or traffic), or one damaged."""
 
 
 @dataclass(kw_only=True)
@@ -43,7 +43,9 @@ class RecordFile:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     wall_s: float = 0.0
     made_with: str = ""
-    vllm: tuple[VllmAdvice, ...] = ()  # what the run measured, as vLLM's draft lengths (none in older sweeps)
+    vllm: tuple[
+        VllmAdvice, ...
+    ] = ()  # what the run measured, as vLLM's draft lengths (none in older concurrency sweeps)
     FORMAT: ClassVar[str]
     WHAT: ClassVar[str]  # "a recorded sweep", in words
     RUN: ClassVar[type]  # what one run of it is
@@ -140,7 +142,7 @@ class ConcurrencyRecord(RecordFile):
 
     @staticmethod
     def of(view: ConcurrencyView, prompts, settings, models: RunModels, wall_s: float, made_with: str):
-        """A finished (or stopped) sweep's view as a record, with the advice for vLLM written from it."""
+        """A finished (or stopped) concurrency sweep's view as a record, with the advice for vLLM written from it."""
         kept = RecordFile.kept_of(view, prompts, settings, models, wall_s, made_with)
         return ConcurrencyRecord(view.levels, view.lanes, dict(view.words), dict(view.fixed), view.stopped, **kept)
 

@@ -1,9 +1,9 @@
 """What a run under load measured, as vLLM's `--speculative-config`: for each drafter that ran, the draft length that
 served the most tokens/s at each batch size (0 where plain decoding served more), written as vLLM's draft length per
-range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. A sweep
-reads it off its levels (a level's rows are its batch size); traffic off the batch steps its runs went through. It
-asks the registry, so it is written where the run happened (the CLI, the app's backend) and recorded with it: the
-screens and the snapshot pages only show it."""
+range of batch sizes by the serving package (serving/batch_table.py) from what the drafter's kind declares. A
+concurrency sweep reads it off its levels (a level's rows are its batch size); traffic off the batch steps its runs
+went through. It asks the registry, so it is written where the run happened (the CLI, the app's backend) and recorded
+with it: the screens and the snapshot pages only show it."""
 
 from collections import defaultdict
 

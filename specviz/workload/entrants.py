@@ -210,11 +210,11 @@ def production(
     prompt: str,
     chat: bool,
     same_vocab: bool = True,
-    swept: Mapping[str, tuple] = MappingProxyType({}),
+    batch_tables: Mapping[str, tuple] = MappingProxyType({}),
 ) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (as its kind declares them), the models
     (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
-    `swept`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
+    `batch_tables`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
     target = production_name(target)
     draft = production_name(draft)
     return tuple(
@@ -228,7 +228,7 @@ def production(
                 prompt,
                 chat,
                 same_vocab,
-                swept.get(e.drafter, ()),
+                batch_tables.get(e.drafter, ()),
                 name=e.contender.name,
                 serving=kind(e.drafter).serving,
             )

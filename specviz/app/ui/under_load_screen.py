@@ -61,7 +61,7 @@ def mode_outputs(s, mode: str, charts: tuple[str, ...]) -> list:
 
 
 def concurrency_outputs(s) -> list:
-    """What a sweep fills, in the /concurrency endpoint's order."""
+    """What a concurrency sweep fills, in the /concurrency endpoint's order."""
     return mode_outputs(s, "concurrency", ("throughput", "latency"))
 
 
@@ -91,8 +91,8 @@ def replayed_inputs(s, record: ConcurrencyRecord | TrafficRecord) -> dict:
     return shown | {s.concurrency_rounds: min(max(rounds, ROUNDS[0]), ROUNDS[-1])}
 
 
-def sweep_replay_outputs(s) -> list:
-    """What a sweep's replay fills: what a sweep does, and the fields it ran with."""
+def levels_replay_outputs(s) -> list:
+    """What a concurrency sweep's replay fills: what a concurrency sweep does, and the fields it ran with."""
     return [*concurrency_outputs(s), s.concurrency_names, s.concurrency_levels, s.concurrency_rounds]
 
 
@@ -114,7 +114,7 @@ def example_prompts() -> list[str]:
 
 
 class UnderLoadHandlers:
-    """Mixed into the screen's Handlers: a sweep and a traffic run, their replays and what each shows."""
+    """Mixed into the screen's Handlers: a concurrency sweep and a traffic run, their replays and what each shows."""
 
     def concurrency(
         self,
@@ -235,7 +235,7 @@ class UnderLoadHandlers:
         return {as_json: str(stem.with_suffix(".json")), as_page: str(stem.with_suffix(".html"))}
 
     def replay_concurrency(self, uploaded, speed: str, request: gr.Request):
-        """A recorded sweep (uploaded) shown again, each run after its own time at the pace chosen."""
+        """A recorded concurrency sweep (uploaded) shown again, each run after its own time at the pace chosen."""
         shown = self.concurrency_outputs
         yield from self._replay(uploaded, speed, request, ConcurrencyRecord, "Download sweep", shown, "concurrency")
 

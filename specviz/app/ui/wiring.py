@@ -8,7 +8,7 @@ No torch here."""
 import gradio as gr
 
 from .controls import in_api_order
-from .under_load_screen import concurrency_outputs, sweep_replay_outputs, traffic_outputs, traffic_replay_outputs
+from .under_load_screen import concurrency_outputs, levels_replay_outputs, traffic_outputs, traffic_replay_outputs
 
 # One generation on the device at a time. Gradio's own progress (its queue timers and bars) is never drawn over the
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
@@ -136,7 +136,7 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     replay_inputs = [s.concurrency_upload, s.concurrency_speed]
     s.concurrency_replay.click(
-        h.replay_concurrency, replay_inputs, sweep_replay_outputs(s), api_name="replay_concurrency", **replayed
+        h.replay_concurrency, replay_inputs, levels_replay_outputs(s), api_name="replay_concurrency", **replayed
     )
     traffic_replayed = [s.traffic_upload, s.traffic_speed]
     s.traffic_replay.click(
