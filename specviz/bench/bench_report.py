@@ -229,30 +229,13 @@ def html_report(rows, meta: BenchMeta) -> str:
         for (method, library), rs in groups(cell, "name", "library").items():
             xs = [g for g in order if any(str(r.gamma) == g for r in rs)]
             dash = "dash" if library == "transformers" else "solid"
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=[_mean_at(rs, g, "speedup") for g in xs],
-                    name=method,
-                    legendgroup=method,
-                    showlegend=i == 1,
-                    line=dict(dash=dash),
-                ),
-                row=i,
-                col=1,
-            )
+            # per panel row: speedup on the left (specviz solid, transformers dashed), specviz's efficiency right
+            drawn = [("speedup", 1, dict(showlegend=i == 1, line=dict(dash=dash)))]
             if library == "specviz":
-                fig.add_trace(
-                    go.Scatter(
-                        x=xs,
-                        y=[_mean_at(rs, g, "efficiency") for g in xs],
-                        name=method,
-                        legendgroup=method,
-                        showlegend=False,
-                    ),
-                    row=i,
-                    col=2,
-                )
+                drawn.append(("efficiency", 2, dict(showlegend=False)))
+            for key, col, style in drawn:
+                ys = [_mean_at(rs, g, key) for g in xs]
+                fig.add_trace(go.Scatter(x=xs, y=ys, name=method, legendgroup=method, **style), row=i, col=col)
         fig.add_hline(y=1.0, line=dict(color="grey", dash="dot"), row=i, col=1)
         fig.add_hline(y=0.95, line=dict(color="grey", dash="dot"), row=i, col=2)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=order, title_text="γ")
