@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,6 @@ class RepeatDrafter(BaseDrafter):
         return Proposal((((tokens[-1] + self.offset) % self.vocab,) * gamma,))
 
 
-@dataclass(frozen=True)
 class ToyOptions(Options):
     toy_offset: int = option(0, "toy offset", "added to the last token id", low=0, high=3)
 
@@ -258,9 +256,7 @@ def test_the_project_itself_lists_its_drafters_in_menu_order():
 
 
 def test_options_check_themselves_and_take_values_from_a_browser():
-    from dataclasses import dataclass
 
-    @dataclass(frozen=True)
     class Sample(Options):
         size: int = option(3, "sample size", "how many", low=1, high=8)
         mode: str = option("a", "sample mode", "which", choices=("a", "b"))
@@ -366,23 +362,19 @@ def test_no_import_cycles():
     assert not cycles, cycles
 
 
-@dataclass(frozen=True)
 class _Heads(Options):
     heads: object = option("", "heads", "where the heads are", app=False)
     width: int = option(2, "width", "how wide", low=1, high=4)
 
 
-@dataclass(frozen=True)
 class _SharesHeads(Options):
     heads: object = shared_option(_Heads, "heads")
 
 
-@dataclass(frozen=True)
 class _SharesWidth(Options):
     width: int = shared_option(_Heads, "width")
 
 
-@dataclass(frozen=True)
 class _OwnHeads(Options):
     heads: object = option("", "heads", "another meaning", app=False)
 

@@ -90,7 +90,7 @@ def engine_table(rows) -> str:
     """The engine against the engine: per kind, temperature and draft, specviz's draft model and hybrid (best γ, fixed
     or adaptive) against transformers' assisted generation with the same draft, at a constant length and at its own
     defaults; with the hybrid's share of copied steps and the draft tokens each step verified (a tree's size)."""
-    titles = ["kind", "T", "draft", "draft model: tok/s (γ)", "hybrid: tok/s (γ), copied, nodes",
+    titles = ["kind", "T", "draft (precision)", "draft model: tok/s (γ)", "hybrid: tok/s (γ), copied, nodes",
               "transformers assisted: constant (γ) / defaults", "draft model ÷ theirs", "hybrid ÷ theirs"]  # fmt: skip
     lines = []
     d = drafters()

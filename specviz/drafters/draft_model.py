@@ -2,7 +2,7 @@
 temperature, top-k, top-p) so its probabilities q go to the rejection rule with each token; or a tree of its own top
 candidates, grown where it is most confident (tree_growth.py), whose tokens are point masses to the tree rule."""
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -145,7 +145,6 @@ class DraftModelDrafter(BaseDrafter):
         self.lm.truncate(min(self.lm.length, self._base))
 
 
-@dataclass(frozen=True)
 class DraftOptions(Options):
     draft_tree: str = option(
         "chain",

@@ -2,7 +2,6 @@
 followed it); up to m of them are verified together as a token tree, and the longest verified one wins."""
 
 import random
-from dataclasses import dataclass
 
 from ..events import OUTPUT
 from ..serving.declaration import LlamaSpecType, Serving
@@ -56,7 +55,6 @@ class HistoryDrafter(BaseDrafter):
         return Proposal(tuple(candidates), source=Provenance(origin=OUTPUT)) if candidates else None
 
 
-@dataclass(frozen=True)
 class HistoryOptions(Options):
     candidates: int = option(
         4,

@@ -21,7 +21,7 @@ and two measurements did not settle which way it goes, so there it stays off unl
 """
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -147,7 +147,6 @@ class HybridDrafter(BaseDrafter):
 ORIGINS = {"draft": MODEL, "eagle": HEAD}  # the model side's name on screen, by hybrid_model
 
 
-@dataclass(frozen=True)
 class HybridOptions(Options):
     hybrid_window: int = option(
         256,

@@ -4,8 +4,6 @@ as transformers' prompt lookup does: a copy is often right beyond where its matc
 which learns how often each position of a copy holds) bounds what a wrong one costs. No second model and no
 probabilities: each proposal is a point mass."""
 
-from dataclasses import dataclass
-
 from ..serving.declaration import LlamaSpecType, LookupWindow, PromptLookup, Serving, SglangAlgorithm, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe
 from .listing import FamilyBest, Listing
@@ -38,7 +36,6 @@ class NgramDrafter(BaseDrafter):
         return Proposal((chain,), source=Provenance(origin=origin))
 
 
-@dataclass(frozen=True)
 class NgramOptions(Options):
     ngram_min: int = option(
         1,

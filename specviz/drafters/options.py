@@ -4,7 +4,7 @@ torch here."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, dataclass_transform
 
 from ..errors import InvalidRequest
 
@@ -69,9 +69,15 @@ def shared_option(owner: type, name: str) -> Any:
     return field(default=declared.default, metadata=declared.metadata)
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 @dataclass(frozen=True)
 class Options:
-    """Base of every kind's options: each field made with option() is checked on construction."""
+    """Base of every kind's options: each field made with option() is checked on construction. A subclass is a
+    frozen dataclass without saying so (the base makes it one as it is defined)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclass(frozen=True)(cls)
 
     def __post_init__(self):
         for spec in self.specs():

@@ -7,7 +7,6 @@ Greedy only. If the run ever leaves the reference (a bf16 near-tie), it stops pr
 """
 
 import random
-from dataclasses import dataclass
 
 from ..errors import InvalidRequest
 from ..serving.declaration import Nearest, Serving
@@ -41,7 +40,6 @@ class OracleDrafter(BaseDrafter):
         return Proposal((tuple(draft),))
 
 
-@dataclass(frozen=True)
 class OracleOptions(Options):
     alpha: float = option(
         0.8, "oracle acceptance rate", "the share of drafts that are the target's own token", cli=False, app=False

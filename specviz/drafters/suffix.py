@@ -5,8 +5,6 @@ nodes are at most the suffix factor times the match length, so a guess backed by
 verify. A repeated task copies a whole earlier answer in a few steps. No second model and no probabilities: every
 candidate is a point mass."""
 
-from dataclasses import dataclass
-
 from ..serving.declaration import CacheLimits, LlamaSpecType, Serving, VllmMethod
 from .contract import BaseDrafter, DrafterProfile, Proposal, Provenance, Recipe, Verdict
 from .listing import FamilyBest, Listing
@@ -65,7 +63,6 @@ class SuffixDrafter(BaseDrafter):
         self.last = ()
 
 
-@dataclass(frozen=True)
 class SuffixOptions(Options):
     suffix_factor: int = option(
         4,

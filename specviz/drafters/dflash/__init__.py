@@ -3,8 +3,6 @@ whole block of tokens in one pass (model.py: the draft layers; dflash_drafter.py
 the published layout read strictly, and specviz's own). specviz/training/dflash.py trains one on a CPU from the
 target's own continuations."""
 
-from dataclasses import dataclass
-
 from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
@@ -15,7 +13,6 @@ TREES = ("chain", "tree")
 NODES = 16  # the most draft tokens a DFlash tree sends to verification, unless asked otherwise
 
 
-@dataclass(frozen=True)
 class DFlashOptions(Options):
     dflash: object = option(
         "",

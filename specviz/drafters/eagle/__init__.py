@@ -2,8 +2,6 @@
 EAGLE-2's dynamic tree (head.py: the head; eagle_drafter.py: drafting; eagle_checkpoint.py: the published layouts
 and specviz's own). specviz/training/eagle.py trains one by self-distillation on a CPU."""
 
-from dataclasses import dataclass
-
 from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
@@ -14,7 +12,6 @@ TREES = ("dynamic", "chain")
 NODES = 6  # the most draft tokens a dynamic tree sends to verification, unless asked otherwise
 
 
-@dataclass(frozen=True)
 class EagleOptions(Options):
     eagle: object = option(
         "",

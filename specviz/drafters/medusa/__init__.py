@@ -2,8 +2,6 @@
 guesses is verified in one forward (heads.py: the heads and their checkpoints; medusa_drafter.py: drafting).
 specviz/training/medusa.py trains them by self-distillation."""
 
-from dataclasses import dataclass
-
 from ...serving.declaration import LlamaSpecType, Nearest, Serving, VllmMethod, Weights
 from ..contract import Recipe
 from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
@@ -12,7 +10,6 @@ from ..options import Options, option
 from .medusa_drafter import TREES, MedusaDrafter, medusa_tree
 
 
-@dataclass(frozen=True)
 class MedusaOptions(Options):
     medusa: object = option(
         "",
