@@ -70,12 +70,9 @@ class PrecisionChoice:
     table: CostTable | None = field(default=None, compare=False, repr=False)  # the costs it was chosen from
 
     def as_dict(self) -> dict:
+        plain = {key: getattr(self, key) for key in ("dtype", "exact", "gamma", "reason", "device")}
         return {
-            "dtype": self.dtype,
-            "exact": self.exact,
-            "gamma": self.gamma,
-            "reason": self.reason,
-            "device": self.device,
+            **plain,
             "paths": {
                 p: {"plain_s": round(v.plain, 4), "gamma": v.gamma, "predicted_tok_s": round(v.speed, 2)}
                 for p, v in self.plans.items()

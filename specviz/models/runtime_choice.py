@@ -113,13 +113,8 @@ class RuntimeChoice:
         return self.plans.get(self.runtime)
 
     def as_dict(self) -> dict:
-        return {
-            "runtime": self.runtime,
-            "asked": self.asked,
-            "reason": self.reason,
-            "device": self.device,
-            "plans": {r: p.as_dict() for r, p in self.plans.items()},
-        }
+        plain = {key: getattr(self, key) for key in ("runtime", "asked", "reason", "device")}
+        return {**plain, "plans": {r: p.as_dict() for r, p in self.plans.items()}}
 
 
 def named(runtime: str, why: str, plans: dict | None = None, precision=None, device: str = "") -> RuntimeChoice:
