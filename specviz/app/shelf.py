@@ -276,9 +276,7 @@ class ModelShelf:
         """The pair's GGUF files in llama.cpp (no conversion: the files as their packages ship them)."""
         files = [gguf_bytes(name) for name in (preset.target, preset.draft)]
         check_fits(list(zip((preset.target, preset.draft), files)), resolve_device(self.device), held_bytes(held))
-        self._loaded = None
-        del held
-        gc.collect()
+        del held  # the caller's reference goes; _load_both lets go of the shelf's
         target, draft = yield from self._load_both(
             preset,
             "in llama.cpp ({}/2; its forward is measured once)",
@@ -297,7 +295,10 @@ class ModelShelf:
 
     def _load_both(self, preset: PairPreset, how: str, open_target, open_draft_of, report):
         """The target, then its draft, each said (on the load line and to `report`) before it loads; `how` tells how,
-        with a {} for the step's number. Returns (target, draft)."""
+        with a {} for the step's number. The pair in use is let go first, so its memory is free for the new one.
+        Returns (target, draft)."""
+        self._loaded = None
+        gc.collect()
         target = None
         for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
             line = f"loading {model} {how.format(step)}"
@@ -337,9 +338,7 @@ class ModelShelf:
         self.loading = f"checking the tokenizers of {preset.label}"
         tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
         check_tokenizers_fit(*tokenizers, preset.target, preset.draft)
-        self._loaded = None
-        del held
-        gc.collect()
+        del held  # the caller's reference goes; _load_both lets go of the shelf's
         target, draft = yield from self._load_both(
             preset,
             "({}/2; the first load of an offline model converts it once, 1-2 min)",
