@@ -11,6 +11,7 @@ import torch
 from ..errors import InvalidRequest, first_line
 from ..models.loading import linear_weight
 from ..serving.declaration import Nearest
+from .options import option
 
 SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads score
 # why weights that read the target's hidden states do not decode concurrent requests together yet
@@ -27,6 +28,18 @@ def reads_insides(kind: str, location, reads: str, llama_type: str) -> dict:
         "not_on_llama_cpp": f"its {reads}, which llama.cpp does not hand to a caller (its own {llama_type} reads them "
         "inside llama.cpp)",
     }
+
+
+def tree_nodes(default: int, label: str, tree: str):
+    """The option of how big a tree drafted from the target's insides may grow, in one range for every such kind."""
+    return option(
+        default,
+        label,
+        f"the most draft tokens {tree} sends to verification (a CPU pays for each one; a GPU verifies 32-64 "
+        "nearly free)",
+        low=2,
+        high=64,
+    )
 
 
 def no_transformers(what: str) -> Nearest:

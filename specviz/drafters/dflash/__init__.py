@@ -5,7 +5,7 @@ target's own continuations."""
 
 from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
+from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides, tree_nodes
 from ..listing import Listing
 from ..options import Options, option
 
@@ -32,14 +32,7 @@ class DFlashOptions(Options):
         "block's likeliest continuations, verified in one forward)",
         choices=TREES,
     )
-    dflash_nodes: int = option(
-        NODES,
-        "DFlash tree nodes",
-        "the most draft tokens a DFlash tree sends to verification (a CPU pays for each one; a GPU verifies 32-64 "
-        "nearly free)",
-        low=2,
-        high=64,
-    )
+    dflash_nodes: int = tree_nodes(NODES, "DFlash tree nodes", "a DFlash tree")
 
 
 def _location(options: DFlashOptions, target_name: str):

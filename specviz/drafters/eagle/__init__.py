@@ -4,7 +4,7 @@ and specviz's own). specviz/training/eagle.py trains one by self-distillation on
 
 from ...serving.declaration import LlamaSpecType, Serving, SglangAlgorithm, VllmMethod, Weights
 from ..contract import Recipe
-from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides
+from ..heads_common import heads_for, kept_with_target, no_transformers, reads_insides, tree_nodes
 from ..listing import Listing
 from ..options import Options, option
 
@@ -32,14 +32,7 @@ class EagleOptions(Options):
         "best nodes) or chain (the head's top guess at each depth)",
         choices=TREES,
     )
-    eagle_nodes: int = option(
-        NODES,
-        "EAGLE tree nodes",
-        "the most draft tokens a dynamic tree sends to verification "
-        "(a CPU pays for each one; a GPU verifies 32-64 nearly free)",
-        low=2,
-        high=64,
-    )
+    eagle_nodes: int = tree_nodes(NODES, "EAGLE tree nodes", "a dynamic tree")
 
 
 def _location(options: EagleOptions, target_name: str):
