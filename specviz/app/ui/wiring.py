@@ -60,40 +60,35 @@ def replay_outputs(s) -> list:
     return shown + [c for c in compare_outputs(s) if c not in shown]
 
 
+def on_the_device(button, waiting: tuple, run, inputs: dict, outputs: list, api_name: str) -> None:
+    """A click that runs on the device: `waiting` (its handler, inputs and outputs) says at once what the run waits for
+    and arms Stop, then `run` queues for the device with its `inputs` by name, as the endpoint `api_name`."""
+    say, said_from, said_to = waiting
+    button.click(say, said_from, said_to, api_name=False, **AT_ONCE).then(
+        run, inputs_kwargs=inputs, outputs=outputs, api_name=api_name, **ONE_ON_THE_DEVICE
+    )
+
+
 def wire_runs(s, h, controls: dict) -> None:
     """Run, γ sweep, Compare all, a workload of one's own prompts and the Concurrency tab's runs (each arms Stop at
     the click, before it waits for the device), and Replay."""
     race_outputs = s.race.outputs()
     waiting = [s.status, s.queue_timer]
-    s.run.click(h.waiting, None, waiting, api_name=False, **AT_ONCE).then(
-        h.race, inputs_kwargs=controls, outputs=race_outputs, api_name="run", **ONE_ON_THE_DEVICE
-    )
-    s.sweep.click(h.waiting_sweep, None, waiting, api_name=False, **AT_ONCE).then(
-        h.sweep, inputs_kwargs=controls, outputs=[s.status, s.sweep_plot], api_name="sweep", **ONE_ON_THE_DEVICE
-    )
-    s.compare.click(h.waiting_grand_prix, [s.gp_drafters, s.gp_lanes], waiting, api_name=False, **AT_ONCE).then(
-        h.compare,
-        inputs_kwargs=dict(
-            controls, lanes=s.gp_drafters, lane_setting=s.gp_setting, lane_names=s.gp_lanes, both_runtimes=s.gp_runtimes
-        ),
-        outputs=compare_outputs(s),
-        api_name="compare",
-        **ONE_ON_THE_DEVICE,
-    )
+    on_the_device(s.run, (h.waiting, None, waiting), h.race, controls, race_outputs, "run")
+    on_the_device(s.sweep, (h.waiting_sweep, None, waiting), h.sweep, controls, [s.status, s.sweep_plot], "sweep")
+    lanes = dict(lanes=s.gp_drafters, lane_setting=s.gp_setting, lane_names=s.gp_lanes, both_runtimes=s.gp_runtimes)
+    grand_prix_waits = (h.waiting_grand_prix, [s.gp_drafters, s.gp_lanes], waiting)
+    on_the_device(s.compare, grand_prix_waits, h.compare, dict(controls, **lanes), compare_outputs(s), "compare")
     s.queue_timer.tick(h.queued, None, waiting, api_name=False, **AT_ONCE)
-    s.workload_run.click(h.waiting_workload, None, waiting, api_name=False, **AT_ONCE).then(
-        h.workload,
-        inputs_kwargs=dict(
-            controls,
-            prompts_text=s.workload_prompts,
-            prompts_file=s.workload_file,
-            drafters=s.workload_drafters,
-            draft_length=s.workload_gamma,
-        ),
-        outputs=[s.status, s.workload_progress, s.workload_table, s.workload_report, s.workload_csv],
-        api_name="workload",
-        **ONE_ON_THE_DEVICE,
+    workload = dict(
+        controls,
+        prompts_text=s.workload_prompts,
+        prompts_file=s.workload_file,
+        drafters=s.workload_drafters,
+        draft_length=s.workload_gamma,
     )
+    shown = [s.status, s.workload_progress, s.workload_table, s.workload_report, s.workload_csv]
+    on_the_device(s.workload_run, (h.waiting_workload, None, waiting), h.workload, workload, shown, "workload")
     wire_under_load(s, h, controls, waiting)
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
@@ -112,27 +107,18 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
         prompts_text=s.workload_prompts,
         prompts_file=s.workload_file,
     )
-    s.concurrency_run.click(h.waiting_concurrency, None, waiting, api_name=False, **AT_ONCE).then(
-        h.concurrency,
-        inputs_kwargs=dict(shared, levels=s.concurrency_levels),
-        outputs=concurrency_outputs(s),
-        api_name="concurrency",
-        **ONE_ON_THE_DEVICE,
+    levels = dict(shared, levels=s.concurrency_levels)
+    concurrency_waits = (h.waiting_concurrency, None, waiting)
+    on_the_device(s.concurrency_run, concurrency_waits, h.concurrency, levels, concurrency_outputs(s), "concurrency")
+    rates = dict(
+        shared,
+        rates=s.traffic_rates,
+        requests=s.traffic_requests,
+        max_rows=s.traffic_rows,
+        slo_ttft=s.traffic_ttft,
+        slo_tpot=s.traffic_tpot,
     )
-    s.traffic_run.click(h.waiting_traffic, None, waiting, api_name=False, **AT_ONCE).then(
-        h.traffic,
-        inputs_kwargs=dict(
-            shared,
-            rates=s.traffic_rates,
-            requests=s.traffic_requests,
-            max_rows=s.traffic_rows,
-            slo_ttft=s.traffic_ttft,
-            slo_tpot=s.traffic_tpot,
-        ),
-        outputs=traffic_outputs(s),
-        api_name="traffic",
-        **ONE_ON_THE_DEVICE,
-    )
+    on_the_device(s.traffic_run, (h.waiting_traffic, None, waiting), h.traffic, rates, traffic_outputs(s), "traffic")
     replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     replay_inputs = [s.concurrency_upload, s.concurrency_speed]
     s.concurrency_replay.click(
