@@ -97,7 +97,9 @@ def generate_rows(
     lm, limits = _open_rows(target, prompts, settings, drafting)
     policy = gamma_policy(settings, drafting, n, costs, gamma_table, target.forward_curve)
     rows: list[int] = []  # those decoding, in order
-    tokens, index, prefill_s = [list(p) for p in prompts], [0] * n, [0.0] * n  # each row's text, steps, prompt read
+    tokens = [list(p) for p in prompts]  # each row's text so far
+    index = [0] * n  # each row's steps so far
+    prefill_s = [0.0] * n  # each row's prompt read, in seconds
     while not (stop is not None and stop.is_set()):
         # 0. Admit: requests that arrived join at this step boundary, their prompts read first (prefill).
         rows += _admit(admission.due(len(rows), stop), prompts, lm, drafting, policy.judges(), clock, prefill_s)
@@ -118,11 +120,7 @@ def generate_rows(
         checked = check_rows(logits, trees, proposals, [generators[r] for r in rows], settings, explain)
         # 3. Roll back: each row's cache keeps its root and accepted path, as if only they had ever been fed; rows
         #    that finished leave the batch. Adaptive γ learns what held and what the step cost.
-        events = [_event(index[r], c, target.eos_ids, limits[r] - len(tokens[r])) for c, r in zip(checked, rows)]
-        staying = [i for i, e in enumerate(events) if not e.finish]
-        lm.keep([len(tokens[r]) for r in rows], [list(c.verdict.path) for c in checked], staying)
-        if drafting is not None:
-            drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
+        events, staying = _roll_back(lm, drafting, checked, rows, tokens, index, limits, target.eos_ids)
         t3 = clock()
         widths = [1 + len(t.tokens) for t in trees]  # each row's root and nodes: the packed forward took them all
         seconds = dict(draft_s=t1 - t0, verify_s=t2 - t1)
@@ -146,6 +144,18 @@ def _draft(policy: GammaPolicy, drafting: RowDrafting | None, texts: list[list[i
     wanted = policy.next_gammas(rows, behind, left)
     gammas = [max(0, min(g, room - 1)) for g, room in zip(wanted, left)]
     return max(wanted), gammas, behind, drafting.propose(texts, gammas) if drafting else [None] * len(rows)
+
+
+def _roll_back(lm, drafting: RowDrafting | None, checked: list[Checked], rows, tokens, index, limits, eos):
+    """Step 3 for the rows decoding: each one's step as an event, the cache cut to each row's root and accepted path
+    (the rows that finished dropped), the drafting told what held. Gives the events and, by place in the batch, the
+    rows that stay."""
+    events = [_event(index[r], c, eos, limits[r] - len(tokens[r])) for c, r in zip(checked, rows)]
+    staying = [i for i, e in enumerate(events) if not e.finish]
+    lm.keep([len(tokens[r]) for r in rows], [list(c.verdict.path) for c in checked], staying)
+    if drafting is not None:
+        drafting.observe([c.verdict if c.proposal else None for c in checked], staying)
+    return events, staying
 
 
 def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings, drafting: RowDrafting | None):
