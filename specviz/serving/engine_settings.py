@@ -17,7 +17,9 @@ PLAIN_DECODING = "plain decoding (the same tokens, none of the speedup)"
 class _Engine:
     name: str  # as Serving.declared takes it
     kind: str  # as EngineSetting.kind
-    writer: ModuleType  # write(ran, way or None, own) -> its text; gives_up(its own way, options) -> beyond the chain
+    # launch(ran) -> plain decoding's text; write(ran, way, own) -> the way's text;
+    # gives_up(its own way, options) -> what it loses beyond the chain
+    writer: ModuleType
 
 
 _ENGINES = (
@@ -48,7 +50,7 @@ def _nearest(engine: _Engine, ran: Ran, nearest: Nearest) -> EngineSetting:
     """The stand-in's setting, at its defaults, with what it gives up; plain decoding; or nothing, and why."""
     if nearest.plain:
         return EngineSetting(
-            engine.name, engine.kind, engine.writer.write(ran, None, False), f"{nearest.gives_up}: {PLAIN_DECODING}"
+            engine.name, engine.kind, engine.writer.launch(ran), f"{nearest.gives_up}: {PLAIN_DECODING}"
         )
     way = nearest.of.declared(engine.name) if nearest.of is not None else None
     if way is None or isinstance(way, Nearest):

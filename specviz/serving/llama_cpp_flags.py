@@ -17,14 +17,16 @@ def model_flag(name: str, flag: str, hub_flag: str) -> str:
     return f"{flag} {name}"
 
 
-def write(ran: Ran, way: LlamaSpecType | None, own: bool) -> str:
-    """The server command for `way` (None: plain decoding); `own`: the drafter's own type, with its options."""
-    launch = f"llama-server {model_flag(ran.target, '-m', '-hf')}"
-    if way is None:
-        return launch
+def launch(ran: Ran) -> str:
+    """The server command that decodes plainly."""
+    return f"llama-server {model_flag(ran.target, '-m', '-hf')}"
+
+
+def write(ran: Ran, way: LlamaSpecType, own: bool) -> str:
+    """The server command for `way`; `own`: the drafter's own type, with its options (else at its defaults)."""
     options = ran.options if own else None
     gamma = ran.settings.gamma
-    flags = [launch]
+    flags = [launch(ran)]
     if way.weights is not None:
         flags.append(model_flag(way.weights.location(options, ran.draft), "-md", "-hfd"))
     flags.append(f"--spec-type {'ngram-simple,' if way.with_lookup else ''}{way.spec_type}")

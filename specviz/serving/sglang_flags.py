@@ -5,14 +5,16 @@ from .declaration import SglangAlgorithm
 from .handoff import Ran
 
 
-def write(ran: Ran, way: SglangAlgorithm | None, own: bool) -> str:
-    """The launch command for `way` (None: plain decoding); `own`: the drafter's own algorithm, with its options."""
-    launch = f"python -m sglang.launch_server --model-path {ran.target}"
-    if way is None:
-        return launch
+def launch(ran: Ran) -> str:
+    """The launch command that decodes plainly."""
+    return f"python -m sglang.launch_server --model-path {ran.target}"
+
+
+def write(ran: Ran, way: SglangAlgorithm, own: bool) -> str:
+    """The launch command for `way`; `own`: the drafter's own algorithm, with its options (else at its defaults)."""
     options = ran.options if own else None
     gamma = ran.settings.gamma
-    flags = [launch, f"--speculative-algorithm {way.algorithm}"]
+    flags = [launch(ran), f"--speculative-algorithm {way.algorithm}"]
     if way.weights is not None:
         flags.append(f"--speculative-draft-model-path {way.weights.location(options, ran.draft)}")
     if way.block:

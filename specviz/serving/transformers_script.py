@@ -6,8 +6,13 @@ from .declaration import AssistedGeneration, PromptLookup
 from .handoff import Ran
 
 
+def launch(ran: Ran) -> str:
+    """The script that decodes plainly."""
+    return _script(ran, [])
+
+
 def write(ran: Ran, way, own: bool) -> str:
-    """The script for `way` (None: plain decoding); `own`: the way is the drafter's own, read with its options."""
+    """The script for `way` (transformers' own options at their values; `own` changes nothing here)."""
     s = ran.settings
     if isinstance(way, AssistedGeneration):
         schedule = "heuristic" if s.adaptive else "constant"
@@ -18,7 +23,7 @@ def write(ran: Ran, way, own: bool) -> str:
         return _script(ran, args, ran.draft or "DRAFT")
     if isinstance(way, PromptLookup):
         return _script(ran, [f"prompt_lookup_num_tokens={s.gamma}", f"max_matching_ngram_size={way.window.longest}"])
-    return _script(ran, [])
+    return launch(ran)
 
 
 def gives_up(way, options) -> str:

@@ -8,11 +8,14 @@ from .declaration import Serving, VllmMethod
 from .handoff import Ran
 
 
-def write(ran: Ran, way, own: bool) -> str:
-    """The serve command for `way` (None: plain decoding); `own`: the drafter's own method, read with its options."""
-    if way is None:
-        return f"vllm serve {ran.target}"
-    return f"vllm serve {ran.target} --speculative-config '{json.dumps(speculative_config(ran, way, own))}'"
+def launch(ran: Ran) -> str:
+    """The serve command that decodes plainly."""
+    return f"vllm serve {ran.target}"
+
+
+def write(ran: Ran, way: VllmMethod, own: bool) -> str:
+    """The serve command for `way`; `own`: the drafter's own method, read with its options (else at its defaults)."""
+    return f"{launch(ran)} --speculative-config '{json.dumps(speculative_config(ran, way, own))}'"
 
 
 def gives_up(way, options) -> str:
