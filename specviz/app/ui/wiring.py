@@ -14,6 +14,7 @@ from .under_load_screen import concurrency_outputs, levels_replay_outputs, traff
 # screen: the status line says what a run waits for (its place in line, the models loading) and how it goes.
 ONE_ON_THE_DEVICE = dict(concurrency_id="device", concurrency_limit=1, show_progress="hidden")
 AT_ONCE = dict(queue=False, show_progress="hidden")  # a click's own answer, before its run is queued
+REPLAYED = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")  # replays never wait
 
 
 def wire_events(demo: gr.Blocks, s, h) -> None:
@@ -54,6 +55,11 @@ def compare_outputs(s) -> list:
             s.summary, s.trace]  # fmt: skip
 
 
+def own_prompts(s) -> dict:
+    """The prompts of one's own (typed, or a file) that the workload and the Concurrency tab both read."""
+    return dict(prompts_text=s.workload_prompts, prompts_file=s.workload_file)
+
+
 def replay_outputs(s) -> list:
     """A replay fills the race (a duel) or the lanes and the comparison tab (a Grand Prix)."""
     shown = s.race.outputs()
@@ -80,19 +86,12 @@ def wire_runs(s, h, controls: dict) -> None:
     grand_prix_waits = (h.waiting_grand_prix, [s.gp_drafters, s.gp_lanes], waiting)
     on_the_device(s.compare, grand_prix_waits, h.compare, dict(controls, **lanes), compare_outputs(s), "compare")
     s.queue_timer.tick(h.queued, None, waiting, api_name=False, **AT_ONCE)
-    workload = dict(
-        controls,
-        prompts_text=s.workload_prompts,
-        prompts_file=s.workload_file,
-        drafters=s.workload_drafters,
-        draft_length=s.workload_gamma,
-    )
+    workload = dict(controls, **own_prompts(s), drafters=s.workload_drafters, draft_length=s.workload_gamma)
     shown = [s.status, s.workload_progress, s.workload_table, s.workload_report, s.workload_csv]
     on_the_device(s.workload_run, (h.waiting_workload, None, waiting), h.workload, workload, shown, "workload")
     wire_under_load(s, h, controls, waiting)
-    replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
-    s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **replayed)
-    s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **replayed)
+    s.replay.click(h.replay, [s.recorded, s.upload, s.speed], replay_outputs(s), api_name="replay", **REPLAYED)
+    s.gp_replay.click(h.replay_last, [s.trace, s.gp_speed], replay_outputs(s), api_name="replay_grand_prix", **REPLAYED)
 
 
 def wire_under_load(s, h, controls: dict, waiting: list) -> None:
@@ -104,8 +103,7 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
         concurrency_names=s.concurrency_names,
         source=s.concurrency_source,
         rounds=s.concurrency_rounds,
-        prompts_text=s.workload_prompts,
-        prompts_file=s.workload_file,
+        **own_prompts(s),
     )
     levels = dict(shared, levels=s.concurrency_levels)
     concurrency_waits = (h.waiting_concurrency, None, waiting)
@@ -119,14 +117,13 @@ def wire_under_load(s, h, controls: dict, waiting: list) -> None:
         slo_tpot=s.traffic_tpot,
     )
     on_the_device(s.traffic_run, (h.waiting_traffic, None, waiting), h.traffic, rates, traffic_outputs(s), "traffic")
-    replayed = dict(concurrency_id="replay", concurrency_limit=None, show_progress="hidden")
     replay_inputs = [s.concurrency_upload, s.concurrency_speed]
     s.concurrency_replay.click(
-        h.replay_concurrency, replay_inputs, levels_replay_outputs(s), api_name="replay_concurrency", **replayed
+        h.replay_concurrency, replay_inputs, levels_replay_outputs(s), api_name="replay_concurrency", **REPLAYED
     )
     traffic_replayed = [s.traffic_upload, s.traffic_speed]
     s.traffic_replay.click(
-        h.replay_traffic, traffic_replayed, traffic_replay_outputs(s), api_name="replay_traffic", **replayed
+        h.replay_traffic, traffic_replayed, traffic_replay_outputs(s), api_name="replay_traffic", **REPLAYED
     )
 
 
