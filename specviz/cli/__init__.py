@@ -34,6 +34,7 @@ from .flags import (
     add_drafter_options,
     add_exact_option,
     add_model_options,
+    add_output_options,
     add_sampling_options,
     given_options,
     open_models,
@@ -91,12 +92,11 @@ def build_parser() -> Parser:
     add_sampling_options(gen)
     add_model_options(gen, auto=True)
     add_exact_option(gen)
-    gen.add_argument("--json", action="store_true", help="print one JSON object with text, ids, steps and metrics")
-    gen.add_argument(
-        "--trace",
-        metavar="FILE",
-        help="also record the run as a trace (with a drafter, plain decoding "
-        "runs too, so the trace is a race the app can replay)",
+    add_output_options(
+        gen,
+        "text, ids, steps and metrics",
+        "also record the run as a trace (with a drafter, plain decoding runs too, so the trace is a race the app can "
+        "replay)",
     )
     gen.add_argument(
         "--diagnose",
@@ -143,32 +143,31 @@ def build_parser() -> Parser:
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command == "generate":
-            return cmd_generate(args)
-        if args.command == "prepare":
-            return cmd_prepare(args)
-        if args.command == "snapshot":
-            return cmd_snapshot(args)
-        if args.command == "race":
-            return cmd_race(args)
-        if args.command == "concurrency":
-            return cmd_concurrency(args)
-        if args.command == "traffic":
-            return cmd_traffic(args)
-
-        if args.command in WORKLOAD:
-            return cmd_workload(args)
-        if args.command in ("train-medusa", "train-eagle", "train-dflash"):
-            train.on_transformers(args)
-            return getattr(train, "cmd_" + args.command.replace("-", "_"))(args)
-
-        return cmd_bench(args)
+        return _runner(args.command)(args)
     except SpecvizError as exc:
         return _fail(str(exc))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else _fail(str(exc.code))
     except KeyboardInterrupt:
         return 130
+
+
+def _runner(command: str):
+    """The function that runs a command, by the command's name."""
+    if command in WORKLOAD:
+        return cmd_workload
+    if command.startswith("train-"):
+        return train.run_trainer
+    runners = {
+        "generate": cmd_generate,
+        "prepare": cmd_prepare,
+        "snapshot": cmd_snapshot,
+        "race": cmd_race,
+        "concurrency": cmd_concurrency,
+        "traffic": cmd_traffic,
+        "bench": cmd_bench,
+    }
+    return runners[command]
 
 
 def cmd_generate(args) -> int:

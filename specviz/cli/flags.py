@@ -66,6 +66,13 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, 
     )
 
 
+def add_output_options(p: argparse.ArgumentParser, printed: str, recorded: str) -> None:
+    """--json (what the run prints as one JSON object) and --trace FILE (the run recorded), as every command that
+    runs something spells them."""
+    p.add_argument("--json", action="store_true", help=f"print one JSON object: {printed}")
+    p.add_argument("--trace", metavar="FILE", help=recorded)
+
+
 def add_exact_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exact",

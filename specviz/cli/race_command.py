@@ -30,7 +30,7 @@ from ..views.grand_prix import KIND, starting_grid
 from ..views.runtimes import compared, sentence
 from ..workload.entrants import lane_of, production
 from ..workload.lanes import run_lanes
-from .flags import add_lanes_run_options, chosen_lanes, open_models, run_models, settings_from
+from .flags import add_lanes_run_options, add_output_options, chosen_lanes, open_models, run_models, settings_from
 
 BAR = 20  # characters of a lane's progress bar
 REDRAW_EVERY_S = 0.2
@@ -45,8 +45,9 @@ def add_race_command(sub) -> None:
     )
     p.add_argument("--prompt", required=True)
     add_lanes_run_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: every lane's metrics and tokens")
-    p.add_argument("--trace", metavar="FILE", help="also record the race (the app replays it on the lanes' own clocks)")
+    add_output_options(
+        p, "every lane's metrics and tokens", "also record the race (the app replays it on the lanes' own clocks)"
+    )
     p.add_argument(
         "--runtimes",
         metavar="A,B",

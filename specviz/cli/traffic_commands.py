@@ -50,6 +50,7 @@ from ..traffic.vllm_advice import vllm_advice
 from ..workload.prompts import read_prompts
 from .flags import (
     add_lanes_run_options,
+    add_output_options,
     add_table_option,
     chosen_lanes,
     open_models,
@@ -84,8 +85,11 @@ def add_concurrency_command(sub) -> None:
     )
     add_lanes_run_options(p)
     add_table_option(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: every level, lane and row")
-    p.add_argument("--trace", help="record the sweep to this file (it replays in the app and makes a snapshot page)")
+    add_output_options(
+        p,
+        "every level, lane and row",
+        "record the sweep to this file (it replays in the app and makes a snapshot page)",
+    )
 
 
 def add_traffic_command(sub) -> None:
@@ -106,8 +110,9 @@ def add_traffic_command(sub) -> None:
                    f"calibrated on the runs (1..{MAX_REQUESTS}; 0: only check it on the rates run)")  # fmt: skip
     add_lanes_run_options(p, target_required=False)  # a replay needs none
     add_table_option(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: every rate, lane and request")
-    p.add_argument("--trace", help="record the run to this file (it reads back with no model loaded)")
+    add_output_options(
+        p, "every rate, lane and request", "record the run to this file (it reads back with no model loaded)"
+    )
     p.add_argument("--replay", help="a run recorded with --trace, judged again with no model loaded: against the "
                    "SLO given (default: its own), its table, verdicts and vLLM's lines")  # fmt: skip
 

@@ -271,10 +271,13 @@ def _texts(base, args, prompts: list[str]):
     return texts
 
 
-def on_transformers(args) -> None:
-    """Training reads the target's hidden states in torch: the trainers run on transformers alone."""
+def run_trainer(args) -> int:
+    """`train-medusa`, `train-eagle` or `train-dflash`, on transformers: training reads the target's hidden states in
+    torch."""
     if getattr(args, "runtime", "") == "llama.cpp":
         raise InvalidRequest("the trainers read the target's hidden states in torch: use --runtime transformers")
+    trainers = {"train-medusa": cmd_train_medusa, "train-eagle": cmd_train_eagle, "train-dflash": cmd_train_dflash}
+    return trainers[args.command](args)
 
 
 def cmd_train_medusa(args) -> int:
