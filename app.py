@@ -33,8 +33,7 @@ from specviz.engine.fast_path import try_fast_path
 from specviz.engine.static_lm import warm_graphs
 from specviz.errors import SpecvizError
 from specviz.models.device import describe, resolve_device, zero_gpu
-from specviz.models.loading import best_draft_dtype
-from specviz.runtime import quiet_transformers
+from specviz.models.loading import best_draft_dtype, quiet_transformers
 
 
 def parse_args(argv=None):

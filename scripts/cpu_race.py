@@ -28,8 +28,8 @@ from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
+from specviz.models.loading import quiet_transformers  # noqa: E402
 from specviz.runs import Pair, choose_precision, generate_named, open_pair  # noqa: E402
-from specviz.runtime import quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

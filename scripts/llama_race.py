@@ -29,10 +29,10 @@ from specviz.app.ui.examples import FAMILIES, example_kinds  # noqa: E402
 from specviz.bench.plan import load_prompts  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, kind, kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
-from specviz.llama.binding import threads  # noqa: E402
-from specviz.llama.gguf_model import locate_gguf  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.runs import generate_named, open_draft, open_gguf  # noqa: E402
+from specviz.runtimes.llama_cpp.binding import threads  # noqa: E402
+from specviz.runtimes.llama_cpp.gguf_model import locate_gguf  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 # specviz's drafters that run on llama.cpp with a draft model or none, each at its defaults (heads do not run there)
@@ -154,9 +154,9 @@ def cost_curves(target_name: str, target) -> dict[str, dict[int, float]]:
     import torch
     from transformers import AutoConfig
 
-    from specviz.llama.forward_costs import measure as llama_measure
     from specviz.models.kernel_costs import Shape
     from specviz.models.kernel_costs import measure as torch_measure
+    from specviz.runtimes.llama_cpp.forward_costs import measure as llama_measure
 
     widths = (1, 2, 4, 8, 16)
     curves = {f"llama.cpp {target.model.describe()}": llama_measure(target.model, widths)}

@@ -25,8 +25,9 @@ from specviz.bench.plan import context_prompt  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.models.loading import quiet_transformers  # noqa: E402
+from specviz.paths import ASSETS  # noqa: E402
 from specviz.runs import generate_named  # noqa: E402
-from specviz.runtime import ASSETS, quiet_transformers  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 

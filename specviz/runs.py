@@ -19,9 +19,11 @@ from .events import PLAIN, StepEvent, generated_ids
 from .models import LoadedModel, load_model
 from .models.device import resolve_device
 from .models.exact import exact_for, exact_problem, is_exact
-from .models.loading import check_loadable
+from .models.loading import check_loadable, quiet_transformers
 from .models.precision_choice import PrecisionChoice, for_pair
-from .models.runtime_choice import (
+from .models.vocabulary import check_draft_fits, same_vocabulary
+from .record import TokenTexts, divergence, make_trace
+from .runtimes.choice import (
     AUTO,
     LLAMA_CPP,
     TRANSFORMERS,
@@ -31,9 +33,6 @@ from .models.runtime_choice import (
     plan_from,
     transformers_plan,
 )
-from .models.vocabulary import check_draft_fits, same_vocabulary
-from .record import TokenTexts, divergence, make_trace
-from .runtime import quiet_transformers
 from .settings import Settings, mode_text
 from .trace import Divergence, RunModels, Side, Trace
 
@@ -99,7 +98,7 @@ LLAMA_NOT_EXACT = (
 def choose_runtime(target: str, draft: str = "", device: str = "auto", asked: str = AUTO, report=lambda _: None):
     """The runtime the pair runs on (runtime_choice.py): as asked, or measured where both could run it (a CPU,
     llama.cpp installed, a GGUF for each model). Asking for llama.cpp where it cannot run is one line."""
-    from .llama.binding import installed
+    from .runtimes.llama_cpp.binding import installed
 
     where = resolve_device(device)
     if asked == TRANSFORMERS:
@@ -136,7 +135,7 @@ def _gguf_file(name: str) -> bool:
 
 def _llama_problem(target: str, draft: str, where, installed) -> str:
     """Why llama.cpp cannot run this pair here ('' when it can)."""
-    from .llama.gguf_model import gguf_problem
+    from .runtimes.llama_cpp.gguf_model import gguf_problem
 
     if where.type != "cpu":
         return f"the model runs on {where.type}, where transformers runs it (llama.cpp is specviz's CPU runtime)"
@@ -147,8 +146,8 @@ def _llama_problem(target: str, draft: str, where, installed) -> str:
 
 def _llama_plan(target: str, draft: str, report):
     """llama.cpp's plan for the pair: each model's forward measured on its GGUF (kept from before, else now)."""
-    from .llama.forward_costs import forward_curve, kept_curve
-    from .llama.gguf_model import GgufModel, locate_gguf
+    from .runtimes.llama_cpp.forward_costs import forward_curve, kept_curve
+    from .runtimes.llama_cpp.gguf_model import GgufModel, locate_gguf
 
     def measured(name: str) -> tuple[dict, str]:
         path = locate_gguf(name)
@@ -171,7 +170,7 @@ def llama_plan_of(pair: "Pair"):
 
 def runtime_line(pair: "Pair", events=()) -> str:
     """Which runtime computed the pair and why, and (after a run) the prediction it rests on against the run."""
-    from .models.runtime_choice import check_run
+    from .runtimes.choice import check_run
 
     chosen = pair.runtime
     if chosen is None:
@@ -182,7 +181,7 @@ def runtime_line(pair: "Pair", events=()) -> str:
 
 def open_gguf(name: str, tokenizer=None, report=lambda _: None) -> LoadedModel:
     """A model for the llama.cpp runtime: its GGUF loaded by llama.cpp, its forward's cost measured (once)."""
-    from .llama.gguf_model import load_gguf
+    from .runtimes.llama_cpp.gguf_model import load_gguf
 
     quiet_transformers()
     return load_gguf(name, tokenizer, report)
@@ -194,7 +193,7 @@ def _config_source(name: str) -> tuple[str, bool]:
     from .models.offline import PRESETS, converted_path
 
     if name in PRESETS and not (converted_path(PRESETS[name]) / "config.json").is_file():
-        from .llama.gguf_model import preset_file
+        from .runtimes.llama_cpp.gguf_model import preset_file
 
         return str(preset_file(name)), False
     source, _, offline = check_loadable(name)

@@ -145,7 +145,7 @@ def test_each_drafters_note_is_read_whole_in_the_sidebar(app_server, browser, wi
 
 def test_an_example_sets_the_drafter_and_gamma_measured_best_for_its_kind(app_server, browser):
     from specviz.app.ui.examples import EXAMPLE_KINDS
-    from specviz.runtime import ASSETS
+    from specviz.paths import ASSETS
 
     example = next(e for e in EXAMPLE_KINDS if e.key == "summarization")
     prompt = json.loads((ASSETS / "prompts.json").read_text())["summarization"][0]

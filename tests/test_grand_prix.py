@@ -572,7 +572,7 @@ def test_bad_race_input_is_one_error_line_before_any_model_loads(capsys, tmp_pat
 def test_the_shipped_grand_prix_kept_the_rule_and_every_lane_wrote_plains_tokens():
     """The recorded Grand Prix of the offline pair (assets/traces/grand-prix-code.json): greedy, in exact mode, every
     lane that raced wrote plain decoding's tokens, the turn order keeps the rule, and it replays to the same tokens."""
-    from specviz.runtime import ASSETS
+    from specviz.paths import ASSETS
     from specviz.trace import EXACT_ON
 
     trace = Trace.load(ASSETS / "traces" / "grand-prix-code.json")

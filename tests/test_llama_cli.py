@@ -100,7 +100,7 @@ def test_each_bad_input_is_one_line(capsys, ggufs, tmp_path, which, extra, needl
 
 
 def test_llama_cpp_not_installed_is_one_line(capsys, ggufs, monkeypatch):
-    import specviz.llama.binding as binding
+    import specviz.runtimes.llama_cpp.binding as binding
 
     def missing():
         raise binding.LlamaCppMissing(f"llama.cpp is not installed (no module named 'llama_cpp'); {binding.INSTALL}")

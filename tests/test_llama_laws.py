@@ -11,7 +11,7 @@ from tiny_gguf import load_tiny, save_gguf
 import specviz.engine.verify as verify
 from specviz.drafters.registry import build_drafter
 from specviz.engine import generate, new_generator
-from specviz.llama.llama_lm import MAIN, LlamaLM
+from specviz.runtimes.llama_cpp.llama_lm import MAIN, LlamaLM
 from specviz.settings import Settings
 
 HORIZON = 4

@@ -165,7 +165,7 @@ def test_a_cost_curve_the_physics_forbids_is_measured_again_and_never_kept(gguf_
     """A forward over k tokens costs at most about k one-token forwards, and a wider one never much less than a
     narrower one: a curve outside that (measured while the machine was busy) is measured again, and when every
     attempt is implausible it serves this run only, so the next load measures afresh."""
-    from specviz.llama import forward_costs
+    from specviz.runtimes.llama_cpp import forward_costs
 
     assert forward_costs.implausible({1: 0.11, 2: 0.72, 4: 0.38, 8: 1.21, 16: 1.63})  # measured beside a compiler
     assert forward_costs.implausible({1: 0.03, 2: 0.05, 4: 0.03, 8: 0.2})  # 4 tokens cheaper than 2

@@ -80,7 +80,7 @@ def test_the_installed_command_and_import_work_from_another_folder(venv, tmp_pat
     done = elsewhere(str(env / "bin" / "specviz"), "generate", "--help", folder=tmp_path)
     assert done.returncode == 0 and "--drafter" in done.stdout, done.stderr
     done = elsewhere(
-        str(env / "bin" / "python"), "-c", "import specviz, specviz.runtime as r; print(r.ASSETS)", folder=tmp_path
+        str(env / "bin" / "python"), "-c", "import specviz, specviz.paths as r; print(r.ASSETS)", folder=tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == packages / "specviz" / "assets", done.stdout

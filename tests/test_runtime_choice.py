@@ -4,7 +4,7 @@ numbers, and a run checks the prediction it rests on (within 15%, or the choice 
 import pytest
 
 from specviz.events import StepEvent
-from specviz.models.runtime_choice import CHECK_MARGIN, LLAMA_CPP, TRANSFORMERS, check, check_run, choose, plan_from
+from specviz.runtimes.choice import CHECK_MARGIN, LLAMA_CPP, TRANSFORMERS, check, check_run, choose, plan_from
 
 # What this project's CPU measured (seconds): llama.cpp's Q4 1.5B, plain fast and a verify dear; transformers' bf16
 # 1.5B in exact mode, plain slow and a verify of 5 about one forward.

@@ -7,8 +7,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from specviz.llama.forward_costs import measure
-from specviz.llama.gguf_model import GgufLoaded, GgufModel
+from specviz.runtimes.llama_cpp.forward_costs import measure
+from specviz.runtimes.llama_cpp.gguf_model import GgufLoaded, GgufModel
 
 
 def _rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:

@@ -13,11 +13,11 @@ from ..drafters.registry import NO_DRAFTER, kind
 from ..drafters.suffix_index import RunMemory
 from ..errors import InvalidRequest
 from ..events import PLAIN
-from ..llama.forward_costs import in_forwards
 from ..models import encode_prompt
-from ..models.runtime_choice import LLAMA_CPP, TRANSFORMERS
 from ..record import TextTable, TokenTexts, make_trace
 from ..runs import lane_runs, runtime_line
+from ..runtimes.choice import LLAMA_CPP, TRANSFORMERS
+from ..runtimes.llama_cpp.forward_costs import in_forwards
 from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX

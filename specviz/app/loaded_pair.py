@@ -3,8 +3,8 @@ precisions and how those were chosen, and what its weights take."""
 
 from dataclasses import dataclass
 
-from ..models.runtime_choice import LLAMA_CPP
 from ..runs import Pair
+from ..runtimes.choice import LLAMA_CPP
 from ..settings import AUTO
 from ..trace import RunModels
 

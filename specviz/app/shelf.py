@@ -11,9 +11,9 @@ from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..models.device import check_fits, heads_bytes, resolve_device, weight_bytes
 from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
-from ..models.runtime_choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..models.vocabulary import check_tokenizers_fit
 from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
+from ..runtimes.choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..settings import AUTO, Settings
 from .loaded_pair import LoadedPair, held_bytes
 
@@ -355,6 +355,6 @@ class ModelShelf:
 
 def gguf_bytes(name: str) -> int:
     """A model's GGUF file size: what llama.cpp maps (an offline preset's joined once, a file as it is)."""
-    from ..llama.gguf_model import locate_gguf
+    from ..runtimes.llama_cpp.gguf_model import locate_gguf
 
     return locate_gguf(name).stat().st_size

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..drafters.contract import Recipe
 from ..errors import InvalidRequest
-from ..runtime import ASSETS
+from ..paths import ASSETS
 from ..settings import Settings
 
 CONTEXT = "context-"  # a kind "context-N": one prompt of about N tokens, for the sweep over prompt length

@@ -16,13 +16,13 @@ from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
 from ..events import summarize
 from ..models import encode_prompt
 from ..models.exact import EXACT_ON
+from ..models.loading import quiet_transformers
 from ..models.offline import PRESETS, ensure_converted, locate_parts, production_name
-from ..models.runtime_choice import check_run
 from ..render.concurrency_page import concurrency_snapshot_html
 from ..render.snapshot import snapshot_html
 from ..render.traffic_page import traffic_snapshot_html
 from ..runs import Duel
-from ..runtime import quiet_transformers
+from ..runtimes.choice import check_run
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran, recording
 from ..settings import check_prompt

@@ -16,8 +16,8 @@ from ..bench.suite import Bench, brought
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.device import resolve_device
-from ..models.runtime_choice import LLAMA_CPP
-from ..runtime import quiet_transformers
+from ..models.loading import quiet_transformers
+from ..runtimes.choice import LLAMA_CPP
 from ..settings import Settings
 from ..workload.ray_shards import ClusterRun, connect
 from .flags import (

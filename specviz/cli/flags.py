@@ -11,8 +11,8 @@ from .. import reading as read
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
-from ..models.runtime_choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
+from ..runtimes.choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
 from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings, parse_lane
 from ..trace import RunModels

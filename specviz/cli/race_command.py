@@ -17,12 +17,12 @@ from ..analysis.physics import MOVED_MARK, speedup_forbidden
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import summarize
-from ..llama.forward_costs import in_forwards
 from ..models import encode_prompt
-from ..models.runtime_choice import LLAMA_CPP, RUNTIMES
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
 from ..runs import lane_runs, parted
+from ..runtimes.choice import LLAMA_CPP, RUNTIMES
+from ..runtimes.llama_cpp.forward_costs import in_forwards
 from ..serving.handoff import recording
 from ..settings import check_prompt
 from ..trace import Side

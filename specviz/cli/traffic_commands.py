@@ -27,7 +27,7 @@ import torch
 from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..models import encode_prompt
-from ..runtime import ASSETS
+from ..paths import ASSETS
 from ..traffic.runner import MODES, plan_levels, plan_rates, run
 from ..traffic.simulator import held_out, project
 from ..traffic.traffic_plan import (

@@ -16,8 +16,9 @@ from ..drafters.dflash.dflash_checkpoint import build_draft, config_for, save_df
 from ..drafters.eagle.eagle_checkpoint import save_eagle
 from ..drafters.medusa.heads import save_medusa
 from ..errors import InvalidRequest
+from ..models.loading import quiet_transformers
+from ..paths import ASSETS
 from ..runs import open_target
-from ..runtime import ASSETS, quiet_transformers
 from ..training.configs import DFlashTraining, EagleTraining, MedusaTraining
 from ..training.dflash import train_dflash
 from ..training.distill import load_texts, local_texts, save_texts, self_distilled_texts

@@ -78,6 +78,14 @@ class LoadedModel:
             )
 
 
+def quiet_transformers() -> None:
+    """No progress bars or advice from transformers: the CLI prints one line per error, the app its own status."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
 def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
     """A Linear layer's [out, in] weight as a float tensor, also when the layer is an int8 dynamic one."""
     weight = linear.weight() if callable(linear.weight) else linear.weight

@@ -7,7 +7,7 @@ from ..analysis.diagnosis import diagnose
 from ..analysis.physics import shown_speedup
 from ..errors import SpecvizError
 from ..events import PLAIN, Metrics, summarize
-from ..runtime import ASSETS
+from ..paths import ASSETS
 from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
 from ..views.race import RaceView
 from . import html_table

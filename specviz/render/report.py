@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..analysis.physics import shown_speedup, speedup_forbidden
 from ..events import PLAIN, summarize
-from ..runtime import ASSETS
+from ..paths import ASSETS
 from ..trace import EXACT_ADVICE, identity_grounds
 from ..workload.view import WorkloadRow, WorkloadView, duration
 from . import html_table

@@ -5,7 +5,7 @@ and every piece of model or user text is escaped as on the screen."""
 from html import escape
 
 from ..events import PLAIN
-from ..runtime import ASSETS
+from ..paths import ASSETS
 from ..serving.handoff import recorded
 from ..trace import Trace
 from ..views.grand_prix import KIND as GRAND_PRIX

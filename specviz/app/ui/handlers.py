@@ -17,10 +17,10 @@ import gradio as gr
 
 from ...analysis.rule_replay import replay_step, rules_for
 from ...errors import InvalidRequest, SpecvizError
+from ...paths import ASSETS
 from ...render import charts, panels
 from ...render.explain import explain_step
 from ...render.snapshot import snapshot_html
-from ...runtime import ASSETS
 from ...trace import Trace
 from ...views.grand_prix import KIND as GRAND_PRIX
 from ...views.grand_prix import replay_grand_prix

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ...paths import ASSETS
 from ...render import panels
-from ...runtime import ASSETS
 from .handlers import Handlers
 from .race_screen import RaceScreen
 from .sidebar import settings_sidebar

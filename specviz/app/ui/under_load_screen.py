@@ -21,6 +21,7 @@ from collections import Counter
 import gradio as gr
 
 from ...errors import InvalidRequest
+from ...paths import ASSETS
 from ...render import panels
 from ...render.concurrency_charts import concurrency_chart
 from ...render.concurrency_page import concurrency_progress, concurrency_snapshot_html, concurrency_table, vllm_block
@@ -32,7 +33,6 @@ from ...render.traffic_page import (
     traffic_table,
     traffic_verdict,
 )
-from ...runtime import ASSETS
 from ...traffic import traffic_plan
 from ...traffic.levels_view import ConcurrencyView
 from ...traffic.rates_view import TrafficView

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from ...errors import SpecvizError, first_line
-from ...runtime import ASSETS
+from ...paths import ASSETS
 from ..heads_common import check_base, check_weights, locate_heads, meta_shapes, shipped_folder, write_checkpoint
 from ..heads_common import read_config as heads_config
 from .model import DFlashDraft

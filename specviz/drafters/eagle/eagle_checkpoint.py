@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ...errors import SpecvizError, first_line
-from ...runtime import ASSETS
+from ...paths import ASSETS
 from ..heads_common import (
     SHORTLIST_FILE,
     built,

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ...errors import SpecvizError
-from ...runtime import ASSETS
+from ...paths import ASSETS
 from ..heads_common import (
     SHORTLIST_FILE,
     check_base,

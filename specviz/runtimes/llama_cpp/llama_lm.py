@@ -13,8 +13,8 @@ import weakref
 import numpy as np
 import torch
 
-from ..engine.tree import TokenTree
-from ..errors import InvalidRequest, RuntimeUnsupported
+from ...engine.tree import TokenTree
+from ...errors import InvalidRequest, RuntimeUnsupported
 from .binding import MICRO_BATCH, Context, Sequences
 
 MAIN = 0  # the committed text's sequence

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelLoadError, ModelNotFound, OfflinePackageError
-from ..models.loading import LoadedModel
-from ..models.offline import PRESETS, assemble, cache_root, converted_path, locate_parts
+from ...errors import ModelLoadError, ModelNotFound, OfflinePackageError
+from ...models.loading import LoadedModel
+from ...models.offline import PRESETS, assemble, cache_root, converted_path, locate_parts
 from .binding import Context, library, threads
 
 GGUF_MAGIC = b"GGUF"
@@ -177,7 +177,7 @@ class GgufModel:
                 self._free.pop().close()
 
     def open_lm(self, capacity: int, keep_hidden=False):
-        from ..errors import RuntimeUnsupported
+        from ...errors import RuntimeUnsupported
         from .llama_lm import LlamaLM
 
         if keep_hidden:

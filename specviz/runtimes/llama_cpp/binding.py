@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..errors import InvalidRequest, LlamaCppMissing
+from ...errors import InvalidRequest, LlamaCppMissing
 
 INSTALL = 'pip install "specviz[llama]" (builds llama.cpp from source, about 4 minutes on 2 cores)'
 MAX_SEQUENCES = 256  # llama.cpp's own bound on a context's sequence ids (LLAMA_MAX_SEQ)

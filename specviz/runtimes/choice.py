@@ -16,8 +16,8 @@ prediction at the run's own α within CHECK_MARGIN of its measured tokens/s, or 
 
 from dataclasses import dataclass, field
 
-from .kernel_costs import CostTable
-from .precision_choice import GAMMAS, PRIOR_ALPHA, PrecisionChoice, expected_tokens
+from ..models.kernel_costs import CostTable
+from ..models.precision_choice import GAMMAS, PRIOR_ALPHA, PrecisionChoice, expected_tokens
 
 TRANSFORMERS = "transformers"
 LLAMA_CPP = "llama.cpp"

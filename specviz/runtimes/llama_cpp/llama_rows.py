@@ -11,8 +11,8 @@ import weakref
 
 import torch
 
-from ..engine.batched_lm import Feed
-from ..errors import InvalidRequest
+from ...engine.batched_lm import Feed
+from ...errors import InvalidRequest
 from .binding import MICRO_BATCH, Sequences
 
 BATCH_CONTEXT = 16384  # entries of a batch whose caller does not say how many its rows hold together

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from ..models.kernel_costs import device_name, keep_json
-from ..models.offline import cache_root
+from ...models.kernel_costs import device_name, keep_json
+from ...models.offline import cache_root
 from .binding import kernels, threads
 
 WIDTHS = (1, 2, 4, 8, 16)  # a plain step, and verifies of γ 1, 3, 7, 15
