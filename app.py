@@ -29,11 +29,13 @@ from specviz.app.request import read_request
 from specviz.app.shelf import ModelShelf, PairPreset, default_pairs
 from specviz.app.ui.layout import build_app, launch_options
 from specviz.drafters.registry import default_kind, kinds, pair_model_options
-from specviz.engine.fast_path import try_fast_path
 from specviz.engine.static_lm import warm_graphs
 from specviz.errors import SpecvizError
 from specviz.models.device import describe, resolve_device, zero_gpu
 from specviz.models.loading import best_draft_dtype, quiet_transformers
+from specviz.runtimes.runtime_registry import names as runtime_names
+from specviz.runtimes.runtime_registry import offered as runtimes_offered
+from specviz.runtimes.runtime_registry import runtime, runtimes
 
 
 def parse_args(argv=None):
@@ -63,9 +65,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--runtime",
         default=env("SPECVIZ_RUNTIME", "auto"),
-        choices=["auto", "transformers", "llama.cpp"],
-        help="what computes the models first (default: auto, measured on this device: llama.cpp or transformers on a "
-        "CPU where both run the pair; transformers on a GPU); the sidebar offers the others",
+        choices=["auto", *runtime_names()],
+        help="what computes the models first (default: auto, measured on this device among the runtimes that run the "
+        "pair here); the sidebar offers the others: " + "; ".join(r.help_line() for r in runtimes()),
     )
     p.add_argument("--no-preload", action="store_true", help="do not load the default pair at start")
     p.add_argument("--queue-size", type=int, default=int(env("SPECVIZ_QUEUE_SIZE", "16")))
@@ -122,14 +124,13 @@ def build(args):
         custom = PairPreset(f"{args.target} ← {args.draft}", args.target, args.draft, brings)
     pairs = default_pairs(gpu, custom)
     # auto: the precision whose verify is cheapest on this CPU, measured once (models/precision_choice.py)
-    dtypes = ["bfloat16", "float32"] if gpu else ["auto", "bfloat16", "float32", "int8"]
-    if args.dtype in dtypes:
-        dtypes.insert(0, dtypes.pop(dtypes.index(args.dtype)))
-    runtimes = ["transformers"] if gpu else ["auto", "llama.cpp", "transformers"]
-    if args.runtime in runtimes:
-        runtimes.insert(0, runtimes.pop(runtimes.index(args.runtime)))
-    print(f"specviz: {describe(device, dtypes[0])}; runtime {runtimes[0]}", file=sys.stderr, flush=True)
-    shelf = ModelShelf(pairs, args.device, added_pairs(os.environ))
+    dtypes = first(args.dtype, ["bfloat16", "float32"] if gpu else ["auto", "bfloat16", "float32", "int8"])
+    offered = first(args.runtime, runtimes_offered(args.device))  # those this device runs, auto among them
+    print(f"specviz: {describe(device, dtypes[0])}; runtime {offered[0]}", file=sys.stderr, flush=True)
+    for name in offered:
+        if name != "auto":
+            print(f"specviz: {runtime(name).device_line(device)}", file=sys.stderr, flush=True)
+    shelf = ModelShelf(pairs, args.device, added_pairs(os.environ), offered)
     # The draft precision a race starts with: the one measured fastest here (int8 on a CPU), else the target's. A
     # ZeroGPU Space serves one pair at one precision, pinned below.
     draft_precision = "" if zero_gpu() else best_draft_dtype(device)  # "": the target's
@@ -146,7 +147,7 @@ def build(args):
         )
     elif not args.no_preload:  # the server answers at once; a run started meanwhile waits for this load
         threading.Thread(
-            target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision, runtimes[0]), daemon=True
+            target=_preload, args=(shelf, pairs[0].label, dtypes[0], gpu, draft_precision, offered[0]), daemon=True
         ).start()
     backend = Backend(shelf, device_calls(shelf), cluster=args.cluster)
     # On a CPU a 64-token race takes ~25 s; a GPU runs longer answers in the same time.
@@ -157,7 +158,8 @@ def build(args):
         dtypes,
         256 if gpu else 64,
         draft_precision or "same",
-        tuple(runtimes),
+        tuple(offered),
+        "; ".join(runtime(name).help_line() for name in offered if name != "auto"),
     )
 
 
@@ -176,9 +178,14 @@ def _say(line):
     print(f"specviz: {line}", file=sys.stderr, flush=True)
 
 
-def _preload(shelf, label, dtype, gpu, draft_dtype="", runtime="transformers"):
+def first(chosen: str, choices: list[str]) -> list[str]:
+    """`choices` with `chosen` first, where it is one of them: what a choice starts at."""
+    return [chosen, *(c for c in choices if c != chosen)] if chosen in choices else list(choices)
+
+
+def _preload(shelf, label, dtype, gpu, draft_dtype="", runtime_name="auto"):
     try:
-        shelf.get(label, dtype, report=_say, draft_dtype=draft_dtype, runtime=runtime)
+        shelf.get(label, dtype, report=_say, draft_dtype=draft_dtype, runtime=runtime_name)
         if gpu:  # CUDA's start-up (context, kernels, allocator) is paid here, not by the first visitor's plain side
             began = time.perf_counter()
             warm_up(shelf, label, dtype)
@@ -196,8 +203,8 @@ def warm_up(shelf, label, dtype, say=_say):
     fails the warm-up."""
 
     pair = shelf.current()
-    for loaded in (pair.target, pair.draft) if pair else ():
-        line = try_fast_path(loaded.model, loaded.name)
+    for loaded in pair.loaded() if pair else ():
+        line = loaded.try_fast_path()
         if line:
             say(line)
             pair.run_eagerly()

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, build_row_drafting  # noqa: E402
 from specviz.engine.loop import generate_rows, new_generator  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
-from specviz.runs import Pair, open_target  # noqa: E402
+from specviz.runtimes.pair import PairAsk, open_pair  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 
@@ -72,8 +72,8 @@ def main() -> int:
     p.add_argument("--no-exact", action="store_true")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
-    target = open_target(args.target, args.dtype)
-    pair = Pair(target, None)
+    pair = open_pair(PairAsk(args.target, runtime="transformers", dtype=args.dtype))
+    target = pair.target
     mode = pair.choose_exact(not args.no_exact)
     texts = json.loads((ROOT / "assets" / "prompts.json").read_text())["code"]
     prompts = [encode_prompt(target, texts[r % len(texts)]) for r in range(args.rows)]

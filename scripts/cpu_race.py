@@ -26,10 +26,15 @@ import torch  # noqa: E402
 
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
-from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
 from specviz.models.loading import quiet_transformers  # noqa: E402
-from specviz.runs import Pair, choose_precision, generate_named, open_pair  # noqa: E402
+from specviz.runs import generate_named  # noqa: E402
+from specviz.runtimes.pair import Pair, PairAsk, open_pair  # noqa: E402
+from specviz.runtimes.transformers_runtime import (
+    choose_precision,  # noqa: E402
+    load_model,  # noqa: E402
+)
 from specviz.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +73,8 @@ def main() -> int:
     quiet_transformers()
     print(f"cpu: {device_name(torch.device('cpu'))}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     choice = choose_precision(TARGET, DRAFT, "cpu", report=print)  # prints the reason too
-    pair = open_pair(TARGET, choice.dtype, "cpu", DRAFT, "int8", exact=choice.exact)
+    ask = PairAsk(TARGET, DRAFT, "transformers", choice.dtype, "int8", exact=choice.exact, device="cpu")
+    pair = open_pair(ask)
     print(f"specviz: target {choice.dtype}, draft int8, {pair.exact}")
     prompt = json.loads((ROOT / "assets" / "prompts.json").read_text())[args.kind][0]
     ids = encode_prompt(pair.target, prompt)

@@ -33,8 +33,8 @@ from specviz.bench.costs import relative_forward_costs  # noqa: E402
 from specviz.bench.measure import Run, measure  # noqa: E402
 from specviz.drafters.registry import kinds  # noqa: E402
 from specviz.engine.fast_path import try_fast_path  # noqa: E402
-from specviz.models import LoadedModel  # noqa: E402
 from specviz.models.device import steady_attention  # noqa: E402
+from specviz.runtimes.transformers_runtime import TransformersModel  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 CONFIGS = ROOT / "assets" / "model-configs"
@@ -45,7 +45,7 @@ CONFIGS = ROOT / "assets" / "model-configs"
 NO_TEXT = SimpleNamespace(eos_token_id=None, get_vocab=lambda: {"<id>": 0})
 
 
-def random_model(name: str, device: str, layers: int | None = None, dtype: str = "bfloat16") -> LoadedModel:
+def random_model(name: str, device: str, layers: int | None = None, dtype: str = "bfloat16") -> TransformersModel:
     """A model of `name`'s shapes with random weights; `layers` keeps only that many (to check a script on a CPU)."""
     config = AutoConfig.from_pretrained(CONFIGS / f"{name}.json")
     if layers:
@@ -56,7 +56,7 @@ def random_model(name: str, device: str, layers: int | None = None, dtype: str =
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
     model.generation_config.eos_token_id = None  # random weights: never stop early
     steady_attention(torch.device(device))  # as load_model does
-    return LoadedModel(name=name, model=model, tokenizer=NO_TEXT, device=torch.device(device))
+    return TransformersModel(name=name, model=model, tokenizer=NO_TEXT, device=torch.device(device))
 
 
 def copy_bandwidth(device: str, gib: float = 2.0, repeats: int = 10) -> float:

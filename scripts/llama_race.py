@@ -30,13 +30,15 @@ from specviz.bench.plan import load_prompts  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, kind, kinds  # noqa: E402
 from specviz.events import generated_ids, summarize  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
-from specviz.runs import generate_named, open_draft, open_gguf  # noqa: E402
+from specviz.runs import generate_named  # noqa: E402
 from specviz.runtimes.llama_cpp.binding import threads  # noqa: E402
 from specviz.runtimes.llama_cpp.gguf_model import locate_gguf  # noqa: E402
+from specviz.runtimes.pair import PairAsk, open_pair  # noqa: E402
+from specviz.runtimes.runtime_registry import runtime  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 # specviz's drafters that run on llama.cpp with a draft model or none, each at its defaults (heads do not run there)
-LANES = tuple(k.name for k in kinds(menu_only=True) if not k.not_on_llama_cpp)
+LANES = tuple(k.name for k in kinds(menu_only=True) if not k.unmet(k.parse({}), runtime("llama.cpp")))
 
 
 def servers(draft: Path) -> dict[str, list[str]]:
@@ -186,8 +188,8 @@ def main() -> int:
     )
     args = p.parse_args()
     n, t = args.max_new_tokens, threads()
-    target = open_gguf(args.target)
-    draft = open_draft(target, args.draft, "")
+    pair = open_pair(PairAsk(args.target, args.draft, "llama.cpp", device="cpu"))
+    target, draft = pair.target, pair.draft
     target_file, draft_file = locate_gguf(args.target), locate_gguf(args.draft)
     examples = {e.key: e.drafter for e in example_kinds()}
     prompts = [(k, p) for k, p in load_prompts(args.kinds.split(","), 1)]

@@ -21,7 +21,8 @@ import torch  # noqa: E402
 from specviz.bench.plan import load_prompts  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
-from specviz.runs import generate_named, open_pair  # noqa: E402
+from specviz.runs import generate_named  # noqa: E402
+from specviz.runtimes.pair import PairAsk, open_pair  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def main() -> int:
     p.add_argument("--lengths", default="256,1024,4096")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    pair = open_pair(args.target, args.dtype, "cpu")
+    pair = open_pair(PairAsk(args.target, runtime="transformers", dtype=args.dtype, device="cpu"))
     target = pair.target
     print(f"{device_name(target.device)}, {torch.get_num_threads()} threads, {args.target} {args.dtype}")
     print(f"exact mode here: {pair.choose_exact(True)}")

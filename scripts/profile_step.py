@@ -24,10 +24,11 @@ from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E
 from specviz.bench.plan import context_prompt  # noqa: E402
 from specviz.drafters.registry import NO_DRAFTER, default_kind, kind  # noqa: E402
 from specviz.events import summarize  # noqa: E402
-from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.loading import quiet_transformers  # noqa: E402
 from specviz.paths import ASSETS  # noqa: E402
 from specviz.runs import generate_named  # noqa: E402
+from specviz.runtimes.transformers_runtime import load_model  # noqa: E402
 from specviz.settings import Settings  # noqa: E402
 
 

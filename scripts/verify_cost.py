@@ -27,7 +27,7 @@ from specviz.engine.tree import build_tree  # noqa: E402
 from specviz.errors import InvalidRequest  # noqa: E402
 from specviz.models import encode_prompt  # noqa: E402
 from specviz.models.kernel_costs import device_name  # noqa: E402
-from specviz.runs import open_pair  # noqa: E402
+from specviz.runtimes.pair import PairAsk, open_pair  # noqa: E402
 
 CELLS = ("exact chain", "exact tree", "no exact chain", "no exact tree", "transformers")
 
@@ -91,7 +91,7 @@ def main() -> int:
         ks = sorted({0, *parse_gammas(args.gammas)})
     except InvalidRequest as exc:
         p.error(str(exc))
-    pair = open_pair(args.target, args.dtype, "cpu")
+    pair = open_pair(PairAsk(args.target, runtime="transformers", dtype=args.dtype, device="cpu"))
     print(f"{device_name(pair.target.device)}, {torch.get_num_threads()} threads, {args.target} {args.dtype}")
     print(f"exact mode here: {pair.choose_exact(True)}")
     prompt = encode_prompt(pair.target, load_prompts([args.kind], 1)[0][1])

@@ -20,14 +20,15 @@ EXACT_ADVICE = (
     "Exact mode (on by default for a bfloat16 target on a CPU) computes every token as plain decoding does, so no near "
     "tie can part the two there."
 )
-LLAMA_ADVICE = "On transformers (the Runtime choice), exact mode computes every token as plain decoding does."
+NO_EXACT_MODE = " has no exact mode: "  # in a runtime's exact-mode line: "exact mode off: NAME has no exact mode: why"
+ELSEWHERE_ADVICE = "A runtime that has an exact mode (the Runtime choice) computes every token as plain decoding does."
 
 
 def identity_grounds(exact: str) -> str:
     """What a greedy run's identity with plain decoding rests on, from its models["exact"] line."""
     if exact == EXACT_ON:
         return "bit for bit by construction: in exact mode the target computes every token as one-token decoding does"
-    if "llama.cpp" in exact:  # its own words: which kernels round otherwise, and why no mode holds there
+    if NO_EXACT_MODE in exact:  # the runtime's own words: which kernels round otherwise, and why no mode holds there
         return exact.removeprefix("exact mode off: ")
     return (
         "in bfloat16 (or int8) a forward over several tokens rounds otherwise than a forward over one, so a near "

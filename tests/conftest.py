@@ -304,7 +304,7 @@ def browser():
 @pytest.fixture(scope="session")
 def smollm():
     """SmolLM2-135M-Instruct in fp32, the real offline model the CI installs (converted once, then cached)."""
-    from specviz.models import load_model
+    from specviz.runtimes.transformers_runtime import load_model
 
     return load_model("smollm2-135m-instruct", dtype="float32", device="cpu")
 

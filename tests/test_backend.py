@@ -222,7 +222,7 @@ def test_a_race_at_auto_precision_loads_what_the_measurement_chose_and_says_why(
     backend = Backend(ModelShelf([PairPreset("tiny", str(target), str(draft))], "cpu"))
     final = list(backend.race(request(dtype="auto", max_new_tokens=8)))[-1]
     pair = backend.shelf.current()
-    assert pair.asked == "auto" and pair.choice is not None and pair.dtype == pair.choice.dtype
+    assert pair.ask.dtype == "auto" and pair.choice is not None and pair.target.precision == pair.choice.dtype
     assert final.finished and final.divergence is None and final.plain.tokens == final.spec.tokens
     assert final.precision == pair.choice.reason and "(auto: measured fastest on this device)" in pair.precision_words()
     assert escape_free(panels.diagnosis(final)).count(pair.choice.reason) == 1

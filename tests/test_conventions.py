@@ -141,11 +141,12 @@ def exact_switched_at(path: Path, root: Path) -> list[str]:
 
 
 def test_exact_mode_is_switched_only_through_the_pair():
-    """One door: a run's target goes into exact mode through runs.Pair (choose_exact, without_exact), so what the mode
-    came to is the pair's line; only the mode's own module and runs.py touch its switches."""
-    own = {ROOT / "specviz" / "runs.py", *(ROOT / "specviz" / "models").rglob("*.py")}
+    """One door: a run's target goes into exact mode through its Pair (choose_exact, without_exact), which asks the
+    runtime whose mode it is, so what the mode came to is the pair's line; only the mode's own module and that
+    runtime touch its switches."""
+    own = {ROOT / "specviz" / "runtimes" / "transformers_runtime.py", *(ROOT / "specviz" / "models").rglob("*.py")}
     found = [hit for path in scanned(ROOT) if path not in own for hit in exact_switched_at(path, ROOT)]
-    assert not found, "exact mode switched outside runs.Pair:\n" + "\n".join(found)
+    assert not found, "exact mode switched outside the pair's runtime:\n" + "\n".join(found)
 
 
 def test_the_exact_mode_check_finds_a_switch(tmp_path):
@@ -327,3 +328,51 @@ def test_no_view_module_brings_torch_in(new_process):
     names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sorted(views) if p.stem != "__init__"]
     code = f"import sys, {', '.join(names)}; print('torch' in sys.modules)"
     assert new_process("-c", code, cwd=ROOT, check=True).stdout.strip() == "False"
+
+
+RUNTIME_CONSTANTS = {"LLAMA_CPP", "TRANSFORMERS", "RUNTIMES"}  # names the runtimes once had outside their modules
+
+
+def runtime_told_apart(path: Path, root: Path, names: set[str]) -> list[str]:
+    """file:line of each comparison that tells a runtime apart by its name: a runtime's name compared with something
+    that holds a runtime, a runtime's name searched for in a text, or one of the old constants compared at all."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(root).as_posix()
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        named = [s for s in sides if isinstance(s, ast.Constant) and s.value in names]
+        constants = [s for s in sides if isinstance(s, (ast.Name, ast.Attribute)) and ast.unparse(s).split(".")[-1]
+                     in RUNTIME_CONSTANTS]  # fmt: skip
+        searched = node.left in named and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+        holds = any("runtime" in ast.unparse(s).lower() for s in sides if s not in named)
+        if constants or searched or (named and holds):
+            found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def outside_the_runtimes(root: Path) -> list[Path]:
+    """Every module of the package but the runtimes' own, and the app."""
+    own = root / "specviz" / "runtimes"
+    return sorted([*(p for p in (root / "specviz").rglob("*.py") if not p.is_relative_to(own)), root / "app.py"])
+
+
+def test_no_runtime_is_told_apart_by_its_name_outside_its_own_module():
+    """What a runtime gives is read from its declaration (runtimes/runtime.Gives), never from which runtime it is."""
+    from specviz.runtimes.runtime_registry import names
+
+    found = [hit for path in outside_the_runtimes(ROOT) for hit in runtime_told_apart(path, ROOT, set(names()))]
+    assert not found, "ask the runtime what it gives instead:\n" + "\n".join(found)
+
+
+def test_the_runtime_name_check_finds_a_runtime_told_apart(tmp_path):
+    (tmp_path / "m.py").write_text(
+        'if pair.target.runtime == "llama.cpp":\n    pass\n'
+        'advice = A if "llama.cpp" in exact else B\n'
+        "other = x if runtime != LLAMA_CPP else y\n"
+        'fine = row.library == "transformers"\n'
+    )
+    found = runtime_told_apart(tmp_path / "m.py", tmp_path, {"llama.cpp", "transformers"})
+    assert [hit.split(":")[1] for hit in found] == ["1", "3", "4"]

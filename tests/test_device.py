@@ -60,12 +60,12 @@ def test_a_pair_that_would_not_fit_is_refused_and_the_loaded_one_stays(pair_fold
     shelf = ModelShelf([PairPreset("tiny", target, draft), PairPreset("tiny again", draft, target)], "cpu")
     shelf.get("tiny", "float32")
     monkeypatch.setattr(dev, "free_bytes", lambda device: 0)  # nothing free but what the loaded pair would free
-    assert shelf.get("tiny", "bfloat16").dtype == "bfloat16"  # half the bytes it frees: fits
+    assert shelf.get("tiny", "bfloat16").target.precision == "bfloat16"  # half the bytes it frees: fits
     with pytest.raises(OutOfMemory) as refused:  # twice the bytes it frees: refused
         shelf.get("tiny again", "float32")
     line = str(refused.value)
     assert "\n" not in line and line.startswith("the pair needs about ") and "choose a smaller pair" in line
-    assert shelf.current().preset.label == "tiny" and shelf.current().dtype == "bfloat16"
+    assert shelf.current().name == "tiny" and shelf.current().target.precision == "bfloat16"
 
 
 def qwen3_meta(hidden, intermediate, layers, heads, kv_heads, tied):

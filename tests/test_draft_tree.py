@@ -91,7 +91,7 @@ def test_a_tree_accepts_at_least_what_the_chain_accepts(target, drafts, tokenize
 def test_the_tree_keeps_its_node_budget_and_leaves_the_draft_cache_committed(target, drafts, tokenizer):
     tokens = tokenizer.encode("w1 w2 w3")
     settings = Settings(max_new_tokens=20, gamma=4)
-    drafter = DraftModelDrafter(drafts["partial"].model, settings, None, target.vocab_size, "tree", 7)
+    drafter = DraftModelDrafter(drafts["partial"], settings, None, target.vocab_size, "tree", 7)
     drafter.start(tokens)
     proposal = drafter.propose(tokens, 4)
     assert len(proposal.tree().tokens) == 7 and proposal.q is None

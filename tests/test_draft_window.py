@@ -50,12 +50,12 @@ def test_the_hybrid_with_a_window_equals_plain(target, drafts, tokenizer, window
     assert generated_ids(events) == plain
 
 
-def _drafter(model, window):
+def _drafter(draft, window):
     return DraftModelDrafter(
-        model,
+        draft,
         Settings(max_new_tokens=16, gamma=3),
         torch.Generator().manual_seed(0),
-        model.get_output_embeddings().weight.shape[0],
+        draft.vocab_size,
         window=window,
     )
 
@@ -63,9 +63,9 @@ def _drafter(model, window):
 def test_the_draft_reads_the_opening_and_the_end_then_all_that_follows(drafts, tokenizer):
     """A windowed draft proposes what an unwindowed one proposes for the prompt cut to that window, step after step,
     through a partly accepted draft and a fully rejected one."""
-    model = drafts["partial"].model
+    draft = drafts["partial"]
     ids = tokenizer.encode(LONG)
-    windowed, reference = _drafter(model, 12), _drafter(model, 0)
+    windowed, reference = _drafter(draft, 12), _drafter(draft, 0)
     cut = ids[:3] + ids[-9:]  # the first quarter of 12 from the opening, the rest from the end
     windowed.start(ids)
     reference.start(cut)
@@ -84,7 +84,7 @@ def test_the_draft_reads_the_opening_and_the_end_then_all_that_follows(drafts, t
 
 
 def test_a_prompt_within_the_window_is_read_whole(drafts, tokenizer):
-    drafter = _drafter(drafts["partial"].model, 64)
+    drafter = _drafter(drafts["partial"], 64)
     ids = tokenizer.encode(LONG)
     drafter.start(ids)
     assert drafter.skipped == 0 and drafter.lm.length == len(ids) - 1

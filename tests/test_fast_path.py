@@ -13,8 +13,8 @@ from specviz.engine import fast_path, static_lm
 from specviz.engine.cached_lm import CachedLM
 from specviz.engine.static_lm import StaticLM, open_lm
 from specviz.events import generated_ids
-from specviz.models import load_model
 from specviz.runs import generate_named
+from specviz.runtimes.transformers_runtime import load_model
 from specviz.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ import pytest
 import specviz.models.offline as offline
 from specviz.cli import main
 from specviz.errors import ModelLoadError, OfflinePackageError
-from specviz.models import load_model
 from specviz.models.offline import PRESETS, OfflinePreset, converted_path
+from specviz.runtimes.transformers_runtime import load_model
 
 NAME = "stand-in-preset"
 

@@ -20,7 +20,7 @@ from specviz.drafters.dflash.dflash_checkpoint import load_dflash
 from specviz.drafters.eagle.eagle_checkpoint import load_eagle
 from specviz.drafters.medusa.heads import load_medusa
 from specviz.errors import SpecvizError
-from specviz.runs import open_target
+from specviz.runtimes.transformers_runtime import open_target
 
 LOADERS = {"medusa": load_medusa, "eagle": load_eagle, "dflash": load_dflash}
 

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz.cli import main
-from specviz.runs import Duel, Pair
+from specviz.runs import Duel
+from specviz.runtimes.pair import Pair
 from specviz.settings import Settings
 from specviz.trace import RunModels
 

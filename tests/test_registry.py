@@ -60,13 +60,13 @@ TOY_IN_VLLM = TOY.replace(
 ).replace("order=50))", 'order=50),\n              serving=Serving(vllm=VllmMethod("toy_repeat")))')
 
 
-def copy_with_toy(tmp_path_factory, source: str) -> Path:
-    """A copy of the project with one new file, specviz/drafters/toy.py (`source`), and nothing else changed."""
+def copy_with_toy(tmp_path_factory, source: str, where: str = "drafters") -> Path:
+    """A copy of the project with one new file, specviz/<where>/toy.py (`source`), and nothing else changed."""
     root = tmp_path_factory.mktemp("with-toy")
     shutil.copytree(ROOT / "specviz", root / "specviz", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "app.py", root / "app.py")
     (root / "assets").symlink_to(ROOT / "assets")
-    (root / "specviz" / "drafters" / "toy.py").write_text(source)
+    (root / "specviz" / where / "toy.py").write_text(source)
     return root
 
 
@@ -76,9 +76,10 @@ def with_toy(tmp_path_factory):
     return copy_with_toy(tmp_path_factory, TOY)
 
 
-def in_copy(run, root, *args, timeout=300):
-    """`python *args` through `run` (the new_process fixture), in the copy and importing from it."""
-    return run(*args, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=timeout)
+def in_copy(run, root, *args, timeout=300, env_extra=None):
+    """`python *args` through `run` (the new_process fixture), in the copy and importing from it (`env_extra`: more
+    of its environment)."""
+    return run(*args, cwd=root, env={**os.environ, "PYTHONPATH": str(root), **(env_extra or {})}, timeout=timeout)
 
 
 # Several command lines through `python -m specviz`'s own main in one fresh process (each new process spends seconds
@@ -303,9 +304,9 @@ LAYERS = (
     ("specviz", "errors", "reading"),
     ("settings", "events"),
     ("trace", "serving"),
-    ("analysis", "models", "runtime"),
+    ("analysis", "models", "paths"),
     ("engine", "record"),
-    ("drafters", "llama"),
+    ("drafters", "runtimes"),
     ("runs", "training"),
     ("views",),
     ("workload", "bench", "traffic"),
@@ -418,17 +419,22 @@ def test_what_the_kinds_declare_for_their_callers_holds_together():
     }
 
 
-def test_the_layout_in_the_design_notes_names_every_package_and_no_file_that_is_gone():
-    """docs/design.md's layout is written by hand: it must name every package of specviz, and every file it names
-    must still exist (in the package, scripts/, tests/ or at the top)."""
+def test_the_layout_in_the_design_notes_names_every_file_and_no_file_that_is_gone():
+    """docs/design.md's layout is written by hand: it must name every package of specviz, every module of it and
+    every script, and every file it names must still exist (in the package, scripts/, tests/ or at the top)."""
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     block = text.split("## Layout", 1)[1].split("```", 2)[1]
     packages = {p.parent.relative_to(ROOT / "specviz").as_posix() for p in (ROOT / "specviz").rglob("__init__.py")}
     named = set(re.findall(r"([a-z_]+)/", block))
     assert {p.split("/")[-1] for p in packages if p != "."} <= named, "a package the layout does not name"
     files = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | {"Spacefile"}
-    gone = sorted(f for f in re.findall(r"\b([a-z_0-9]+\.py)\b", block) if f not in files)
+    listed = set(re.findall(r"\b([a-z_0-9]+\.(?:py|sh))\b", block))
+    gone = sorted(f for f in listed if f.endswith(".py") and f not in files)
     assert not gone, f"the layout names files that do not exist: {gone}"
+    modules = {p.name for p in (ROOT / "specviz").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    scripts = {p.name for p in (ROOT / "scripts").iterdir() if p.suffix in (".py", ".sh")}
+    missing = sorted((modules | scripts) - listed)
+    assert not missing, f"the layout leaves out files that exist: {missing}"
 
 
 def test_looking_kinds_up_does_not_scan_the_package_again(monkeypatch):

@@ -6,7 +6,8 @@ from specviz.bench.measure import measure
 from specviz.errors import SpecvizError
 from specviz.events import PLAIN, generated_ids
 from specviz.models.exact import EXACT_ON
-from specviz.runs import Duel, Pair, generate_named, open_pair
+from specviz.runs import Duel, generate_named
+from specviz.runtimes.pair import Pair, PairAsk, open_pair
 from specviz.settings import Settings
 from specviz.trace import RunModels, Trace
 
@@ -57,8 +58,8 @@ def test_a_bad_option_fails_when_the_side_is_asked_for_not_at_its_first_step(tar
 
 def test_a_pair_opens_from_folders_with_exact_mode_as_asked(pair_folders):
     target_folder, draft_folder = pair_folders
-    pair = open_pair(str(target_folder), "bfloat16", "cpu", str(draft_folder), exact=True)
+    pair = open_pair(PairAsk(str(target_folder), str(draft_folder), dtype="bfloat16", device="cpu", exact=True))
     assert pair.draft is not None and pair.exact == EXACT_ON
     assert pair.choose_exact(False) == "exact mode off"
-    alone = open_pair(str(target_folder), "float32", "cpu", exact=True)
+    alone = open_pair(PairAsk(str(target_folder), dtype="float32", device="cpu", exact=True))
     assert alone.draft is None and alone.exact.startswith("exact mode off: ")

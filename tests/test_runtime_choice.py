@@ -4,7 +4,10 @@ numbers, and a run checks the prediction it rests on (within 15%, or the choice 
 import pytest
 
 from specviz.events import StepEvent
-from specviz.runtimes.choice import CHECK_MARGIN, LLAMA_CPP, TRANSFORMERS, check, check_run, choose, plan_from
+from specviz.runtimes.choice import CHECK_MARGIN, check, check_run, choose_fastest, plan_from
+
+LLAMA_CPP = "llama.cpp"
+TRANSFORMERS = "transformers"
 
 # What this project's CPU measured (seconds): llama.cpp's Q4 1.5B, plain fast and a verify dear; transformers' bf16
 # 1.5B in exact mode, plain slow and a verify of 5 about one forward.
@@ -17,7 +20,7 @@ def test_the_faster_runtime_is_chosen_and_the_reason_gives_both_sides():
         LLAMA_CPP: plan_from(LLAMA_CPP, "GGUF Q4_K", LLAMA, draft_s=0.018),
         TRANSFORMERS: plan_from(TRANSFORMERS, "bfloat16", BF16, draft_s=0.03),
     }
-    choice = choose(plans, None, "a CPU")
+    choice = choose_fastest(plans, "a CPU")
     assert choice.runtime == LLAMA_CPP
     llama, bf16 = plans[LLAMA_CPP], plans[TRANSFORMERS]
     assert llama.gamma == 0 and llama.speed == pytest.approx(1 / 0.031)  # the draft cannot pay: plain decoding

@@ -98,7 +98,8 @@ def test_a_race_on_both_runtimes_puts_every_lane_beside_its_own_plain_and_says_w
 def test_a_head_that_reads_hidden_states_says_in_one_line_why_it_does_not_run_on_llama_cpp(name):
     from specviz.drafters.registry import kind
     from specviz.errors import RuntimeUnsupported
+    from specviz.runtimes.runtime_registry import runtime
 
     k = kind(name)
     with pytest.raises(RuntimeUnsupported, match=f"^{name} does not run on llama.cpp: its "):
-        k.check_for(k.parse({}), "any", "llama.cpp")
+        k.check_for(k.parse({}), "any", runtime("llama.cpp"))

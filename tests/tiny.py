@@ -7,7 +7,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.models import LoadedModel
+from specviz.runtimes.transformers_runtime import TransformersModel
 
 EOS = "<eos>"
 
@@ -71,8 +71,8 @@ def _tiny(config_class, model_class, seed: int, sharpness: float, **sizes):
     return model
 
 
-def loaded(model, tokenizer, name="tiny") -> LoadedModel:
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=torch.device("cpu"))
+def loaded(model, tokenizer, name="tiny") -> TransformersModel:
+    return TransformersModel(name=name, model=model, tokenizer=tokenizer, device=torch.device("cpu"))
 
 
 def perturbed(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaForCausalLM:

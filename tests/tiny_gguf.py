@@ -8,7 +8,8 @@ import gguf
 import numpy as np
 
 from specviz.runtimes.llama_cpp.forward_costs import measure
-from specviz.runtimes.llama_cpp.gguf_model import GgufLoaded, GgufModel
+from specviz.runtimes.llama_cpp.gguf_model import GgufModel
+from specviz.runtimes.llama_cpp.llama_cpp_runtime import GgufLoaded
 
 
 def _rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from ..events import PLAIN
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, make_trace
 from ..runs import lane_runs, runtime_line
-from ..runtimes.choice import LLAMA_CPP, TRANSFORMERS
-from ..runtimes.llama_cpp.forward_costs import in_forwards
+from ..runtimes.choice import in_forwards
+from ..runtimes.runtime_registry import others_for
 from ..serving.handoff import recording
 from ..trace import RunModels, Side
 from ..views.grand_prix import KIND as GRAND_PRIX
@@ -183,8 +183,8 @@ class Backend(UnderLoad):
         else at the request's) racing on one prompt in one device call, by the race's rule; a view after every step
         of any lane, the last one final. A lane that cannot run with this pair gets its reason and never holds the
         race. Each lane that copies from earlier runs drafts from the session's runs as they were; the race adds
-        none. `both_runtimes`: every lane also on the other runtime (transformers or llama.cpp), beside its own plain
-        decoding, the pair loaded there too."""
+        none. `both_runtimes`: every lane also on every other runtime that runs the pair on this device, beside its
+        own plain decoding, the pair loaded there too."""
         asked = read_request({**values, "drafter": NO_DRAFTER}, self.shelf, session)
         settings = asked.settings
         view, chosen, runs = self._grid(asked, lanes, best)
@@ -197,13 +197,14 @@ class Backend(UnderLoad):
             pair = self.shelf.current()
             others = ()
             if both_runtimes:
-                others = (TRANSFORMERS if pair.target.runtime == LLAMA_CPP else LLAMA_CPP,)
-                for line in self.shelf.beside(others[0]):
-                    view.message = line
-                    yield view
+                others = others_for(pair.ask, pair.runs_on.name)
+                for other in others:
+                    for line in self.shelf.beside(other):
+                        view.message = line
+                        yield view
                 view, chosen, runs = self._grid(asked, lanes, best, others)
-                view.curves = {p.target.runtime: in_forwards(p.target.forward_curve) for p in self._pairs(others)}
-            view.runtime = pair.target.runtime
+                view.curves = {p.runs_on.name: in_forwards(p.target.forward_curve) for p in self._pairs(others)}
+            view.runtime = pair.runs_on.name
             view.text_of = TextTable()
             batch_tables = self.level_tables.of(session, asked.pair)
             view.production = entrants_production(self.shelf.preset(asked.pair), asked, chosen, batch_tables, pair)
@@ -252,7 +253,7 @@ class Backend(UnderLoad):
         chosen = lane_entrants(lanes, asked.settings, not best, rules)
         if others:
             chosen = across_runtimes(
-                chosen, asked.settings, replace(rules, runtime=self.shelf.current().target.runtime), others
+                chosen, asked.settings, replace(rules, runtime=self.shelf.current().runs_on.name), others
             )
         view = starting_grid([lane_of(e) for e in chosen], asked.settings)
         return view, chosen, tuple(lane_runs(chosen))

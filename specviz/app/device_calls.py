@@ -20,13 +20,13 @@ from ..events import PLAIN, StepEvent
 from ..models import encode_prompt
 from ..record import TextTable, TokenTexts, token_ids
 from ..runs import Duel, parted
+from ..runtimes.pair import Pair
 from ..trace import Divergence
 from ..traffic.results import News
 from ..traffic.runner import MODES, run
 from ..traffic.traffic_plan import Point
 from ..views.race import SPEC, Lane, interleave
 from ..workload.lanes import LaneRun, run_lanes
-from .loaded_pair import LoadedPair
 from .request import Request
 from .shelf import ModelShelf
 
@@ -107,13 +107,13 @@ class DeviceCalls:
     def __init__(self, shelf: ModelShelf):
         self.shelf = shelf
 
-    def _pair(self, asked: Request) -> LoadedPair:
+    def _pair(self, asked: Request) -> Pair:
         pair = self.shelf.current()
-        if pair is None or pair.preset.label != asked.pair:  # the server loads the pair before it calls
+        if pair is None or pair.name != asked.pair:  # the server loads the pair before it calls
             raise InvalidRequest(f"the pair {asked.pair!r} is not loaded on the device")
         return pair
 
-    def _ready(self, asked: Request) -> tuple[LoadedPair, str]:
+    def _ready(self, asked: Request) -> tuple[Pair, str]:
         """The pair, its target in exact mode as asked (where the mode holds), and that in one line."""
         pair = self._pair(asked)
         return pair, pair.choose_exact(asked.exact)

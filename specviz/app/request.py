@@ -19,7 +19,6 @@ from ..workload.entrants import EntryRules
 NO_TABLE = "run a Concurrency sweep first: the lane follows the table of γ by batch size it measured"
 _GENERAL = ("pair", "drafter", "dtype", "prompt", "gamma", "max_new_tokens", "temperature", "top_k", "top_p", "seed")
 _GENERAL += ("adaptive", "acceptance", "draft_dtype", "exact", "runtime")
-RUNTIME_CHOICES = ("auto", "transformers", "llama.cpp")  # what computes the models: auto measures both here
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class Request:
     exact: bool = True  # exact mode where it holds (models/exact.py): each token computed as plain decoding does
     dtype: str = "bfloat16"  # the target's precision
     draft_dtype: str = ""  # the draft's, where it is not the target's
-    runtime: str = "transformers"  # what computes the models: transformers, llama.cpp, or auto (measured here)
+    runtime: str = AUTO  # what computes the models: a runtime's name, or auto (measured here)
     remembers: bool = False  # the drafter drafts from the visitor's earlier runs
     mode: str = ""  # how the drafter's side drafts and verifies, in words (settings.mode_text)
 
@@ -66,6 +65,9 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
     options = None
     remembers = False
     words = ""
+    runtime = values.get("runtime", shelf.runtimes[0])  # none named: the one the app's choice starts at
+    if runtime not in shelf.runtimes:
+        raise InvalidRequest(f"runtime must be one of {', '.join(shelf.runtimes)}, got {runtime!r}")
     name = values.get("drafter", NO_DRAFTER)
     if name != NO_DRAFTER:
         chosen = kind(name)
@@ -73,7 +75,7 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
             raise InvalidRequest(f"unknown drafter {name!r}")
         drafter = chosen.name
         options = chosen.parse(given)
-        chosen.check_for(options, preset.target, values.get("runtime", "transformers"))
+        chosen.check_for(options, preset.target, shelf.runtime_named(runtime))
         remembers = chosen.remembers
         words = chosen.listing.words(options)
     dtype = values.get("dtype", "bfloat16")
@@ -82,9 +84,6 @@ def read_request(values: Mapping, shelf, session: str | None = None) -> Request:
         if not isinstance(precision, str) or (precision not in DTYPES and precision != other):
             raise InvalidRequest(f"precision must be one of {', '.join([other, *DTYPES])}, got {precision!r}")
     exact = _flag(values.get("exact", True), "exact")
-    runtime = values.get("runtime", "transformers")
-    if runtime not in RUNTIME_CHOICES:
-        raise InvalidRequest(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {runtime!r}")
     settings = settings_of(values)
     prompt = check_prompt(values.get("prompt"))
     return Request(

@@ -1,4 +1,5 @@
-"""Target/draft pairs the app offers, and a shelf that keeps one pair loaded at a time."""
+"""Target/draft pairs the app offers, and a shelf that keeps the pair in use loaded, and the same pair on each other
+runtime it was loaded on."""
 
 import gc
 import threading
@@ -8,14 +9,11 @@ from dataclasses import dataclass, replace
 
 from ..drafters.registry import build_drafter, kinds, published_options
 from ..errors import InvalidRequest, OfflinePackageError, SpecvizError
-from ..models.device import check_fits, heads_bytes, resolve_device, weight_bytes
-from ..models.loading import check_loadable, check_precision, load_tokenizer
 from ..models.offline import PRESETS, converted_path, locate_parts
-from ..models.vocabulary import check_tokenizers_fit
-from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
-from ..runtimes.choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
+from ..runtimes import runtime_registry as registry
+from ..runtimes.pair import Pair, PairAsk, load_pair, prepare_pair
+from ..runtimes.runtime import SAME
 from ..settings import AUTO, Settings
-from .loaded_pair import LoadedPair, held_bytes
 
 
 @dataclass(frozen=True)
@@ -90,53 +88,59 @@ ADDED_PER_SESSION = 4
 
 
 class ModelShelf:
-    """Loads a pair once and keeps it; asking for another pair (or precision) frees the one before, once the new
-    pair has passed every check that needs no weights. One pair is held at a time: a run names its pair, and a run
-    that finds another pair loaded (another visitor switched) loads its own before it starts. Loads and runs take
-    the device one at a time, so a switch never happens during a run."""
+    """Loads pairs and keeps them: the pair in use, and the same preset's pair on every other runtime it was loaded on,
+    so that switching the runtime away and back loads nothing, and a race on every runtime runs on what is held.
+    Asking for another pair (or another precision on a runtime) lets go of the pairs it replaces, once the new one has
+    passed every check that needs no weights. A run names its pair, and a run that finds another pair in use (another
+    visitor switched) loads its own before it starts. Loads and runs take the device one at a time, so a switch never
+    happens during a run."""
 
-    def __init__(self, pairs: list[PairPreset], device: str = "auto", added_pairs: str = "on"):
+    def __init__(self, pairs: list[PairPreset], device: str = "auto", added_pairs: str = "on", runtimes=()):
         self.pairs = {p.label: p for p in pairs}
         self.device = device
+        # what a run may name: auto (where several run here) and each runtime, the first what a run names by default
+        self.runtimes = tuple(runtimes or registry.offered(device))
         # Pairs a visitor names belong to their session (at most ADDED_PER_SESSION); `added_pairs` is "on", or why not.
         self.added_pairs = added_pairs
         self._added: dict[str, dict[str, PairPreset]] = {}  # session -> label -> pair
-        self._loaded: LoadedPair | None = None
+        self._held: dict[str, Pair] = {}  # runtime -> the pair loaded on it: all of one preset
+        self._in_use = ""  # the runtime of the pair in use
         self._lock = threading.Lock()
         self.loading = ""  # while a pair loads: what is loading, in words
         self.pinned = ""  # when set, the held pair is the only one: why, for anyone who asks for another
-        self._beside: ModelShelf | None = None  # the held pair on another runtime, for a race comparing runtimes
 
     def pin(self, why: str) -> None:
         """Keep the held pair for good (ZeroGPU places weights on the GPU only at start-up): asking for another pair
         or precision, or adding one, is refused with `why`."""
         self.pinned = why
 
-    def current(self) -> LoadedPair | None:
-        return self._loaded
+    def runtime_named(self, name: str):
+        """The runtime `name` names (runtimes/runtime.Runtime); None for auto, chosen when a pair loads."""
+        return registry.chosen_or_none(name)
 
-    def beside(self, runtime: str, report: Callable[[str], None] = lambda _: None) -> Iterator[str]:
-        """The held pair's models on `runtime` too, for a race that compares runtimes: loaded once (yielding its
-        progress lines) and kept beside the held pair until another pair is loaded; a pair whose other runtime reads
-        other token ids is refused in one line."""
-        held = self._loaded
+    def current(self) -> Pair | None:
+        return self._held.get(self._in_use)
+
+    def beside(self, runtime_name: str, report: Callable[[str], None] = lambda _: None) -> Iterator[str]:
+        """The pair in use on `runtime_name` too, for a race on several runtimes: loaded once (yielding its progress
+        lines) and kept until another pair is loaded; a pair whose other runtime reads other token ids is refused in
+        one line."""
+        held = self.current()
         if held is None:
             raise InvalidRequest("a race comparing runtimes needs its pair loaded first")
-        if held.target.runtime == runtime:
-            raise InvalidRequest(f"the pair already runs on {runtime}; the other runtime is the one to compare")
-        if self._beside is None:
-            self._beside = ModelShelf([held.preset], self.device, "off")
-        self._beside.pairs[held.preset.label] = held.preset
-        yield from self._beside.load(held.preset.label, AUTO, report, runtime=runtime)
-        other = self._beside.current()
+        if held.runs_on.name == runtime_name:
+            raise InvalidRequest(f"the pair already runs on {runtime_name}; the other runtime is the one to compare")
+        ask = replace(held.ask, runtime=runtime_name, dtype=AUTO, draft_dtype="", insists=False)
+        yield from self._load(ask, report, in_use=False)
+        other = self._held[runtime_name]
         if other.target.tokenizer.get_vocab() != held.target.tokenizer.get_vocab():
-            raise InvalidRequest(f"{held.preset.label} reads other token ids on {runtime}: the lanes could not race")
+            raise InvalidRequest(f"{held.name} reads other token ids on {runtime_name}: the lanes could not race")
 
-    def beside_pair(self, runtime: str) -> LoadedPair | None:
-        """The held pair on `runtime`, where beside() loaded it for the held pair."""
-        other = self._beside.current() if self._beside is not None else None
-        held = self._loaded
-        if other is None or held is None or other.preset != held.preset or other.target.runtime != runtime:
+    def beside_pair(self, runtime_name: str) -> Pair | None:
+        """The pair in use as it is held on `runtime_name` (another runtime), where beside() loaded it."""
+        held = self.current()
+        other = self._held.get(runtime_name)
+        if held is None or other is None or other is held or other.name != held.name:
             return None
         return other
 
@@ -192,25 +196,25 @@ class ModelShelf:
         dies with it, so heads loaded before launch are the only ones a race does not read again. One line each: what
         loaded, or why it could not (the race will say so too)."""
 
-        pair = self._loaded
+        pair = self.current()
         lines = []
-        brought = dict(pair.preset.options) if pair else {}
+        brought = dict(pair.ask.brings) if pair else {}
         for k in kinds(menu_only=True):
             options = k.parse(brought)
             if k.draft_needed(options) or not {s.name for s in k.options.specs() if s.pair_model} & set(brought):
                 continue
             try:
                 build_drafter(k.name, Settings(), None, pair.target, pair.draft, options)
-                lines.append(f"loaded the {k.listing.label} of {pair.preset.label}")
+                lines.append(f"loaded the {k.listing.label} of {pair.name}")
             except SpecvizError as exc:
                 lines.append(f"{k.name}: not available: {exc}")
         return lines
 
-    def get(self, *asked, **named) -> LoadedPair:
+    def get(self, *asked, **named) -> Pair:
         """The pair `load` is asked for (the same arguments), once it has loaded."""
         for _ in self.load(*asked, **named):
             pass
-        return self._loaded
+        return self.current()
 
     def load(
         self,
@@ -218,143 +222,77 @@ class ModelShelf:
         dtype: str,
         report: Callable[[str], None] = lambda _: None,
         draft_dtype: str = "",
-        runtime: str = TRANSFORMERS,
+        runtime: str = AUTO,
     ) -> Iterator[str]:
-        """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision
-        is the target's unless `draft_dtype` says otherwise. `runtime`: transformers, llama.cpp or auto (measured
-        on this device, as the command line's --runtime); llama.cpp runs each GGUF's own quantisation, whatever the
-        precisions asked."""
-        if runtime != AUTO and runtime not in RUNTIMES:
-            raise InvalidRequest(f"runtime must be one of {AUTO}, {', '.join(RUNTIMES)}, got {runtime!r}")
+        """Yield progress lines while loading; afterwards `current()` is the pair asked for. The draft's precision is
+        the target's unless `draft_dtype` names one. `runtime`: a runtime's name, or auto (measured on this
+        device, as the command line's --runtime); a runtime without precisions runs each model's file as it ships,
+        whatever the precisions asked, and under auto a precision named goes to a runtime that has it."""
         preset = self.preset(label)
+        if runtime != AUTO:
+            registry.runtime(runtime)  # an unknown runtime is one line, before anything else
+        ask = PairAsk(
+            preset.target,
+            preset.draft,
+            runtime,
+            dtype,
+            draft_dtype or SAME,
+            insists=runtime == AUTO and dtype != AUTO,
+            device=self.device,
+            label=preset.label,
+            brings=preset.options,
+        )
+        yield from self._load(ask, report, in_use=True)
+
+    def _answering(self, ask: PairAsk) -> Pair | None:
+        return next((p for p in self._held.values() if p.answers(ask)), None)
+
+    def _load(self, ask: PairAsk, report, in_use: bool) -> Iterator[str]:
+        """The pair `ask` names: the held one that answers it, else checked (while the pairs in use stay), then the
+        pairs it replaces let go, then loaded."""
         with self._lock:
-            held = self._loaded
-            on_llama = runtime == LLAMA_CPP or (runtime == AUTO and dtype == AUTO)
-            if held and held.preset == preset and held.asked_runtime == runtime and held.target.runtime == LLAMA_CPP:
-                if on_llama:
-                    return
-            if self.pinned and not (held and held.preset == preset):
+            held = self._answering(ask)
+            if held is None and self.pinned:
                 raise InvalidRequest(self.pinned)
             began = time.perf_counter()
             try:
-                self.loading = f"checking {preset.label}: which runtime runs it here"
-                chosen = self._runtime(preset, runtime, dtype, report)
-                if chosen.runtime == LLAMA_CPP:
-                    fresh = yield from self._load_gguf(preset, held, chosen, runtime, report)
-                else:
-                    fresh = yield from self._load_transformers(preset, held, dtype, draft_dtype, report, chosen)
+                if held is None:
+                    self.loading = f"checking {ask.name}: which runtime runs it here"
+                    choice = registry.choose(ask, report)
+                    held = self._answering(replace(ask, runtime=choice.runtime))
+                if held is None:
+                    self.loading = f"checking {ask.name} on {choice.runtime}"
+                    replaced = [r for r, p in self._held.items() if r == choice.runtime or p.name != ask.name]
+                    freed = sum(self._held[r].weight_bytes() for r in replaced)
+                    ready = prepare_pair(ask, report, freed, choice)
+                    for gone in replaced:  # let go before the new weights are read: their memory is the new pair's
+                        del self._held[gone]
+                    gc.collect()
+                    held = yield from self._said(load_pair(ready), report)
+                    self._held[held.runs_on.name] = held
+                    yield from self._loaded(held, time.perf_counter() - began, report)
             finally:
                 self.loading = ""
-            if not fresh:
-                return
-            other = self._beside.current() if self._beside is not None else None
-            if other is not None and other.preset != preset:  # the pair beside it was for the pair it replaced
-                self._beside._loaded = None
-            target = self._loaded.target
-            draft = self._loaded.draft
-            precision = self._loaded.precision_words()
-            line = f"loaded {preset.label} ({precision}, {target.device.type}) in {time.perf_counter() - began:.1f} s"
-            report(line)
-            yield line
-            for loaded in (target, draft):
-                note = getattr(loaded.model, "specviz_load_note", "")
-                if note:  # the pair runs one path: both models take the fallback
-                    self._loaded.run_eagerly()
-                    report(f"{loaded.name}: {note}")
-                    yield f"{loaded.name}: {note}"
+            if in_use:
+                self._in_use = held.runs_on.name
 
-    def _runtime(self, preset: PairPreset, runtime: str, dtype: str, report):
-        """The runtime for the pair: as asked, or measured (auto) unless a precision is named (transformers'); a
-        pair llama.cpp cannot run is refused here, in one line, while the pair in use stays loaded."""
-        if runtime == AUTO and dtype != AUTO:
-            return named(TRANSFORMERS, f"transformers: the precision asked for, {dtype}, is one it runs")
-        if runtime == TRANSFORMERS:
-            return named(TRANSFORMERS, "transformers, as asked")
-        return choose_runtime(preset.target, preset.draft, self.device, runtime, report)
+    def _said(self, loading: Iterator[str], report):
+        """The lines of a load as they come, each on the load line and to `report` too; returns the loaded pair."""
+        while True:
+            try:
+                self.loading = next(loading)
+            except StopIteration as done:
+                return done.value
+            report(self.loading)
+            yield self.loading
 
-    def _load_gguf(self, preset: PairPreset, held, chosen, asked: str, report) -> Iterator[str]:
-        """The pair's GGUF files in llama.cpp (no conversion: the files as their packages ship them)."""
-        files = [gguf_bytes(name) for name in (preset.target, preset.draft)]
-        check_fits(list(zip((preset.target, preset.draft), files)), resolve_device(self.device), held_bytes(held))
-        del held  # the caller's reference goes; _load_both lets go of the shelf's
-        target, draft = yield from self._load_both(
-            preset,
-            "in llama.cpp ({}/2; its forward is measured once)",
-            lambda: open_gguf(preset.target, report=report),
-            lambda target: open_draft(target, preset.draft, "", self.device),
-            report,
-        )
-        pair = Pair(target, draft)
-        pair.runtime = chosen if chosen.plans else replace(chosen, plans={LLAMA_CPP: llama_plan_of(pair)})
-        words = f"GGUF {target.model.describe()}"
-        self._loaded = LoadedPair(
-            target, draft, runtime=pair.runtime, preset=preset, dtype=words, asked=AUTO, asked_runtime=asked
-        )
-        self._loaded.choose_exact(False)
-        return True
-
-    def _load_both(self, preset: PairPreset, how: str, open_target, open_draft_of, report):
-        """The target, then its draft, each said (on the load line and to `report`) before it loads; `how` tells how,
-        with a {} for the step's number. The pair in use is let go first, so its memory is free for the new one.
-        Returns (target, draft)."""
-        self._loaded = None
-        gc.collect()
-        target = None
-        for step, model in enumerate((f"target {preset.target}", f"draft {preset.draft}"), 1):
-            line = f"loading {model} {how.format(step)}"
-            self.loading = line
-            report(line)
-            yield line
-            if step == 1:
-                target = open_target()
-            else:
-                return target, open_draft_of(target)
-
-    def _load_transformers(self, preset: PairPreset, held, dtype: str, draft_dtype: str, report, chosen):
-        """The pair in transformers at the precisions asked (auto: measured from the configs, before anything is
-        freed); what can fail before weights are read fails while the pair in use is still loaded, so a pair that
-        cannot load (a Hub id with no network, a folder that is no model) costs nobody a reload."""
-        asked = dtype
-        choice = chosen.precision
-        same_draft = held and held.draft_dtype == (draft_dtype or (held.dtype if asked == AUTO else dtype))
-        if held and held.preset == preset and held.asked == asked and same_draft and held.target.runtime != LLAMA_CPP:
-            return False
-        if self.pinned:
-            raise InvalidRequest(self.pinned)
-        self.loading = f"checking {preset.label} (an offline model's first use converts it once, 1-2 min)"
-        if asked == AUTO:
-            choice = choice or choose_precision(preset.target, preset.draft, self.device, report)
-            dtype = choice.dtype
-        draft_dtype = draft_dtype or dtype
-        where = [check_precision(precision, self.device) for precision in (dtype, draft_dtype)][0]
-        found = [check_loadable(name) for name in (preset.target, preset.draft)]
-        sizes = [
-            (name, weight_bytes(source, precision, local_only=bool(offline)))
-            for name, precision, (source, _, offline) in zip((preset.target, preset.draft), (dtype, draft_dtype), found)
-        ]
-        offline = bool(found[0][2])
-        sizes += [(heads, heads_bytes(heads, dtype, offline)) for _, heads in preset.options]  # heads come too
-        check_fits(sizes, where, freed=held_bytes(held))
-        self.loading = f"checking the tokenizers of {preset.label}"
-        tokenizers = [load_tokenizer(source, offline) for source, _, offline in found]
-        check_tokenizers_fit(*tokenizers, preset.target, preset.draft)
-        del held  # the caller's reference goes; _load_both lets go of the shelf's
-        target, draft = yield from self._load_both(
-            preset,
-            "({}/2; the first load of an offline model converts it once, 1-2 min)",
-            lambda: open_target(preset.target, dtype, self.device, tokenizers[0]),
-            lambda target: open_draft(target, preset.draft, draft_dtype, self.device, tokenizers[1]),
-            report,
-        )
-        self._loaded = LoadedPair(
-            target, draft, choice=choice, runtime=chosen, preset=preset, dtype=dtype, draft_dtype=draft_dtype,
-            asked=asked,
-        )  # fmt: skip
-        return True
-
-
-def gguf_bytes(name: str) -> int:
-    """A model's GGUF file size: what llama.cpp maps (an offline preset's joined once, a file as it is)."""
-    from ..runtimes.llama_cpp.gguf_model import locate_gguf
-
-    return locate_gguf(name).stat().st_size
+    def _loaded(self, pair: Pair, seconds: float, report) -> Iterator[str]:
+        line = f"loaded {pair.name} ({pair.precision_words()}, {pair.target.device.type}) on {pair.runs_on.name} in "
+        line += f"{seconds:.1f} s"
+        report(line)
+        yield line
+        for model in pair.loaded():
+            if model.load_note:  # the pair runs one path: both models take the fallback
+                pair.run_eagerly()
+                report(f"{model.name}: {model.load_note}")
+                yield f"{model.name}: {model.load_note}"

@@ -12,14 +12,13 @@ import statistics
 import torch
 
 from ..engine import make_clock
-from ..engine.static_lm import open_lm
 from ..models import LoadedModel
 
 
 def relative_forward_costs(target: LoadedModel, prefix: list[int], ks: list[int], repeats: int = 5) -> dict[int, float]:
     """Median over repeats of V(k) / V(1) after `prefix` (the cache rolled back after each forward)."""
     clock = make_clock(target.device)
-    lm = open_lm(target.model, len(prefix) + max(ks) + 1)
+    lm = target.open_lm(len(prefix) + max(ks) + 1)
     lm.extend(torch.tensor(prefix), last_only=True)
     base = lm.length
     filler = torch.tensor((prefix * (max(ks) // len(prefix) + 1))[: max(ks)])

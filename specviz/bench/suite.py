@@ -24,7 +24,7 @@ from ..drafters.suffix_index import RunMemory
 from ..engine import make_clock
 from ..events import DRAFTED, PLAIN, depth_acceptance
 from ..models import encode_prompt
-from ..runs import Pair, open_draft, open_target
+from ..runtimes.pair import PairAsk, open_draft, open_pair
 from ..settings import MAX_GAMMA, Settings
 from .costs import relative_forward_costs
 from .measure import Run, Sides, bracketed_sides, measure, transformers_run, typical
@@ -69,6 +69,9 @@ class MemoryKey:
     gamma: int | str
 
 
+NEEDS = ("assisted_generation",)  # what the benchmark races specviz against: the library's own generate()
+
+
 class Bench:
     """The loaded models and the plan; runs one prompt's cells at a time."""
 
@@ -76,12 +79,13 @@ class Bench:
         self.plan = plan
         self.args = args
         self.hf = not args.no_transformers
-        self.pair = Pair(open_target(args.target, args.dtype, args.device))  # its drafts are self.drafts
+        asked = PairAsk(args.target, runtime=args.runtime, dtype=args.dtype, device=args.device, needs=NEEDS)
+        self.pair = open_pair(asked)  # its drafts are self.drafts
         self.target = self.pair.target
         self.drafts = {}  # DraftModel -> it, loaded
         if any(k.draft_needed(plan.options[k.name]) for k in plan.methods):
             for d in plan.drafts:
-                self.drafts[d] = open_draft(self.target, d.name, d.precision, args.device)
+                self.drafts[d] = open_draft(self.pair, d.name, d.precision)
         self.draft = next(iter(self.drafts.values()), None)
         self.clock = make_clock(self.target.device)
         self.exact_lines: set[str] = set()  # what exact mode came to in each pass, as its line says

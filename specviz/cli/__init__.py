@@ -5,7 +5,7 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .. import reading
@@ -28,6 +28,7 @@ from ..serving.handoff import Ran, recording
 from ..settings import check_prompt
 from ..trace import Trace
 from ..traffic.traffic_record import ConcurrencyRecord, TrafficRecord, kind_of
+from ..workload.entrants import ran_on
 from . import train
 from .bench import add_bench_options, cmd_bench
 from .flags import (
@@ -197,9 +198,8 @@ def cmd_generate(args) -> int:
     if chosen:  # the drafter as the serving engines run it, from what its kind declares
         chat = not args.no_chat
         same = pair.same_vocab()
-        production = handoff(
-            Ran(drafter_name, settings, options, target, draft, args.prompt, chat, same, serving=chosen.serving)
-        )
+        ran = Ran(drafter_name, settings, options, target, draft, args.prompt, chat, same, serving=chosen.serving)
+        production = handoff(replace(ran, **ran_on(pair.runs_on)))
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
         extra = recording([production]) if production else None

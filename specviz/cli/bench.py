@@ -17,8 +17,8 @@ from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.device import resolve_device
 from ..models.loading import quiet_transformers
-from ..runtimes.choice import LLAMA_CPP
-from ..settings import Settings
+from ..runtimes.runtime_registry import chosen_or_none
+from ..settings import AUTO, Settings
 from ..workload.ray_shards import ClusterRun, connect
 from .flags import (
     PRECISIONS,
@@ -158,10 +158,11 @@ def on_cluster(args, plan: Plan) -> tuple[list[KindRows], str]:
 
 
 def cmd_bench(args) -> int:
-    if getattr(args, "runtime", "") == LLAMA_CPP:
+    asked = chosen_or_none(getattr(args, "runtime", AUTO))
+    if asked is not None and not asked.gives.assisted_generation:
         raise InvalidRequest(
-            "bench measures transformers' precisions against its assisted generation; on llama.cpp, specviz races "
-            "llama.cpp's own binaries with scripts/llama_race.py"
+            f"bench races specviz against transformers' own assisted generation, which {asked.name} does not run"
+            + (f"; {asked.raced_by}" if asked.raced_by else "")
         )
     plan = plan_from(args)
     began = time.perf_counter()

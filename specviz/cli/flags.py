@@ -11,8 +11,9 @@ from .. import reading as read
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
 from ..models.loading import best_draft_dtype
-from ..runs import Pair, choose_precision, choose_runtime, llama_plan_of, open_draft, open_gguf, open_target
-from ..runtimes.choice import LLAMA_CPP, RUNTIMES, TRANSFORMERS, named
+from ..runtimes.pair import Pair, PairAsk, open_pair
+from ..runtimes.runtime_registry import names as runtime_names
+from ..runtimes.runtime_registry import runtimes
 from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings, parse_lane
 from ..trace import RunModels
@@ -58,11 +59,11 @@ def add_model_options(p: argparse.ArgumentParser, several_drafts: bool = False, 
     p.add_argument(
         "--runtime",
         default=os.environ.get("SPECVIZ_RUNTIME") or AUTO,
-        choices=[AUTO, *RUNTIMES],
-        help="what computes the models (default: $SPECVIZ_RUNTIME, else auto): transformers (full precision or int8, "
-        "any device) or llama.cpp (the GGUF's own quantisation, a CPU: the engine laptops run); auto measures both "
-        "on this device where both can run the pair, and takes the faster; a --dtype other than auto means "
-        "transformers",
+        choices=[AUTO, *runtime_names()],
+        help="what computes the models (default: $SPECVIZ_RUNTIME, else auto): "
+        + "; ".join(r.help_line() for r in runtimes())
+        + "; auto measures those that can run the pair on this device and takes the fastest (a --dtype other than "
+        "auto: one that has that precision)",
     )
 
 
@@ -193,78 +194,37 @@ def draft_dtype(args, device) -> str:
     return args.draft_dtype or best_draft_dtype(device) or args.dtype
 
 
-def open_models(args, with_draft: bool):
-    """The pair the flags name (runs.Pair): on the runtime --runtime names or auto measured fastest, the target in
-    exact mode as --exact asks, where it holds, and, with `with_draft`, the draft model at its precision
-    (--draft-dtype, else the fastest on the target's device)."""
-
+def open_models(args, with_draft: bool) -> Pair:
+    """The pair the flags name (runtimes/pair.Pair): on the runtime --runtime names or auto measured fastest, the
+    target in exact mode as --exact asks, where it holds, and, with `with_draft`, the draft model at its precision
+    (--draft-dtype, else the fastest on the target's device). What the runtime measured is said on stderr."""
     say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
-    draft = args.draft if with_draft else ""
-    runtime = runtime_for(args, draft, say)
-    if runtime.runtime == LLAMA_CPP:
-        return open_llama_models(args, draft, runtime, say)
-    choice = runtime.precision
-    if args.dtype == AUTO:  # measured (or read back) before any weights are read; the flags then name what it chose
-        choice = choice or choose_precision(args.target, draft, args.device, say)
-        args.dtype = choice.dtype
-    target = open_target(args.target, args.dtype, args.device)
-    draft = open_draft(target, args.draft, draft_dtype(args, target.device), args.device) if with_draft else None
-    pair = Pair(target, draft, choice=choice, runtime=runtime)
-    pair.choose_exact(exact_wanted(args, choice))
+    pair = open_pair(pair_ask(args, with_draft), say)
+    args.dtype = pair.target.precision if pair.runs_on.gives.precisions else args.dtype  # what auto chose
     return pair
 
 
-def runtime_for(args, draft: str, say):
-    """The runtime the flags ask for: --runtime as named; auto measures both, unless --dtype names a precision (which
-    only transformers has) or --draft-dtype does."""
-    asked = getattr(args, "runtime", TRANSFORMERS)
+def pair_ask(args, with_draft: bool = True, **changes) -> PairAsk:
+    """The pair the flags ask for, as plain data: --dtype and --draft-dtype insist where named, and so does --exact (a
+    runtime without precisions or exact mode refuses them); `changes`: fields set otherwise."""
     named_dtype = getattr(args, "dtype_named", False) and args.dtype != AUTO
-    precise = named_dtype or bool(getattr(args, "draft_dtype", None))
-    if asked == LLAMA_CPP and precise:
-        raise InvalidRequest(
-            "--dtype and --draft-dtype name transformers' precisions; --runtime llama.cpp runs each GGUF's own "
-            "quantisation (leave them out, or --runtime transformers)"
-        )
-    if asked == AUTO and precise:
-        return named(TRANSFORMERS, f"transformers: --dtype {args.dtype} names one of its precisions")
-    return choose_runtime(args.target, draft, args.device, asked, say)
-
-
-def open_llama_models(args, draft: str, runtime, say):
-    """The pair on llama.cpp: each model's GGUF, its forward measured once; exact mode does not hold there."""
-    target = open_gguf(args.target, report=say)
-    pair = Pair(target, open_draft(target, draft, "", args.device) if draft else None)
-    pair.runtime = runtime if runtime.plans else replace(runtime, plans={LLAMA_CPP: llama_plan_of(pair)})
-    if getattr(args, "exact", None):
-        raise InvalidRequest("--exact: llama.cpp has no exact mode (its multi-token kernels round otherwise)")
-    pair.choose_exact(False)
-    return pair
-
-
-def exact_wanted(args, choice=None) -> bool:
-    """--exact or --no-exact as given; else on, unless the precision's measurement found it too costly here."""
-    exact = getattr(args, "exact", None)
-    return exact if exact is not None else (choice.exact if choice else True)
-
-
-def run_models(args, pair):
-    """The run's models as the flags named them (`pair`, the loaded runs.Pair, for its device and precision)."""
-
-    target = pair.target
-    with_draft = pair.draft is not None
-    llama = target.runtime == LLAMA_CPP
-    return RunModels(
+    draft = (args.draft or "") if with_draft else ""
+    ask = PairAsk(
         target=args.target,
-        draft=(args.draft or "") if with_draft else "",
-        pair=f"{args.target} ← {args.draft}" if with_draft else args.target,
-        precision=f"GGUF {target.model.describe()}" if llama else args.dtype,
-        draft_precision=(f"GGUF {pair.draft.model.describe()}" if llama else draft_dtype(args, target.device))
-        if with_draft
-        else "",
-        device=target.device.type,
-        exact=pair.exact,
-        runtime=target.runtime,
+        draft=draft,
+        runtime=getattr(args, "runtime", AUTO),
+        dtype=args.dtype,
+        draft_dtype=getattr(args, "draft_dtype", None) or "",
+        exact=getattr(args, "exact", None),
+        insists=named_dtype or bool(getattr(args, "draft_dtype", None)),
+        device=args.device,
     )
+    return replace(ask, **changes)
+
+
+def run_models(args, pair: Pair) -> RunModels:
+    """The run's models as the flags named them (`pair`, the loaded pair, for its device and precisions)."""
+    return pair.models(pair.exact)
 
 
 def check_entrants(chosen, asked: bool, draft_given: bool) -> None:
@@ -323,7 +283,7 @@ def chosen_lanes(args, base: Settings, preferred_trees: bool, tables: dict | Non
         return k.parse({**preferred, **given.get(k.name, {})})
 
     no_table = "give --table FILE: a run recorded with --trace, or a vLLM speculative config"
-    rules = EntryRules(options, args.target, bool(args.draft), tables, no_table, getattr(args, "runtime", TRANSFORMERS))
+    rules = EntryRules(options, args.target, bool(args.draft), tables, no_table, getattr(args, "runtime", AUTO))
     chosen = lane_entrants(args.drafters, base, args.gamma is not None, rules)
     check_entrants(chosen, bool(args.drafters), bool(args.draft))
     return across_runtimes(chosen, base, rules, others) if others else chosen

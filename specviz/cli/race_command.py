@@ -21,8 +21,9 @@ from ..models import encode_prompt
 from ..record import TokenTexts, make_trace
 from ..render.grand_prix_lanes import ordinal
 from ..runs import lane_runs, parted
-from ..runtimes.choice import LLAMA_CPP, RUNTIMES
-from ..runtimes.llama_cpp.forward_costs import in_forwards
+from ..runtimes.choice import in_forwards
+from ..runtimes.runtime_registry import names as runtime_names
+from ..runtimes.runtime_registry import runtime
 from ..serving.handoff import recording
 from ..settings import check_prompt
 from ..trace import Side
@@ -51,8 +52,8 @@ def add_race_command(sub) -> None:
     p.add_argument(
         "--runtimes",
         metavar="A,B",
-        help="race every lane on each of these runtimes (transformers, llama.cpp), each beside its own plain "
-        "decoding, and say why the same drafter pays in one and not in the other; the first is the race's own",
+        help=f"race every lane on each of these runtimes ({', '.join(runtime_names())}), each beside its own plain "
+        "decoding, and say why the same drafter pays in one and not in another; the first is the race's own",
     )
 
 
@@ -67,8 +68,11 @@ def cmd_race(args) -> int:
     lanes = chosen_lanes(args, base, preferred_trees=True, others=others)
     view, pair, prompt_ids, models, curves = _race(args, base, lanes, others)
     target = pair.target
-    view.production = production(lanes, args.target, args.draft or "", args.prompt, not args.no_chat, pair.same_vocab())
-    compared = runtime_sentences(view, target.runtime, curves)
+    chat = not args.no_chat
+    view.production = production(
+        lanes, args.target, args.draft or "", args.prompt, chat, pair.same_vocab(), runtime=pair.runs_on
+    )
+    compared = runtime_sentences(view, pair.runs_on.name, curves)
     for line in compared.values():
         print(f"why: {line}", file=sys.stderr)
     if args.trace:
@@ -90,20 +94,23 @@ def runtimes_asked(args) -> list[str]:
     if not args.runtimes:
         return []
     named = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    wrong = [r for r in named if r not in RUNTIMES]
+    wrong = [r for r in named if r not in runtime_names()]
     if wrong or len(set(named)) < 2:
         raise InvalidRequest(
-            f"--runtimes names two or more of {', '.join(RUNTIMES)}, comma-separated, got {args.runtimes!r}"
+            f"--runtimes names two or more of {', '.join(runtime_names())}, comma-separated, got {args.runtimes!r}"
         )
     args.runtime = named[0]
     return list(dict.fromkeys(named[1:]))
 
 
-def on_runtime(args, runtime: str):
-    """The flags as another runtime of the race takes them: its precisions are transformers' alone."""
-    own = {"runtime": runtime}
-    if runtime == LLAMA_CPP:
-        own |= {"dtype_named": False, "draft_dtype": None, "exact": None}
+def on_runtime(args, name: str):
+    """The flags as another runtime of the race takes them: precisions and exact mode it has not are left to it."""
+    own = {"runtime": name}
+    gives = runtime(name).gives
+    if not gives.precisions:
+        own |= {"dtype_named": False, "draft_dtype": None}
+    if not gives.exact_mode:
+        own |= {"exact": None}
     return argparse.Namespace(**{**vars(args), **own})
 
 
@@ -117,9 +124,8 @@ def _race(args, base, entrants, others: list[str]):
 
     pair = open_models(args, bool(args.draft))
     on = {r: open_models(on_runtime(args, r), bool(args.draft)) for r in others}
-    curves = {
-        p.target.runtime: in_forwards(p.target.forward_curve) for p in (pair, *on.values()) if p.target.forward_curve
-    }
+    measured = [p for p in (pair, *on.values()) if p.target.forward_curve]
+    curves = {p.runs_on.name: in_forwards(p.target.forward_curve) for p in measured}
     target = pair.target
     prompt_ids = encode_prompt(target, args.prompt, chat=not args.no_chat)
     view = starting_grid([lane_of(e) for e in entrants], base, text_of=TokenTexts(target.tokenizer), exact=pair.exact)

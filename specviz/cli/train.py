@@ -16,9 +16,9 @@ from ..drafters.dflash.dflash_checkpoint import build_draft, config_for, save_df
 from ..drafters.eagle.eagle_checkpoint import save_eagle
 from ..drafters.medusa.heads import save_medusa
 from ..errors import InvalidRequest
-from ..models.loading import quiet_transformers
 from ..paths import ASSETS
-from ..runs import open_target
+from ..runtimes.pair import PairAsk, open_pair
+from ..settings import AUTO
 from ..training.configs import DFlashTraining, EagleTraining, MedusaTraining
 from ..training.dflash import train_dflash
 from ..training.distill import load_texts, local_texts, save_texts, self_distilled_texts
@@ -272,20 +272,22 @@ def _texts(base, args, prompts: list[str]):
     return texts
 
 
+def open_base(args):
+    """The model a trainer reads, on a runtime that gives its hidden states (--runtime; auto: one that does): a
+    runtime named that gives none is one line, before any model loads."""
+    runtime = getattr(args, "runtime", AUTO)
+    return open_pair(PairAsk(args.base, "", runtime, args.dtype, device=args.device, needs=("hidden_states",))).target
+
+
 def run_trainer(args) -> int:
-    """`train-medusa`, `train-eagle` or `train-dflash`, on transformers: training reads the target's hidden states in
-    torch."""
-    if getattr(args, "runtime", "") == "llama.cpp":
-        raise InvalidRequest("the trainers read the target's hidden states in torch: use --runtime transformers")
+    """`train-medusa`, `train-eagle` or `train-dflash`."""
     trainers = {"train-medusa": cmd_train_medusa, "train-eagle": cmd_train_eagle, "train-dflash": cmd_train_dflash}
     return trainers[args.command](args)
 
 
 def cmd_train_medusa(args) -> int:
     prompts = _check(args, "train-medusa", ("--heads", args.heads, 1), ("--layers", args.layers, 1))
-    quiet_transformers()
-
-    base = open_target(args.base, args.dtype, args.device)
+    base = open_base(args)
     texts = _texts(base, args, prompts)
     heads, report = train_heads(base, texts, config_from(args, MedusaTraining), progress=_log)
     folder = save_medusa(heads, args.out, args.base, dtype=base.model.dtype)
@@ -309,9 +311,7 @@ def cmd_train_eagle(args) -> int:
     )
     if args.until_step and not args.checkpoint:
         raise InvalidRequest("--until-step needs --checkpoint, where the run keeps its state to go on from")
-    quiet_transformers()
-
-    base = open_target(args.base, args.dtype, args.device)
+    base = open_base(args)
     cached = Path(args.features) if args.features else None
     if cached and cached.is_file():
         features = load_features(cached)
@@ -365,9 +365,7 @@ def cmd_train_dflash(args) -> int:
         chosen = [int(i) for i in args.target_layers.split(",") if i.strip()]
     except ValueError:
         raise InvalidRequest(f"--target-layers must be layer numbers like 1,9,17, got {args.target_layers!r}") from None
-    quiet_transformers()
-
-    base = open_target(args.base, args.dtype, args.device)
+    base = open_base(args)
     config = base.model.config
     rows = base.model.get_input_embeddings().weight.shape[0]
     mask = spare_row(base.tokenizer, rows)

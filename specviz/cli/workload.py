@@ -15,7 +15,7 @@ from ..drafters.registry import NO_DRAFTER
 from ..errors import InvalidRequest
 from ..events import PLAIN, summarize
 from ..render.report import write_report
-from ..trace import RunModels
+from ..runtimes.runtime_registry import choose
 from ..workload.cluster import Prepare, run_on_cluster
 from ..workload.entrants import EntryRules, drafter_names, entrants, setting_words
 from ..workload.job import WorkloadJob, prepare
@@ -30,9 +30,8 @@ from .flags import (
     add_model_options,
     add_sampling_options,
     check_entrants,
-    exact_wanted,
     given_options,
-    runtime_for,
+    pair_ask,
     settings_from,
 )
 
@@ -89,30 +88,19 @@ def workload_job(args: argparse.Namespace) -> tuple[Prepare, Path]:
         return k.parse({**dict(k.listing.preferred), **given.get(k.name, {})})
 
     say = lambda line: print(f"specviz: {line}", file=sys.stderr, flush=True)  # noqa: E731
-    runtime = runtime_for(args, args.draft or "", say)
+    ask = pair_ask(args)
+    runtime = choose(ask, say)  # chosen once, here: the drafters are checked against it
     rules = EntryRules(preferred, args.target, bool(args.draft), runtime=runtime.runtime)
     chosen = entrants(names, base, fixed, rules)
     check_entrants(chosen, args.drafters is not None, bool(args.draft))
     job = WorkloadJob(
-        target=args.target,
-        draft=args.draft or "",
-        dtype=args.dtype,
-        draft_dtype=args.draft_dtype or "",
-        device=args.device,
-        exact=exact_wanted(args),
+        ask=ask,
+        runtime=runtime,
         chat=not args.no_chat,
         prompts=tuple(prompts),
         chosen=tuple(chosen),
         base=base,
         setting=setting_words(fixed, base),
-        models=RunModels(
-            target=args.target,
-            draft=args.draft or "",
-            pair=f"{args.target} ← {args.draft}" if args.draft else args.target,
-            precision=args.dtype,
-            runtime=runtime.runtime,
-        ),
-        runtime=runtime.runtime,
     )
     return partial(prepare, job), out
 

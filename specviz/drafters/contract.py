@@ -62,7 +62,9 @@ class Recipe:
     # drafter per row, side by side (engine/step.EachRow)
     build_batch: Callable[[Any, DraftContext], Any] | None = None
     unbatched: str = ""  # why it cannot decode concurrent requests in one batch yet; "": it can
-    not_on_llama_cpp: str = ""  # why it does not run on the llama.cpp runtime; "": it does
+    # what of the target's insides it reads, in words ("": token ids alone): a runtime that hands no hidden states to
+    # a caller does not run it
+    reads: str = ""
     # what it is in the serving engines (transformers, vLLM, SGLang), or their nearest setting; nothing declared: the
     # handoff says each engine has no equivalent
     serving: Serving = Serving()
@@ -75,13 +77,28 @@ class Recipe:
         """Whether a run with these options drafts with a second model."""
         return self.needs_draft(options) if callable(self.needs_draft) else self.needs_draft
 
-    def check_for(self, options: Options, target_name: str, runtime: str = "transformers") -> None:
-        """Refuse, in one line, before any model loads: what its own precheck refuses, and a runtime it cannot run
-        on."""
-        if runtime == "llama.cpp" and self.not_on_llama_cpp:
-            raise RuntimeUnsupported(f"{self.name} does not run on llama.cpp: {self.not_on_llama_cpp}")
+    def check_for(self, options: Options, target_name: str, runtime=None) -> None:
+        """Refuse, in one line, before any model loads: a runtime (as the runtimes' registry declares it; None: not
+        chosen yet) that does not give what it needs, and what its own precheck refuses."""
+        if runtime is not None:
+            self.refuse_on(options, runtime)
         if self.precheck is not None:
             self.precheck(options, target_name)
+
+    def refuse_on(self, options: Options, runtime) -> None:
+        """One line where `runtime` does not give what this kind needs with these options."""
+        why = self.unmet(options, runtime)
+        if why:
+            raise RuntimeUnsupported(f"{self.name} does not run on {runtime.name}: {why}")
+
+    def unmet(self, options: Options, runtime) -> str:
+        """What it needs that `runtime` does not give (its declaration: runtimes/runtime.Gives), in words; '' when
+        nothing."""
+        if self.reads and not runtime.gives.hidden_states:
+            return f"its {self.reads}, which {runtime.name} does not give"
+        if self.serving.drafts_a_tree(options) and not runtime.gives.trees:
+            return f"it drafts a tree with these options, and {runtime.name} verifies chains only (draft a chain)"
+        return ""
 
     def as_nearest(self, gives_up: str) -> Nearest:
         """This kind standing in, in an engine, for another kind the engine lacks (`gives_up`: what that costs)."""

@@ -16,7 +16,6 @@ import torch
 
 from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, probabilities
-from ..engine.static_lm import open_lm
 from ..models import LoadedModel
 from ..models.vocabulary import shared_tokens
 from ..settings import MAX_GAMMA, Settings
@@ -60,7 +59,7 @@ class CrossTokenizerDrafter(BaseDrafter):
         self.prompt_len = len(prompt_ids)
         self.prompt_text = self.target.tokenizer.decode(prompt_ids)
         room = len(self.draft.tokenizer.encode(self.prompt_text, add_special_tokens=False))
-        self.lm = open_lm(self.draft.model, room + 4 * self.settings.max_new_tokens + MAX_GAMMA + 64)
+        self.lm = self.draft.open_lm(room + 4 * self.settings.max_new_tokens + MAX_GAMMA + 64)
         self.cached = []
 
     def _resync(self, tokens: list[int]) -> list[int]:
@@ -77,7 +76,7 @@ class CrossTokenizerDrafter(BaseDrafter):
     def _next(self, feed: list[int]) -> torch.Tensor:
         need = len(self.cached) + len(feed)
         if need > getattr(self.lm, "capacity", need):  # the draft splits the text finer than planned: a larger
-            self.lm = open_lm(self.draft.model, 2 * need)  # cache, refilled with what the old one held
+            self.lm = self.draft.open_lm(2 * need)  # cache, refilled with what the old one held
             feed = self.cached + feed
             self.cached = []
         logits = self.lm.extend(torch.tensor(feed, device=self.draft.device), last_only=True)[:, : self.width]

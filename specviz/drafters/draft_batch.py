@@ -10,7 +10,6 @@ reading does) is then the probing row's alone, or none for a row that never draf
 
 import torch
 
-from ..engine.batch_rows import open_batch
 from ..engine.batched_lm import BatchedLM, Feed
 from ..engine.sampling import choose, fit_vocab, probabilities
 from ..settings import Settings
@@ -20,8 +19,8 @@ from .contract import DrafterProfile, Proposal, Verdict
 class BatchedDraftModel:
     profile = DrafterProfile()  # γ is the batch's: rows do not stop early on their own
 
-    def __init__(self, model: torch.nn.Module, settings: Settings, generators: list, vocab_size: int):
-        self.model = model
+    def __init__(self, draft, settings: Settings, generators: list, vocab_size: int):
+        self.draft = draft  # a LoadedModel, which opens its runtime's batch cache
         self.settings = settings
         self.vocab_size = vocab_size
         self.by_row = list(generators)  # row r's generator, from when it starts
@@ -37,7 +36,7 @@ class BatchedDraftModel:
     def start(self, prompts: list[list[int]], target=None, judges=None, rows: list[int] | None = None) -> None:
         """Rows joining the batch (a new one, or one decoding, between two steps): read when they first draft."""
         if self.lm is None:
-            self.lm = open_batch(self.model)
+            self.lm = self.draft.open_batch()
         rows = range(len(self.generators), len(self.generators) + len(prompts)) if rows is None else rows
         self.generators += [self.by_row[r] for r in rows]
         self.slot += [None] * len(prompts)

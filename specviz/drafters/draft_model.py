@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import torch
 
-from ..engine.cached_lm import CachedLM, measured_curve, readable_ids
+from ..engine.cached_lm import CachedLM
 from ..engine.sampling import choose, fit_vocab, probabilities
-from ..engine.static_lm import open_lm
 from ..engine.tree import draft_position
 from ..errors import InvalidRequest
+from ..models.loading import LoadedModel
 from ..models.vocabulary import check_draft_fits, same_vocabulary
 from ..serving.declaration import PAIR_DRAFT, AssistedGeneration, LlamaSpecType, Serving, SglangAlgorithm, VllmMethod
 from ..settings import MAX_GAMMA, Settings
@@ -30,7 +30,7 @@ class DraftModelDrafter(BaseDrafter):
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        draft: LoadedModel,
         settings: Settings,
         generator: torch.Generator,
         vocab_size: int,
@@ -38,15 +38,15 @@ class DraftModelDrafter(BaseDrafter):
         nodes: int = 12,
         window: int = 0,
     ):
-        self.model = model
+        self.draft = draft
         self.settings = settings
         self.generator = generator
         self.vocab_size = vocab_size
         self.shape = shape
         self.nodes = nodes
         self.window = window
-        self.readable = readable_ids(model)  # ids the draft can be fed
-        curve = measured_curve(model)
+        self.readable = draft.readable  # ids the draft can be fed
+        curve = draft.forward_curve
         if curve:  # a drafted token costs the draft one forward: adaptive γ prices it so from the first step
             self.profile = replace(self.profile, position_s=curve[1])
         self.lm: CachedLM | None = None
@@ -65,7 +65,7 @@ class DraftModelDrafter(BaseDrafter):
         self.skipped = max(0, len(prompt_ids) - self.window) if self.window else 0
         head = self.window // 4
         prompt_ids = prompt_ids[:head] + prompt_ids[head + self.skipped :]
-        self.lm = open_lm(self.model, len(prompt_ids) + self.settings.max_new_tokens + WIDTH * MAX_GAMMA + 1)
+        self.lm = self.draft.open_lm(len(prompt_ids) + self.settings.max_new_tokens + WIDTH * MAX_GAMMA + 1)
         self.blind = any(t >= self.readable for t in prompt_ids)
         if not self.blind:
             self.lm.read_prompt(prompt_ids)
@@ -181,7 +181,7 @@ def build_batch(options: DraftOptions, ctx):
         raise InvalidRequest("the draft-model drafter needs a draft model (--draft MODEL)")
     if not same_vocabulary(ctx.target, ctx.draft):
         raise InvalidRequest("a draft model of another tokenizer does not draft for a batch yet")
-    return BatchedDraftModel(ctx.draft.model, ctx.settings, ctx.generator, ctx.target.vocab_size)
+    return BatchedDraftModel(ctx.draft, ctx.settings, ctx.generator, ctx.target.vocab_size)
 
 
 def build(options: DraftOptions, ctx):
@@ -192,7 +192,7 @@ def build(options: DraftOptions, ctx):
         check_draft_fits(ctx.target, ctx.draft)
         return CrossTokenizerDrafter(ctx.draft, ctx.target, ctx.settings, ctx.generator)
     return DraftModelDrafter(
-        ctx.draft.model,
+        ctx.draft,
         ctx.settings,
         ctx.generator,
         ctx.target.vocab_size,

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InvalidRequest, first_line
-from ..models.loading import linear_weight
+from ..models.loading import hub_offline, hub_unreachable_reason, linear_weight, looks_like_hub_id
 from ..serving.declaration import Nearest
 from .options import option
 
@@ -18,16 +18,10 @@ SHORTLIST_FILE = "head_vocab.json"  # a JSON list of the token ids the heads sco
 READS_HIDDEN = "it reads the target's hidden states, which a batch's cache does not keep yet"
 
 
-def reads_insides(kind: str, location, reads: str, llama_type: str) -> dict:
+def reads_insides(kind: str, location, reads: str) -> dict:
     """The Recipe fields shared by the drafters that read the target's insides: the weights' location checked before
-    any load, no batched lanes (READS_HIDDEN), and no llama.cpp lane: what it reads, and the llama.cpp type that reads
-    the same inside llama.cpp."""
-    return {
-        "precheck": location_check(kind, location),
-        "unbatched": READS_HIDDEN,
-        "not_on_llama_cpp": f"its {reads}, which llama.cpp does not hand to a caller (its own {llama_type} reads them "
-        "inside llama.cpp)",
-    }
+    any load, no batched lanes (READS_HIDDEN), and what it reads (a runtime that gives no hidden states refuses it)."""
+    return {"precheck": location_check(kind, location), "unbatched": READS_HIDDEN, "reads": reads}
 
 
 def tree_nodes(default: int, label: str, tree: str):
@@ -87,7 +81,6 @@ def location_check(field: str, locate):
 def locate_heads(spec, patterns: list[str], what: str, error: type[Exception]) -> Path:
     """A local folder, or a Hub repo id (owner/name) whose `patterns` are fetched; with the Hub off or unreachable
     (checked the way models are), only the local cache can serve it. Failures are one line of `error`."""
-    from ..models.loading import hub_offline, hub_unreachable_reason, looks_like_hub_id
 
     folder = Path(str(spec)).expanduser()
     if folder.exists() or not looks_like_hub_id(str(spec)):

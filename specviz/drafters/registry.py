@@ -110,8 +110,8 @@ def build_drafter(name: str, settings, generator, target, draft=None, options=No
     if name == NO_DRAFTER:
         return None
     k = kind(name)
-    if target is not None and k.not_on_llama_cpp:  # the runtime's refusal, whoever asks (the app, a benchmark)
-        k.check_for(k.parse(options), target.name, target.runtime)
+    if target is not None:  # the runtime's refusal, whoever asks (the app, a benchmark)
+        k.refuse_on(k.parse(options), target.runtime)
     return k.build(k.parse(options), DraftContext(target, settings, generator, draft, memory))
 
 
@@ -125,8 +125,8 @@ def build_row_drafting(
         return None
     k = kind(name)
     options = k.parse(options)
-    if target is not None and k.not_on_llama_cpp:
-        k.check_for(options, target.name, target.runtime)
+    if target is not None:
+        k.refuse_on(options, target.runtime)
     if k.unbatched and (len(generators) > 1 or concurrent):
         raise InvalidRequest(f"{name} does not decode a batch yet: {k.unbatched}")
     if k.build_batch is not None and (len(generators) > 1 or concurrent):

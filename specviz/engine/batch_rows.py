@@ -1,13 +1,12 @@
-"""The target's cache as the decode loop sees it: one row (a CachedLM, or the GPU fast path's StaticLM) or several
-decoded together (a BatchedLM). Both read prompts, verify one proposal tree per row in one forward and keep each row's
+"""The target's cache as the decode loop sees it: one row (CachedLM's verbs, whichever runtime opened it) or several
+decoded together (BatchedLM's). Both read prompts, verify one proposal tree per row in one forward and keep each row's
 root and accepted path; a batch also lets the rows that finished leave, and new rows join between two steps.
 """
 
 import torch
 
 from .batched_lm import BatchedLM, Feed
-from .cached_lm import CachedLM, OwnsCaches
-from .static_lm import open_lm
+from .cached_lm import CachedLM
 from .tree import TokenTree, row_after
 
 
@@ -49,14 +48,9 @@ class ManyRows:
         self.lm.keep([[0, *map(row_after, path)] for path in paths], staying)
 
 
-def open_rows(model: torch.nn.Module, capacity: int, rows: int, keep_hidden: tuple[int, ...] = ()):
-    """The target's cache for `rows` prompts: one row as open_lm makes it (static on a GPU), or a batch."""
+def open_rows(target, capacity: int, rows: int, keep_hidden: tuple[int, ...] = ()):
+    """The target's cache for `rows` prompts (`target`: a LoadedModel, which opens its runtime's caches): one row's,
+    or a batch's."""
     if rows == 1:
-        return OneRow(open_lm(model, capacity, keep_hidden=keep_hidden))
-    return ManyRows(open_batch(model, capacity * rows))
-
-
-def open_batch(model: torch.nn.Module, capacity: int = 0):
-    """A packed cache of several rows of `model` (a model of another runtime opens its own, with room for
-    `capacity` entries of all its rows together; 0: its default)."""
-    return model.open_batch(capacity) if isinstance(model, OwnsCaches) else BatchedLM(model)
+        return OneRow(target.open_lm(capacity, keep_hidden=keep_hidden))
+    return ManyRows(target.open_batch(capacity * rows))

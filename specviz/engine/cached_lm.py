@@ -1,6 +1,7 @@
-"""A causal LM with its KV cache: extend by some tokens, read their logits, roll back to a length."""
+"""A transformers causal LM with its KV cache: extend by some tokens, read their logits, roll back to a length.
 
-from typing import Protocol, runtime_checkable
+CachedLM's verbs (extend, read_prompt, truncate, extend_tree, extend_branches, keep, and the kept hidden rows) are the
+one-row cache every runtime's model opens (LoadedModel.open_lm); the loop, the rule and the drafters speak only them."""
 
 import torch
 
@@ -10,29 +11,6 @@ from .kv_cache import KVCache, require_custom_mask
 from .tree import TokenTree, additive_mask, branch_sees, tree_mask, tree_positions
 
 TREE_MASK = "a tree mask"  # what a tree forward needs the attention to honour
-
-
-@runtime_checkable
-class OwnsCaches(Protocol):
-    """A model another runtime computes (llama.cpp's GgufModel): it opens its own caches, which answer CachedLM's
-    verbs (one row) and BatchedLM's (several), so the loop, the rule and the drafters run on it unchanged."""
-
-    vocab: int  # the ids it reads and the width of its logits
-    forward_curve: dict  # seconds of one forward over k tokens, by k, as measured on this device
-
-    def open_lm(self, capacity: int, keep_hidden: bool | tuple[int, ...] = False): ...
-
-    def open_batch(self, capacity: int = 0): ...
-
-
-def measured_curve(model) -> dict[int, float] | None:
-    """The seconds of `model`'s forward over k tokens by k, where its runtime measured them (None: not measured)."""
-    return model.forward_curve if isinstance(model, OwnsCaches) else None
-
-
-def readable_ids(model) -> int:
-    """How many ids `model` can be fed: its embedding rows (a transformers model), or its vocabulary."""
-    return model.vocab if isinstance(model, OwnsCaches) else model.get_input_embeddings().num_embeddings
 
 
 class CachedLM:

@@ -168,7 +168,7 @@ def _open_rows(target: LoadedModel, prompts: list[list[int]], settings: Settings
     reads = drafting.profile.hidden_layers if drafting else ()  # the target's hidden states the drafter reads
     if reads and len(prompts) > 1:
         raise InvalidRequest("a drafter that reads the target's hidden states does not decode a batch yet")
-    return open_rows(target.model, max(limits) + widest, len(prompts), reads), limits
+    return open_rows(target, max(limits) + widest, len(prompts), reads), limits
 
 
 def _admit(joining: list[int], prompts, lm, drafting, judges: Judges | None, clock, prefill_s: list[float]):

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import CustomMaskUnsupported, InvalidRequest, TreeAttentionUnsupported
 from ..models.device import zero_gpu
-from .cached_lm import TREE_MASK, CachedLM, OwnsCaches
+from .cached_lm import TREE_MASK, CachedLM
 from .compiled import compile_allowed, compiled_forward
 from .kv_cache import KVCache, require_custom_mask, takes_custom_mask
 from .tree import TokenTree, additive_mask, tree_mask, tree_positions
@@ -50,10 +50,7 @@ def graphs_allowed(device: torch.device) -> bool:
 
 def open_lm(model: torch.nn.Module, capacity: int, keep_hidden: bool | tuple[int, ...] = False) -> CachedLM:
     """The LM wrapper a generation should use: static (GPU, long contexts) or dynamic (short contexts on a CPU). A
-    static one's capacity is rounded up, so that later generations of similar length reuse its cache and graphs. A
-    model of another runtime opens its own."""
-    if isinstance(model, OwnsCaches):
-        return model.open_lm(capacity, keep_hidden)
+    static one's capacity is rounded up, so that later generations of similar length reuse its cache and graphs."""
     if not wants_static(model, capacity):
         return CachedLM(model, keep_hidden)
     step = 1024 if model.device.type == "cuda" else 256  # a CPU pays attention over the whole width: round finely

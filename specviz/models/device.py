@@ -4,8 +4,10 @@ asked for) but CUDA cannot start: a silent fall back to the CPU would make a GPU
 import glob
 import math
 import os
+from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from ..errors import SpecvizError, first_line
 
@@ -99,7 +101,6 @@ def bytes_per_weight(dtype: str) -> int:
 
 def weight_bytes(source: str, dtype: str, local_only: bool = False) -> int:
     """The bytes of a model's weights in `dtype`, from its config alone (built on the meta device: nothing read)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     with torch.device("meta"):
@@ -111,7 +112,6 @@ def heads_bytes(location: str, dtype: str, local_only: bool = False) -> int:
     """The bytes a drafter's heads (Medusa, EAGLE, DFlash) take in `dtype`, the target's precision: the parameter
     counts in their safetensors headers, from a folder or from the Hub's metadata (no weights read); a .bin file's
     size as it is; 0 when neither can say (offline and not in a folder)."""
-    from pathlib import Path
 
     per = bytes_per_weight(dtype)
     folder = Path(str(location)).expanduser()

@@ -17,6 +17,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -186,7 +187,6 @@ def keep_json(path, data) -> None:
 def costs_for(shape: Shape, device: torch.device, folder, report=lambda _: None, paths=CPU_PATHS) -> CostTable:
     """The cost table of `shape` on `device`: from the cache folder's file when measured before here, else measured
     now (with a line to `report`) and kept there."""
-    from pathlib import Path
 
     path = Path(folder) / COSTS_FILE
     key = cache_key(shape, device)

@@ -1,4 +1,5 @@
-"""Load a model by preset, local folder or Hub id through one path, and encode prompts for it."""
+"""A loaded model as every runtime hands it over (`LoadedModel`); transformers' weights read by preset, local folder or
+Hub id through one path; prompts encoded for a model."""
 
 import os
 import re
@@ -8,11 +9,15 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging
 
-from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, first_line
+from ..errors import InvalidRequest, ModelLoadError, ModelNotFound, RuntimeUnsupported, first_line
 from .device import resolve_device, steady_attention, zero_gpu
 from .integrity import folder_problem
 from .offline import PRESETS, ensure_converted
+from .quantize import int8_rows
+from .smoothing import CALIBRATION
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.float32}  # int8: float32, then quantised
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -20,52 +25,73 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 @dataclass
 class LoadedModel:
+    """A model as its runtime loaded it: what the engine, the drafters and the screens read of any model. Each
+    runtime's own subclass (runtimes/) answers how its caches open, one row (`open_lm`: CachedLM's verbs) or several
+    (`open_batch`: BatchedLM's), and what its vocabulary and context are; the engine never asks which runtime it is."""
+
     name: str
-    model: torch.nn.Module
+    model: object  # what the runtime computes with (a torch module, a llama.cpp model)
     tokenizer: object
     device: torch.device
+    precision: str = ""  # how its weights are held, in words: "bfloat16", "int8", "GGUF qwen2 1.5B Q4_K - Medium"
     # what was loaded for this model (e.g. Medusa heads), keyed by kind and location, kept as long as the model is
     companions: dict = field(default_factory=dict, repr=False, compare=False)
-    runtime = "transformers"  # what computes its forwards (a class attribute: llama.cpp's model says "llama.cpp")
+    runtime = None  # the runtime that loaded it (runtimes/runtime.Runtime): each subclass names its own
+
+    def open_lm(self, capacity: int, keep_hidden: bool | tuple[int, ...] = False):
+        """One row's cache with room for `capacity` tokens (CachedLM's verbs); `keep_hidden`: the hidden states a
+        head reads, kept beside it."""
+        raise NotImplementedError
+
+    def open_batch(self, capacity: int = 0):
+        """A cache of several rows (BatchedLM's verbs), room for `capacity` entries of them all (0: its default)."""
+        raise RuntimeUnsupported(f"{self.runtime.name} decodes one request at a time: it gives no batches")
+
+    @property
+    def context_length(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        """The width of its logits."""
+        raise NotImplementedError
+
+    @property
+    def readable(self) -> int:
+        """How many ids the model can be fed (its tokenizer may know more)."""
+        raise NotImplementedError
+
+    def next_logits(self, ids: list[int]) -> torch.Tensor:
+        """[V] logits of the token after `ids`, as plain decoding computes them."""
+        raise NotImplementedError
+
+    @property
+    def forward_curve(self) -> dict[int, float] | None:
+        """Seconds of one forward over k tokens by k, where its runtime measured them at load (None: not there)."""
+        return None
+
+    @property
+    def load_note(self) -> str:
+        """What went otherwise than planned while it loaded, in one line ("": nothing)."""
+        return ""
+
+    def run_eagerly(self) -> None:
+        """Its runtime's plainest path from now on (a fast path that failed for its pair)."""
+
+    def try_fast_path(self) -> str:
+        """Its runtime's fast path tried piece by piece before any visitor's run: '' when it held (or it has none),
+        else the line naming the piece that failed, the model already on the fallback."""
+        return ""
 
     def companion(self, key, load):
         """The companion under `key`, loaded once by `load()` and kept with this model."""
         if key not in self.companions:
             self.companions[key] = load()
         return self.companions[key]
-
-    @property
-    def context_length(self) -> int:
-        return int(getattr(self.model.config, "max_position_embeddings", None) or 2048)
-
-    @property
-    def forward_curve(self) -> dict[int, float] | None:
-        """Seconds of one forward over k tokens by k, where the runtime measured them for this model (None here:
-        transformers' costs are measured by precision, models/kernel_costs.py, and learnt by each run)."""
-        return None
-
-    @torch.inference_mode()
-    def next_logits(self, ids: list[int]) -> torch.Tensor:
-        """[V] logits of the token after `ids`, from one forward over them all."""
-        context = torch.tensor([ids], device=self.device)
-        return self.model(input_ids=context).logits[0, -1]
-
-    @property
-    def eos_ids(self) -> frozenset[int]:
-        ids = self.model.generation_config.eos_token_id
-        ids = set(ids if isinstance(ids, (list, tuple)) else [] if ids is None else [ids])
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        return frozenset(ids)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.get_output_embeddings().out_features  # never the weight: an int8 one unpacks for seconds
-
-    @property
-    def readable(self) -> int:
-        """How many ids the model can be fed: its embedding rows (its tokenizer may know more)."""
-        return self.model.get_input_embeddings().num_embeddings
 
     def check_readable(self, ids: list[int]) -> None:
         """One line for a prompt holding a token the tokenizer knows but the model has no embedding row for."""
@@ -80,7 +106,6 @@ class LoadedModel:
 
 def quiet_transformers() -> None:
     """No progress bars or advice from transformers: the CLI prints one line per error, the app its own status."""
-    from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
@@ -176,7 +201,6 @@ def check_loadable(name: str) -> tuple[str, bool, str | None]:
 
 def load_tokenizer(source: str, offline_reason: str | None = None):
     """The tokenizer of what check_loadable found; with the Hub unreachable, only from the local cache."""
-    from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(source, local_files_only=bool(offline_reason))
 
@@ -192,7 +216,6 @@ def _read_weights(source: str, dtype: str, offline_reason, where: torch.device):
     """The model from_pretrained gives. Where loading with a device map fails, the weights are read on the CPU
     instead (moved by the caller), and the model is set to the eager, dynamic-cache path with a line saying why
     (`specviz_load_note`): a race that runs beats a Space that shows an error."""
-    from transformers import AutoModelForCausalLM
 
     kwargs = dict(dtype=DTYPES[dtype], local_files_only=bool(offline_reason))
     mapped = placement(where)
@@ -210,8 +233,9 @@ def _read_weights(source: str, dtype: str, offline_reason, where: torch.device):
         return model
 
 
-def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None) -> LoadedModel:
-    """`tokenizer`: the model's, when the caller has already loaded it (load_tokenizer)."""
+def read_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokenizer=None):
+    """(the transformers model in `dtype` on its device, its tokenizer, the device), or one line why not.
+    `tokenizer`: the model's, when the caller has already loaded it (load_tokenizer)."""
     where = check_precision(dtype, device)
     source, from_hub, offline_reason = check_loadable(name)
     try:
@@ -228,15 +252,12 @@ def load_model(name: str, dtype: str = "bfloat16", device: str = "auto", tokeniz
     model.to(where).eval()
     steady_attention(where)
     if dtype == "int8":
-        from .quantize import int8_rows
-
         model = int8_rows(model, calibration_ids(tokenizer))
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=where)
+    return model, tokenizer, where
 
 
 def calibration_ids(tokenizer) -> list[int]:
     """The ids of the text an int8 model's smoothing measures its input channels on (smoothing.CALIBRATION)."""
-    from .smoothing import CALIBRATION
 
     return tokenizer.encode(CALIBRATION, add_special_tokens=False)
 

@@ -15,6 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
 from ..errors import OfflinePackageError
 from .integrity import MANIFEST, file_sizes
 
@@ -130,6 +133,26 @@ def assemble(preset: OfflinePreset, dest: Path) -> Path:
     return dest
 
 
+def gguf_folder() -> Path:
+    return cache_root() / "gguf"
+
+
+def preset_file(name: str) -> Path:
+    """An offline preset's GGUF as its packages ship it, joined once into the cache (its sha256 checked then): what
+    llama.cpp loads, and where transformers reads a preset's config before converting it."""
+    preset = PRESETS[name]
+    path = gguf_folder() / f"{name}.gguf"
+    if not path.is_file():
+        locate_parts(preset)  # a missing package fails here, in one line, before any work
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.part")
+        try:
+            os.replace(assemble(preset, scratch), path)
+        finally:
+            scratch.unlink(missing_ok=True)
+    return path
+
+
 def ensure_converted(preset: OfflinePreset, log=None, rebuild: bool = False) -> Path:
     """Return a Hugging Face folder for the preset, converting the GGUF on first use (or when asked to rebuild it).
     The folder appears whole or not at all: it is built in a temporary folder beside it and moved into place, and a
@@ -161,8 +184,6 @@ def ensure_converted(preset: OfflinePreset, log=None, rebuild: bool = False) -> 
 
 
 def _dequantise(gguf: Path, out: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig
 
 from .kernel_costs import CostTable, Shape, costs_for, device_name
+from .offline import cache_root
 
 PRIOR_ALPHA = 0.8  # acceptance rate assumed before a run has measured one (a draft model on everyday prompts)
 GAMMAS = range(1, 9)
@@ -122,9 +124,6 @@ def for_pair(target_source: str, draft_source: str, where: torch.device, local_o
     if where.type != "cpu":
         name = device_name(where)
         return PrecisionChoice("bfloat16", False, 4, f"bfloat16 on {name}: a GPU's native precision", device=name)
-    from transformers import AutoConfig
-
-    from .offline import cache_root
 
     def shape_of(source: str) -> Shape:
         if source.endswith(".gguf"):  # an offline preset not yet converted: its config read from the GGUF

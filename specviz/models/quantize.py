@@ -19,6 +19,8 @@ import warnings
 
 import torch
 
+from .smoothing import input_maxima, smooth
+
 INPUT_LEVELS = 63  # an input row's largest magnitude maps to ±63 (7 bits)
 ZERO_POINT = 64
 _INT8_PRODUCT = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
@@ -117,7 +119,6 @@ SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # read th
 def int8_rows(model: torch.nn.Module, calibration_ids: list[int] | None = None) -> torch.nn.Module:
     """The model in float32 with every Linear layer int8 by rows (in place): siblings sharing one product; with
     `calibration_ids` (the tokenizer's ids of smoothing.CALIBRATION), smoothed first."""
-    from .smoothing import input_maxima, smooth
 
     model = model.float()
     if calibration_ids:

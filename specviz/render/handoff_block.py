@@ -47,8 +47,9 @@ def _engine(setting: EngineSetting, shared: list[str], copy: bool) -> str:
 def _fold(h: Handoff, open_it: bool, copy: bool) -> str:
     shared = shared_notes(h.settings)
     alike = f'<p class="sv-prod-note">in every engine: {escape("; ".join(shared))}</p>' if shared else ""
+    ran_on = f'<p class="sv-prod-note sv-prod-ran-on">{escape(h.ran_on)}</p>' if h.ran_on else ""
     return (
-        f'<details class="sv-prod-drafter"{" open" * open_it}><summary>{escape(h.name)}</summary>'
+        f'<details class="sv-prod-drafter"{" open" * open_it}><summary>{escape(h.name)}</summary>{ran_on}'
         f'<div class="sv-prod-engines">{"".join(_engine(s, shared, copy) for s in h.settings)}</div>{alike}</details>'
     )
 

@@ -8,7 +8,7 @@ from ..analysis.physics import shown_speedup
 from ..errors import SpecvizError
 from ..events import PLAIN, Metrics, summarize
 from ..paths import ASSETS
-from ..trace import EXACT_ADVICE, EXACT_ON, LLAMA_ADVICE, identity_grounds
+from ..trace import ELSEWHERE_ADVICE, EXACT_ADVICE, EXACT_ON, NO_EXACT_MODE, identity_grounds
 from ..views.race import RaceView
 from . import html_table
 from .figure1 import origin_text, visible
@@ -133,7 +133,7 @@ def _why_parted(exact: str) -> str:
             "In exact mode this should not happen: please report it, with the run's trace (Recorded runs, "
             "Download trace)."
         )
-    advice = LLAMA_ADVICE if "llama.cpp" in exact else EXACT_ADVICE
+    advice = ELSEWHERE_ADVICE if NO_EXACT_MODE in exact else EXACT_ADVICE
     return f"A near tie like this can flip: {identity_grounds(exact)}. {advice}"
 
 

@@ -1,28 +1,24 @@
-"""Which runtime computes the target on this device: transformers (the model's full precision, or int8) or llama.cpp
-(the GGUF's own quantisation), chosen from measured costs, with its reason in words, and checked against what a
-run then measures.
+"""Which runtime computes the pair on this device, priced from measured costs, with its reason in words, and checked
+against what a run then measures.
 
-Both are priced the same way, from a forward's cost over k tokens V(k) and a drafted token's d, at a prior acceptance
-rate α: the best of plain decoding and every γ, since adaptive γ decodes plainly where no draft pays,
+Every runtime is priced the same way, from a forward's cost over k tokens V(k) and a drafted token's d, at a prior
+acceptance rate α: the best of plain decoding and every γ, since adaptive γ decodes plainly where no draft pays,
 
     tokens/s = max(1 / V(1), max over γ of E(α, γ) / (γ·d + V(γ + 1))),   E(α, γ) = (1 − α^(γ+1)) / (1 − α).
 
-llama.cpp's V(k) is measured on the GGUF itself (llama/forward_costs.py) and its d is the draft's own plain step; the
-transformers paths' costs are models/kernel_costs.py's. A quantised GGUF streams a quarter of bfloat16's bytes, so its
-plain step is fast and a multi-token verify relatively dear: the same draft may pay in one runtime and lose in the
-other, which is what the reason says. What a run measures then checks the prediction (`Check`): the costs'
-prediction at the run's own α within CHECK_MARGIN of its measured tokens/s, or the choice says it was a guess.
+How each runtime measures its V(k) and d is its own (its module's `plan`). A runtime whose plain step is fast may find
+a multi-token verify relatively dear (a quantised GGUF streams a quarter of bfloat16's bytes): the same draft may pay
+on one runtime and lose on another, which is what the reason says. What a run measures then checks the prediction
+(`Check`): the costs' prediction at the run's own α within CHECK_MARGIN of its measured tokens/s, or the choice says
+it was a guess.
 """
 
 from dataclasses import dataclass, field
 
+from ..events import summarize
 from ..models.kernel_costs import CostTable
-from ..models.precision_choice import GAMMAS, PRIOR_ALPHA, PrecisionChoice, expected_tokens
+from ..models.precision_choice import GAMMAS, PRIOR_ALPHA, expected_tokens
 
-TRANSFORMERS = "transformers"
-LLAMA_CPP = "llama.cpp"
-AUTO = "auto"
-RUNTIMES = (TRANSFORMERS, LLAMA_CPP)
 CHECK_MARGIN = 0.15  # a prediction within this share of the measured tokens/s stands; further off, a guess
 
 
@@ -55,6 +51,7 @@ class RuntimePlan:
     draft: float  # a drafted token in one-token forwards (0 without a draft model)
     curve: dict = field(default_factory=dict, compare=False)  # seconds by k
     draft_s: float = 0.0
+    measured: object = field(default=None, compare=False)  # what the runtime priced it from (a precision choice)
 
     def as_dict(self) -> dict:
         return {
@@ -73,7 +70,10 @@ class RuntimePlan:
         return speed(self.curve, self.draft_s if draft_s is None else draft_s, alpha)[0]
 
 
-def plan_from(runtime: str, path: str, curve: dict[int, float], draft_s: float, alpha=PRIOR_ALPHA) -> RuntimePlan:
+def plan_from(
+    runtime: str, path: str, curve: dict[int, float], draft_s: float, alpha=PRIOR_ALPHA, measured=None
+) -> RuntimePlan:
+    """A runtime's plan from its forward curve (seconds by k tokens) and a drafted token's seconds."""
     rate, gamma = speed(curve, draft_s, alpha)
     one = curve[1]
     return RuntimePlan(
@@ -86,15 +86,8 @@ def plan_from(runtime: str, path: str, curve: dict[int, float], draft_s: float, 
         draft_s / one,
         dict(curve),
         draft_s,
+        measured,
     )
-
-
-def transformers_plan(choice: PrecisionChoice, table) -> RuntimePlan | None:
-    """The precision choice's path as a runtime plan (its cost table's curve, its draft cost)."""
-    if table is None or choice.dtype not in table.forward:
-        return None
-    curve = {w: table.at(choice.dtype, w) for w in sorted(table.forward[choice.dtype])}
-    return plan_from(TRANSFORMERS, choice.dtype, curve, choice.draft_s)
 
 
 @dataclass(frozen=True)
@@ -104,9 +97,8 @@ class RuntimeChoice:
     runtime: str
     reason: str
     plans: dict = field(default_factory=dict)  # runtime -> RuntimePlan
-    precision: PrecisionChoice | None = None  # transformers' precision, as measured for the pair
     device: str = ""
-    asked: str = AUTO  # what was asked: auto (measured), or the runtime named
+    asked: str = "auto"  # what was asked: auto (measured), or the runtime named
 
     @property
     def plan(self) -> RuntimePlan | None:
@@ -117,15 +109,10 @@ class RuntimeChoice:
         return {**plain, "plans": {r: p.as_dict() for r, p in self.plans.items()}}
 
 
-def named(runtime: str, why: str, plans: dict | None = None, precision=None, device: str = "") -> RuntimeChoice:
-    """A runtime as asked for (or the only one possible), with the line that says so."""
-    return RuntimeChoice(runtime, why, plans or {}, precision, device, asked=runtime)
-
-
-def choose(plans: dict[str, RuntimePlan], precision: PrecisionChoice | None, device: str) -> RuntimeChoice:
+def choose_fastest(plans: dict[str, RuntimePlan], device: str) -> RuntimeChoice:
     """The runtime whose plan promises the most tokens/s, and the sentence that says why."""
     chosen = max(plans.values(), key=lambda p: p.speed)
-    return RuntimeChoice(chosen.runtime, reason_for(chosen, plans, device), plans, precision, device)
+    return RuntimeChoice(chosen.runtime, reason_for(chosen, plans, device), plans, device)
 
 
 def reason_for(chosen: RuntimePlan, plans: dict[str, RuntimePlan], device: str) -> str:
@@ -187,10 +174,14 @@ def check(plan: RuntimePlan, measured: float, alpha: float | None, draft_s: floa
     return Check(plan.speed, at_run, measured, alpha)
 
 
+def in_forwards(curve: dict[int, float]) -> dict[int, float]:
+    """A forward curve in one-token forwards: V(k) / V(1)."""
+    return {w: s / curve[1] for w, s in curve.items()}
+
+
 def check_run(plan: RuntimePlan, events) -> Check:
     """`plan` against a finished run's events (StepEvents): its decode tokens/s, its acceptance rate and what a
     drafted token cost it (a draft model's forwards, a lookup's search), at the best γ the costs give."""
-    from ..events import summarize
 
     metrics = summarize(events)
     drafted = sum(len(e.proposed) for e in events)

@@ -32,8 +32,21 @@ ENGINES = tuple(e.name for e in _ENGINES)
 
 
 def handoff(ran: Ran) -> Handoff:
-    """The drafter's setting in every engine."""
-    return Handoff(ran.name or ran.drafter, ran.drafter, tuple(_setting(engine, ran) for engine in _ENGINES))
+    """The drafter's setting in every engine, and where specviz ran it among them."""
+    settings = tuple(_setting(engine, ran) for engine in _ENGINES)
+    return Handoff(ran.name or ran.drafter, ran.drafter, settings, ran_on(ran))
+
+
+def ran_on(ran: Ran) -> str:
+    """Which of the engines below runs what specviz ran, from its runtime: the same engine, or none of them."""
+    if not ran.runtime:
+        return ""
+    if ran.runtime_engine in ENGINES:
+        return f"specviz ran it on {ran.runtime}: the {ran.runtime_engine} setting below runs it in that same engine"
+    return (
+        f"specviz ran it on {ran.runtime}, which no serving engine runs: no equivalent of the runtime; the settings "
+        "below run the same drafter in each engine"
+    )
 
 
 def _setting(engine: _Engine, ran: Ran) -> EngineSetting:

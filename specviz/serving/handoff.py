@@ -25,9 +25,11 @@ class Handoff:
     name: str  # the lane as specviz names it ("draft", "draft@4")
     drafter: str
     settings: tuple[EngineSetting, ...]
+    ran_on: str = ""  # the runtime specviz ran it on, and which engine below (if any) is that runtime, in words
 
     def to_json(self) -> dict:
-        return {"name": self.name, "drafter": self.drafter, "engines": [asdict(s) for s in self.settings]}
+        engines = [asdict(s) for s in self.settings]
+        return {"name": self.name, "drafter": self.drafter, "engines": engines, "ran_on": self.ran_on}
 
     @staticmethod
     def from_json(data: dict) -> "Handoff":
@@ -37,7 +39,7 @@ class Handoff:
             for e in (listed if isinstance(listed, list) else ())
             if isinstance(e, dict)
         )
-        return Handoff(str(data.get("name", "")), str(data.get("drafter", "")), engines)
+        return Handoff(str(data.get("name", "")), str(data.get("drafter", "")), engines, str(data.get("ran_on", "")))
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Ran:
     per_batch_size: tuple = ()  # ([first, last, γ], ...) from a concurrency sweep
     name: str = ""  # the lane's name, where it is not the drafter's
     serving: Serving = field(kw_only=True)
+    runtime: str = field(default="", kw_only=True)  # the runtime specviz ran it on ("": not said)
+    runtime_engine: str = field(default="", kw_only=True)  # the serving engine that runtime is ("": none is)
 
 
 def recording(handoffs) -> dict:

@@ -18,7 +18,8 @@ from ..engine.loop import generate_rows
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent, generated_ids
 from ..models.device import check_batch_fits
-from ..runs import LaneRun, Pair, lane_runs
+from ..runs import LaneRun, lane_runs
+from ..runtimes.pair import Pair
 from ..settings import Settings
 from .latency import RequestTiming
 from .levels_view import ConcurrencyView

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig
 
 from ..models import LoadedModel, encode_prompt
 
@@ -43,7 +44,6 @@ def self_distilled_texts(
 ) -> list[Text]:
     """Prompt + the base model's own continuations as token ids, `samples` per prompt in prompt order: the first
     greedy, the rest sampled. Prompts go through transformers' generate `batch` at a time (left-padded)."""
-    from transformers import GenerationConfig
 
     tok = base.tokenizer
     eos = base.eos_ids

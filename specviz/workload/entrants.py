@@ -12,10 +12,11 @@ from ..drafters.registry import kind, kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..events import PLAIN
 from ..models.offline import production_name
+from ..runtimes.runtime_registry import chosen_or_none
 from ..serving.batch_table import ANY_DRAFTER
 from ..serving.engine_settings import handoff
 from ..serving.handoff import Ran
-from ..settings import Settings, mode_text, parse_lane
+from ..settings import AUTO, Settings, mode_text, parse_lane
 from ..views.grand_prix import RaceLane
 from .view import Contender
 
@@ -47,7 +48,8 @@ class EntryRules:
     has_draft: bool
     tables: Mapping[str, tuple] | None = None  # drafter -> γ by batch size as measured; None: no NAME@table lanes here
     no_table: str = "a concurrency sweep measures it"  # where a table comes from, said when a lane asks for none
-    runtime: str = "transformers"  # what computes the target: a drafter that cannot run there says why
+    runtime: str = AUTO  # what computes the target (a runtime's name; auto: not chosen yet): a drafter that cannot run
+    # there says why
 
 
 def drafter_names(text: str | Sequence[str] | None) -> list[str]:
@@ -86,7 +88,7 @@ def entrant(k: Recipe, name: str, settings: Settings, rules: EntryRules, table: 
         options = rules.options_of(k)
         if k.draft_needed(options) and not rules.has_draft:
             raise InvalidRequest("it needs a draft model (--draft)")
-        k.check_for(options, rules.target_name, rules.runtime)
+        k.check_for(options, rules.target_name, chosen_or_none(rules.runtime))
     except SpecvizError as exc:
         return Entrant(Contender(name, k.listing.label, f"not available: {exc}"), drafter=k.name)
     words = k.listing.words(options)
@@ -191,7 +193,7 @@ def lane_of(e: Entrant) -> RaceLane:
 def across_runtimes(chosen: Sequence[Entrant], base: Settings, rules: EntryRules, others: Sequence[str]):
     """A race that compares runtimes: the entrants on the race's own runtime, then for each other runtime its own
     plain decoding and every entrant again, named "NAME · RUNTIME" and checked against that runtime (a head that
-    does not run on llama.cpp says why there)."""
+    reads hidden states a runtime does not give says why there)."""
     out = list(chosen)
     for runtime in others:
         own = replace(rules, runtime=runtime)
@@ -203,6 +205,11 @@ def across_runtimes(chosen: Sequence[Entrant], base: Settings, rules: EntryRules
     return out
 
 
+def ran_on(runtime) -> dict:
+    """What a handoff says of the runtime a run was on (a runtimes/runtime.Runtime; None: not said)."""
+    return {"runtime": runtime.name, "runtime_engine": runtime.engine} if runtime is not None else {}
+
+
 def production(
     chosen: Sequence[Entrant],
     target: str,
@@ -211,10 +218,12 @@ def production(
     chat: bool,
     same_vocab: bool = True,
     batch_tables: Mapping[str, tuple] = MappingProxyType({}),
+    runtime=None,
 ) -> tuple:
     """Every runnable entrant's settings for transformers, vLLM and SGLang (as its kind declares them), the models
     (as specviz was given them) named as another engine loads them; `same_vocab`: the draft reads the target's ids;
-    `batch_tables`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one."""
+    `batch_tables`: vLLM's draft length per batch-size range, by drafter, where a concurrency sweep measured one;
+    `runtime`: the runtime they ran on (runtimes/runtime.Runtime), which each handoff places among the engines."""
     target = production_name(target)
     draft = production_name(draft)
     return tuple(
@@ -231,6 +240,7 @@ def production(
                 batch_tables.get(e.drafter, ()),
                 name=e.contender.name,
                 serving=kind(e.drafter).serving,
+                **ran_on(runtime),
             )
         )
         for e in chosen

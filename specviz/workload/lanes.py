@@ -10,7 +10,8 @@ from ..drafters.suffix_index import RunMemory
 from ..errors import SpecvizError, first_line
 from ..events import PLAIN, StepEvent
 from ..record import TokenTexts
-from ..runs import LaneRun, Pair, generate_named, parted
+from ..runs import LaneRun, generate_named, parted
+from ..runtimes.pair import Pair
 from ..settings import Settings
 from ..trace import Divergence
 from ..views.race import Lane, interleave

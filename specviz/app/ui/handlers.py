@@ -295,14 +295,15 @@ class Handlers(WorkloadHandlers, GrandPrixHandlers, UnderLoadHandlers):
             except Exception as exc:
                 yield panels.failure(exc), gr.skip()
 
-    def load(self, pair_label, dtype_name, draft_dtype="same", runtime="transformers", request: gr.Request = None):
+    def load(self, pair_label, dtype_name, draft_dtype="same", runtime="auto", request: gr.Request = None):
         try:
             self.backend.shelf.preset(pair_label, request.session_hash if request else "")
             mixed = draft_dtype not in ("same", dtype_name)
             draft = "" if not mixed else draft_dtype
             for line in self.backend.shelf.load(pair_label, dtype_name, draft_dtype=draft, runtime=runtime):
                 yield panels.status(line, "busy")
-            yield panels.status(f"ready: {pair_label} ({self.backend.shelf.current().precision_words()})", "done")
+            pair = self.backend.shelf.current()
+            yield panels.status(f"ready: {pair_label} ({pair.precision_words()} on {pair.runs_on.name})", "done")
         except Exception as exc:
             yield panels.failure(exc)
 

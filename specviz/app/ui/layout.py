@@ -14,6 +14,7 @@ import gradio as gr
 
 from ...paths import ASSETS
 from ...render import panels
+from ...settings import AUTO
 from .handlers import Handlers
 from .race_screen import RaceScreen
 from .sidebar import settings_sidebar
@@ -59,16 +60,19 @@ def build_app(
     dtypes: list[str],
     max_new_default: int = 128,
     draft_default: str = "same",
-    runtimes: tuple[str, ...] = ("transformers",),
+    runtimes: tuple[str, ...] = (AUTO,),
+    about_runtimes: str = "",
 ) -> gr.Blocks:
     """`kinds`: the drafter kinds to offer (drafters.registry.kinds(menu_only=True)), each with its option panel;
     `draft_default`: the draft precision a run starts with ("same" as the target's, or one of `dtypes`); `runtimes`:
-    what may compute the models, the first the default (one alone: the choice is not shown)."""
+    what may compute the models, the first the default (one alone: the choice is not shown), with a line on each
+    (`about_runtimes`)."""
     prompts = json.loads((ASSETS / "prompts.json").read_text())
     s = SimpleNamespace()  # the screen's components by name, filled part by part, top to bottom
     with gr.Blocks(title="specviz: speculative decoding you can see") as demo:
         s.prompt = prompt_box(prompts["code"][0])  # drawn in the race's prompt bar, but the examples fill it
-        settings_sidebar(s, pair_labels, kinds, dtypes, max_new_default, draft_default, prompts, runtimes)
+        sidebar = (pair_labels, kinds, dtypes, max_new_default, draft_default, prompts, runtimes, about_runtimes)
+        settings_sidebar(s, *sidebar)
         race_row(s)
         result_tabs(s, kinds)
         s.trace = gr.State(None)  # the path of the last run's trace file

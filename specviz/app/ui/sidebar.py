@@ -20,14 +20,15 @@ def settings_sidebar(
     max_new_default: int,
     draft_default: str,
     prompts: dict,
-    runtimes: list[str] = ("transformers",),
+    runtimes: list[str],
+    about_runtimes: str = "",
 ) -> None:
     """The sidebar, open at first. Sets, besides the controls, `s.drafter_notes` (a line per drafter, shown under
     the menu), `s.options` ({option name: widget}) and `s.option_boxes` ({drafter name: its options' panel})."""
     with gr.Sidebar(label="Settings", open=True, elem_id="sv-sidebar", width=390):  # the pair's name whole
         model_choices(s, pair_labels)
         drafter_choice(s, kinds)
-        runtime_choice(s, list(runtimes))
+        runtime_choice(s, list(runtimes), about_runtimes)
         precisions(s, dtypes, draft_default)
         decoding_controls(s, kinds[0], max_new_default)
         s.options, s.option_boxes = option_panels(kinds, kinds[0].name)
@@ -71,14 +72,13 @@ def drafter_choice(s, kinds) -> None:
     s.drafter_note = gr.HTML(s.drafter_notes[kinds[0].name], elem_id="sv-drafter-note")
 
 
-def runtime_choice(s, runtimes: list[str]) -> None:
-    """What computes the models: transformers, or llama.cpp (the engine laptops run), or auto (measured here)."""
+def runtime_choice(s, runtimes: list[str], about: str) -> None:
+    """What computes the models: each runtime this device runs (`about`: a line on each), or auto (measured here)."""
     s.runtime = gr.Radio(
         runtimes,
         value=runtimes[0],
         label="Runtime",
-        info="llama.cpp: each GGUF's own quantisation, as your laptop runs it; transformers: full precision or int8, "
-        "as a GPU serves it; auto: whichever is faster here, measured (why: the Why this speedup tab).",
+        info=f"{about}{'; ' * bool(about)}auto: whichever is faster here, measured (why: the Why this speedup tab).",
         elem_id="sv-runtime",
         visible=len(runtimes) > 1,
     )

@@ -138,8 +138,8 @@ def compare_tab(s, kinds) -> None:
                 )
                 s.gp_runtimes = gr.Checkbox(
                     False,
-                    label="on both runtimes: each lane on transformers and on llama.cpp, each beside its own plain "
-                    "decoding, and why the speedups differ",
+                    label="on every runtime: each lane on each runtime that runs the pair here, each beside its own "
+                    "plain decoding, and why the speedups differ",
                     elem_id="sv-gp-runtimes",
                 )
         with gr.Row(equal_height=True):

@@ -11,6 +11,7 @@ import gradio as gr
 from ...errors import InvalidRequest
 from ...events import PLAIN
 from ...render import html_table, panels
+from ...render.report import write_report
 from ...workload.prompts import read_prompts, split_pasted
 from ...workload.view import WorkloadView, duration
 
@@ -126,7 +127,6 @@ class WorkloadHandlers:
                 yield {s.workload_progress: panels.failure(exc), s.status: panels.failure(exc)}
 
     def workload_outputs(self, view: WorkloadView) -> dict:
-        from ...render.report import write_report
 
         s = self.screen
         out = {

@@ -76,7 +76,7 @@ KIND = Recipe(
         order=47,
         preferred=(("gamma", 15), ("adaptive", True)),
     ),
-    **reads_insides("dflash", _location, "draft reads several of the target's inner layers", "draft-dflash"),
+    **reads_insides("dflash", _location, "draft reads several of the target's inner layers"),
     serving=Serving(
         transformers=no_transformers("DFlash block drafter"),
         vllm=VllmMethod(

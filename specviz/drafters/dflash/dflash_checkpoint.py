@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import torch
+from transformers import Qwen3Config
 
 from ...errors import SpecvizError, first_line
 from ...paths import ASSETS
@@ -129,7 +130,6 @@ def config_for(
 
 def layer_config(saved: dict, target_config, draft_layers: int):
     """The draft layers' Qwen3 config: the checkpoint's sizes, its rotary settings, the target's width."""
-    from transformers import Qwen3Config
 
     missing = [name for name in LAYER_FIELDS if saved.get(name) is None]
     if missing:

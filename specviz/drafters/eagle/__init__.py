@@ -71,7 +71,7 @@ KIND = Recipe(
         ),
         order=45,
     ),
-    **reads_insides("eagle", _location, "head reads the target's hidden states from inside the model", "draft-eagle3"),
+    **reads_insides("eagle", _location, "head reads the target's hidden states from inside the model"),
     serving=Serving(
         transformers=no_transformers("EAGLE heads"),
         vllm=VllmMethod("eagle", weights=HEAD, adaptive_verification=True),

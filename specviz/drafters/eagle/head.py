@@ -19,6 +19,8 @@ embedding and RMSNorm, composed; no modeling file is copied):
 
 import torch
 from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama import modeling_llama as llama
 
 from ..heads_common import register_shortlist
 
@@ -27,7 +29,6 @@ LAYOUTS = ("eagle1", "eagle3")
 
 def llama_config(config):
     """A Llama config of the same sizes and rotary settings as `config` (another family's)."""
-    from transformers import LlamaConfig
 
     kept = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")
     kept += ("rms_norm_eps", "max_position_embeddings", "vocab_size", "hidden_act", "rope_parameters")
@@ -61,8 +62,6 @@ class EagleHead(nn.Module):
         norm_class = type(backbone.norm)
         rotary_class = type(backbone.rotary_emb)
         if family == "llama" and config.model_type != "llama":
-            from transformers.models.llama import modeling_llama as llama
-
             layer_class, norm_class, rotary_class = (
                 llama.LlamaDecoderLayer,
                 llama.LlamaRMSNorm,

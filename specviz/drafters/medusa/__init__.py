@@ -61,9 +61,7 @@ KIND = Recipe(
         describe=lambda o: f"Medusa heads, {o.medusa_tree} tree",
         order=40,
     ),
-    **reads_insides(
-        "medusa", _location, "heads read the target's final hidden state at every position", "nearest, draft-mtp,"
-    ),
+    **reads_insides("medusa", _location, "heads read the target's final hidden state at every position"),
     serving=Serving(
         transformers=no_transformers("Medusa heads"),
         vllm=VllmMethod(

@@ -35,13 +35,14 @@ SLACK = 1.25  # how far a timing may stray before a curve is implausible: V(k) â
 def _key(path: Path) -> str:
     stat = path.stat()
     return (
-        f"method {METHOD}|{device_name(torch.device('cpu'))}|{threads()} threads|llama-cpp-python {_version()}|"
+        f"method {METHOD}|{device_name(torch.device('cpu'))}|{threads()} threads|llama-cpp-python {version()}|"
         f"{kernels()}|"
         f"{path.name}:{stat.st_size}"
     )
 
 
-def _version() -> str:
+def version() -> str:
+    """llama-cpp-python's version, which a kept curve is measured under ("?" where it is not installed)."""
     try:
         return metadata.version("llama-cpp-python")
     except metadata.PackageNotFoundError:
@@ -122,8 +123,3 @@ def forward_curve(model, report=lambda _: None, folder: Path | None = None) -> d
     known[_key(model.path)] = {"curve": {str(w): s for w, s in curve.items()}, "describe": model.describe()}
     keep_json(path, known)
     return curve
-
-
-def in_forwards(curve: dict[int, float]) -> dict[int, float]:
-    """The curve in one-token forwards: V(k) / V(1)."""
-    return {w: s / curve[1] for w, s in curve.items()}

@@ -1,43 +1,24 @@
-"""A GGUF file loaded in llama.cpp, as the engine takes a model: found by name (an offline preset's own file, joined
+"""A GGUF file loaded in llama.cpp: found by name (an offline preset's own file, joined
 from its packages once, or any .gguf a user points at), checked before llama.cpp reads it, its tokenizer read from
 the same file, and contexts lent to each generation and taken back.
 """
 
 import ctypes
-import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
-from ...errors import ModelLoadError, ModelNotFound, OfflinePackageError
-from ...models.loading import LoadedModel
-from ...models.offline import PRESETS, assemble, cache_root, converted_path, locate_parts
+from ...errors import ModelLoadError, ModelNotFound, OfflinePackageError, RuntimeUnsupported
+from ...models.offline import PRESETS, converted_path, gguf_folder, locate_parts, preset_file
 from .binding import Context, library, threads
+from .llama_lm import LlamaLM
+from .llama_rows import LlamaRows
 
 GGUF_MAGIC = b"GGUF"
 CONTEXT_STEP = 1024  # contexts are made in sizes rounded up to this, so later generations reuse them
 FREE_CONTEXTS = 4  # contexts kept for reuse per model: two sides of a race, and a draft's
-
-
-def gguf_folder() -> Path:
-    return cache_root() / "gguf"
-
-
-def preset_file(name: str) -> Path:
-    """An offline preset's GGUF as its packages ship it, joined once into the cache (its sha256 checked then)."""
-    preset = PRESETS[name]
-    path = gguf_folder() / f"{name}.gguf"
-    if not path.is_file():
-        locate_parts(preset)  # a missing package fails here, in one line, before any work
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{os.getpid()}.part")
-        try:
-            os.replace(assemble(preset, scratch), path)
-        finally:
-            scratch.unlink(missing_ok=True)
-    return path
 
 
 def gguf_problem(name: str) -> str:
@@ -93,7 +74,6 @@ def check_gguf(path: Path) -> None:
 def load_tokenizer(name: str, path: Path):
     """The model's tokenizer: beside its GGUF when the folder holds one (tokenizer_config.json), else read from the
     GGUF by transformers once and kept in the cache folder (an offline preset's converted folder holds it already)."""
-    from transformers import AutoTokenizer
 
     converted = converted_path(PRESETS[name]) if name in PRESETS else path.parent
     if (converted / "tokenizer_config.json").is_file():
@@ -116,8 +96,6 @@ def load_tokenizer(name: str, path: Path):
 class GgufModel:
     """A GGUF loaded by llama.cpp (memory-mapped, as llama.cpp's tools load it), and the contexts its generations
     use. The engine asks it for a cache (`open_lm`, `open_batch`) as it would open one on a transformers model."""
-
-    runtime = "llama.cpp"
 
     def __init__(self, path: Path):
         lib = library()
@@ -177,62 +155,11 @@ class GgufModel:
                 self._free.pop().close()
 
     def open_lm(self, capacity: int, keep_hidden=False):
-        from ...errors import RuntimeUnsupported
-        from .llama_lm import LlamaLM
 
         if keep_hidden:
             raise RuntimeUnsupported("llama.cpp does not hand specviz the target's hidden states a head reads")
         return LlamaLM(self, capacity)
 
     def open_batch(self, capacity: int = 0):
-        from .llama_rows import LlamaRows
 
         return LlamaRows(self, capacity)
-
-
-@dataclass
-class GgufLoaded(LoadedModel):
-    """A LoadedModel whose model is a GgufModel: what the engine reads of a model, from llama.cpp."""
-
-    runtime = "llama.cpp"
-
-    @property
-    def context_length(self) -> int:
-        return self.model.context_length
-
-    @property
-    def eos_ids(self) -> frozenset[int]:
-        """The ids llama.cpp ends a generation at, and the tokenizer's end of text."""
-        ids = self.companion("eos", self.model.end_of_text)
-        own = self.tokenizer.eos_token_id
-        return ids if own is None else ids | {own}
-
-    @property
-    def forward_curve(self) -> dict[int, float]:
-        return self.model.forward_curve
-
-    def next_logits(self, ids: list[int]) -> torch.Tensor:
-        """[V] logits of the token after `ids` as plain decoding computes them: the text read as llama.cpp reads a
-        prompt."""
-        lm = self.model.open_lm(len(ids) + 1)
-        lm.read_prompt(ids)
-        return lm.extend(torch.tensor(ids[-1:]))[0]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab
-
-    @property
-    def readable(self) -> int:
-        return self.model.vocab
-
-
-def load_gguf(name: str, tokenizer=None, report=lambda _: None) -> GgufLoaded:
-    """`name` (an offline preset, a .gguf file or a folder holding one) in llama.cpp, with its tokenizer."""
-    from .forward_costs import forward_curve
-
-    path = locate_gguf(name)
-    model = GgufModel(path)  # llama.cpp reads the file first: a damaged one is said in its words
-    tokenizer = tokenizer or load_tokenizer(name, path)
-    model.forward_curve = forward_curve(model, report)
-    return GgufLoaded(name=name, model=model, tokenizer=tokenizer, device=torch.device("cpu"))
