@@ -376,3 +376,27 @@ def test_the_runtime_name_check_finds_a_runtime_told_apart(tmp_path):
     )
     found = runtime_told_apart(tmp_path / "m.py", tmp_path, {"llama.cpp", "transformers"})
     assert [hit.split(":")[1] for hit in found] == ["1", "3", "4"]
+
+
+def pairs_made_at(path: Path, root: Path) -> list[str]:
+    """file:line of each call that constructs a Pair in `path`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(root).as_posix()
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return [f"{where}:{c.lineno}" for c in calls if ast.unparse(c.func).split(".")[-1] == "Pair"]
+
+
+def test_a_pair_is_constructed_in_one_module():
+    """runtimes/pair.py opens every pair (open_pair, load_pair): a caller asks for one there, never builds its own."""
+    own = ROOT / "specviz" / "runtimes" / "pair.py"
+    found = [hit for path in outside_the_runtimes(ROOT) + [*(ROOT / "specviz" / "runtimes").rglob("*.py")]
+             if path != own for hit in pairs_made_at(path, ROOT)]  # fmt: skip
+    assert not found, "ask runtimes/pair.open_pair for the pair:\n" + "\n".join(found)
+    assert len(pairs_made_at(own, ROOT)) == 1
+
+
+def test_the_pair_check_finds_a_pair_built_elsewhere(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "pair = Pair(target, draft)\nother = runs.Pair(t)\npreset = PairPreset('a', 'b', 'c')\n"
+    )
+    assert pairs_made_at(tmp_path / "m.py", tmp_path) == ["m.py:1", "m.py:2"]

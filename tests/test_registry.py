@@ -428,7 +428,7 @@ def test_the_layout_in_the_design_notes_names_every_file_and_no_file_that_is_gon
     named = set(re.findall(r"([a-z_]+)/", block))
     assert {p.split("/")[-1] for p in packages if p != "."} <= named, "a package the layout does not name"
     files = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | {"Spacefile"}
-    listed = set(re.findall(r"\b([a-z_0-9]+\.(?:py|sh))\b", block))
+    listed = set(re.findall(r"(?<![\w.-])([a-z0-9_-]+\.(?:py|sh))\b", block))
     gone = sorted(f for f in listed if f.endswith(".py") and f not in files)
     assert not gone, f"the layout names files that do not exist: {gone}"
     modules = {p.name for p in (ROOT / "specviz").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}

@@ -6,10 +6,10 @@ The package is scanned once per folder it is found in: its modules do not change
 
 import functools
 import importlib
-import pkgutil
 from collections.abc import Iterator
 
 from ..errors import InvalidRequest
+from ..paths import declared_in
 from ..serving.declaration import Serving
 from .contract import DraftContext, EachRow, Recipe
 from .listing import FamilyBest
@@ -28,16 +28,7 @@ def kinds(menu_only: bool = False) -> tuple[Recipe, ...]:
 @functools.cache
 def _declared(folders: tuple[str, ...]) -> tuple[Recipe, ...]:
     """Every kind the package's modules declare, in menu order (found once per folder the package is in)."""
-    found: dict[str, Recipe] = {}
-    for module in pkgutil.iter_modules(list(folders)):
-        if module.name.startswith("_") or module.name in _NOT_KINDS:
-            continue
-        kind = getattr(importlib.import_module(f"{__package__}.{module.name}"), "KIND", None)
-        if not isinstance(kind, Recipe):
-            continue
-        if kind.name in found or kind.name == NO_DRAFTER:
-            raise RuntimeError(f"drafter name {kind.name!r} is declared twice (or is reserved)")
-        found[kind.name] = kind
+    found = declared_in(__package__, folders, "KIND", Recipe, _NOT_KINDS, NO_DRAFTER)
     _check_option_names(found.values())
     return tuple(sorted(found.values(), key=lambda k: (k.listing.order, k.name)))
 

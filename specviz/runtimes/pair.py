@@ -76,10 +76,8 @@ class Pair:
     def without_exact(self):
         """The target as its own library computes it, for a while (transformers' generate, raced beside specviz),
         then exact mode as it was."""
-        line = self.exact
         with self.runs_on.without_exact(self.target):
             yield
-        self.exact = line
 
     def precision_words(self) -> str:
         """The pair's precisions in a few words, and whether they (or the runtime) were measured fastest here."""

@@ -8,11 +8,11 @@ one whose measured costs promise the most tokens/s among those that can run the 
 
 import functools
 import importlib
-import pkgutil
 from dataclasses import replace
 
 from ..errors import InvalidRequest
 from ..models.device import resolve_device
+from ..paths import declared_in
 from .choice import RuntimeChoice, choose_fastest
 from .runtime import AUTO, WORDS, Runtime
 
@@ -26,16 +26,8 @@ def runtimes() -> tuple[Runtime, ...]:
 
 @functools.cache
 def _declared(folders: tuple[str, ...]) -> tuple[Runtime, ...]:
-    found: dict[str, Runtime] = {}
-    for module in pkgutil.iter_modules(list(folders)):
-        if module.name.startswith("_") or module.name in _NOT_RUNTIMES:
-            continue
-        declared = getattr(importlib.import_module(f"{__package__}.{module.name}"), "RUNTIME", None)
-        if not isinstance(declared, Runtime):
-            continue
-        if declared.name in found or declared.name == AUTO:
-            raise RuntimeError(f"runtime name {declared.name!r} is declared twice (or is reserved)")
-        found[declared.name] = declared
+    """Every runtime the package's modules declare (found once per folder the package is in)."""
+    found = declared_in(__package__, folders, "RUNTIME", Runtime, _NOT_RUNTIMES, AUTO)
     return tuple(sorted(found.values(), key=lambda r: (r.order, r.name)))
 
 
