@@ -159,7 +159,7 @@ def build(args):
         256 if gpu else 64,
         draft_precision or "same",
         tuple(offered),
-        "; ".join(runtime(name).help_line() for name in offered if name != "auto"),
+        "; ".join(f"{name}: {runtime(name).summary}" for name in offered if name != "auto"),
     )
 
 
