@@ -90,7 +90,9 @@ def test_the_screen_shows_three_charts_and_escapes_the_prompts_text(served):
     final = served[1]
     assert traffic_charts(final).count("<svg") == 3
     said = traffic_production(final)
-    assert all(("turn speculation off" in said) != ("paid at every rate run" in said) for _ in final.lanes[1:])
+    for lane in final.lanes[1:]:  # each drafter's own line says one or the other, as its runs measured
+        line = next(li for li in said.split("<li>") if li.startswith(f"{lane}: "))
+        assert ("turn speculation off" in line) != ("paid at every rate run" in line), line
     html = traffic_snapshot_html(final.saved)
     assert "w3 &lt;b&gt;&amp;" in html and "<b>&" not in html
 

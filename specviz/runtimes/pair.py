@@ -126,8 +126,8 @@ class Pair:
         """Whether this pair is what `ask` asks for: the same models and label, on the runtime named (or, for auto,
         the one auto chose before), at the precisions named (or measured, as before)."""
         mine = self.ask
-        if mine is None or (ask.target, ask.draft, ask.device, ask.name) != (mine.target, mine.draft, mine.device,
-                                                                               mine.name):  # fmt: skip
+        models = lambda a: (a.target, a.draft, a.device, a.name)  # noqa: E731
+        if mine is None or models(ask) != models(mine):
             return False
         if ask.runtime not in (mine.runtime, self.runs_on.name) or self.runs_on.refusal(ask):
             return False
