@@ -39,7 +39,6 @@ from .flags import (
     add_sampling_options,
     given_options,
     open_models,
-    run_models,
     settings_from,
 )
 from .race_command import add_race_command, cmd_race
@@ -203,7 +202,7 @@ def cmd_generate(args) -> int:
     if args.trace:
         made_with = "python -m specviz " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["generate"] else ""
         extra = recording([production]) if production else None
-        trace = duel.trace(args.prompt, run_models(args, pair), made_with or "python -m specviz generate", extra)
+        trace = duel.trace(args.prompt, pair.models(pair.exact), made_with or "python -m specviz generate", extra)
         trace.save(args.trace)
     if args.json:
         _print_json(duel, production)

@@ -16,7 +16,7 @@ from ..bench.suite import Bench, brought
 from ..drafters.registry import kinds
 from ..errors import InvalidRequest, SpecvizError
 from ..models.device import resolve_device
-from ..models.loading import quiet_transformers
+from ..models.loading import draft_precision, quiet_transformers
 from ..runtimes.runtime_registry import chosen_or_none
 from ..settings import AUTO, Settings
 from ..workload.ray_shards import ClusterRun, connect
@@ -25,7 +25,6 @@ from .flags import (
     add_cluster_options,
     add_model_options,
     add_option_flags,
-    draft_dtype,
     given_options,
 )
 
@@ -93,7 +92,7 @@ def plan_from(args) -> Plan:
                 raise
             methods.remove(k)  # not asked for by name: left out, and said so
             print(f"{k.name}: left out: {exc}", file=sys.stderr, flush=True)
-    asked = draft_dtype(args, resolve_device(args.device))  # int8 on a CPU, as every command, unless given
+    asked = draft_precision(args.draft_dtype, args.dtype, resolve_device(args.device))  # int8 on a CPU, unless given
     draft_dtypes = [d.strip() for d in asked.split(",") if d.strip()]
     if not draft_dtypes or any(d not in PRECISIONS for d in draft_dtypes):
         raise InvalidRequest(f"--draft-dtype must be some of {','.join(PRECISIONS)}, got {args.draft_dtype!r}")

@@ -10,13 +10,11 @@ from dataclasses import replace
 from .. import reading as read
 from ..drafters.registry import NO_DRAFTER, kind, kinds, option_owners
 from ..errors import InvalidRequest
-from ..models.loading import best_draft_dtype
 from ..runtimes.pair import Pair, PairAsk, open_pair
 from ..runtimes.runtime_registry import names as runtime_names
 from ..runtimes.runtime_registry import runtimes
 from ..serving.batch_table import tables_in
 from ..settings import ACCEPTANCE_MODES, AUTO, MAX_GAMMA, MAX_NEW_TOKENS, Settings, parse_lane
-from ..trace import RunModels
 from ..workload.entrants import EntryRules, across_runtimes, lane_entrants
 
 PRECISIONS = ("bfloat16", "float32", "int8")  # int8: dynamic int8 Linear layers, CPU
@@ -187,13 +185,6 @@ def settings_from(args, drafter: str) -> Settings:
     )
 
 
-def draft_dtype(args, device) -> str:
-    """--draft-dtype; else the draft precision measured fastest on the target's device (int8 on a CPU); else the
-    target's. Every command takes this default (bench's list of several among them)."""
-
-    return args.draft_dtype or best_draft_dtype(device) or args.dtype
-
-
 def open_models(args, with_draft: bool) -> Pair:
     """The pair the flags name (runtimes/pair.Pair): on the runtime --runtime names or auto measured fastest, the
     target in exact mode as --exact asks, where it holds, and, with `with_draft`, the draft model at its precision
@@ -220,11 +211,6 @@ def pair_ask(args, with_draft: bool = True, **changes) -> PairAsk:
         device=args.device,
     )
     return replace(ask, **changes)
-
-
-def run_models(args, pair: Pair) -> RunModels:
-    """The run's models as the flags named them (`pair`, the loaded pair, for its device and precisions)."""
-    return pair.models(pair.exact)
 
 
 def check_entrants(chosen, asked: bool, draft_given: bool) -> None:

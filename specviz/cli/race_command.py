@@ -31,7 +31,7 @@ from ..views.grand_prix import KIND, starting_grid
 from ..views.runtimes import compared, sentence
 from ..workload.entrants import lane_of, production
 from ..workload.lanes import run_lanes
-from .flags import add_lanes_run_options, add_output_options, chosen_lanes, open_models, run_models, settings_from
+from .flags import add_lanes_run_options, add_output_options, chosen_lanes, open_models, settings_from
 
 BAR = 20  # characters of a lane's progress bar
 REDRAW_EVERY_S = 0.2
@@ -150,7 +150,7 @@ def _race(args, base, entrants, others: list[str]):
     view.finished = True
     view.wall_s = time.perf_counter() - began
     board.draw(final=True)
-    return view, pair, prompt_ids, run_models(args, pair), curves
+    return view, pair, prompt_ids, pair.models(pair.exact), curves
 
 
 class Board:

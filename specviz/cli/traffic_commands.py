@@ -55,7 +55,6 @@ from .flags import (
     chosen_lanes,
     open_models,
     read_tables,
-    run_models,
     settings_from,
 )
 from .traffic_tables import concurrency_table, traffic_report
@@ -126,7 +125,7 @@ def cmd_concurrency(args: argparse.Namespace) -> int:
     chosen = chosen_lanes(args, base, preferred_trees=False, tables=read_tables(args.table))
     view, lanes = plan_levels(levels, chosen, base.greedy)
     pair, _, began = _serve(args, base, lanes, level_points(levels), "levels", rounds, view, texts)
-    models = run_models(args, pair)
+    models = pair.models(pair.exact)
     view.advice = vllm_advice(view, models.draft)
     print(concurrency_table(view) + "\n" + vllm_lines(view.advice), file=sys.stderr if args.json else sys.stdout)
     if args.trace:
@@ -159,7 +158,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     held_out(view, tokens, schedules, max_rows)  # each rate run, predicted from the others
     if simulate:
         project(view, tokens, simulate, max_rows, args.seed)
-    models = run_models(args, pair)
+    models = pair.models(pair.exact)
     view.advice = vllm_advice(view, models.draft)
     if args.trace:
         wall = time.perf_counter() - began

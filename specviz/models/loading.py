@@ -117,6 +117,12 @@ def linear_weight(linear: torch.nn.Module) -> torch.Tensor:
     return weight.dequantize() if weight.is_quantized else weight
 
 
+def draft_precision(asked: str, target: str, device: torch.device) -> str:
+    """The draft's precision: the one asked for; else the one measured fastest on the device (int8 on a CPU); else
+    the target's. Every command and the app take this default (the benchmark's list of several among them)."""
+    return asked or best_draft_dtype(device) or target
+
+
 def best_draft_dtype(device: torch.device) -> str:
     """The draft precision measured fastest on `device` when none is asked for: int8 by rows on a CPU (fbgemm's integer
     product streams a quarter of float32's bytes; docs/benchmark-log.md), else "" (the target's)."""

@@ -7,7 +7,7 @@ itself through its runtime, never by the runtime's name.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..errors import InvalidRequest
 from ..models.device import check_fits, resolve_device
@@ -146,7 +146,6 @@ class Prepared:
     choice: RuntimeChoice
     runtime: Runtime
     loading: Loading
-    said: list[str] = field(default_factory=list)
 
 
 def prepare_pair(ask: PairAsk, report=lambda _: None, freed: int = 0, choice: RuntimeChoice | None = None) -> Prepared:

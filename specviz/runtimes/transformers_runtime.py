@@ -20,9 +20,9 @@ from ..models.device import heads_bytes, resolve_device, weight_bytes
 from ..models.exact import exact_for, exact_problem, is_exact
 from ..models.loading import (
     LoadedModel,
-    best_draft_dtype,
     check_loadable,
     check_precision,
+    draft_precision,
     load_tokenizer,
     quiet_transformers,
     read_model,
@@ -170,7 +170,7 @@ class TransformersRuntime(Runtime):
             dtype = precision.dtype
         elif precision is not None and precision.dtype != dtype:
             precision = None  # a precision named: nothing was chosen
-        draft_dtype = dtype if ask.draft_dtype == SAME else ask.draft_dtype or best_draft_dtype(where) or dtype
+        draft_dtype = dtype if ask.draft_dtype == SAME else draft_precision(ask.draft_dtype, dtype, where)
         for each in (dtype, draft_dtype):
             check_precision(each, ask.device)
         names = [n for n in (ask.target, ask.draft) if n]
