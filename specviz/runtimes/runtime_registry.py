@@ -54,17 +54,22 @@ def offered(device: str = "auto") -> list[str]:
     return [AUTO, *able] if len(able) > 1 else able
 
 
+def why_not_each(ask, where) -> dict[Runtime, str]:
+    """Each runtime, and why it will not run the pair `ask` on `where` ('' where it will)."""
+    return {r: r.why_not(ask, where) for r in runtimes()}
+
+
 def others_for(ask, own: str) -> tuple[str, ...]:
     """Every runtime but `own` that runs the pair `ask` here as its models are (its precisions and exact mode left to
     each): what a race on every runtime adds."""
     where = resolve_device(ask.device)
-    free = replace(ask, insists=False)
-    return tuple(r.name for r in runtimes() if r.name != own and not r.why_not(free, where))
+    each = why_not_each(replace(ask, insists=False), where)
+    return tuple(r.name for r, why in each.items() if r.name != own and not why)
 
 
 def _elsewhere(ask, refused: Runtime, where) -> str:
     """Where the pair a runtime refused would run instead, or which runtimes give what the caller needs."""
-    able = [r.name for r in runtimes() if r is not refused and not r.why_not(ask, where)]
+    able = [r.name for r, why in why_not_each(ask, where).items() if r is not refused and not why]
     if able:
         return f" (it runs on {', '.join(able)})"
     giving = [r.name for r in runtimes() if ask.needs and all(getattr(r.gives, n) for n in ask.needs)]
@@ -81,9 +86,9 @@ def choose(ask, report=lambda _: None) -> RuntimeChoice:
         if why:
             raise InvalidRequest(f"--runtime {chosen.name}: {why}{_elsewhere(ask, chosen, where)}")
         return RuntimeChoice(chosen.name, f"{chosen.name}, as asked", device=where.type, asked=chosen.name)
-    problems = {r.name: r.why_not(ask, where) for r in runtimes()}
-    able = [r for r in runtimes() if not problems[r.name]]
-    against = "; ".join(f"{name}: {why}" for name, why in problems.items() if why)
+    problems = why_not_each(ask, where)
+    able = [r for r, why in problems.items() if not why]
+    against = "; ".join(f"{r.name}: {why}" for r, why in problems.items() if why)
     if not able:
         raise InvalidRequest(f"no runtime can run this pair here ({against})")
     if len(able) == 1:
